@@ -10,7 +10,7 @@ grade its patch in a fresh container, write artifacts and a summary.
         --model openai/Qwen/Qwen3-32B --api-base http://ROUTER:8000/v1 \
         --output-dir output/eval_runs/qwen3-32b --max-concurrent 8 --step-limit 50
 
-Per instance: `<output-dir>/<instance_id>__<ts>/{traj.json,patch.diff,meta.json}`; per run:
+Per instance: `<output-dir>/<instance_id>__<ts>/{traj.json,patch.diff,meta.json,eval.log,report.json}`; per run:
 `results.jsonl` (one row per finished instance), `summary.json`, `report.html`.
 Resume is on by default: instances with a final row in results.jsonl are skipped;
 those that ended in `env_error` (an infrastructure failure) are run again.
@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from grading_hooks import grade_extras, local_fleet_env  # noqa: E402
 from report import summarize, write_report  # noqa: E402
 
 log = logging.getLogger("eval_swe")
@@ -66,6 +67,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--deadline", type=float, default=3600.0, help="seconds per episode")
     p.add_argument("--eval-timeout", type=float, default=1800.0, help="seconds for the test run when grading")
     p.add_argument("--image-template", default=None, help="image name template or registry prefix override")
+    p.add_argument("--grading-network", default=None,
+                   help="network of grading containers: none, default, or a name in the nodes' SWE_EXEC_NETWORKS "
+                   "(default: the instance row's `network`, else none)")
+    p.add_argument("--agent-network", default=None,
+                   help="network of the agent's containers (same values; default: the row's `network`, else none)")
+    p.add_argument("--certified-only", default=None, metavar="LEDGER",
+                   help="run only instances certified in this ledger (eval/certify.py); flaky-only failures are marked")
     p.add_argument("--no-resume", action="store_true", help="run every instance again")
     p.add_argument("--local-fleet", action="store_true",
                    help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)")
@@ -171,6 +179,11 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
     for err in loaded.errors:
         print(f"warning: skipped bad row: {err}", file=sys.stderr)
     instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
+    ledger = None
+    if args.certified_only:
+        from grading_hooks import keep_certified
+
+        instances, ledger = keep_certified(instances, args.certified_only)
     run_dir: Path = args.output_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     results_path = run_dir / "results.jsonl"
@@ -182,11 +195,13 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
 
     policy = make_policy(args)
     harness = harness_by_name(args.harness, args.harness_config)
-    config = AgentConfig(step_limit=args.step_limit, command_timeout=args.command_timeout, deadline=args.deadline)
+    config = AgentConfig(step_limit=args.step_limit, command_timeout=args.command_timeout, deadline=args.deadline,
+                         env_options={"network": args.agent_network} if args.agent_network else {})
     meta = {"policy": args.policy, "model": args.model if args.policy == "chat" else args.policy,
             "api_base": args.api_base, "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
             "max_tokens": args.max_tokens, "step_limit": args.step_limit, "command_timeout": args.command_timeout,
-            "harness": args.harness}
+            "harness": args.harness, "grading_network": args.grading_network, "agent_network": args.agent_network,
+            "certified_only": args.certified_only}
     (run_dir / "run.json").write_text(json.dumps({**meta, "data": str(args.data), "instances": len(instances),
                                                   "started": time.time()}, indent=1))
     client_cfg = EnvClientConfig.from_env(**({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]}
@@ -196,7 +211,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
     started = time.monotonic()
 
     async with EnvClient(client_cfg) as client:
-        grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout))
+        grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout, network=args.grading_network))
 
         async def one(instance: Any) -> None:
             try:
@@ -205,6 +220,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
                                                 grader=grader)
                 out = write_artifacts(run_dir, instance, result, meta)
                 row = result_row(instance, result, out, run_dir)
+                row.update(grade_extras(out, result, ledger))
             except Exception as exc:  # noqa: BLE001 - one broken instance must not end the run
                 log.exception("instance %s failed", instance.instance_id)
                 row = {"instance_id": instance.instance_id, "status": "env_error", "resolved": False,
@@ -260,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(ROOT / "server"))
         from local_fleet import LocalFleet
 
-        with LocalFleet(exec_servers=args.exec_servers,
-                        max_containers_per_node=max(4, 2 * args.max_concurrent)) as fleet:
+        with LocalFleet(exec_servers=args.exec_servers, max_containers_per_node=max(4, 2 * args.max_concurrent),
+                        exec_env=local_fleet_env(args.grading_network, args.agent_network)) as fleet:
             summary = asyncio.run(run(args, fleet.client_env()))
     else:
         summary = asyncio.run(run(args))

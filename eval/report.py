@@ -36,6 +36,13 @@ def _mean(values: list[float]) -> float:
     return round(statistics.fmean(values), 3) if values else 0.0
 
 
+def _counts(values: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items()))
+
+
 def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: dict[str, Any] | None = None,
               *, wall_seconds: float | None = None, load_errors: int = 0) -> dict[str, Any]:
     """Rates are over the instances of the run (the ones not finished yet count as missing)."""
@@ -70,7 +77,20 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "load_errors": load_errors,
         "meta": meta or {},
         "resolved_ids": sorted(r["instance_id"] for r in done if r["status"] == "resolved"),
+        "apply_strategies": _counts(r.get("apply_strategy") or ("none" if r.get("eval_log") else "not graded")
+                                    for r in done),
+        "flaky_only": sum(1 for r in done if r.get("flaky_only")),
     }
+
+
+def _grade_links(run_dir: Path, row: dict[str, Any]) -> str:
+    """Links to the grade's own artifacts (eval.log, report.json) where they exist, and its apply strategy."""
+    d = row.get("dir", "")
+    links = "".join(f' <a href="{html.escape(d)}/{name}">{label}</a>' for name, label in
+                    (("eval.log", "log"), ("report.json", "report")) if d and (run_dir / d / name).exists())
+    extra = [row.get("apply_strategy") or ""] + (["flaky-only"] if row.get("flaky_only") else [])
+    tags = " ".join(html.escape(t) for t in extra if t)
+    return links + (f' <span class="note">{tags}</span>' if tags else "")
 
 
 def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
@@ -89,6 +109,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
              ("env errors", f"{100 * summary['error_rate']:.1f}%"),
              ("avg steps", f"{summary['avg_steps']:.1f}"),
              ("avg tokens (in/out)", f"{summary['avg_prompt_tokens']:.0f} / {summary['avg_completion_tokens']:.0f}"),
+             ("apply strategies", ", ".join(f"{k} {v}" for k, v in summary.get("apply_strategies", {}).items()) or "-"),
              ("avg agent / grade s", f"{summary['avg_agent_seconds']:.1f} / {summary['avg_grade_seconds']:.1f}")]
     card_html = "".join(f'<div class="card"><div class="v">{html.escape(v)}</div><div class="k">{html.escape(k)}</div></div>'
                         for k, v in cards)
@@ -102,7 +123,8 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
             f'{html.escape(r["status"])}</span></td><td>{html.escape(str(r.get("exit_reason", "")))}</td>'
             f'<td class="n">{r.get("steps", 0)}</td><td class="n">{r.get("prompt_tokens", 0)}/{r.get("completion_tokens", 0)}</td>'
             f'<td class="n">{r.get("agent_seconds", 0):.1f}</td><td class="n">{r.get("grade_seconds", 0):.1f}</td>'
-            f'<td><a href="{d}/traj.json">traj</a> <a href="{d}/patch.diff">patch</a></td><td class="note">{note}</td></tr>')
+            f'<td><a href="{d}/traj.json">traj</a> <a href="{d}/patch.diff">patch</a>{_grade_links(run_dir, r)}</td>'
+            f'<td class="note">{note}</td></tr>')
     meta = summary.get("meta", {})
     meta_line = " · ".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>" for k, v in meta.items()
                            if v is not None and k != "started")

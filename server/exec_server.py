@@ -52,6 +52,11 @@ import docker.errors
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+try:
+    from server import patch_baseline
+except ImportError:  # deployed as files: patch_baseline.py sits next to exec_server.py
+    import patch_baseline  # type: ignore[no-redef]
+
 __version__ = "0.1.0"
 log = logging.getLogger("swe_exec_server")
 
@@ -122,7 +127,9 @@ class ExecConfig:
     allow_pull: bool = False
     """Pull images that are missing locally (off: a missing image is a clear 404)."""
     allow_network: bool = True
-    """Whether a create request may ask for a network at all."""
+    """Whether a create request may ask for Docker's default (bridge) network."""
+    networks: tuple[str, ...] = ()
+    """Named Docker networks a create request may ask for (e.g. an internal no-egress one for tests)."""
     keepalive_command: tuple[str, ...] = ("sleep", "infinity")
     max_warm: int = 8
     """Warm (started, unclaimed) containers this node holds at most; they also count against max_containers."""
@@ -162,6 +169,7 @@ class ExecConfig:
         cfg.threads = int(_env("SWE_EXEC_THREADS", str(cfg.threads)))
         cfg.allow_pull = _env("SWE_EXEC_ALLOW_PULL", "0") == "1"
         cfg.allow_network = _env("SWE_EXEC_ALLOW_NETWORK", "1") == "1"
+        cfg.networks = tuple(n.strip() for n in _env("SWE_EXEC_NETWORKS", "").split(",") if n.strip())
         cfg.max_warm = int(_env("SWE_EXEC_MAX_WARM", str(cfg.max_warm)))
         cfg.warm_min_free_memory = _env("SWE_EXEC_WARM_MIN_FREE_MEMORY", cfg.warm_min_free_memory)
         cfg.warm_ttl = float(_env("SWE_EXEC_WARM_TTL", str(cfg.warm_ttl)))
@@ -443,6 +451,8 @@ class ContainerRecord:
     """Started ahead and not claimed yet: no lease, evictable, destroyed on stop."""
     from_warm: bool = False
     """Claimed from the warm pool: its labels carry no lease, the state file does."""
+    baseline: bool = False
+    """An episode-start baseline was recorded: diffs leave out what was there before."""
 
     def public(self) -> dict[str, Any]:
         d = asdict(self)
@@ -462,7 +472,8 @@ class CreateSpec:
     memory: str
     cpus: float
     pids_limit: int
-    network: bool
+    network: bool | str
+    """False: none; True: Docker's default network; a name: that (allowlisted) Docker network."""
     workdir: str
     env: tuple[tuple[str, str], ...]
 
@@ -637,9 +648,7 @@ class ContainerManager:
         if not IMAGE_RE.match(image):
             raise ApiError(400, f"invalid image name {image!r}")
         workdir = _opt_path(body, "workdir") or "/testbed"
-        network = _opt_bool(body, "network", False)
-        if network and not cfg.allow_network:
-            raise ApiError(403, "this exec server does not allow networked containers")
+        network = _opt_network(body, cfg)
         memory = body.get("memory", cfg.memory)
         if isinstance(memory, bool) or not isinstance(memory, (str, int)) or not MEMORY_RE.match(str(memory)):
             raise ApiError(400, "memory must look like '4g', '512m' or a byte count")
@@ -708,7 +717,7 @@ class ContainerManager:
                 spec.image, command=list(cfg.keepalive_command), name=name, labels=labels, detach=True,
                 init=True, working_dir=spec.workdir, environment=dict(spec.env) or None,
                 mem_limit=spec.memory, memswap_limit=spec.memory, nano_cpus=int(spec.cpus * 1e9),
-                pids_limit=spec.pids_limit, network_mode=None if spec.network else "none",
+                pids_limit=spec.pids_limit, network_mode=self._network_mode(spec.network),
                 security_opt=["no-new-privileges"],
             )
             container.start()
@@ -723,6 +732,19 @@ class ContainerManager:
         finally:
             with self._lock:
                 self._creating.discard(name)
+
+    def _network_mode(self, network: bool | str) -> str | None:
+        if network is False:
+            return "none"
+        if network is True:
+            return None  # Docker's default bridge
+        try:
+            self.client.networks.get(network)
+        except docker.errors.NotFound:
+            raise ApiError(404, f"network {network!r} not found on this node (SWE_EXEC_NETWORKS names it; "
+                                f"create it with `docker network create --internal {network}`)",
+                           network=network, network_missing=True) from None
+        return network
 
     def _ensure_image(self, image: str) -> None:
         try:
@@ -1121,23 +1143,46 @@ class ContainerManager:
             raise
 
     def diff(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The patch of the workdir; `record_baseline` records the episode-start state instead (see
+        server/patch_baseline.py), which every later diff (against HEAD) then leaves out."""
         base = body.get("base") or "HEAD"
         if not isinstance(base, str) or not re.match(r"^[A-Za-z0-9_./^~-]{1,200}$", base):
             raise ApiError(400, "base must be a git revision")
+        record = _opt_bool(body, "record_baseline", False)
         with self.use(body.get("container_id")) as rec:
             workdir = _opt_path(body, "workdir") or rec.workdir
-            git_diff = "git -c core.quotepath=off diff --cached --binary"
-            cmd = f"git add -A >/dev/null && {git_diff} {base}"
-            if base == "HEAD":  # a repository without commits yet diffs against the empty tree
-                cmd = (f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
-                       f"then {git_diff} HEAD; else {git_diff}; fi")
-            res = self._run(rec, cmd, timeout=300.0, workdir=workdir, env=None,
-                            max_output=self.config.max_eval_output_bytes, merge_stderr=False)
+            if record:
+                return self._record_baseline(rec, workdir)
+            res = None
+            if base == "HEAD":
+                res = self._run(rec, patch_baseline.DIFF_SCRIPT, timeout=300.0, workdir=workdir, env=None,
+                                max_output=self.config.max_eval_output_bytes, merge_stderr=False)
+                if res.returncode == patch_baseline.NO_BASELINE_EXIT:
+                    if rec.baseline:
+                        raise ApiError(422, f"the baseline recorded in {workdir} is gone: "
+                                            f"{decode_text(res.stderr).strip()[:2000]}")
+                    res = None
+            if res is None:  # no baseline: everything untracked counts
+                git_diff = "git -c core.quotepath=off diff --cached --binary"
+                cmd = f"git add -A >/dev/null && {git_diff} {base}"
+                if base == "HEAD":  # a repository without commits yet diffs against the empty tree
+                    cmd = (f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
+                           f"then {git_diff} HEAD; else {git_diff}; fi")
+                res = self._run(rec, cmd, timeout=300.0, workdir=workdir, env=None,
+                                max_output=self.config.max_eval_output_bytes, merge_stderr=False)
         if res.returncode != 0:
             raise ApiError(422, f"git diff failed in {workdir}: {decode_text(res.stderr).strip()[:2000]}")
         if res.truncated:
             raise ApiError(413, f"patch larger than {self.config.max_eval_output_bytes} bytes")
         return _encode_bytes("patch", res.output)
+
+    def _record_baseline(self, rec: ContainerRecord, workdir: str) -> dict[str, Any]:
+        res = self._run(rec, patch_baseline.BASELINE_SCRIPT, timeout=600.0, workdir=workdir, env=None,
+                        max_output=64 << 10, merge_stderr=False)
+        if res.returncode != 0:
+            raise ApiError(422, f"cannot record a baseline in {workdir}: {decode_text(res.stderr).strip()[:2000]}")
+        rec.baseline = True
+        return {"patch": "", "baseline": decode_text(res.output).strip()}
 
     def write_file(self, body: dict[str, Any]) -> dict[str, Any]:
         data = _decode_content(body)
@@ -1271,6 +1316,26 @@ def _opt_path(body: dict[str, Any], key: str) -> str | None:
         return None
     if not isinstance(value, str) or not value.startswith("/") or "\x00" in value or len(value) > 4096:
         raise ApiError(400, f"{key} must be an absolute path")
+    return value
+
+
+NETWORK_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def _opt_network(body: dict[str, Any], cfg: ExecConfig) -> bool | str:
+    """``network``: false/"none" (default), true/"default" (Docker's bridge), or an allowlisted name."""
+    value = body.get("network", False)
+    if value is None or value is False or value == "none":
+        return False
+    if value is True or value in ("default", "bridge"):
+        if not cfg.allow_network:
+            raise ApiError(403, "this exec server does not allow networked containers")
+        return True
+    if not isinstance(value, str) or not NETWORK_NAME_RE.match(value) or value == "host":
+        raise ApiError(400, "network must be true/false, 'none', 'default' or a Docker network name")
+    if value not in cfg.networks:
+        raise ApiError(403, f"network {value!r} is not allowed on this node (allowed: "
+                            f"{', '.join(cfg.networks) or 'none'}; set SWE_EXEC_NETWORKS)", network=value)
     return value
 
 

@@ -683,6 +683,7 @@ class Pool:
         missing: list[str] = []
         errors: list[str] = []
         full: set[str] = set()
+        missing_network = ""
         while True:
             candidates = [n for n in self.nodes.healthy() if n.url not in tried]
             full.update(n.url for n in candidates if self.load(n) >= self.cap(n))
@@ -715,6 +716,8 @@ class Pool:
             message = str(data.get("error", resp.text[:200]))
             if resp.status_code == 404:
                 missing.append(node.url)
+                if data.get("network_missing"):
+                    missing_network = message
             elif resp.status_code == 429:
                 full.add(node.url)
             elif 400 <= resp.status_code < 500:
@@ -725,6 +728,9 @@ class Pool:
             raise ApiError(429, f"all nodes that might hold {image} are full ({len(full)} at their cap)",
                            headers={"Retry-After": str(self.cfg.retry_after)}, retry_after=self.cfg.retry_after)
         if missing and not errors:
+            if missing_network:  # a named network the nodes allow but do not have: say so, not "image"
+                raise ApiError(404, f"{missing_network} (and on every other healthy node)", image=image,
+                               nodes=missing, network_missing=True)
             raise ApiError(404, f"image not found on any healthy node: {image}", image=image, nodes=missing)
         if not tried:
             raise ApiError(503, f"no healthy exec server (of {len(self.nodes.nodes)})", node_down=True)

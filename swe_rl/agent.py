@@ -29,7 +29,7 @@ from swe_rl.env_client import (
     FleetError,
     FleetUnavailable,
 )
-from swe_rl.environment import EnvFactory, fleet_env_factory
+from swe_rl.environment import EnvFactory, fleet_env_factory, record_baseline
 from swe_rl.grader import FleetGrader
 from swe_rl.grading import GradeResult, GradeStatus
 from swe_rl.protocols import (
@@ -322,6 +322,7 @@ async def run_agent(
     patch = ""
     try:
         async with env_factory(instance) as env:
+            await record_baseline(env)  # before the first action: pre-existing untracked files stay out
             try:
                 await asyncio.wait_for(_play(ep, policy, harness, env, config), timeout=config.deadline)
             except (TimeoutError, asyncio.TimeoutError):

@@ -227,6 +227,12 @@ class Lease:
             return base64.b64decode(data["patch"]).decode("utf-8", errors="replace")
         return data["patch"]
 
+    async def record_baseline(self) -> str:
+        """Record the work tree as it is now (untracked build output of the image's install, ...);
+        every later `diff` leaves exactly that out. Call once, before the first action."""
+        data = await self._call("diff", {"record_baseline": True}, self.client.config.read_timeout, Retry.SAFE)
+        return str(data.get("baseline", ""))
+
     async def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
         body: dict[str, Any] = {"path": path}
         if isinstance(data, bytes):

@@ -14,12 +14,16 @@ import logging
 from pydantic import BaseModel, ConfigDict
 
 from swe_rl.env_client import EnvClient, FleetError
-from swe_rl.grading import GradeResult, LogGrader, grade
+from swe_rl.environment import record_baseline
+from swe_rl.grading import GradeResult, GradeStatus, LogGrader, grade
+from swe_rl.networks import network_for
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
 
 __all__ = ["FleetGrader", "GraderConfig"]
 
 log = logging.getLogger(__name__)
+
+MAX_APPLY_OUTPUT = 16 << 10
 
 
 class GraderConfig(BaseModel):
@@ -29,8 +33,15 @@ class GraderConfig(BaseModel):
 
     eval_timeout: float = 1800.0
     """Seconds the instance's tests may run before the grade is eval_timeout."""
-    network: bool = False
-    """Whether the grading container gets a network (SWE-bench images need none)."""
+    network: bool | str | None = None
+    """Network of the grading container: False/"none", True/"default" (Docker's bridge), or the name of a
+    network the exec servers allow (``SWE_EXEC_NETWORKS``); None: the instance row's ``network``, else none."""
+    test_empty_patch: bool = True
+    """Run the tests of an empty patch too (status stays no_patch; the result is a tests-without-patch
+    baseline); False answers no_patch without a container (training, where it saves the fleet)."""
+    record_baseline: bool = True
+    """Record the grading container's untracked files before the patch goes in, so that any diff taken
+    there is the patch's effect only."""
 
 
 class FleetGrader:
@@ -43,20 +54,44 @@ class FleetGrader:
         self.log_grader = log_grader
 
     async def grade(self, instance: TaskInstance, patch: str) -> GradeResult:
-        if not patch or not patch.strip():  # no container needed to say so
+        empty = not patch or not patch.strip()
+        if empty and not self.config.test_empty_patch:  # no container needed to say so
             return grade(instance, patch=patch, apply_status=False, test_log="")
+        network = network_for(instance, self.config.network)
         try:
             script = eval_script_for(instance)
-        except EvalSpecUnavailable as exc:
+        except EvalSpecUnavailable as exc:  # (an empty patch stays no_patch whatever happens below)
             return grade(instance, patch=patch, apply_status=False, test_log="", env_error=str(exc))
         try:
             async with self.client.lease(instance.image, instance_id=instance.instance_id,
-                                         workdir=instance.workdir, network=self.config.network,
+                                         workdir=instance.workdir, network=network,
                                          expected=0) as lease:  # nothing follows a grading lease: warm nothing
+                if self.config.record_baseline:
+                    await record_baseline(lease)
                 run = await lease.evaluate(patch, script, timeout=self.config.eval_timeout)
         except FleetError as exc:
             log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
-            return grade(instance, patch=patch, apply_status=False, test_log="",
-                         env_error=f"grading container: {type(exc).__name__}: {exc}")
-        return grade(instance, patch=patch, apply_status=run.apply_status == "applied", test_log=run.test_log,
-                     timed_out=run.timed_out, returncode=run.returncode, grader=self.log_grader)
+            if empty:
+                result = grade(instance, patch=patch, apply_status=False, test_log="")
+                result.message += f"; the tests without a patch could not run: {type(exc).__name__}: {exc}"
+                return result
+            result = grade(instance, patch=patch, apply_status=False, test_log="",
+                           env_error=f"grading container: {type(exc).__name__}: {exc}")
+            result.network = network
+            return result
+        if empty:  # the verdict is no_patch; the tests' outcome is kept as the baseline
+            result = grade(instance, patch="(tests without a patch)", apply_status=True, test_log=run.test_log,
+                           timed_out=run.timed_out, returncode=run.returncode, grader=self.log_grader)
+            result = result.model_copy(update={
+                "status": GradeStatus.NO_PATCH, "resolved": False,
+                "message": f"empty patch; tests without a patch: {result.message}"})
+        else:
+            result = grade(instance, patch=patch, apply_status=run.apply_status == "applied",
+                           test_log=run.test_log, timed_out=run.timed_out, returncode=run.returncode,
+                           grader=self.log_grader)
+        result.apply_strategy = run.apply_strategy
+        result.apply_output = (run.apply_output or "")[-MAX_APPLY_OUTPUT:]
+        result.eval_seconds = run.duration
+        result.network = network
+        result.test_log = run.test_log or ""
+        return result

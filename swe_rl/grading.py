@@ -82,6 +82,17 @@ class GradeResult(BaseModel):
     ``r2e-expected-output:<parser>``, ``exit-code``, or empty when nothing was run."""
     message: str = ""
     """One line saying why, for logs and dashboards."""
+    apply_strategy: str | None = None
+    """How the patch went in on the fleet (``git apply``, ``git apply --ignore-whitespace``,
+    ``patch --fuzz=5``); None when nothing was applied."""
+    apply_output: str = ""
+    """What the apply attempts printed (capped)."""
+    eval_seconds: float | None = None
+    """Wall time of the evaluation call (apply + tests) on the fleet."""
+    network: bool | str = False
+    """Network of the grading container (False: none; True: Docker's default; else its name)."""
+    test_log: str = Field(default="", exclude=True)
+    """The eval script's output; kept in memory for artifacts (eval.log), never serialized with the grade."""
 
     @property
     def infra_failure(self) -> bool:

@@ -1,0 +1,76 @@
+"""Patch capture that contains only the agent's changes: a baseline taken at episode start.
+
+SWE-bench images are messy: their install step (`pip install .`, `setup.py develop`) leaves
+untracked files in the repo (`build/`, egg-info) that `.gitignore` does not cover, and some
+set-ups edit tracked files. A plain `git add -A && git diff --cached HEAD` sweeps all of that
+into the patch. So, once the container is ready and before the first action,
+`BASELINE_SCRIPT` records the work tree as it is:
+
+- a git tree of HEAD plus every untracked (non-ignored) file and every uncommitted change,
+  written with a private index and a private object directory under ``/tmp/.swe-rl/baseline``
+  (the repository's own index and object store are not touched);
+- the ignored files and folders that are present, as anchored exclude patterns, so they stay
+  out of the patch even if the agent edits ``.gitignore``.
+
+`DIFF_SCRIPT` then diffs the work tree against that tree. Baseline files left alone are not
+in the patch; files the agent creates, edits or deletes anywhere (inside ``build/`` too)
+are, as ordinary git diffs that `git apply` applies to a fresh container of the same image
+(where the same untracked files are present). Both scripts are POSIX sh plus git (no
+Python), so they run on any task image. Used by the exec server (`/container/diff` with
+``record_baseline``) and by the mini-swe-agent driver (through ``docker exec``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["BASELINE_DIR", "BASELINE_SCRIPT", "DIFF_SCRIPT", "NO_BASELINE_EXIT", "diff_script"]
+
+BASELINE_DIR = "/tmp/.swe-rl/baseline"
+"""Inside the container, outside any work tree."""
+
+NO_BASELINE_EXIT = 90
+"""Exit code of `DIFF_SCRIPT` when no baseline was recorded in this container."""
+
+_COMMON = f"""
+B={BASELINE_DIR}
+top=$(git rev-parse --show-toplevel 2>/dev/null) || {{ echo "not inside a git work tree: $(pwd)" >&2; exit 2; }}
+cd "$top" || exit 2
+"""
+
+BASELINE_SCRIPT = _COMMON + """
+objects=$(cd "$(git rev-parse --git-path objects)" && pwd) || exit 2
+rm -rf "$B" && mkdir -p "$B/objects" || exit 2
+export GIT_INDEX_FILE="$B/index" GIT_OBJECT_DIRECTORY="$B/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$objects"
+if git rev-parse -q --verify HEAD >/dev/null; then git read-tree HEAD; else git read-tree --empty; fi || exit 2
+git add -A >/dev/null || exit 2
+git write-tree >"$B/tree.tmp" || exit 2
+# Ignored files present now, one anchored pattern each (glob characters escaped).
+git ls-files -z --others --ignored --exclude-standard --directory | tr '\\000' '\\n' \\
+  | sed -e 's/[][*?\\\\]/\\\\&/g' -e 's|^|/|' >"$B/exclude" || exit 2
+printf '%s\\n' "$objects" >"$B/alternates"
+mv "$B/tree.tmp" "$B/tree"
+untracked=$(git diff --cached --name-only HEAD 2>/dev/null | wc -l)
+ignored=$(wc -l <"$B/exclude")
+echo "baseline $(cat "$B/tree") changed_or_untracked=$untracked ignored=$ignored"
+"""
+
+
+def diff_script(base: str | None = None) -> str:
+    """The agent's changes since the baseline; exits `NO_BASELINE_EXIT` when none was recorded.
+
+    With `base` (a git revision) the diff is against that revision instead of the baseline
+    tree, still leaving out what the baseline marks as ignored-present.
+    """
+    against = f'"{base}"' if base else '"$(cat "$B/tree")"'
+    return _COMMON + f"""
+[ -s "$B/tree" ] && [ -s "$B/index" ] || {{ echo "no baseline recorded" >&2; exit {NO_BASELINE_EXIT}; }}
+export GIT_INDEX_FILE="$B/diff.index" GIT_OBJECT_DIRECTORY="$B/objects" \\
+  GIT_ALTERNATE_OBJECT_DIRECTORIES="$(cat "$B/alternates")"
+git cat-file -e "$(cat "$B/tree")" 2>/dev/null || {{ echo "the baseline was removed from $B" >&2; exit 3; }}
+cp "$B/index" "$GIT_INDEX_FILE" || exit 2
+git -c core.excludesFile="$B/exclude" add -A >/dev/null || exit 2
+git -c core.quotepath=off diff --cached --binary {against}
+"""
+
+
+DIFF_SCRIPT = diff_script()
+"""The agent's changes since the baseline tree."""
