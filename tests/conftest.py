@@ -78,6 +78,23 @@ def base_image(docker_client) -> str:
     return BASE_IMAGE
 
 
+@pytest.fixture(scope="session")
+def internal_network(docker_client) -> str:
+    """A Docker network with no egress (``--internal``), unique to this session, removed at its end:
+    tests that need a network trait (a connect timeout that hangs) run on it."""
+    name = f"swe-rl-i14-{TEST_ID_PREFIX.strip('-')}"
+    net = docker_client.networks.create(name, driver="bridge", internal=True, labels={"swe-rl.test": "1"})
+    yield name
+    remove_containers_of(TEST_ID_PREFIX)
+    try:
+        net.reload()
+        for c in net.containers:
+            net.disconnect(c, force=True)
+        net.remove()
+    except Exception:  # noqa: BLE001 - already gone
+        pass
+
+
 @dataclass
 class ExecServerProc:
     url: str

@@ -124,10 +124,21 @@ def fixture_images(docker_client, base_image) -> None:
                        env={**os.environ, "SWE_BASE_IMAGE": base_image})
 
 
-def run_in_fresh_container(client, image: str, script: str) -> tuple[int, str]:
-    """Run a bash script in a new container (no network) and return (exit code, output)."""
+def meta_of(row: dict) -> dict:
+    return json.loads((FIXTURES / row["instance_id"] / "meta.json").read_text())
+
+
+@pytest.fixture
+def row_network(request, internal_network):
+    """The network a row's tests run on: none, or (rows naming one) this session's internal network."""
+    return internal_network if request.node.callspec.params["row"].get("network") else None
+
+
+def run_in_fresh_container(client, image: str, script: str, network: str | None = None) -> tuple[int, str]:
+    """Run a bash script in a new container (no network unless named) and return (exit code, output)."""
+    net = {"network": network} if network else {"network_disabled": True}
     container = client.containers.create(image, ["bash", "-c", script], labels=TEST_LABEL,
-                                         network_disabled=True, mem_limit="1g", pids_limit=512)
+                                         mem_limit="1g", pids_limit=512, **net)
     try:
         container.start()
         status = container.wait(timeout=RUN_TIMEOUT)
@@ -142,17 +153,19 @@ def gold_then_eval(row: dict) -> str:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
-def test_image_head_is_the_clean_base_commit(docker_client, fixture_images, row):
+def test_image_head_is_the_base_commit_with_only_its_setup_untracked(docker_client, fixture_images, row):
     code, out = run_in_fresh_container(
         docker_client, row["image_name"],
-        "cd /testbed && git rev-parse HEAD && git status --porcelain && git log --oneline | wc -l")
+        "cd /testbed && git rev-parse HEAD && git log --oneline | wc -l && git status --porcelain")
     assert code == 0, out
-    assert out.split() == [row["base_commit"], "1"]
+    untracked = ["??", "build/", "??", "toolz.egg-info/"] if "untracked-build-output" in meta_of(row).get(
+        "traits", []) else []
+    assert out.split() == [row["base_commit"], "1", *untracked]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
-def test_eval_without_fix_fails_fail_to_pass(docker_client, fixture_images, row):
-    _, log = run_in_fresh_container(docker_client, row["image_name"], row["eval_script"])
+def test_eval_without_fix_fails_fail_to_pass(docker_client, fixture_images, row, row_network):
+    _, log = run_in_fresh_container(docker_client, row["image_name"], row["eval_script"], row_network)
     statuses = parse_pytest_log(log)
     for test_id in json.loads(row["FAIL_TO_PASS"]):
         assert statuses.get(test_id) in ("FAILED", "ERROR"), (test_id, statuses.get(test_id), log[-3000:])
@@ -161,11 +174,24 @@ def test_eval_without_fix_fails_fail_to_pass(docker_client, fixture_images, row)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
-def test_eval_with_gold_patch_passes_everything(docker_client, fixture_images, row):
-    code, log = run_in_fresh_container(docker_client, row["image_name"], gold_then_eval(row))
+def test_eval_with_gold_patch_passes_everything(docker_client, fixture_images, row, row_network):
+    code, log = run_in_fresh_container(docker_client, row["image_name"], gold_then_eval(row), row_network)
     assert code == 0, log[-3000:]
     for path in touched_files(row["patch"]):
         assert f"Applied patch {path} cleanly." in log, log[-3000:]
     statuses = parse_pytest_log(log)
     for test_id in json.loads(row["FAIL_TO_PASS"]) + json.loads(row["PASS_TO_PASS"]):
         assert statuses.get(test_id) == "PASSED", (test_id, statuses.get(test_id), log[-3000:])
+
+
+def test_network_fixture_gold_needs_the_network_trait(docker_client, fixture_images):
+    """Without any network the connect fails at once (unreachable), so even the gold patch fails it."""
+    row = next(r for r in ROWS if r.get("network"))
+    _, log = run_in_fresh_container(docker_client, row["image_name"], gold_then_eval(row))
+    f2p = json.loads(row["FAIL_TO_PASS"])
+    assert parse_pytest_log(log).get(f2p[0]) == "FAILED", log[-3000:]
+
+
+def test_new_fixture_traits_are_present():
+    traits = {t for r in ROWS for t in meta_of(r).get("traits", [])}
+    assert {"untracked-build-output", "needs-network", "flaky-test"} <= traits
