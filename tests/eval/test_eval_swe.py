@@ -29,8 +29,11 @@ def fixture_images(docker_client):
 
 
 @pytest.fixture(scope="module")
-def fleet(fixture_images):
-    with LocalFleet(exec_servers=1, max_containers_per_node=8) as f:
+def fleet(fixture_images, internal_network):
+    # the node allows the session's internal network: the fixture whose tests need one is graded on it
+    with LocalFleet(exec_servers=1, max_containers_per_node=8,
+                    exec_env={"SWE_EXEC_NETWORKS": internal_network}) as f:
+        f.network = internal_network
         yield f
     # LocalFleet removed its containers; make sure of it.
     import docker
@@ -42,7 +45,8 @@ def fleet(fixture_images):
 
 def run_eval(fleet, out: Path, *extra: str) -> dict:
     args = eval_swe.parse_args(["--data", str(FIXTURES), "--output-dir", str(out), "--max-concurrent", "2",
-                                "--no-progress", *extra])
+                                "--no-progress", "--grading-network", fleet.network, "--agent-network",
+                                fleet.network, *extra])
     return asyncio.run(eval_swe.run(args, fleet.client_env()))
 
 
@@ -69,15 +73,43 @@ def test_gold_resolves_every_fixture_and_writes_artifacts(fleet, tmp_path):
         assert traj["grade"]["fail_to_pass"]["success"]
         assert (d / "patch.diff").read_text().startswith("diff --git")
         assert json.loads((d / "meta.json").read_text())["policy"] == "gold"
+        # the grade can be checked: the test log and the report, with how the patch went in
+        assert ">>>>> Start Test Output" in (d / "eval.log").read_text()
+        report = json.loads((d / "report.json").read_text())
+        assert report["status"] == "resolved" and report["apply_strategy"] == "git apply"
+        assert report["FAIL_TO_PASS"]["success"] and report["tests_status"] and report["eval_seconds"] > 0
+        assert report["network"] == fleet.network and r["apply_strategy"] == "git apply"
     saved = json.loads((tmp_path / "summary.json").read_text())
     assert saved["resolved"] == len(IDS) and saved["avg_steps"] > 0
+    assert saved["apply_strategies"] == {"git apply": len(IDS)}
     page = (tmp_path / "report.html").read_text()
     assert all(i in page for i in IDS) and "resolve rate" in page
+    assert page.count("/eval.log") == len(IDS) and page.count("/report.json") == len(IDS)
 
 
 def test_noop_gives_no_patch_everywhere(fleet, tmp_path):
     summary = run_eval(fleet, tmp_path, "--policy", "noop")
     assert summary["resolve_rate"] == 0.0 and summary["no_patch_rate"] == 1.0
+    # no short-circuit: each instance's tests ran without a patch (the baseline), and none resolves
+    assert summary["apply_strategies"] == {"none": len(IDS)}
+    for r in rows(tmp_path):
+        d = tmp_path / r["dir"]
+        assert (d / "patch.diff").read_text() == ""
+        report = json.loads((d / "report.json").read_text())
+        assert report["status"] == "no_patch" and report["FAIL_TO_PASS"]["failure"] and report["tests_status"]
+        assert "Start Test Output" in (d / "eval.log").read_text()
+
+
+def test_certified_only_runs_the_certified_instances(fleet, tmp_path):
+    from swe_rl.certification import LedgerEntry
+
+    ledger = tmp_path / "ledger.jsonl"
+    ledger.write_text("".join(LedgerEntry(instance_id=i, certified=i == IDS[0]).model_dump_json() + "\n"
+                              for i in IDS[:2]))
+    summary = run_eval(fleet, tmp_path / "run", "--policy", "gold", "--certified-only", str(ledger))
+    assert summary["total"] == 1 and summary["resolved"] == 1
+    (row,) = rows(tmp_path / "run")
+    assert row["instance_id"] == IDS[0] and row["flaky_only"] is False
 
 
 def test_resume_skips_finished_and_retries_env_errors(fleet, tmp_path):

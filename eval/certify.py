@@ -1,0 +1,250 @@
+"""Certify SWE task instances before they train: gold resolves every time, the empty patch never does.
+
+For each instance: grade the gold patch K times (default 3) and the empty patch once (its tests
+really run), each in a fresh container; record every test's status per run, the flaky tests
+(status differing across the gold runs), the image id/digest, durations; append one row to
+the ledger (JSONL, `swe_rl.certification.LedgerEntry`). Then print the certified fraction and
+the flake rate.
+
+    python eval/certify.py run --data data/fixtures/instances.jsonl --ledger output/ledger.jsonl \
+        --local-fleet --runs 3 --max-concurrent 4
+    python eval/certify.py summary --ledger output/ledger.jsonl
+    python eval/certify.py filter --ledger output/ledger.jsonl --data rows.jsonl --output certified.jsonl
+
+Resume is on by default (instances with a ledger row are skipped, except rows that failed on
+the fleet); ``--no-resume`` certifies everything again (the newest row of an instance counts).
+Use the ledger with ``swe_require_certified`` (plugin) and ``--certified-only`` (eval_swe.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from swe_rl.certification import LedgerEntry, read_ledger  # noqa: E402
+
+log = logging.getLogger("certify")
+MISSING = "MISSING"
+"""Status of a test absent from a run's log."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="certify instances (append to the ledger)")
+    run.add_argument("--data", required=True, help="instances (any format eval_swe.py reads)")
+    run.add_argument("--split", default="test")
+    run.add_argument("--ledger", required=True, type=Path, help="ledger JSONL (appended to)")
+    run.add_argument("--runs", type=int, default=3, help="gold runs per instance (K)")
+    run.add_argument("--max-concurrent", type=int, default=4, help="gradings at once")
+    run.add_argument("--max-instances", type=int, default=None)
+    run.add_argument("--instance-ids", default=None, help="comma-separated ids, or @file")
+    run.add_argument("--image-template", default=None)
+    run.add_argument("--network", default=None,
+                     help="grading network: none, default or a name in SWE_EXEC_NETWORKS (default: the row's)")
+    run.add_argument("--eval-timeout", type=float, default=1800.0)
+    run.add_argument("--no-resume", action="store_true")
+    run.add_argument("--local-fleet", action="store_true", help="start exec + pool servers on loopback")
+    run.add_argument("--no-progress", action="store_true")
+    run.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "WARNING"))
+    summ = sub.add_parser("summary", help="certified fraction and flake rate of a ledger")
+    summ.add_argument("--ledger", required=True, type=Path)
+    filt = sub.add_parser("filter", help="keep the rows of a JSONL data file whose instance is certified")
+    filt.add_argument("--ledger", required=True, type=Path)
+    filt.add_argument("--data", required=True, type=Path, help="JSONL rows (SWE-bench, fixture or slime rows)")
+    filt.add_argument("--output", required=True, type=Path)
+    args = p.parse_args(argv)
+    if args.command == "run" and args.runs < 1:
+        p.error("--runs must be at least 1")
+    return args
+
+
+# ---------------------------------------------------------------------------- one instance
+
+
+def image_identity(image: str) -> tuple[str | None, list[str]]:
+    """(image id, registry digests) as the local Docker daemon knows them; (None, []) when it cannot say."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        try:
+            img = client.images.get(image)
+            return img.id, list(img.attrs.get("RepoDigests") or [])
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001 - no daemon here, or not this image: not a certification failure
+        return None, []
+
+
+def certify_entry(instance: Any, gold: list[Any], empty: Any, image_id: str | None, digests: list[str]) -> LedgerEntry:
+    """The ledger row from K gold grades and the empty-patch grade."""
+    statuses = [g.status.value for g in gold]
+    ran = [g for g in gold if g.status.value != "env_error"]  # a run lost on the fleet says nothing of a test
+    names = sorted({t for g in ran for t in g.tests_status})
+    tests = {t: [g.tests_status.get(t, MISSING) for g in ran] for t in names}
+    flaky = sorted(t for t, runs in tests.items() if len(set(runs)) > 1)
+    env_errors = [g.message for g in [*gold, empty] if g.status.value == "env_error"]
+    empty_ran = bool(empty.tests_status) or bool(empty.test_log)
+    empty_resolves = empty_ran and not empty.fail_to_pass.failure and not empty.pass_to_pass.failure
+    reason = ""
+    if env_errors:
+        reason = f"env_error: {env_errors[0]}"
+    elif any(s != "resolved" for s in statuses):
+        bad = [s for s in statuses if s != "resolved"]
+        reason = f"gold not resolved in {len(bad)}/{len(statuses)} runs ({', '.join(sorted(set(bad)))})"
+    elif not empty_ran:
+        reason = f"the empty patch's tests did not run: {empty.message}"
+    elif empty_resolves:
+        reason = "the empty patch already meets FAIL_TO_PASS and PASS_TO_PASS"
+    return LedgerEntry(
+        instance_id=instance.instance_id, certified=not reason, reason=reason, env_error=bool(env_errors),
+        image=instance.image, image_id=image_id, repo_digests=digests, network=gold[0].network,
+        gold_runs=len(gold), gold_statuses=statuses, gold_apply_strategies=[g.apply_strategy for g in gold],
+        empty_status=empty.status.value, empty_would_resolve=empty_resolves, tests=tests,
+        empty_tests=dict(empty.tests_status), flaky_tests=flaky,
+        gold_seconds=[round(g.eval_seconds or 0.0, 3) for g in gold],
+        empty_seconds=round(empty.eval_seconds, 3) if empty.eval_seconds is not None else None,
+        certified_at=time.time(),
+    )  # fmt: skip
+
+
+async def certify_instance(grader: Any, instance: Any, runs: int, sem: asyncio.Semaphore) -> LedgerEntry:
+    async def graded(patch: str) -> Any:
+        async with sem:
+            return await grader.grade(instance, patch)
+
+    *gold, empty = await asyncio.gather(*[graded(instance.patch) for _ in range(runs)], graded(""))
+    image_id, digests = await asyncio.to_thread(image_identity, instance.image)
+    return certify_entry(instance, gold, empty, image_id, digests)
+
+
+# ---------------------------------------------------------------------------- run / summary / filter
+
+
+def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[str, Any]:
+    ledger = read_ledger(ledger_path)
+    entries = [e for i, e in ledger.entries.items() if instance_ids is None or i in instance_ids]
+    total = len(entries)
+    certified = sum(1 for e in entries if e.certified)
+    flaky = sum(1 for e in entries if e.flaky_tests)
+    reasons: dict[str, int] = {}
+    for e in entries:
+        if not e.certified:
+            key = e.reason.split(":")[0].split(" (")[0]
+            reasons[key] = reasons.get(key, 0) + 1
+    return {"instances": total, "certified": certified,
+            "certified_fraction": round(certified / total, 4) if total else 0.0,
+            "with_flaky_tests": flaky, "flake_rate": round(flaky / total, 4) if total else 0.0,
+            "flaky_tests": sum(len(e.flaky_tests) for e in entries),
+            "env_errors": sum(1 for e in entries if e.env_error), "not_certified_reasons": reasons,
+            "uncertified_ids": sorted(e.instance_id for e in entries if not e.certified)}
+
+
+async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
+    from eval_swe import _end_torn_line, _progress, instance_ids
+
+    from swe_rl.env_client import EnvClient, EnvClientConfig
+    from swe_rl.grader import FleetGrader, GraderConfig
+    from swe_rl.tasks import load_instances
+
+    loaded = load_instances(args.data, image_template=args.image_template,
+                            instance_ids=instance_ids(args.instance_ids), split=args.split)
+    for err in loaded.errors:
+        print(f"warning: skipped bad row: {err}", file=sys.stderr)
+    instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
+    args.ledger.parent.mkdir(parents=True, exist_ok=True)
+    _end_torn_line(args.ledger)  # an interrupted run may have left half a line
+    done: set[str] = set()
+    if not args.no_resume and args.ledger.exists():
+        done = {i for i, e in read_ledger(args.ledger).entries.items() if not e.env_error}
+    todo = [i for i in instances if i.instance_id not in done and i.patch.strip()]
+    skipped_no_gold = [i.instance_id for i in instances if not i.patch.strip()]
+    if skipped_no_gold:
+        print(f"warning: {len(skipped_no_gold)} instance(s) have no gold patch and cannot be certified",
+              file=sys.stderr)
+    if done:
+        print(f"resume: {len(instances) - len(todo)} of {len(instances)} instances already in the ledger")
+    client_cfg = EnvClientConfig.from_env(**({"pool_url": pool_env["SWE_POOL_URL"],
+                                              "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}))
+    sem = asyncio.Semaphore(max(1, args.max_concurrent))
+    progress = _progress(len(todo), disabled=args.no_progress)
+    async with EnvClient(client_cfg) as client:
+        grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout, network=args.network))
+
+        async def one(instance: Any) -> None:
+            try:
+                entry = await certify_instance(grader, instance, args.runs, sem)
+            except Exception as exc:  # noqa: BLE001 - one broken instance must not end the run
+                log.exception("certifying %s failed", instance.instance_id)
+                entry = LedgerEntry(instance_id=instance.instance_id, certified=False, env_error=True,
+                                    image=instance.image, reason=f"env_error: {type(exc).__name__}: {exc}",
+                                    certified_at=time.time())
+            with args.ledger.open("a") as fh:  # one whole line per instance: resume-safe
+                fh.write(entry.model_dump_json() + "\n")
+            progress.update("certified" if entry.certified else "env_error" if entry.env_error else "rejected")
+
+        await asyncio.gather(*(one(i) for i in todo))
+    progress.close()
+    return summarize(args.ledger, [i.instance_id for i in instances])
+
+
+def filter_rows(ledger_path: Path, data: Path, output: Path) -> tuple[int, int]:
+    """Copy the certified rows of a JSONL file verbatim; returns (kept, total)."""
+    from swe_rl.tasks import RowInvalid, instance_from_row
+
+    ledger = read_ledger(ledger_path)
+    kept = total = 0
+    with data.open() as src, output.open("w") as dst:
+        for line in src:
+            if not line.strip():
+                continue
+            total += 1
+            try:
+                iid = instance_from_row(json.loads(line)).instance_id
+            except (RowInvalid, json.JSONDecodeError):
+                continue
+            if ledger.is_certified(iid):
+                dst.write(line if line.endswith("\n") else line + "\n")
+                kept += 1
+    return kept, total
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.command == "summary":
+        print(json.dumps(summarize(args.ledger), indent=1))
+        return 0
+    if args.command == "filter":
+        kept, total = filter_rows(args.ledger, args.data, args.output)
+        print(f"kept {kept} of {total} rows (certified) in {args.output}")
+        return 0
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.local_fleet:
+        sys.path.insert(0, str(ROOT / "server"))
+        from grading_hooks import local_fleet_env
+        from local_fleet import LocalFleet
+
+        with LocalFleet(exec_servers=1, max_containers_per_node=max(4, 2 * args.max_concurrent),
+                        exec_env=local_fleet_env(args.network)) as fleet:
+            summary = asyncio.run(run(args, fleet.client_env()))
+    else:
+        summary = asyncio.run(run(args))
+    print(json.dumps(summary, indent=1))
+    print(f"ledger: {args.ledger}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
