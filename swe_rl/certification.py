@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from swe_rl.grading import GradeResult, GradeStatus
 
-__all__ = ["LedgerEntry", "Ledger", "flaky_only_failure", "read_ledger"]
+__all__ = ["CertificationGate", "Ledger", "LedgerEntry", "certification_gate", "flaky_only_failure", "read_ledger"]
 
 
 class LedgerEntry(BaseModel):
@@ -115,3 +115,34 @@ def flaky_only_failure(grade: GradeResult, flaky: set[str] | Any) -> bool:
         return False
     failing = [*grade.fail_to_pass.failure, *grade.pass_to_pass.failure]
     return bool(failing) and all(t in flaky for t in failing)
+
+
+_GATES: dict[str, "CertificationGate"] = {}
+
+
+class CertificationGate:
+    """The plugin's use of a ledger (``swe_require_certified``): which instances to play, which grades to drop."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def refusal(self, instance_id: str) -> str | None:
+        """Why the instance must not be trained on, or None."""
+        entry = self.ledger.get(instance_id)
+        if entry is None:
+            return f"uncertified: {instance_id} is not in the ledger {self.ledger.path}"
+        if not entry.certified:
+            return f"uncertified: {entry.reason or 'not certified'}"
+        return None
+
+    def flaky_only(self, grade: GradeResult | None) -> bool:
+        return grade is not None and flaky_only_failure(grade, self.ledger.flaky_tests(grade.instance_id))
+
+
+def certification_gate(path: str | None) -> CertificationGate | None:
+    """The gate of a ledger path (read once per process), or None when no ledger is required."""
+    if not path:
+        return None
+    if path not in _GATES:
+        _GATES[path] = CertificationGate(read_ledger(path))
+    return _GATES[path]

@@ -66,6 +66,12 @@ class PluginConfig(BaseModel):
     """Rollouts holding fleet containers at once, per rollout process (``SWE_MAX_CONCURRENT``)."""
     eval_timeout: float = 1800.0
     """Seconds the instance's tests may run when grading."""
+    grading_network: str | None = None
+    """Network of grading containers: ``none``, ``default`` or a name in the exec servers' ``SWE_EXEC_NETWORKS``;
+    None: the instance row's ``network``, else none. (The agent's: ``container_options.network``.)"""
+    require_certified: str | None = None
+    """Certification ledger (eval/certify.py): uncertified instances are not played (removed samples), and a
+    grade that failed only on the ledger's flaky tests is removed instead of scored as a failure."""
     save_traj_dir: str | None = None
     """Where to write ``<instance_id>__g<group>__i<index>__<ts>/{traj.json,patch.diff,meta.json}``
     (``SWE_SAVE_TRAJ_DIR``); None to write nothing."""

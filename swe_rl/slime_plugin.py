@@ -39,6 +39,8 @@ import httpx
 
 from swe_rl.agent import AgentConfig, AgentResult, run_agent
 from swe_rl.env_client import EnvClient, EnvClientConfig
+from swe_rl.certification import certification_gate
+from swe_rl.grade_artifacts import write_grade_artifacts
 from swe_rl.grader import FleetGrader, GraderConfig
 from swe_rl.grading import GradeResult, GradeStatus
 from swe_rl.harnesses.bash_block import BashBlockConfig, BashBlockHarness
@@ -146,6 +148,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             instance = instance_from_row({"metadata": sample.metadata or {}})
         except RowInvalid as exc:
             raise _Removed(f"bad_instance: {exc}") from None
+        gate = certification_gate(config.require_certified)
+        if gate is not None and (refusal := gate.refusal(instance.instance_id)):
+            raise _Removed(refusal)
         harness = _harness(config, instance, evaluation)
         info["harness"] = harness.name
         if config.prm.enable and not evaluation:
@@ -157,6 +162,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             pass  # slime aborted the request: handed back as ABORTED, neither graded nor removed
         elif agent.infra_failure or (grade is not None and grade.infra_failure):
             raise _Removed(f"env_error: {agent.error or (grade.message if grade else '')}")
+        elif gate is not None and gate.flaky_only(grade):  # a flaky-only difference is no failure to learn
+            raise _Removed(f"flaky_only: failed only on tests the ledger marks flaky ({grade.message})")
         elif policy.stop_reason in ("unreachable", "bad_response"):
             raise _Removed(f"policy_server: {agent.error}")
         elif not policy.trajectory or not policy.trajectory.turns:
@@ -218,7 +225,8 @@ async def _play(instance: TaskInstance, policy: SGLangTokenPolicy, harness: Any,
     agent = await run_agent(instance, policy, harness, client=state.client, config=agent_config, on_step=judge)
     if agent.infra_failure or policy.stop_reason in ("aborted", "unreachable", "bad_response"):
         return agent, None  # nothing worth grading
-    grader = FleetGrader(state.client, GraderConfig(eval_timeout=config.eval_timeout))
+    grader = FleetGrader(state.client, GraderConfig(eval_timeout=config.eval_timeout, network=config.grading_network,
+                                                    test_empty_patch=False))  # training: no_patch needs no run
     return agent, await grader.grade(instance, agent.patch)
 
 
@@ -364,6 +372,8 @@ def _save(root: Path, instance: TaskInstance, sample: Any, agent: AgentResult | 
             "grade": grade.model_dump(mode="json") if grade else None, "token_turns": turns, "prm": info.get("prm")}
     (out / "traj.json").write_text(json.dumps(body, indent=1, ensure_ascii=False))
     (out / "patch.diff").write_text(agent.patch if agent else "")
+    if grade is not None:
+        write_grade_artifacts(out, grade)  # eval.log + report.json
     meta = {**{k: v for k, v in info.items() if k != "tokens"}, "tokens": info.get("tokens"),
             "image": instance.image, "data_source": instance.data_source, "group_index": sample.group_index,
             "index": sample.index, "rollout_id": sample.rollout_id, "evaluation": evaluation,
