@@ -41,6 +41,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from mini_baseline import agent_patch, record_baseline  # noqa: E402
+
 log = logging.getLogger("run_minisweagent")
 
 DEFAULT_CONFIG = ROOT / "configs" / "minisweagent_sglang_swebench.yaml"
@@ -276,9 +278,13 @@ def run_one(instance: Any, config: dict[str, Any], out: Path, preds: PredsFile) 
                      "traceback": traceback.format_exc()}
             exit_status = type(exc).__name__
             raise
+        baseline = record_baseline(env, instance.workdir)  # pre-existing untracked files stay out of the patch
         agent = _stoppable_agent_class()(model, env, **config.get("agent", {}))
         info = agent.run(instance.problem_statement)
         exit_status, submission = info.get("exit_status"), info.get("submission") or ""
+        if baseline and exit_status == "Submitted":
+            patch = agent_patch(env, instance.workdir)
+            submission = submission if patch is None else patch
     except Exception as exc:  # noqa: BLE001 - one broken instance must not end the run
         log.error("instance %s: %s: %s", iid, type(exc).__name__, exc)
         exit_status = INTERRUPTED if isinstance(exc, RunInterrupted) else exit_status or type(exc).__name__

@@ -170,6 +170,24 @@ def test_fixture_task_through_minisweagent_then_our_grader(run_mini, fleet, tmp_
     assert again["resolve_rate"] == 0.25
 
 
+def test_minisweagent_patch_leaves_out_the_images_build_output(run_mini, fixture_images, tmp_path, label):
+    """pytoolz__toolz-9003's image has build/ and toolz.egg-info/ untracked: mini's own submit (`git add -A &&
+    git diff --cached`) would carry them; the prediction is the agent's changes only, build/ edits included."""
+    iid = "pytoolz__toolz-9003"
+    edit = action("echo '# agent' >> build/lib/toolz/dicttoolz.py && echo 'X = 1' > build/lib/toolz/new_mod.py "
+                  "&& sed -i 's/difference_update(keys\\[:-1\\])/difference_update(keys)/' toolz/dicttoolz.py",
+                  "edit")
+    submit = action("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached", "submit")
+    with FakeOpenAI([edit, submit]) as server:
+        assert run_mini.main(["--data", str(FIXTURES), "--instance-ids", iid, "-o", str(tmp_path), "--model",
+                              "openai/fake", "--api-base", server.base_url, "--run-label", label]) == 0
+    patch = json.loads((tmp_path / "preds.json").read_text())[iid]["model_patch"]
+    files = re.findall(r"^diff --git a/\S+ b/(\S+)$", patch, flags=re.MULTILINE)
+    assert sorted(files) == ["build/lib/toolz/dicttoolz.py", "build/lib/toolz/new_mod.py", "toolz/dicttoolz.py"]
+    assert "toolz.egg-info" not in patch
+    assert swept(label) == []
+
+
 def run_mini_version() -> str:
     import minisweagent
 
