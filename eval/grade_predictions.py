@@ -59,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-concurrent", type=int, default=4, help="patches graded at once")
     p.add_argument("--eval-timeout", type=float, default=1800.0, help="seconds for the test run of one patch")
     p.add_argument("--no-resume", action="store_true", help="grade every prediction again")
+    p.add_argument("--grading-network", default=None,
+                   help="network of grading containers: none, default or a name in SWE_EXEC_NETWORKS (default: the row's)")
     p.add_argument("--local-fleet", action="store_true",
                    help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)")
     p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "WARNING"))
@@ -162,6 +164,7 @@ def write_artifacts(run_dir: Path, instance: Any, patch: str, facts: dict[str, A
 
 async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
     from swe_rl.env_client import EnvClient, EnvClientConfig
+    from swe_rl.grade_artifacts import write_grade_artifacts
     from swe_rl.grader import FleetGrader, GraderConfig
     from swe_rl.grading import GradeResult, GradeStatus
     from swe_rl.tasks import load_instances
@@ -215,7 +218,7 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
     started = time.monotonic()
 
     async with EnvClient(client_cfg) as client:
-        grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout))
+        grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout, network=args.grading_network))
 
         async def one(inst: Any) -> None:
             pred = preds[inst.instance_id]
@@ -239,6 +242,8 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
                        "patch_bytes": len(patch.encode()), "error": facts["error"],
                        "grade_message": grade.message or None, "dir": str(out.relative_to(run_dir)),
                        "patch_sha": patch_digest(patch), "minisweagent_exit_status": facts["exit_status"]}
+                write_grade_artifacts(out, grade, grade_seconds=round(seconds, 3))  # eval.log + report.json
+                row.update(apply_strategy=grade.apply_strategy, eval_log=bool(grade.test_log))
             except Exception as exc:  # noqa: BLE001 - one broken grade must not end the run
                 log.exception("grading %s failed", inst.instance_id)
                 row = {"instance_id": inst.instance_id, "status": "env_error", "resolved": False,
@@ -263,9 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.local_fleet:
             sys.path.insert(0, str(ROOT / "server"))
+            from grading_hooks import local_fleet_env
             from local_fleet import LocalFleet
 
-            with LocalFleet(exec_servers=1, max_containers_per_node=max(4, 2 * args.max_concurrent)) as fleet:
+            with LocalFleet(exec_servers=1, max_containers_per_node=max(4, 2 * args.max_concurrent),
+                            exec_env=local_fleet_env(args.grading_network)) as fleet:
                 summary = asyncio.run(grade_all(args, fleet.client_env()))
         else:
             summary = asyncio.run(grade_all(args))
