@@ -36,6 +36,15 @@ def _mean(values: list[float]) -> float:
     return round(statistics.fmean(values), 3) if values else 0.0
 
 
+def _apply_label(row: dict[str, Any]) -> str:
+    """How a row's patch went in: a strategy, ``failed``, ``none`` (tests ran without a patch), ``not graded``."""
+    if row.get("apply_strategy"):
+        return str(row["apply_strategy"])
+    if row.get("status") == "patch_apply_failed":
+        return "failed"
+    return "none" if row.get("eval_log") else "not graded"
+
+
 def _counts(values: Any) -> dict[str, int]:
     out: dict[str, int] = {}
     for v in values:
@@ -77,8 +86,7 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "load_errors": load_errors,
         "meta": meta or {},
         "resolved_ids": sorted(r["instance_id"] for r in done if r["status"] == "resolved"),
-        "apply_strategies": _counts(r.get("apply_strategy") or ("none" if r.get("eval_log") else "not graded")
-                                    for r in done),
+        "apply_strategies": _counts(_apply_label(r) for r in done),
         "flaky_only": sum(1 for r in done if r.get("flaky_only")),
     }
 
