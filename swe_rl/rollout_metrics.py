@@ -226,11 +226,13 @@ def _data_source(metadata: Mapping[str, Any]) -> str | None:
 
 
 def trajectories_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trajectory]:
-    """One trajectory per eval results row (the standalone eval has no groups, removals or aborts)."""
+    """One trajectory per eval results row. The standalone eval has no groups or aborts; an ``env_error``
+    row (the fleet failed) counts as removed, as training removes such a rollout."""
     out = []
     for row in rows:
         traj = Trajectory(key=row.get("instance_id"), data_source=row.get("data_source"))
-        _from_info(traj, {**row, "removed": False, "aborted": False})
+        infra = row.get("status") == "env_error"
+        _from_info(traj, {**row, "removed": infra, "removed_reason": "env_error" if infra else None, "aborted": False})
         if traj.sampled_tokens is None and isinstance(row.get("completion_tokens"), int):
             traj.sampled_tokens = row["completion_tokens"]
         out.append(traj)

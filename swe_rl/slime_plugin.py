@@ -21,6 +21,7 @@ Statuses: a turn cut at ``max_new_tokens`` or a full context → TRUNCATED; a re
 aborted by slime → ABORTED (not graded); infrastructure failures (fleet, image, timeouts,
 router unreachable) and unusable rows → FAILED with ``remove_sample`` and a zero loss mask,
 the reason logged and kept in ``metadata["swe"]["removed_reason"]``; never a negative reward.
+``metadata["swe"]["episode"]`` keeps turns and fleet timings for the dashboard (``docs/metrics.md``).
 slime is imported lazily (`swe_rl.slime_sample`); everything works without it.
 """
 

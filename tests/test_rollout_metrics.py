@@ -174,7 +174,7 @@ def test_eval_rows_give_the_same_figures_under_the_same_names():
             {"instance_id": "c", "status": "env_error", "resolved": False, "exit_reason": "crash", "steps": 0}]
     from_rows = figures(trajectories_from_rows(rows))
     samples = [s for i, r in enumerate(rows) for s in traj(
-        i, i, {**r, "removed": False, "tokens": {"sampled_tokens": r["completion_tokens"]} if "completion_tokens" in r
+        i, i, {**r, "removed": r["status"] == "env_error", "removed_reason": "env_error: crash", "tokens": {"sampled_tokens": r["completion_tokens"]} if "completion_tokens" in r
                else None},
         source=r.get("data_source"))]
     for s in samples:
@@ -183,7 +183,8 @@ def test_eval_rows_give_the_same_figures_under_the_same_names():
             s.loss_mask = None  # nor a token count when the episode crashed
     from_samples = figures(trajectories_from_samples(samples))
     assert from_rows == pytest.approx({k: v for k, v in from_samples.items() if k != "behaviour/truncated_rate"})
-    assert from_rows["outcome/resolved_rate"] == pytest.approx(1 / 3) and from_rows["behaviour/turns_mean"] == 4 / 3
+    assert from_rows["outcome/resolved_rate"] == pytest.approx(1 / 3) and from_rows["behaviour/turns_mean"] == 2
+    assert from_rows["removed_rate"] == from_rows["removed/env_error_rate"] == pytest.approx(1 / 3)
     assert "outcome/groups" not in from_rows  # one trajectory per instance: no groups
 
 
