@@ -19,11 +19,15 @@ from swe_rl.env_client import EnvClient, EnvClientConfig
 from swe_rl.tasks import TaskInstance, load_instances
 
 FIXTURES_JSONL = ROOT / "data" / "fixtures" / "instances.jsonl"
+DOCUMENTED_NETWORK = "swe-rl-internal"
+"""The network fixture rows name (docs/grading.md)."""
 
 
 @pytest.fixture(scope="session")
-def fixture_instances(docker_client, base_image) -> dict[str, TaskInstance]:
-    """The bundled fixture instances; their images are built offline when missing."""
+def fixture_instances(docker_client, base_image, internal_network) -> dict[str, TaskInstance]:
+    """The bundled fixture instances; their images are built offline when missing. A row naming the
+    documented network ``swe-rl-internal`` gets this session's internal network instead (the `pool`
+    fixture's exec server allows it), as a node set up per docs/grading.md would have it."""
     loaded = load_instances(FIXTURES_JSONL)
     assert loaded.ok, loaded.errors
     missing = []
@@ -34,12 +38,18 @@ def fixture_instances(docker_client, base_image) -> dict[str, TaskInstance]:
             missing.append(inst.instance_id)
     if missing:
         subprocess.run(["bash", str(ROOT / "data/build_fixture_images.sh"), *missing], check=True)
-    return {inst.instance_id: inst for inst in loaded.instances}
+    return {inst.instance_id: _on_session_network(inst, internal_network) for inst in loaded.instances}
+
+
+def _on_session_network(inst: TaskInstance, network: str) -> TaskInstance:
+    if inst.extra.get("network") != DOCUMENTED_NETWORK:
+        return inst
+    return inst.model_copy(update={"extra": {**inst.extra, "network": network}})
 
 
 @pytest.fixture
-def pool(fleet, pool_factory) -> PoolProc:
-    return pool_factory(fleet(1))
+def pool(fleet, pool_factory, internal_network) -> PoolProc:
+    return pool_factory(fleet(1, SWE_EXEC_NETWORKS=internal_network))
 
 
 def client_for(pool: PoolProc, **overrides: Any) -> EnvClient:

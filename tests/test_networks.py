@@ -7,9 +7,11 @@ network at all it fails at once, so even the gold patch is unresolved there.
 
 from __future__ import annotations
 
+import json
 import secrets
 
 import pytest
+from agent_fixtures import FIXTURES_JSONL as ROWS_FILE
 from agent_fixtures import client_for, fixture_instances  # noqa: F401
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
@@ -21,6 +23,7 @@ from swe_rl.networks import network_for, parse_network
 from swe_rl.policies.gold import GoldPolicy
 
 NET = "pytoolz__toolz-9004"
+IDS = [json.loads(line)["instance_id"] for line in ROWS_FILE.read_text().splitlines() if line.strip()]
 MISSING = f"swe-rl-i14-missing-{secrets.token_hex(3)}"
 
 
@@ -78,9 +81,8 @@ async def test_a_missing_network_is_env_error_never_unresolved(net_client, fixtu
 
 
 async def test_a_network_not_in_the_allowlist_is_env_error(net_client, fixture_instances):
-    inst = fixture_instances[NET]
     # the fixture row names swe-rl-internal, which this node does not allow
-    assert inst.extra["network"] == "swe-rl-internal"
+    inst = with_row_network(fixture_instances[NET], "swe-rl-internal")
     grade = await FleetGrader(net_client).grade(inst, inst.patch)
     assert grade.status is GradeStatus.ENV_ERROR
     assert "not allowed" in grade.message and "SWE_EXEC_NETWORKS" in grade.message
@@ -98,12 +100,13 @@ def test_exec_server_validates_the_network(exec_server_factory, base_image, valu
         assert "network" in resp.json()["error"]
 
 
-def test_parse_network_and_precedence(fixture_instances):
+def test_parse_network_and_precedence(fixture_instances, internal_network):
     assert parse_network(None) is None and parse_network("") is None
     assert parse_network("none") is False and parse_network("default") is True and parse_network(True) is True
     assert parse_network("swe-rl-internal") == "swe-rl-internal"
     with pytest.raises(ValueError):
         parse_network(3)
     plain, net = fixture_instances["pytoolz__toolz-9001"], fixture_instances[NET]
-    assert network_for(plain) is False and network_for(net) == "swe-rl-internal"
+    assert network_for(plain) is False and network_for(net) == internal_network  # (the session's stand-in)
+    assert json.loads(ROWS_FILE.read_text().splitlines()[IDS.index(NET)])["network"] == "swe-rl-internal"
     assert network_for(net, "none") is False and network_for(plain, "other") == "other"
