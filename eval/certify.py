@@ -97,6 +97,8 @@ def certify_entry(instance: Any, gold: list[Any], empty: Any, image_id: str | No
     flaky = sorted(t for t, runs in tests.items() if len(set(runs)) > 1)
     env_errors = [g.message for g in [*gold, empty] if g.status.value == "env_error"]
     empty_ran = bool(empty.tests_status) or bool(empty.test_log)
+    if not empty_ran and not env_errors:  # the empty patch's tests only fail to run when the fleet failed
+        env_errors = [f"the empty patch's tests did not run: {empty.message}"]
     empty_resolves = empty_ran and not empty.fail_to_pass.failure and not empty.pass_to_pass.failure
     reason = ""
     if env_errors:
@@ -104,8 +106,6 @@ def certify_entry(instance: Any, gold: list[Any], empty: Any, image_id: str | No
     elif any(s != "resolved" for s in statuses):
         bad = [s for s in statuses if s != "resolved"]
         reason = f"gold not resolved in {len(bad)}/{len(statuses)} runs ({', '.join(sorted(set(bad)))})"
-    elif not empty_ran:
-        reason = f"the empty patch's tests did not run: {empty.message}"
     elif empty_resolves:
         reason = "the empty patch already meets FAIL_TO_PASS and PASS_TO_PASS"
     return LedgerEntry(
