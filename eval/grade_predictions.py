@@ -60,7 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-timeout", type=float, default=1800.0, help="seconds for the test run of one patch")
     p.add_argument("--no-resume", action="store_true", help="grade every prediction again")
     p.add_argument("--grading-network", default=None,
-                   help="network of grading containers: none, default or a name in SWE_EXEC_NETWORKS (default: the row's)")
+                   help="network of grading containers: none, default or a name in SWE_EXEC_NETWORKS "
+                   "(default: the row's)")
     p.add_argument("--local-fleet", action="store_true",
                    help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)")
     p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "WARNING"))
