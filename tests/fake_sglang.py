@@ -73,6 +73,8 @@ class FakeSGLang(LoopbackServer):
     tokenizer: Any
     script: list[Script] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """HTTP headers of each request (lower-case names), e.g. slime's routing key."""
     outputs: list[Output] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -104,6 +106,7 @@ class FakeSGLang(LoopbackServer):
             return JSONResponse({"error": "fake sglang: expects input_ids and return_logprob"}, 400)
         with self._lock:
             self.requests.append(body)
+            self.headers.append({k.lower(): v for k, v in request.headers.items()})
             item = self.script.pop(0) if self.script else None
         if item is None:
             return JSONResponse({"error": "fake sglang: script exhausted"}, 500)
