@@ -75,6 +75,9 @@ class FakeSGLang(LoopbackServer):
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     """HTTP headers of each request (lower-case names), e.g. slime's routing key."""
+    keyed: dict[str, list[Script]] = field(default_factory=dict)
+    """Scripts per routing key (``X-SMG-Routing-Key``, slime's session id): concurrent trajectories each play
+    their own; requests without a known key take from `script`."""
     outputs: list[Output] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -107,7 +110,8 @@ class FakeSGLang(LoopbackServer):
         with self._lock:
             self.requests.append(body)
             self.headers.append({k.lower(): v for k, v in request.headers.items()})
-            item = self.script.pop(0) if self.script else None
+            queue = self.keyed.get(request.headers.get("x-smg-routing-key", ""), self.script)
+            item = queue.pop(0) if queue else None
         if item is None:
             return JSONResponse({"error": "fake sglang: script exhausted"}, 500)
         reply = item(body) if callable(item) else item

@@ -232,3 +232,26 @@ def test_whole_trajectory_samples_without_rollout_id_use_their_index():
                for i, r in enumerate([1.0, -1.0])]
     _, ours = post_process_rewards(args_for(2, 1), samples)
     assert [round(a, 3) for a in ours] == [0.707, -0.707]
+
+
+# --------------------------------------------------------------------------- the list-aware filter
+
+
+def test_trajectory_filter_judges_trajectories_not_steps():
+    from swe_rl.slime_filters import (
+        check_trajectory_reward_nonzero_std,
+        check_trajectory_reward_nonzero_std_with_fallback,
+    )
+
+    args = args_for(4, 1)
+    mixed = [trajectory(0, 0, 1.0, 5), trajectory(0, 1, -1.0, 1)]
+    same = [trajectory(0, 0, -1.0, 5), trajectory(0, 1, -1.0, 1), trajectory(0, 2, 0.0, 1, removed=True)]
+    lonely = [trajectory(0, 0, 1.0, 3), trajectory(0, 1, 0.0, 1, removed=True), trajectory(0, 2, 0.0, 2, aborted=True)]
+    assert check_trajectory_reward_nonzero_std(args, mixed).keep
+    out = check_trajectory_reward_nonzero_std(args, same)
+    assert not out.keep and out.reason == "zero_std_-1.0"  # the removed 0.0 does not make a spread
+    out = check_trajectory_reward_nonzero_std(args, lonely)
+    assert not out.keep and out.reason == "valid_trajectories_1"
+    assert check_trajectory_reward_nonzero_std_with_fallback(args, same).keep_when_insufficient
+    # whole-trajectory mode: group items are Samples
+    assert check_trajectory_reward_nonzero_std(args, [t[0] for t in mixed]).keep

@@ -112,6 +112,8 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert v["--custom-rm-path"] == ["swe_rl.pivot.reward_func" if stage1 else "swe_rl.slime_plugin.reward_func"]
     assert v["--reward-key"] == ["score"]
     assert v["--custom-config-path"] == [str(ROOT / "configs/swe_rl_plugin.yaml")]
+    assert v["--custom-reward-post-process-path"] == ["swe_rl.advantages.post_process_rewards"]
+    assert "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v
     assert v["--n-samples-per-prompt"] == ["8"]
     assert v["--actor-num-nodes"] == [str(want["actor"])] and v["--actor-num-gpus-per-node"] == ["8"]
     assert v["--rollout-num-gpus"] == [str(want["rollout"])]
