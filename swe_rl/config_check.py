@@ -23,6 +23,7 @@ __all__ = ["known_names", "unknown_settings", "warn_unknown_settings"]
 log = logging.getLogger(__name__)
 _GROUP_PREFIXES = ("SWE_PRM_", "SWE_PIVOT_")
 _warned: set[str] = set()
+_checked: set[tuple[Any, ...]] = set()
 
 
 def known_names(config_class: type[BaseModel]) -> set[str]:
@@ -59,6 +60,12 @@ def unknown_settings(config_class: type[BaseModel], args: Any, env: Mapping[str,
 
 def warn_unknown_settings(config_class: type[BaseModel], args: Any, env: Mapping[str, str]) -> list[str]:
     """Log a warning per unknown setting (once per process); returns the messages logged now."""
+    keys = vars(args) if hasattr(args, "__dict__") else {}
+    seen = (config_class, tuple(sorted(k for k in keys if k.startswith("swe_"))),
+            tuple(sorted(k for k in env if k.startswith("SWE_"))))
+    if seen in _checked:  # called on every rollout: look once per distinct set of names
+        return []
+    _checked.add(seen)
     messages = []
     for name, near in unknown_settings(config_class, args, env):
         if name in _warned:

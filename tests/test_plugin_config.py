@@ -62,6 +62,7 @@ def test_misspelt_keys_and_variables_warn_with_the_nearest_valid_name(caplog):
     from swe_rl import config_check
 
     config_check._warned.clear()
+    config_check._checked.clear()
     args = SimpleNamespace(swe_step_limt=30, swe_prm_step_coeff=0.5, swe_step_limit=20, rollout_batch_size=8)
     env = {"SWE_MAX_CONCURENT": "4", "SWE_PRM_ENABEL": "1", "SWE_POOL_URL": "http://x", "SWE_EXEC_TOKEN": "t",
            "SWE_CLIENT_BACKOFF": "0.1", "SWE_SAVE_TRAJ_DIR": "/tmp/x", "SWE_PIVOT_PARTIAL_CREDIT": "0.5"}
