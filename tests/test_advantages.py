@@ -127,9 +127,10 @@ def test_upstream_default_mixes_steps_groups_and_removed_samples():
     by_traj = {}
     for s, a in zip(samples, upstream):
         by_traj.setdefault(s.rollout_id, set()).add(round(a, 6))
-    # the same reward gets the same advantage in both groups, and a resolved 1-step trajectory is worth less
-    # than a resolved 3-step one would be under per-group GRPO ...
-    assert by_traj[0] == by_traj[1] == by_traj[5]
+    # one batch-wide row: a reward gets the same advantage in both groups whatever its group's spread, the
+    # removed 0.0 sits in the statistics with a non-zero advantage, and the 10-step failure weighs 10 times ...
+    assert by_traj[0] == by_traj[1] == by_traj[5] and by_traj[2] == by_traj[4]
+    assert by_traj[6] != {0.0}
     # ... whereas per trajectory within its group: g0 = [1, 1, -1, -1] → ±0.866; g1 = [-1, 1] → ∓0.707
     _, ours = post_process_rewards(args, samples)
     mine = {s.rollout_id: round(a, 3) for s, a in zip(samples, ours)}
