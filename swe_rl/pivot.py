@@ -49,8 +49,8 @@ from pydantic import (
     model_validator,
 )
 
-from swe_rl.pivot_reward import ExpertAction, PivotRewardConfig, PivotScore, score_turn
 from swe_rl import slime_runtime
+from swe_rl.pivot_reward import ExpertAction, PivotRewardConfig, PivotScore, score_turn
 from swe_rl.plugin_config import PluginConfig
 from swe_rl.policies.sglang_tokens import (
     PolicyAborted,

@@ -40,6 +40,7 @@ from typing import Any
 
 import httpx
 
+from swe_rl import slime_runtime
 from swe_rl.agent import AgentConfig, AgentResult, run_agent
 from swe_rl.env_client import EnvClient, EnvClientConfig
 from swe_rl.grader import FleetGrader, GraderConfig
@@ -49,7 +50,6 @@ from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.plugin_config import PluginConfig
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.prm import JudgeClient, StepJudge, mixed_reward
-from swe_rl import slime_runtime
 from swe_rl.slime_sample import removed_ids, sample_class
 from swe_rl.tasks import RowInvalid, TaskInstance, instance_from_row
 from swe_rl.tokens import ChatCodec, ChatRenderer, TokenTrajectory, load_tokenizer
