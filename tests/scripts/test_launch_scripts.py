@@ -215,12 +215,15 @@ def test_env_file_is_sourced_and_dry_run_env_var_works(env, tmp_path):
 def test_overrides_reach_the_command(env):
     p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {**env, "KL_COEF": "0.001", "WANDB_PROJECT": "swe",
                                                    "EVAL_PROMPT_DATA": env["PROMPT_DATA"],
-                                                   "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor"})
+                                                   "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor",
+                                                   "DYNAMIC_SAMPLING_FILTER_PATH":
+                                                       "swe_rl.slime_filters.check_trajectory_reward_nonzero_std"})
     assert p.returncode == 0, p.stderr
     args, _, _ = submitted(p.stdout)
     assert not sorted({a for a in args if a.startswith("--")} - FLAGS)
     v = flag_values(args)
     assert v["--kl-loss-coef"] == ["0.001"] and "--use-kl-loss" in v and "--use-tis" in v
+    assert v["--dynamic-sampling-filter-path"] == ["swe_rl.slime_filters.check_trajectory_reward_nonzero_std"]
     assert v["--wandb-project"] == ["swe"] and v["--eval-prompt-data"] == ["swe", env["PROMPT_DATA"]]
 
 
