@@ -24,6 +24,7 @@ router unreachable) and unusable rows → one minimal FAILED sample with ``remov
 loss mask, a one-id response and its reward preset (``swe_reward_removed``), the reason logged and
 kept in ``metadata["swe"]["removed_reason"]``; never a negative reward. Advantages: train with
 ``--custom-reward-post-process-path swe_rl.advantages.post_process_rewards`` (docs/advantages.md).
+``metadata["swe"]["episode"]`` keeps turns and fleet timings for the dashboard (``docs/metrics.md``).
 slime is imported lazily (`swe_rl.slime_sample`); everything works without it.
 """
 
@@ -50,6 +51,7 @@ from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.plugin_config import PluginConfig
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.prm import JudgeClient, StepJudge, mixed_reward
+from swe_rl.rollout_metrics import episode_stats
 from swe_rl.slime_sample import removed_ids, sample_class
 from swe_rl.tasks import RowInvalid, TaskInstance, instance_from_row
 from swe_rl.tokens import ChatCodec, ChatRenderer, TokenTrajectory, load_tokenizer
@@ -157,8 +159,10 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         if config.prm.enable and not evaluation:
             judge = state.step_judge(config, instance)
         async with state.semaphore:
+            played = time.monotonic()
             agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
                                                   timeout=config.rollout_timeout)
+        info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
         if policy.stop_reason == "aborted":
             if not slime_runtime.slime_aborting(args):  # not slime's abort (router restart, engine crash)
                 raise _Removed(f"server_abort: {agent.error or 'request aborted'}")

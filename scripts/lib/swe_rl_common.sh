@@ -174,6 +174,8 @@ swe_defaults() {
   PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/configs/swe_rl_plugin.yaml}"
   GENERATE_PATH="${GENERATE_PATH:-swe_rl.slime_plugin.generate}"
   RM_PATH="${RM_PATH:-swe_rl.slime_plugin.reward_func}"
+  ROLLOUT_LOG_PATH="${ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_rollout_data}"
+  EVAL_ROLLOUT_LOG_PATH="${EVAL_ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_eval_rollout_data}"
   REWARD_KEY="${REWARD_KEY:-score}"
   # advantages per trajectory, normalised within each prompt group (docs/advantages.md)
   REWARD_POST_PROCESS_PATH="${REWARD_POST_PROCESS_PATH:-swe_rl.advantages.post_process_rewards}"
@@ -271,6 +273,9 @@ swe_train_args() {
     --reward-key "$REWARD_KEY"
     --custom-config-path "$PLUGIN_CONFIG"
     --custom-reward-post-process-path "$REWARD_POST_PROCESS_PATH"
+    # the SWE dashboard (docs/metrics.md): per-trajectory figures every rollout, next to slime's own
+    --custom-rollout-log-function-path "$ROLLOUT_LOG_PATH"
+    --custom-eval-rollout-log-function-path "$EVAL_ROLLOUT_LOG_PATH"
   )
   if [[ -n "${DYNAMIC_SAMPLING_FILTER_PATH:-}" ]]; then  # e.g. swe_rl.slime_filters.check_trajectory_reward_nonzero_std
     TRAIN_ARGS+=(--dynamic-sampling-filter-path "$DYNAMIC_SAMPLING_FILTER_PATH")

@@ -111,6 +111,8 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert v["--custom-generate-function-path"] == ["swe_rl.pivot.generate" if stage1 else "swe_rl.slime_plugin.generate"]
     assert v["--custom-rm-path"] == ["swe_rl.pivot.reward_func" if stage1 else "swe_rl.slime_plugin.reward_func"]
     assert v["--reward-key"] == ["score"]
+    assert v["--custom-rollout-log-function-path"] == ["swe_rl.slime_logging.log_rollout_data"]
+    assert v["--custom-eval-rollout-log-function-path"] == ["swe_rl.slime_logging.log_eval_rollout_data"]
     assert v["--custom-config-path"] == [str(ROOT / "configs/swe_rl_plugin.yaml")]
     assert v["--custom-reward-post-process-path"] == ["swe_rl.advantages.post_process_rewards"]
     assert "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v
