@@ -289,7 +289,7 @@ async def test_upstream_helpers_run_unchanged_when_slime_is_importable(pool, bas
     async with sandbox(pool, base_image) as sb:
         await sb.exec("mkdir -p /work/repo", check=True)
         await upstream.ensure_agent_user(sb, "/work/repo")
-        code, out = await upstream.exec_and_wait(sb, cmd="sleep 2; id -un; echo $TOKEN; exit 4", time_budget_sec=60,
+        code, out = await upstream.exec_and_wait(sb, cmd="sleep 2; id -un; echo $TOKEN; (exit 4)", time_budget_sec=60,
                                                  tag="t", user="agent", env={"TOKEN": "abc"},
                                                  workdir="/work/repo", want_output=True)
         assert (code, out) == (4, "agent\nabc\n")
