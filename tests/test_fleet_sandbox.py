@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import http.server
 import inspect
 import io
+import ipaddress
 import os
 import tarfile
+import threading
 import time
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -293,3 +296,34 @@ async def test_upstream_helpers_run_unchanged_when_slime_is_importable(pool, bas
                                                  tag="t", user="agent", env={"TOKEN": "abc"},
                                                  workdir="/work/repo", want_output=True)
         assert (code, out) == (4, "agent\nabc\n")
+
+
+async def test_network_lets_the_container_reach_an_adapter_on_the_host(pool, base_image, docker_client):
+    """The coding-agent CLIs call back to an adapter on the training host; with a network they can."""
+    ipam = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
+    gateway = ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))  # the host's side
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"adapter says hi"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer((gateway, 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fetch = (f"python3 -c \"import urllib.request; "
+             f"print(urllib.request.urlopen('http://{gateway}:{server.server_port}/', timeout=5).read().decode())\"")
+    try:
+        async with sandbox(pool, base_image, network=True) as sb:
+            assert await sb.exec(fetch, user="root", timeout=60) == (0, "adapter says hi\n", "")
+        async with sandbox(pool, base_image) as sb:  # no network unless asked
+            code, _, err = await sb.exec(fetch, timeout=60)
+            assert code != 0 and "unreachable" in err.lower()
+    finally:
+        server.shutdown()
+        server.server_close()
