@@ -97,11 +97,12 @@ class FleetSandboxConfig(BaseModel):
         for name in cls.model_fields:
             env = os.environ.get(f"SWE_FLEET_SANDBOX_{name.upper()}")
             if env is not None and env.strip():
-                values[name] = _network_value(env) if name == "network" else env.strip()
+                values[name] = parse_network(env) if name == "network" else env.strip()
         return cls(**{**values, **overrides})
 
 
-def _network_value(text: str) -> bool | str:
+def parse_network(text: str) -> bool | str:
+    """"true"/"1"/"bridge" → the node's default network, "false"/"0"/"none" → none, anything else → a name."""
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on", "bridge", "default"):
         return True
