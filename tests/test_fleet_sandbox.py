@@ -327,3 +327,16 @@ async def test_network_lets_the_container_reach_an_adapter_on_the_host(pool, bas
     finally:
         server.shutdown()
         server.server_close()
+
+
+async def test_cancelled_while_waiting_for_room_leaves_nothing(fleet, pool_factory, base_image):
+    pool = pool_factory(fleet(1), SWE_MAX_CONTAINERS_PER_NODE="1")
+    async with sandbox(pool, base_image) as first:
+        waiting = asyncio.create_task(sandbox(pool, base_image).__aenter__())
+        await asyncio.sleep(2)  # the fleet is full: the second allocate keeps retrying
+        assert not waiting.done()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert [lease["lease_id"] for lease in pool.status()["leases"]] == [first.sandbox_id]
+    assert pool.status()["totals"]["leases"] == 0
