@@ -107,6 +107,9 @@ async def add_agent(sb: FleetSandbox) -> None:
 async def test_exec_users_env_streams_check_timeout(pool, base_image):
     async with sandbox(pool, base_image) as sb:
         assert sb.sandbox_id and pool.status()["totals"]["leases"] == 1
+        expires = sb._lease.expires_at
+        await asyncio.sleep(1.2)  # heartbeats while held
+        assert sb._lease.expires_at > expires
         await add_agent(sb)
         assert await sb.exec("id -un; echo $HOME") == (0, "root\n/root\n", "")
         assert await sb.exec("id -un; echo $HOME", user="agent") == (0, "agent\n/home/agent\n", "")
