@@ -166,10 +166,14 @@ class FleetSandbox:
         owned = client is not self._given_client
 
         async def close() -> None:
-            if lease is not None:
-                await client._close_quietly(lease)
-            if owned:
-                await client.aclose()
+            try:
+                if lease is not None:
+                    await lease.close()
+            except FleetError as exc:  # never raised out of __aexit__, as upstream
+                log.warning("close of sandbox %s failed (the pool reclaims it after its TTL): %s", lease.lease_id, exc)
+            finally:
+                if owned:
+                    await client.aclose()
 
         task = asyncio.ensure_future(close())
         _background.add(task)
