@@ -201,6 +201,8 @@ class Lease:
         self.instance_id: str | None = info.get("instance_id")
         self.workdir: str = info.get("workdir", "")
         self.expires_at: float = info.get("expires_at", 0.0)
+        self.warm: bool | None = info.get("warm")
+        """Whether the node handed over a pre-started container (None: the pool did not say)."""
         self.closed = False
         self.lost: LeaseLost | None = None
         """Set when the background heartbeat learns the lease is gone."""

@@ -175,6 +175,8 @@ swe_defaults() {
   PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/configs/swe_rl_plugin.yaml}"
   GENERATE_PATH="${GENERATE_PATH:-swe_rl.slime_plugin.generate}"
   RM_PATH="${RM_PATH-swe_rl.slime_plugin.reward_func}"
+  ROLLOUT_LOG_PATH="${ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_rollout_data}"
+  EVAL_ROLLOUT_LOG_PATH="${EVAL_ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_eval_rollout_data}"
   REWARD_KEY="${REWARD_KEY-score}"
   N_SAMPLES_PER_PROMPT="${N_SAMPLES_PER_PROMPT:-8}"
   MAX_CONTEXT_LEN="${MAX_CONTEXT_LEN:-16384}"
@@ -270,6 +272,9 @@ swe_train_args() {
     ${RM_PATH:+--custom-rm-path "$RM_PATH"}
     ${REWARD_KEY:+--reward-key "$REWARD_KEY"}
     --custom-config-path "$PLUGIN_CONFIG"
+    # the SWE dashboard (docs/metrics.md): per-trajectory figures every rollout, next to slime's own
+    --custom-rollout-log-function-path "$ROLLOUT_LOG_PATH"
+    --custom-eval-rollout-log-function-path "$EVAL_ROLLOUT_LOG_PATH"
   )
   if [[ -n "${EVAL_PROMPT_DATA:-}" ]]; then
     TRAIN_ARGS+=(--eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data swe "$EVAL_PROMPT_DATA"

@@ -112,6 +112,8 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert v["--custom-generate-function-path"] == ["swe_rl.pivot.generate" if stage1 else "swe_rl.slime_plugin.generate"]
     assert v["--custom-rm-path"] == ["swe_rl.pivot.reward_func" if stage1 else "swe_rl.slime_plugin.reward_func"]
     assert v["--reward-key"] == ["score"]
+    assert v["--custom-rollout-log-function-path"] == ["swe_rl.slime_logging.log_rollout_data"]
+    assert v["--custom-eval-rollout-log-function-path"] == ["swe_rl.slime_logging.log_eval_rollout_data"]
     assert v["--custom-config-path"] == [str(ROOT / "configs/swe_rl_plugin.yaml")]
     assert v["--n-samples-per-prompt"] == ["8"]
     assert v["--actor-num-nodes"] == [str(want["actor"])] and v["--actor-num-gpus-per-node"] == ["8"]
