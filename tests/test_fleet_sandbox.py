@@ -12,6 +12,7 @@ import os
 import tarfile
 import threading
 import time
+import typing
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -58,6 +59,11 @@ def test_signatures_match_the_pinned_protocol():
         params = list(inspect.signature(method).parameters.values())[1:]  # without self
         assert [(p.name, p.kind, p.default) for p in params] == expected, name
     assert "sandbox_id" in FleetSandbox.__annotations__
+    # return shapes: (exit code, stdout, stderr); nothing; text. Content: str, bytes or a host Path.
+    assert typing.get_type_hints(FleetSandbox.exec)["return"] == tuple[int, str, str]
+    assert typing.get_type_hints(FleetSandbox.write_file)["return"] is type(None)
+    assert typing.get_type_hints(FleetSandbox.write_file)["content"] == str | bytes | Path
+    assert typing.get_type_hints(FleetSandbox.read_file)["return"] is str
     sb = FleetSandbox("any/image", client_config=EnvClientConfig())
     assert isinstance(sb, SandboxShape) and sb.sandbox_id == ""
 
