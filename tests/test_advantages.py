@@ -256,3 +256,19 @@ def test_trajectory_filter_judges_trajectories_not_steps():
     assert check_trajectory_reward_nonzero_std_with_fallback(args, same).keep_when_insufficient
     # whole-trajectory mode: group items are Samples
     assert check_trajectory_reward_nonzero_std(args, [t[0] for t in mixed]).keep
+
+
+def test_float_rewards_without_a_reward_key_like_upstreams_agent_example():
+    # upstream's coding-agent example: one sample per branch, the trajectory's full reward (a float) on each,
+    # a shared rollout_id; a failed rollout is one ABORTED sample with remove_sample and reward 0.0
+    args = SimpleNamespace(**{**vars(args_for(3, 1)), "reward_key": None})
+
+    def branches(index: int, reward: float, k: int) -> list[Sample]:
+        return [Sample(group_index=0, index=index, rollout_id=index, reward=reward, response_length=2,
+                       loss_mask=[1, 1]) for _ in range(k)]
+
+    failed = Sample(group_index=0, index=3, rollout_id=3, reward=0.0, remove_sample=True,
+                    status=Sample.Status.ABORTED, response_length=1, loss_mask=[0])
+    samples = branches(1, 1.0, 3) + branches(2, 0.0, 1) + [failed]
+    _, ours = post_process_rewards(args, samples)
+    assert [round(a, 3) for a in ours] == [0.707] * 3 + [-0.707, 0.0]
