@@ -52,6 +52,11 @@ import docker.errors
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+try:  # deployed next to this file; imported as server.request_checks from the repository
+    from request_checks import BadRequest, parse_body, scrub
+except ImportError:  # pragma: no cover - depends on how the server is started
+    from server.request_checks import BadRequest, parse_body, scrub
+
 __version__ = "0.1.0"
 log = logging.getLogger("swe_exec_server")
 
@@ -72,6 +77,11 @@ MEMORY_RE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SCRATCH = "/tmp/.swe-rl"  # server-side files inside the container (never under the workdir)
 TIMEOUT_RETURNCODE = 124  # GNU timeout's convention
+_PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
+MAX_SYMLINKS = 40  # as the kernel's own limit when resolving a path
+# A start the runtime refuses because of what the request asked for (workdir, limits), not a broken node.
+_START_REFUSED = re.compile(r"OCI runtime create failed|error during container init|not a directory|"
+                            r"no such file or directory|invalid argument|permission denied", re.I)
 
 
 # --------------------------------------------------------------------------- config
@@ -132,6 +142,8 @@ class ExecConfig:
     """Default lifetime of a /warm target and of each warm container (a request may ask up to max_lifetime)."""
     warm_parallel: int = 4
     """Warm containers being started at once (keeps the Docker daemon responsive)."""
+    warm_max_failures: int = 3
+    """A warm spec whose start fails this many times in a row is dropped (at once when Docker refuses it)."""
     warm_interval: float = 1.0
     """Seconds between refill passes (a claim or a /warm call wakes the refiller at once)."""
     state_dir: str = "~/.cache/swe-rl/exec-state"
@@ -167,6 +179,7 @@ class ExecConfig:
         cfg.warm_ttl = float(_env("SWE_EXEC_WARM_TTL", str(cfg.warm_ttl)))
         cfg.warm_parallel = int(_env("SWE_EXEC_WARM_PARALLEL", str(cfg.warm_parallel)))
         cfg.warm_interval = float(_env("SWE_EXEC_WARM_INTERVAL", str(cfg.warm_interval)))
+        cfg.warm_max_failures = int(_env("SWE_EXEC_WARM_MAX_FAILURES", str(cfg.warm_max_failures)))
         cfg.state_dir = _env("SWE_EXEC_STATE_DIR", cfg.state_dir)
         cfg.backend = _env("SWE_EXEC_BACKEND", cfg.backend)
         return cfg
@@ -481,6 +494,8 @@ class WarmTarget:
     retry_at: float = 0.0
     """After a failed start, no new start for this key before then."""
     last_error: str = ""
+    failures: int = 0
+    """Failed starts in a row."""
 
 
 @dataclass(eq=False)
@@ -521,9 +536,18 @@ class ContainerManager:
         self._warm_pool: Any = None
         self._state_lock = threading.Lock()
         self.warm_stats = {"claimed": 0, "promised": 0, "cold": 0, "started": 0, "evicted": 0, "expired": 0,
-                           "failed": 0}
+                           "failed": 0, "dropped": 0}
+        self._dropped: dict[tuple[Any, ...], dict[str, Any]] = {}
+        """Warm specs dropped after failed starts: a /warm for them is declined until a cold create succeeds."""
         self.min_free_memory = parse_bytes(config.warm_min_free_memory)
+        try:  # Docker's data root, scrubbed from the messages we pass on
+            self._docker_root = str(self.client.info().get("DockerRootDir") or "")
+        except Exception:  # noqa: BLE001 - a fake backend or an old daemon: the default paths still go
+            self._docker_root = ""
         self.load_existing()
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, (self._docker_root,))
 
     # ---- registry
 
@@ -636,15 +660,17 @@ class ContainerManager:
         image = _require_str(body, "image")
         if not IMAGE_RE.match(image):
             raise ApiError(400, f"invalid image name {image!r}")
-        workdir = _opt_path(body, "workdir") or "/testbed"
+        workdir = _opt_workdir(body)
         network = _opt_bool(body, "network", False)
         if network and not cfg.allow_network:
             raise ApiError(403, "this exec server does not allow networked containers")
         memory = body.get("memory", cfg.memory)
         if isinstance(memory, bool) or not isinstance(memory, (str, int)) or not MEMORY_RE.match(str(memory)):
             raise ApiError(400, "memory must look like '4g', '512m' or a byte count")
-        cpus = _opt_number(body, "cpus", cfg.cpus, lo=0.01, hi=float(os.cpu_count() or 1) * 4)
-        pids = int(_opt_number(body, "pids_limit", cfg.pids_limit, lo=16, hi=1 << 20))
+        if "memory" in body:
+            _check_memory(str(memory))
+        cpus = _opt_number(body, "cpus", cfg.cpus, lo=0.01, hi=float(os.cpu_count() or 1))
+        pids = int(_opt_number(body, "pids_limit", cfg.pids_limit, lo=16, hi=1 << 20, integer=True))
         env = _opt_env(body)
         return CreateSpec(image, str(memory), cpus, pids, network, workdir, tuple(sorted(env.items())))
 
@@ -659,6 +685,9 @@ class ContainerManager:
         warm = rec is not None
         if rec is None:
             rec = self._create_cold(spec, lease_id, owner, ttl, idle_ttl)
+            if self._dropped:
+                with self._lock:
+                    self._dropped.pop(spec.key, None)  # it starts after all: warming it may be asked again
         return {"container_id": rec.id, "name": rec.name, "image": rec.image, "workdir": rec.workdir,
                 "deadline": rec.deadline, "network": spec.network, "warm": warm}
 
@@ -713,6 +742,15 @@ class ContainerManager:
             )
             container.start()
             return container
+        except docker.errors.APIError as exc:
+            reason = self.scrub(str(exc.explanation or exc))
+            # The daemon refusing this create (a limit, a workdir through a file, ...) is the request's
+            # fault; a daemon that fails otherwise is the node's.
+            if exc.status_code == 400 or _START_REFUSED.search(reason):
+                self._remove_half_created(container)
+                raise ApiError(400, f"docker refused this container: {reason}", reason=reason) from None
+            self._remove_half_created(container)
+            raise
         except BaseException:
             if container is not None:
                 try:
@@ -723,6 +761,14 @@ class ContainerManager:
         finally:
             with self._lock:
                 self._creating.discard(name)
+
+    def _remove_half_created(self, container: Any) -> None:
+        if container is None:
+            return
+        try:
+            container.remove(force=True)
+        except docker.errors.APIError:
+            log.exception("could not remove half-created container %s", container.id[:12])
 
     def _ensure_image(self, image: str) -> None:
         try:
@@ -784,13 +830,20 @@ class ContainerManager:
         with self._lock:
             if self._stopping:
                 raise ApiError(503, "exec server is stopping")
-            if count == 0:
+            dropped = self._dropped.get(spec.key)
+            if dropped is not None and dropped["until"] <= time.time():
+                del self._dropped[spec.key]
+                dropped = None
+            if count == 0 or dropped is not None:
                 self._targets.pop(spec.key, None)
             else:
                 self._targets[spec.key] = WarmTarget(spec, min(count, cfg.max_warm), ttl, time.time() + ttl)
             ready = len(self._ready.get(spec.key, []))
             starting = len(self._starting.get(spec.key, []))
         self._warm_wake.set()
+        if dropped is not None:
+            return {"ok": True, "image": spec.image, "count": count, "accepted": 0, "ttl": ttl, "ready": ready,
+                    "starting": starting, "max_warm": cfg.max_warm, "dropped": dropped["reason"]}
         return {"ok": True, "image": spec.image, "count": count, "accepted": min(count, cfg.max_warm), "ttl": ttl,
                 "ready": ready, "starting": starting, "max_warm": cfg.max_warm}
 
@@ -913,28 +966,35 @@ class ContainerManager:
         now = time.time()
         container = None
         error = ""
+        refused = False
         try:
             labels = {LABEL_WARM: "1", LABEL_LEASE: "", LABEL_OWNER: "", LABEL_DEADLINE: f"{start.deadline:.3f}",
                       LABEL_IDLE_TTL: f"{start.ttl:.3f}"}
             container = self._start_container(spec, labels, now)
         except ApiError as exc:
-            error = exc.message
+            error, refused = exc.message, 400 <= exc.status < 500 and exc.status != 429
         except Exception as exc:  # noqa: BLE001 - a failed warm start must never take the refiller down
             error = f"{type(exc).__name__}: {exc}"
         doomed = False
+        dropped: dict[str, Any] | None = None
         with self._lock:
             self._starting[key].remove(start)
             if not self._starting[key]:
                 del self._starting[key]
             self._reserved -= 1
+            target = self._targets.get(key)
             if container is None:
                 self.warm_stats["failed"] += 1
-                target = self._targets.get(key)
                 if target is not None:
                     target.retry_at, target.last_error = time.time() + 10.0, error
+                    target.failures += 1
+                    if refused or target.failures >= self.config.warm_max_failures:
+                        dropped = self._drop_target_locked(key, target)
             elif self._stopping:
                 doomed = True
             else:
+                if target is not None:
+                    target.failures = 0
                 self.warm_stats["started"] += 1
                 rec = ContainerRecord(
                     id=container.id, name=container.name, image=spec.image, lease_id="", owner="",
@@ -945,12 +1005,32 @@ class ContainerManager:
                     start.rec = rec  # handed straight to the create waiting for it
                 else:
                     self._ready.setdefault(key, []).append(container.id)
-        if error:
-            log.warning("warm start of %s failed: %s", spec.image, error)
+        if dropped is not None:
+            log.warning("warm spec of %s dropped after %d failed start(s): %s", spec.image, dropped["failures"],
+                        error)
+        elif error:
+            log.debug("warm start of %s failed: %s", spec.image, error)
         if doomed:
             self._docker_remove(container.id)
         start.done.set()
         self._warm_wake.set()
+
+    def _drop_target_locked(self, key: tuple[Any, ...], target: WarmTarget) -> dict[str, Any]:
+        """Stop refilling a spec that does not start; remembered (for /status) until its target would expire."""
+        del self._targets[key]
+        info = {"image": target.spec.image, "memory": target.spec.memory, "cpus": target.spec.cpus,
+                "workdir": target.spec.workdir, "failures": target.failures, "reason": target.last_error,
+                "at": time.time(), "until": max(target.expires, time.time() + 60.0)}
+        self._dropped[key] = info
+        self.warm_stats["dropped"] += 1
+        return info
+
+    def warm_dropped(self) -> list[dict[str, Any]]:
+        now = time.time()
+        with self._lock:
+            for key in [k for k, d in self._dropped.items() if d["until"] <= now]:
+                del self._dropped[key]
+            return [dict(d) for d in self._dropped.values()]
 
     def start_refiller(self) -> None:
         def loop() -> None:
@@ -1169,7 +1249,7 @@ class ContainerManager:
                     raise ApiError(422, f"cannot write {path!r}: {exc.explanation}") from None
         return {"ok": True, "path": path, "bytes": len(data)}
 
-    def read_file(self, body: dict[str, Any]) -> dict[str, Any]:
+    def read_file(self, body: dict[str, Any], _links: int = 0) -> dict[str, Any]:
         limit = int(_opt_number(body, "max_bytes", self.config.max_file_bytes, lo=0, hi=self.config.max_file_bytes))
         with self.use(body.get("container_id")) as rec:
             path = _resolve(_require_path(body, "path"), rec.workdir)
@@ -1177,6 +1257,12 @@ class ContainerManager:
                 stream, stat = self.client.api.get_archive(rec.id, path)
             except docker.errors.NotFound:
                 raise ApiError(404, f"no such file: {path}", path=path) from None
+            except docker.errors.APIError as exc:
+                if exc.status_code is not None and exc.status_code >= 500 and not _PATH_REFUSED.search(str(exc)):
+                    raise
+                # a symlink loop, a path through a file: the path's fault, said without host paths
+                raise ApiError(422, f"cannot read {path}: {self.scrub(str(exc.explanation or exc))}",
+                               path=path) from None
             mode = int(stat.get("mode", 0))
             if mode & (1 << 31):  # Go's os.ModeDir
                 raise ApiError(400, f"{path} is a directory", path=path)
@@ -1188,9 +1274,10 @@ class ContainerManager:
             if member is None:
                 raise ApiError(404, f"no such file: {path}")
             if member.issym() or member.islnk():
-                target = member.linkname if member.issym() else member.linkname
+                if _links >= MAX_SYMLINKS:
+                    raise ApiError(422, f"cannot read {path}: too many levels of symbolic links", path=path)
                 # Follow one link level by asking for the target (relative to the link's directory).
-                return self.read_file({**body, "path": _resolve(target, os.path.dirname(path))})
+                return self.read_file({**body, "path": _resolve(member.linkname, os.path.dirname(path))}, _links + 1)
             fh = tar.extractfile(member)
             data = fh.read() if fh else b""
         result = _encode_bytes("content", data)
@@ -1290,19 +1377,51 @@ def _opt_bool(body: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _opt_number(body: dict[str, Any], key: str, default: float, *, lo: float, hi: float) -> float:
+def _opt_number(body: dict[str, Any], key: str, default: float, *, lo: float, hi: float,
+                integer: bool = False) -> float:
     value = body.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise ApiError(400, f"{key} must be a number")
+    if integer and value != int(value):
+        raise ApiError(400, f"{key} must be a whole number")
     if not lo <= value <= hi:
         raise ApiError(400, f"{key} must be between {lo} and {hi}")
     return float(value)
 
 
+MIN_MEMORY = 6 << 20  # the Docker daemon's own minimum
+FORBIDDEN_WORKDIRS = ("/proc", "/sys", "/dev")
+
+
+def _check_memory(memory: str) -> None:
+    """A memory limit Docker accepts and this node can give (checked before anything starts)."""
+    wanted = parse_bytes(memory)
+    total, _ = node_memory()
+    if wanted < MIN_MEMORY:
+        raise ApiError(400, f"memory {memory!r} is below Docker's minimum of 6m")
+    if total and wanted > total:
+        raise ApiError(400, f"memory {memory!r} is more than this node has ({total >> 20}m)")
+
+
+def _opt_workdir(body: dict[str, Any]) -> str:
+    """An absolute, normalised workdir outside the kernel's pseudo file systems (default /testbed)."""
+    workdir = _opt_path(body, "workdir")
+    if workdir is None:
+        return "/testbed"
+    if ".." in workdir.split("/"):
+        raise ApiError(400, "workdir may not contain '..'")
+    workdir = os.path.normpath(workdir).replace("//", "/")
+    if any(workdir == p or workdir.startswith(p + "/") for p in FORBIDDEN_WORKDIRS):
+        raise ApiError(400, f"workdir may not be under {', '.join(FORBIDDEN_WORKDIRS)}")
+    return workdir
+
+
 def _opt_env(body: dict[str, Any]) -> dict[str, str]:
-    env = body.get("env") or {}
+    env = body.get("env")
+    if env is None:
+        return {}
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and ENV_NAME_RE.match(k) and isinstance(v, str) and "\x00" not in v for k, v in env.items()
     ):
@@ -1369,6 +1488,10 @@ def create_app(manager: ContainerManager) -> Flask:
             resp.headers["Retry-After"] = "2"
         return resp
 
+    @app.errorhandler(BadRequest)
+    def _bad_request(exc: BadRequest) -> Any:
+        return jsonify(error=exc.message), exc.status
+
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Any:
         resp = jsonify(error=f"{exc.name}: {exc.description}")
@@ -1377,9 +1500,11 @@ def create_app(manager: ContainerManager) -> Flask:
 
     @app.errorhandler(docker.errors.APIError)
     def _docker_error(exc: docker.errors.APIError) -> Any:
-        log.warning("docker error: %s", exc)
-        status = exc.status_code if exc.status_code in (404, 409) else 502
-        return jsonify(error=f"docker: {exc.explanation or exc}"), status
+        reason = manager.scrub(str(exc.explanation or exc))
+        log.warning("docker error: %s", reason)
+        # Docker's 400 is the request's fault (e.g. a limit it refuses); its 5xx is the node's.
+        status = exc.status_code if exc.status_code in (400, 404, 409) else 502
+        return jsonify(error=f"docker: {reason}"), status
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Any:
@@ -1387,10 +1512,7 @@ def create_app(manager: ContainerManager) -> Flask:
         return jsonify(error=f"internal error: {type(exc).__name__}: {exc}"), 500
 
     def body() -> dict[str, Any]:
-        data = request.get_json(silent=True, force=True)
-        if not isinstance(data, dict):
-            raise ApiError(400, "request body must be a JSON object")
-        return data
+        return parse_body(request.get_data(cache=False))
 
     def resources() -> dict[str, Any]:
         total, available = node_memory()
@@ -1410,6 +1532,7 @@ def create_app(manager: ContainerManager) -> Flask:
                        backend=cfg.backend, running_containers=managed, managed_containers=managed,
                        leased_containers=leased, capacity=cfg.max_containers,
                        free=max(0, cfg.max_containers - leased), max_warm=cfg.max_warm,
+                       warm_dropped=len(manager.warm_dropped()),
                        **manager.warm_counts(), **resources()), (200 if docker_ok else 503)
 
     @app.get("/images")
@@ -1423,6 +1546,7 @@ def create_app(manager: ContainerManager) -> Flask:
         return jsonify(server_id=cfg.server_id, version=__version__, backend=cfg.backend,
                        capacity=cfg.max_containers, managed_containers=len(recs), containers=recs,
                        **manager.warm_counts(), warm_targets=manager.warm_targets(), warm_stats=manager.warm_stats,
+                       warm_dropped=manager.warm_dropped(),
                        **resources(),
                        defaults={"memory": cfg.memory, "cpus": cfg.cpus, "pids_limit": cfg.pids_limit,
                                  "idle_ttl": cfg.idle_ttl, "max_lifetime": cfg.max_lifetime,
