@@ -297,11 +297,45 @@ class ExecResult:
 # even those that left the process group.
 MARKER_VAR = "SWE_RL_EXEC_TAG"
 _WRAPPER = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$0"; else exec sh -c "$0"; fi'
-_KILLER = (
-    'for d in /proc/[0-9]*; do '
-    'if tr "\\000" "\\n" < "$d/environ" 2>/dev/null | grep -qx "$0=$1"; then kill -9 "${d#/proc/}" 2>/dev/null; fi; '
-    'done; exit 0'
-)
+# Run inside the container on a timeout ($0 tag, $1 the command's start in clock ticks since boot or
+# empty, $2 its age in ticks). It kills every process carrying the tag, and every process without
+# any tag that started after the command did and descends from no other running command (those
+# carry their own tag, as this script does): so `env -i setsid`, double forks and the like die
+# with their command, while a command running beside it and what earlier commands left survive.
+_KILLER = r"""
+tag=$0 cutoff=$1 age=$2
+read -r up _ < /proc/uptime; up=${up%%.*}${up#*.}; fallback=$((up - age))
+procs() {
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = 1 ] && continue
+    read -r st < "$d/stat" 2>/dev/null || continue
+    st=${st##*) }
+    set -- $st
+    if grep -qaxz "SWE_RL_EXEC_TAG=$tag" "$d/environ" 2>/dev/null; then c=0
+    elif grep -qaz '^SWE_RL_EXEC_TAG=' "$d/environ" 2>/dev/null; then c=1
+    else c=2; fi
+    echo "$p $2 ${20} $c"
+  done
+}
+if command -v awk >/dev/null 2>&1; then
+  procs | awk -v cutoff="$cutoff" -v fallback="$fallback" '
+    { pp[$1] = $2; st[$1] = $3; c[$1] = $4; if ($4 == 0 && (low == "" || $3 < low)) low = $3 }
+    END {
+      if (cutoff == "") cutoff = (low != "") ? low : fallback
+      for (p in c) {
+        if (c[p] == 0) { print p; continue }
+        if (c[p] != 2 || st[p] + 0 < cutoff + 0) continue
+        q = pp[p]; n = 0; safe = 0
+        while ((q in c) && n++ < 4096) { if (c[q] == 1) { safe = 1; break }; if (c[q] == 0) break; q = pp[q] }
+        if (!safe) print p
+      }
+    }'
+else
+  procs | while read -r p _ _ c; do [ "$c" = 0 ] && echo "$p"; done
+fi | while read -r p; do kill -9 "$p" 2>/dev/null; done
+exit 0
+"""
 
 
 def _raw_socket(sock: Any) -> socket.socket:
@@ -313,6 +347,8 @@ class DockerExecutor:
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.api = client.api
+        self._started: dict[str, float] = {}
+        """Monotonic start of each running command, by tag (a timeout kills what started after it)."""
 
     def run(
         self,
@@ -328,6 +364,7 @@ class DockerExecutor:
     ) -> ExecResult:
         tag = secrets.token_hex(8)
         start = time.monotonic()
+        self._started[tag] = start
         exec_id = self.api.exec_create(
             container_id,
             ["/bin/sh", "-c", _WRAPPER, command],
@@ -348,6 +385,7 @@ class DockerExecutor:
         try:
             timed_out = self._pump(raw, out, err, deadline, container_id, tag, exec_id)
         finally:
+            self._started.pop(tag, None)
             try:
                 sock.close()
             except OSError:
@@ -411,20 +449,37 @@ class DockerExecutor:
         is exhausted), then from inside the container, which also covers a
         remote daemon and cleans up the group record.
         """
+        started = self._started.get(tag, time.monotonic())
         try:
             host_pid = int(self.api.exec_inspect(exec_id).get("Pid") or 0)
         except docker.errors.APIError:
             host_pid = 0
+        cutoff = ""
         if host_pid > 0 and _pid_in_container(host_pid, container_id):
+            cutoff = _start_ticks(host_pid)
             try:
                 os.killpg(host_pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        age = int((time.monotonic() - started) * _TICKS) + _TICKS // 5  # a little before the start
         try:
-            kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, MARKER_VAR, tag])["Id"]
+            kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, tag, cutoff, str(age)],
+                                           environment={MARKER_VAR: f"kill-{tag}"})["Id"]
             self.api.exec_start(kill_id)
         except docker.errors.APIError as exc:  # container died meanwhile: nothing left to kill
             log.warning("kill of timed-out command in %s failed: %s", container_id[:12], exc)
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _start_ticks(pid: int) -> str:
+    """Start of a host process in clock ticks since boot (the same clock inside its container), or ''."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 def _pid_in_container(pid: int, container_id: str) -> bool:
