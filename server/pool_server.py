@@ -57,8 +57,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 try:  # next to this file; imported as server.request_checks from the repository
+    from pool_release import DestroyQueue
     from request_checks import BadRequest, check_create_options, parse_body
 except ImportError:  # pragma: no cover - depends on how the server is started
+    from server.pool_release import DestroyQueue
     from server.request_checks import BadRequest, check_create_options, parse_body
 
 __version__ = "0.1.0"
@@ -392,6 +394,8 @@ class Metrics:
             "swe_pool_allocations_warm_total": ("counter", "Allocations served by a warm container."),
             "swe_pool_warm_requests_total": ("counter", "Warm targets sent to nodes, by outcome."),
             "swe_pool_warm_cancelled_total": ("counter", "Warm targets withdrawn after an allocate failed as a client error."),
+            "swe_pool_destroys_total": ("counter", "Background destroys of released containers, by outcome."),
+            "swe_pool_destroys_pending": ("gauge", "Released containers not destroyed yet."),
             "swe_pool_node_warm_dropped": ("gauge", "Warm specs a node dropped after repeated start failures."),
         }
         rows: dict[str, list[str]] = {}
@@ -480,6 +484,8 @@ class Pool:
         self._shard_counter = itertools.count()
         self._ssl: ssl.SSLContext | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.destroys = DestroyQueue(self._post, self.metrics)
+        """Containers of released leases being destroyed in the background (off close's path)."""
 
     # ---- lifecycle
 
@@ -509,9 +515,13 @@ class Pool:
         if not self.cfg.keep_leases_on_exit:
             await self._cancel_warm_targets()
             leases = list(self.leases.values())
-            results = await asyncio.gather(*(self._release(lease, "shutdown") for lease in leases))
+            for lease in leases:
+                self._release(lease, "shutdown")
+            destroyed = await self.destroys.drain(max(30.0, self.cfg.shutdown_grace))
             self.store.clear()
-            log.info("shutdown: released %d leases (%d containers destroyed)", len(leases), sum(results))
+            log.info("shutdown: released %d leases (%d containers destroyed)", len(leases), destroyed)
+        else:
+            await self.destroys.drain(max(30.0, self.cfg.shutdown_grace))
         self.store.close()
         for client in [self.http, *(c for shards in self.node_http.values() for c in shards)]:
             if client is not None:
@@ -630,24 +640,12 @@ class Pool:
             raise ApiError(502, f"exec server answered {resp.status_code} without a JSON object: {resp.text[:200]!r}")
         return data
 
-    async def _destroy(self, node: Node, container_id: str) -> bool:
-        """Remove a container; True when it is gone (or was already)."""
-        if not node.healthy:
-            return False
-        try:
-            resp = await self._post(node, "/container/destroy", {"container_id": container_id}, 60.0)
-        except ApiError as exc:
-            log.warning("destroy of %s on %s failed: %s", container_id[:12], node.url, exc.message)
-            return False
-        return resp.status_code in (200, 404)
-
-    async def _release(self, lease: Lease, reason: str) -> bool:
-        """Forget a lease and destroy its container (left to the node's reaper when the node is down)."""
+    def _release(self, lease: Lease, reason: str) -> asyncio.Task[bool]:
+        """Forget a lease now; its container is destroyed right after, in the background, until it is gone."""
         self._drop(lease)
-        destroyed = await self._destroy(self.nodes.get(lease.node), lease.container_id)
-        log.info("lease %s released (%s); container %s", lease.lease_id, reason,
-                 "destroyed" if destroyed else f"left on {lease.node}")
-        return destroyed
+        log.info("lease %s released (%s); destroying container %s on %s", lease.lease_id, reason,
+                 lease.container_id[:12], lease.node)
+        return self.destroys.submit(self.nodes.get(lease.node), lease.container_id)
 
     # ---- allocate
 
@@ -935,11 +933,12 @@ class Pool:
                 return {"ok": True, "already_closed": True}
             raise
         node = self.nodes.get(lease.node)
-        destroyed = await self._release(lease, "close")
-        if destroyed:
-            return {"ok": True, "destroyed": True}
-        return {"ok": True, "destroyed": False, "node_down": not node.healthy,
-                "message": f"node {node.url} unreachable: lease dropped, its container is left to the node's reaper"}
+        self._release(lease, "close")
+        if node.healthy:
+            return {"ok": True, "released": True}
+        return {"ok": True, "released": True, "node_down": True,
+                "message": f"node {node.url} unreachable: lease released, its container is destroyed when the node "
+                           "returns (or by the node's reaper)"}
 
     # ---- background passes
 
@@ -1007,7 +1006,8 @@ class Pool:
         for lease in expired:
             if not lease.lost:
                 self.metrics.inc("swe_pool_leases_reclaimed_total", reason="ttl")
-        await asyncio.gather(*(self._release(lease, f"no heartbeat for {self.cfg.lease_ttl:g}s") for lease in expired))
+        for lease in expired:
+            self._release(lease, f"no heartbeat for {self.cfg.lease_ttl:g}s")
 
     async def touch_live(self) -> None:
         """Tell each node which containers are alive (its idle reaper spares them) and learn which died."""
@@ -1050,7 +1050,8 @@ class Pool:
 
     def metrics_text(self) -> str:
         gauges: list[tuple[str, dict[str, str], float]] = [
-            ("swe_pool_leases_active", {}, sum(1 for lease in self.leases.values() if not lease.lost))]
+            ("swe_pool_leases_active", {}, sum(1 for lease in self.leases.values() if not lease.lost)),
+            ("swe_pool_destroys_pending", {}, len(self.destroys))]
         for n in self.nodes:
             gauges.append(("swe_pool_node_leases", {"node": n.url}, self.load(n)))
             gauges.append(("swe_pool_node_up", {"node": n.url}, 1 if n.healthy else 0))
