@@ -142,6 +142,9 @@ class ExecConfig:
     """Default lifetime of a /warm target and of each warm container (a request may ask up to max_lifetime)."""
     warm_parallel: int = 4
     """Warm containers being started at once (keeps the Docker daemon responsive)."""
+    warm_burst_window: float = 10.0
+    """Claims of the last this many seconds raise a warm target to twice their number (at most max_warm),
+    so the refill keeps up with back-to-back allocations; 0 keeps targets as asked."""
     warm_max_failures: int = 3
     """A warm spec whose start fails this many times in a row is dropped (at once when Docker refuses it)."""
     warm_interval: float = 1.0
@@ -179,6 +182,7 @@ class ExecConfig:
         cfg.warm_ttl = float(_env("SWE_EXEC_WARM_TTL", str(cfg.warm_ttl)))
         cfg.warm_parallel = int(_env("SWE_EXEC_WARM_PARALLEL", str(cfg.warm_parallel)))
         cfg.warm_interval = float(_env("SWE_EXEC_WARM_INTERVAL", str(cfg.warm_interval)))
+        cfg.warm_burst_window = float(_env("SWE_EXEC_WARM_BURST_WINDOW", str(cfg.warm_burst_window)))
         cfg.warm_max_failures = int(_env("SWE_EXEC_WARM_MAX_FAILURES", str(cfg.warm_max_failures)))
         cfg.state_dir = _env("SWE_EXEC_STATE_DIR", cfg.state_dir)
         cfg.backend = _env("SWE_EXEC_BACKEND", cfg.backend)
@@ -592,6 +596,8 @@ class ContainerManager:
         self._state_lock = threading.Lock()
         self.warm_stats = {"claimed": 0, "promised": 0, "cold": 0, "started": 0, "evicted": 0, "expired": 0,
                            "failed": 0, "dropped": 0}
+        self._claims: dict[tuple[Any, ...], list[float]] = {}
+        """Times of recent creates per key (claimed or not): the demand the refill keeps up with."""
         self._dropped: dict[tuple[Any, ...], dict[str, Any]] = {}
         """Warm specs dropped after failed starts: a /warm for them is declined until a cold create succeeds."""
         self.min_free_memory = parse_bytes(config.warm_min_free_memory)
@@ -910,6 +916,8 @@ class ContainerManager:
         rec: ContainerRecord | None = None
         start: WarmStart | None = None
         with self._lock:
+            if self.config.warm_burst_window > 0:
+                self._claims.setdefault(key, []).append(now)
             ids = self._ready.get(key)
             while ids and rec is None:
                 cand = self._records.get(ids.pop(0))
@@ -981,6 +989,8 @@ class ContainerManager:
         with self._lock:
             for key in [k for k, t in self._targets.items() if t.expires <= now]:
                 del self._targets[key]
+            for key in [k for k, c in self._claims.items() if k not in self._targets and (not c or c[-1] < now - 60)]:
+                del self._claims[key]
             if self._stopping:
                 return 0
             in_flight = sum(len(v) for v in self._starting.values())
@@ -989,7 +999,7 @@ class ContainerManager:
                 if target.retry_at > now:
                     continue
                 have = len(self._ready.get(key, [])) + sum(1 for s in self._starting.get(key, []) if not s.promised)
-                for _ in range(target.count - have):
+                for _ in range(self._wanted_locked(key, target, now) - have):
                     if (in_flight >= cfg.warm_parallel or warm_total >= cfg.max_warm
                             or len(self._records) + self._reserved >= cfg.max_containers):
                         break
@@ -1008,6 +1018,16 @@ class ContainerManager:
         for start in starts:
             self._warm_executor().submit(self._start_warm, start)
         return len(starts)
+
+    def _wanted_locked(self, key: tuple[Any, ...], target: WarmTarget, now: float) -> int:
+        """The target, raised to twice the creates of the last burst window (back-to-back allocations)."""
+        window = self.config.warm_burst_window
+        claims = self._claims.get(key)
+        if window <= 0 or not claims:
+            return target.count
+        while claims and claims[0] < now - window:
+            claims.pop(0)
+        return max(target.count, min(self.config.max_warm, 2 * len(claims)))
 
     def _warm_executor(self) -> Any:
         if self._warm_pool is None:
