@@ -1047,7 +1047,7 @@ class ContainerManager:
                       LABEL_IDLE_TTL: f"{start.ttl:.3f}"}
             container = self._start_container(spec, labels, now)
         except ApiError as exc:
-            error, refused = exc.message, 400 <= exc.status < 500 and exc.status != 429
+            error, refused = exc.message, exc.status == 400  # the spec itself: it will never start
         except Exception as exc:  # noqa: BLE001 - a failed warm start must never take the refiller down
             error = f"{type(exc).__name__}: {exc}"
         doomed = False
