@@ -1027,6 +1027,8 @@ class ContainerManager:
             return target.count
         while claims and claims[0] < now - window:
             claims.pop(0)
+        if len(claims) < 2:  # one create is no burst
+            return target.count
         return max(target.count, min(self.config.max_warm, 2 * len(claims)))
 
     def _warm_executor(self) -> Any:
