@@ -316,9 +316,8 @@ procs() {
     read -r st < "$d/stat" 2>/dev/null || continue
     st=${st##*) }
     set -- $st
-    if grep -qaxz "SWE_RL_EXEC_TAG=$tag" "$d/environ" 2>/dev/null; then c=0
-    elif grep -qaz '^SWE_RL_EXEC_TAG=' "$d/environ" 2>/dev/null; then c=1
-    else c=2; fi
+    e=$(tr '\000' '\n' < "$d/environ" 2>/dev/null | grep '^SWE_RL_EXEC_TAG=')
+    case "$e" in "SWE_RL_EXEC_TAG=$tag") c=0 ;; "") c=2 ;; *) c=1 ;; esac
     echo "$p $2 ${20} $c"
   done
 }
