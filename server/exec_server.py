@@ -883,7 +883,7 @@ class ContainerManager:
         """Set the warm target of one exact create request: `count` started containers kept until `ttl`."""
         cfg = self.config
         spec = self._spec(body)
-        count = int(_opt_number(body, "count", 1, lo=0, hi=1 << 16))
+        count = int(_opt_number(body, "count", 1, lo=0, hi=1 << 16, integer=True))
         ttl = _opt_number(body, "ttl", cfg.warm_ttl, lo=1, hi=cfg.max_lifetime)
         if count > 0:
             self._ensure_image(spec.image)  # a clear 404 now rather than failed starts later
@@ -1297,7 +1297,7 @@ class ContainerManager:
 
     def write_file(self, body: dict[str, Any]) -> dict[str, Any]:
         data = _decode_content(body)
-        mode = int(_opt_number(body, "mode", 0o644, lo=0, hi=0o7777))
+        mode = int(_opt_number(body, "mode", 0o644, lo=0, hi=0o7777, integer=True))
         with self.use(body.get("container_id")) as rec:
             path = _resolve(_require_path(body, "path"), rec.workdir)
             parent, name = os.path.dirname(path), os.path.basename(path)

@@ -62,6 +62,9 @@ def test_exec_server_rejects_malformed_values(exec_server, docker_client):
     check(srv.post("/container/exec", {"container_id": cid, "command": "true", "env": []}), 400, "env")
     check(srv.post("/container/create", {"image": BASE_IMAGE, "env": []}), 400, "env")
     check(srv.post("/container/create", {"image": BASE_IMAGE, "env": "A=1"}), 400, "env")
+    check(srv.post("/container/write_file", {"container_id": cid, "path": "/tmp/m", "content": "x", "mode": 0.5}),
+          400, "mode")
+    check(srv.post("/warm", {"image": BASE_IMAGE, "count": 1.5}), 400, "count")
     # the container is untouched and still works
     out = srv.post("/container/exec", {"container_id": cid, "command": "echo ok"}).json()
     assert out["output"] == "ok\n"
