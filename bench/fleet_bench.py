@@ -20,7 +20,9 @@ import argparse
 import asyncio
 import os
 import statistics
+import re
 import subprocess
+import urllib.request
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +92,17 @@ async def back_to_back(client: EnvClient, n: int) -> list[dict]:
     return [row("fleet allocate back-to-back", 1, alloc), row("fleet close back-to-back", 1, close)]
 
 
+def pool_side_means(fleet: LocalFleet) -> dict[str, float]:
+    """Mean handling time (ms) per op inside the pool, from its /metrics (no client or HTTP hop)."""
+    req = urllib.request.Request(fleet.pool_url + "/metrics", headers={"Authorization": f"Bearer {fleet.token}"})
+    sums: dict[str, dict[str, float]] = {}
+    for line in urllib.request.urlopen(req, timeout=30).read().decode().splitlines():
+        m = re.match(r'swe_pool_call_seconds_(sum|count)\{op="(\w+)"\} (\S+)', line)
+        if m:
+            sums.setdefault(m[2], {})[m[1]] = float(m[3])
+    return {op: 1000 * v["sum"] / v["count"] for op, v in sums.items() if v.get("count")}
+
+
 def baseline_round(dc: docker.DockerClient, conc: int, execs: int) -> list[dict]:
     starts: list[float] = []
 
@@ -149,6 +162,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 results += await fleet_round(client, conc, args.execs)
             if args.loop:
                 results += await back_to_back(client, args.loop)
+            inside = pool_side_means(fleet)
     dc.close()
 
     print(f"\nfleet_bench: image={IMAGE} execs/lease={args.execs} cores={os.cpu_count()}")
@@ -169,6 +183,8 @@ async def main_async(args: argparse.Namespace) -> None:
         cl, rm = by[("fleet close", conc)], by[("floor: SDK remove", conc)]
         print(f"        close p50 {cl['p50']:.1f} ms (target <= 10 ms), {cl['p50'] / rm['p50']:.2f}x the SDK's own "
               f"container remove (what a close that destroys on the request path pays)")
+    print(f"  inside the pool (mean handling, no client/HTTP hop): close {inside.get('close', 0):.2f} ms, "
+          f"allocate {inside.get('allocate', 0):.1f} ms, exec {inside.get('exec', 0):.1f} ms")
     if args.loop and ("floor: SDK run (create+start)", 1) in by:
         b, cl, r = (by[("fleet allocate back-to-back", 1)], by[("fleet close back-to-back", 1)],
                     by[("floor: SDK run (create+start)", 1)])
