@@ -302,12 +302,13 @@ class ExecResult:
 MARKER_VAR = "SWE_RL_EXEC_TAG"
 _WRAPPER = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$0"; else exec sh -c "$0"; fi'
 # Run inside the container on a timeout ($0 tag, $1 the command's start in clock ticks since boot or
-# empty, $2 its age in ticks). It kills every process carrying the tag, and every process without
-# any tag that started after the command did and descends from no other running command (those
-# carry their own tag, as this script does): so `env -i setsid`, double forks and the like die
+# empty, $2 its age in ticks, $3 the tags of the other commands running in the container and of the
+# killers, space-separated). It kills every process carrying the tag, and every process without the
+# tag of another running command (no tag, or a stale or forged one) that started after the command
+# did and descends from no other running command: so `env -i setsid`, double forks and the like die
 # with their command, while a command running beside it and what earlier commands left survive.
 _KILLER = r"""
-tag=$0 cutoff=$1 age=$2
+tag=$0 cutoff=$1 age=$2 keep=$3
 read -r up _ < /proc/uptime; up=${up%%.*}${up#*.}; fallback=$((up - age))
 procs() {
   for d in /proc/[0-9]*; do
@@ -316,11 +317,17 @@ procs() {
     read -r st < "$d/stat" 2>/dev/null || continue
     st=${st##*) }
     set -- $st
+    [ "$1" = Z ] && continue
     e=$(tr '\000' '\n' < "$d/environ" 2>/dev/null | grep '^SWE_RL_EXEC_TAG=')
-    case "$e" in "SWE_RL_EXEC_TAG=$tag") c=0 ;; "") c=2 ;; *) c=1 ;; esac
+    v=${e#SWE_RL_EXEC_TAG=}
+    if [ -z "$e" ]; then c=2
+    elif [ "$v" = "$tag" ]; then c=0
+    else case " $keep " in *" $v "*) c=1 ;; *) c=2 ;; esac
+    fi
     echo "$p $2 ${20} $c"
   done
 }
+doomed() {
 if command -v awk >/dev/null 2>&1; then
   procs | awk -v cutoff="$cutoff" -v fallback="$fallback" '
     { pp[$1] = $2; st[$1] = $3; c[$1] = $4; if ($4 == 0 && (low == "" || $3 < low)) low = $3 }
@@ -336,7 +343,14 @@ if command -v awk >/dev/null 2>&1; then
     }'
 else
   procs | while read -r p _ _ c; do [ "$c" = 0 ] && echo "$p"; done
-fi | while read -r p; do kill -9 "$p" 2>/dev/null; done
+fi
+}
+# Again while a pass finds something: a process may fork between being listed and being killed.
+n=0
+while [ $n -lt 5 ]; do
+  [ -n "$(doomed | while read -r p; do kill -9 "$p" 2>/dev/null && echo "$p"; done)" ] || break
+  n=$((n + 1))
+done
 exit 0
 """
 
@@ -350,8 +364,8 @@ class DockerExecutor:
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.api = client.api
-        self._started: dict[str, float] = {}
-        """Monotonic start of each running command, by tag (a timeout kills what started after it)."""
+        self._running: dict[str, tuple[str, float]] = {}
+        """Container and monotonic start of each running command and killer, by tag."""
 
     def run(
         self,
@@ -367,7 +381,7 @@ class DockerExecutor:
     ) -> ExecResult:
         tag = secrets.token_hex(8)
         start = time.monotonic()
-        self._started[tag] = start
+        self._running[tag] = (container_id, start)
         exec_id = self.api.exec_create(
             container_id,
             ["/bin/sh", "-c", _WRAPPER, command],
@@ -388,7 +402,7 @@ class DockerExecutor:
         try:
             timed_out = self._pump(raw, out, err, deadline, container_id, tag, exec_id)
         finally:
-            self._started.pop(tag, None)
+            self._running.pop(tag, None)
             try:
                 sock.close()
             except OSError:
@@ -452,7 +466,9 @@ class DockerExecutor:
         is exhausted), then from inside the container, which also covers a
         remote daemon and cleans up the group record.
         """
-        started = self._started.get(tag, time.monotonic())
+        started = self._running.get(tag, (container_id, time.monotonic()))[1]
+        kill_tag = f"kill-{tag}"
+        self._running[kill_tag] = (container_id, time.monotonic())
         try:
             host_pid = int(self.api.exec_inspect(exec_id).get("Pid") or 0)
         except docker.errors.APIError:
@@ -465,12 +481,15 @@ class DockerExecutor:
             except (ProcessLookupError, PermissionError):
                 pass
         age = int((time.monotonic() - started) * _TICKS) + _TICKS // 5  # a little before the start
+        keep = " ".join(t for t, (cid, _) in list(self._running.items()) if cid == container_id and t != tag)
         try:
-            kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, tag, cutoff, str(age)],
-                                           environment={MARKER_VAR: f"kill-{tag}"})["Id"]
+            kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, tag, cutoff, str(age), keep],
+                                           environment={MARKER_VAR: kill_tag})["Id"]
             self.api.exec_start(kill_id)
         except docker.errors.APIError as exc:  # container died meanwhile: nothing left to kill
             log.warning("kill of timed-out command in %s failed: %s", container_id[:12], exc)
+        finally:
+            self._running.pop(kill_tag, None)
 
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

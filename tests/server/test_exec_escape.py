@@ -15,6 +15,8 @@ ESCAPES = (
     "sleep 308 & disown ; "                                        # disown
     "setsid env -i sh -c '(sleep 309 &); sleep 310' & "            # double fork after leaving the session
     "env -i setsid sh -c 'exec setsid sleep 311 </dev/null >/dev/null 2>&1' & "
+    "SWE_RL_EXEC_TAG=forged setsid sleep 312 & "                   # a forged marker protects nothing
+    "env -i SWE_RL_EXEC_TAG=kill-x setsid sleep 313 & "
     "echo started; sleep 300"
 )
 
