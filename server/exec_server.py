@@ -366,6 +366,8 @@ class DockerExecutor:
         self.api = client.api
         self._running: dict[str, tuple[str, float]] = {}
         """Container and monotonic start of each running command and killer, by tag."""
+        self._kill_locks = [threading.Lock() for _ in range(64)]
+        """One killer at a time per container (striped): killers must not take each other for escapees."""
 
     def run(
         self,
@@ -459,16 +461,16 @@ class DockerExecutor:
         return timed_out
 
     def kill_group(self, container_id: str, tag: str, exec_id: str) -> None:
-        """Kill the timed-out command's whole process group.
+        """Kill the timed-out command's whole process group, and what escaped it.
 
         First from the host when this server shares the daemon's PID namespace
         (needs no new process, so it works even when the container's pids limit
-        is exhausted), then from inside the container, which also covers a
-        remote daemon and cleans up the group record.
+        is exhausted), then from inside the container (`_KILLER`), which also
+        covers a remote daemon and finds processes that left the group and
+        cleared their environment.
         """
         started = self._running.get(tag, (container_id, time.monotonic()))[1]
         kill_tag = f"kill-{tag}"
-        self._running[kill_tag] = (container_id, time.monotonic())
         try:
             host_pid = int(self.api.exec_inspect(exec_id).get("Pid") or 0)
         except docker.errors.APIError:
@@ -480,7 +482,12 @@ class DockerExecutor:
                 os.killpg(host_pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        with self._kill_locks[hash(container_id) % len(self._kill_locks)]:
+            self._kill_inside(container_id, tag, kill_tag, cutoff, started)
+
+    def _kill_inside(self, container_id: str, tag: str, kill_tag: str, cutoff: str, started: float) -> None:
         age = int((time.monotonic() - started) * _TICKS) + _TICKS // 5  # a little before the start
+        self._running[kill_tag] = (container_id, time.monotonic())
         keep = " ".join(t for t, (cid, _) in list(self._running.items()) if cid == container_id and t != tag)
         try:
             kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, tag, cutoff, str(age), keep],
