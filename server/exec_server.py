@@ -75,6 +75,7 @@ LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9_.:@/+-]{0,128}$")
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,255}$")
 MEMORY_RE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$")
 SCRATCH = "/tmp/.swe-rl"  # server-side files inside the container (never under the workdir)
 TIMEOUT_RETURNCODE = 124  # GNU timeout's convention
 _PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
@@ -292,6 +293,7 @@ class ExecResult:
     truncated: bool
     output_bytes: int
     duration: float
+    stderr_truncated: bool = False
 
 
 # The command runs under bash when the image has it (sh otherwise), exec'd in
@@ -396,7 +398,7 @@ class DockerExecutor:
             user=user or "",
         )["Id"]
         out = HeadTailBuffer(max_output)
-        err = out if merge_stderr else HeadTailBuffer(64 << 10)
+        err = out if merge_stderr else HeadTailBuffer(max_output)
         sock = self.api.exec_start(exec_id, socket=True)
         raw = _raw_socket(sock)
         deadline = start + timeout
@@ -424,6 +426,7 @@ class DockerExecutor:
             truncated=out.truncated,
             output_bytes=out.total,
             duration=time.monotonic() - start,
+            stderr_truncated=err is not out and err.truncated,
         )
 
     def _pump(self, raw: socket.socket, out: HeadTailBuffer, err: HeadTailBuffer,
@@ -491,7 +494,7 @@ class DockerExecutor:
         keep = " ".join(t for t, (cid, _) in list(self._running.items()) if cid == container_id and t != tag)
         try:
             kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, tag, cutoff, str(age), keep],
-                                           environment={MARKER_VAR: kill_tag})["Id"]
+                                           environment={MARKER_VAR: kill_tag}, user="0")["Id"]  # whoever ran it
             self.api.exec_start(kill_id)
         except docker.errors.APIError as exc:  # container died meanwhile: nothing left to kill
             log.warning("kill of timed-out command in %s failed: %s", container_id[:12], exc)
@@ -1280,13 +1283,27 @@ class ContainerManager:
         env = _opt_env(body)
         max_out = int(_opt_number(body, "max_output_bytes", self.config.max_output_bytes, lo=64,
                                   hi=self.config.max_eval_output_bytes))
+        user = _opt_user(body)
+        separate = _opt_bool(body, "separate_stderr", False)  # default: one interleaved "output"
         with self.use(body.get("container_id")) as rec:
             workdir = _opt_path(body, "workdir") or rec.workdir
-            res = self._run(rec, command, timeout=timeout, workdir=workdir, env=env, max_output=max_out)
-        return {
+            res = self._run(rec, command, timeout=timeout, workdir=workdir, env=env, max_output=max_out,
+                            merge_stderr=not separate, user=user)
+            if (user and res.returncode == 126 and (not res.output or b"unable to find user" in res.output)
+                    and not self._user_exists(rec, user)):  # Docker's exec says 126, with or without a message
+                raise ApiError(422, f"no user {user!r} in the container")
+        result = {
             "returncode": res.returncode, "output": decode_text(res.output), "timed_out": res.timed_out,
             "truncated": res.truncated, "output_bytes": res.output_bytes, "duration": round(res.duration, 4),
         }
+        if separate:  # "output" is then stdout alone
+            result.update(stderr=decode_text(res.stderr), stderr_truncated=getattr(res, "stderr_truncated", False))
+        return result
+
+    def _user_exists(self, rec: ContainerRecord, user: str) -> bool:
+        name = user.split(":")[0]
+        return name.isdigit() or self._run(rec, f"id -u -- {_sh_quote(name)}", timeout=30.0, workdir="/", env=None,
+                                           max_output=4096).returncode == 0
 
     def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> ExecResult:
         try:
@@ -1518,6 +1535,16 @@ def _opt_workdir(body: dict[str, Any]) -> str:
     if any(workdir == p or workdir.startswith(p + "/") for p in FORBIDDEN_WORKDIRS):
         raise ApiError(400, f"workdir may not be under {', '.join(FORBIDDEN_WORKDIRS)}")
     return workdir
+
+
+def _opt_user(body: dict[str, Any]) -> str | None:
+    """A user name or uid[:gid] to run the command as (the image's default user when absent)."""
+    value = body.get("user")
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not USER_RE.match(value):
+        raise ApiError(400, "user must be a user name or uid[:gid] (letters, digits and _.-, at most 32 each)")
+    return value
 
 
 def _opt_env(body: dict[str, Any]) -> dict[str, str]:

@@ -21,6 +21,7 @@ Statuses: a turn cut at ``max_new_tokens`` or a full context → TRUNCATED; a re
 aborted by slime → ABORTED (not graded); infrastructure failures (fleet, image, timeouts,
 router unreachable) and unusable rows → FAILED with ``remove_sample`` and a zero loss mask,
 the reason logged and kept in ``metadata["swe"]["removed_reason"]``; never a negative reward.
+``metadata["swe"]["episode"]`` keeps turns and fleet timings for the dashboard (``docs/metrics.md``).
 slime is imported lazily (`swe_rl.slime_sample`); everything works without it.
 """
 
@@ -46,6 +47,7 @@ from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.plugin_config import PluginConfig
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.prm import JudgeClient, StepJudge, mixed_reward
+from swe_rl.rollout_metrics import episode_stats
 from swe_rl.slime_sample import sample_class
 from swe_rl.tasks import RowInvalid, TaskInstance, instance_from_row
 from swe_rl.tokens import ChatCodec, ChatRenderer, TokenTrajectory, load_tokenizer
@@ -151,8 +153,10 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         if config.prm.enable and not evaluation:
             judge = state.step_judge(config, instance)
         async with state.semaphore:
+            played = time.monotonic()
             agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
                                                   timeout=config.rollout_timeout)
+        info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
         if policy.stop_reason == "aborted":
             pass  # slime aborted the request: handed back as ABORTED, neither graded nor removed
         elif agent.infra_failure or (grade is not None and grade.infra_failure):
