@@ -25,7 +25,8 @@ from swe_rl.env_client import (
 async def none_left(docker_client, filters: dict, timeout: float = 30) -> list:
     """Containers matching filters once the pool's background destroys are done (close does not wait for them)."""
     deadline = time.monotonic() + timeout
-    while (left := docker_client.containers.list(all=True, filters=filters)) and time.monotonic() < deadline:
+    while ((left := docker_client.containers.list(all=True, filters=filters, ignore_removed=True))
+           and time.monotonic() < deadline):
         await asyncio.sleep(0.1)
     return left
 

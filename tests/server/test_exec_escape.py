@@ -66,3 +66,11 @@ def test_two_timeouts_at_once_each_clean_up(exec_server):
         t.join(60)
     assert [r["timed_out"] for r in results] == [True, True]
     assert sleeps(srv, cid) == [], sleeps(srv, cid)
+
+
+def test_escape_of_a_command_run_as_another_user_is_killed(exec_server):
+    srv = exec_server
+    cid = srv.post("/container/create", {"image": BASE_IMAGE}).json()["container_id"]
+    res = run(srv, cid, "env -i setsid sleep 331 & sleep 300", timeout=1.5, user="nobody")
+    assert res["timed_out"] is True
+    assert sleeps(srv, cid) == []
