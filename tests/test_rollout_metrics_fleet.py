@@ -37,10 +37,21 @@ RESOLVE = [turn("Find interleave.", "grep -n 'takewhile' toolz/itertoolz.py"), t
            turn("Done.", SUBMIT, "Submit.")]
 
 
+SLIME_ABORT = "<slime aborts>"
+"""Script item: slime aborts this rollout (GenerateState.aborted) and SGLang answers the request with an abort."""
+
+
 async def _play(plugin_env, tokenizer, script, sample, sampling=None, **swe):
     """One generate call with its own scripted router; (samples as a list, the router's outputs)."""
-    with FakeSGLang(tokenizer, script) as sglang:
-        out = await plugin_env.generate(plugin_env.args(sglang, **swe), sample, {**SAMPLING, **(sampling or {})})
+    with FakeSGLang(tokenizer, []) as sglang:
+        args = plugin_env.args(sglang, **swe)
+
+        def slime_aborts(body):
+            args.slime_is_aborting = True  # read by the `play` fixture's slime_aborting: this rollout only
+            return Reply(finish_reason="abort", ids=[])
+
+        sglang.add(*(slime_aborts if item == SLIME_ABORT else item for item in script))
+        out = await plugin_env.generate(args, sample, {**SAMPLING, **(sampling or {})})
     samples = out if isinstance(out, list) else [out]
     scored = [s for s in samples if s.status is not Sample.Status.ABORTED]  # slime does not score aborted ones
     if scored:
@@ -50,8 +61,12 @@ async def _play(plugin_env, tokenizer, script, sample, sampling=None, **swe):
 
 
 @pytest.fixture
-def play(plugin_env):
+def play(plugin_env, monkeypatch):
+    from swe_rl import slime_runtime
     from swe_rl.slime_plugin import generate
+
+    # an abort is slime's own only for the rollout whose script said so (else it is a removed server abort)
+    monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: getattr(args, "slime_is_aborting", False))
 
     return SimpleNamespace(generate=generate, args=plugin_env)
 
@@ -76,7 +91,7 @@ def _pop_infra(m, infos):
 
 async def test_dynamic_history_batch_every_figure_by_hand(play, qwen_tokenizer, slime_backend, pool, docker_client):
     # group 10: resolved (3 turns) and no_patch with one format error (3 turns);
-    # group 11: a turn cut at max_new_tokens then no_patch (2 turns), a missing image (removed), an abort
+    # group 11: a turn cut at max_new_tokens then no_patch (2 turns), a missing image (removed), an abort by slime
     (a, a_ids), (b, b_ids), (c, c_ids), (d, d_ids), (e, e_ids) = await asyncio.gather(
         _play(play, qwen_tokenizer, RESOLVE, new_sample(group=10, index=0)),
         _play(play, qwen_tokenizer, [turn("Look.", "ls"), "no block here, just rambling", turn("Stop.", SUBMIT)],
@@ -84,8 +99,7 @@ async def test_dynamic_history_batch_every_figure_by_hand(play, qwen_tokenizer, 
         _play(play, qwen_tokenizer, [turn("A very long plan " * 30, "ls"), turn("Stop.", SUBMIT)],
               new_sample(group=11, index=2), {"max_new_tokens": 40}),
         _play(play, qwen_tokenizer, [turn("Look.", "ls")], new_sample(group=11, index=3, **NO_IMAGE)),
-        _play(play, qwen_tokenizer, [turn("Look.", "ls"), Reply(finish_reason="abort", ids=[])],
-              new_sample(group=11, index=4)))
+        _play(play, qwen_tokenizer, [turn("Look.", "ls"), SLIME_ABORT], new_sample(group=11, index=4)))
     assert [len(x) for x in (a, b, c, d, e)] == [3, 3, 2, 1, 1]
     assert c[0].status is Sample.Status.TRUNCATED and d[0].remove_sample and e[0].status is Sample.Status.ABORTED
     batch = a + b + c + d + e  # slime hands the hook the flattened batch

@@ -178,6 +178,8 @@ swe_defaults() {
   ROLLOUT_LOG_PATH="${ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_rollout_data}"
   EVAL_ROLLOUT_LOG_PATH="${EVAL_ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_eval_rollout_data}"
   REWARD_KEY="${REWARD_KEY-score}"
+  # advantages per trajectory, normalised within each prompt group (docs/advantages.md)
+  REWARD_POST_PROCESS_PATH="${REWARD_POST_PROCESS_PATH:-swe_rl.advantages.post_process_rewards}"
   N_SAMPLES_PER_PROMPT="${N_SAMPLES_PER_PROMPT:-8}"
   MAX_CONTEXT_LEN="${MAX_CONTEXT_LEN:-16384}"
   MAX_RESPONSE_LEN="${MAX_RESPONSE_LEN:-4096}"
@@ -272,10 +274,14 @@ swe_train_args() {
     ${RM_PATH:+--custom-rm-path "$RM_PATH"}
     ${REWARD_KEY:+--reward-key "$REWARD_KEY"}
     --custom-config-path "$PLUGIN_CONFIG"
+    --custom-reward-post-process-path "$REWARD_POST_PROCESS_PATH"
     # the SWE dashboard (docs/metrics.md): per-trajectory figures every rollout, next to slime's own
     --custom-rollout-log-function-path "$ROLLOUT_LOG_PATH"
     --custom-eval-rollout-log-function-path "$EVAL_ROLLOUT_LOG_PATH"
   )
+  if [[ -n "${DYNAMIC_SAMPLING_FILTER_PATH:-}" ]]; then  # e.g. swe_rl.slime_filters.check_trajectory_reward_nonzero_std
+    TRAIN_ARGS+=(--dynamic-sampling-filter-path "$DYNAMIC_SAMPLING_FILTER_PATH")
+  fi
   if [[ -n "${EVAL_PROMPT_DATA:-}" ]]; then
     TRAIN_ARGS+=(--eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data swe "$EVAL_PROMPT_DATA"
                  --n-samples-per-eval-prompt 1 --eval-max-response-len "$MAX_RESPONSE_LEN")

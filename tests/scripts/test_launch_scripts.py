@@ -115,6 +115,8 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert v["--custom-rollout-log-function-path"] == ["swe_rl.slime_logging.log_rollout_data"]
     assert v["--custom-eval-rollout-log-function-path"] == ["swe_rl.slime_logging.log_eval_rollout_data"]
     assert v["--custom-config-path"] == [str(ROOT / "configs/swe_rl_plugin.yaml")]
+    assert v["--custom-reward-post-process-path"] == ["swe_rl.advantages.post_process_rewards"]
+    assert "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v
     assert v["--n-samples-per-prompt"] == ["8"]
     assert v["--actor-num-nodes"] == [str(want["actor"])] and v["--actor-num-gpus-per-node"] == ["8"]
     assert v["--rollout-num-gpus"] == [str(want["rollout"])]
@@ -216,12 +218,15 @@ def test_env_file_is_sourced_and_dry_run_env_var_works(env, tmp_path):
 def test_overrides_reach_the_command(env):
     p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {**env, "KL_COEF": "0.001", "WANDB_PROJECT": "swe",
                                                    "EVAL_PROMPT_DATA": env["PROMPT_DATA"],
-                                                   "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor"})
+                                                   "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor",
+                                                   "DYNAMIC_SAMPLING_FILTER_PATH":
+                                                       "swe_rl.slime_filters.check_trajectory_reward_nonzero_std"})
     assert p.returncode == 0, p.stderr
     args, _, _ = submitted(p.stdout)
     assert not sorted({a for a in args if a.startswith("--")} - FLAGS)
     v = flag_values(args)
     assert v["--kl-loss-coef"] == ["0.001"] and "--use-kl-loss" in v and "--use-tis" in v
+    assert v["--dynamic-sampling-filter-path"] == ["swe_rl.slime_filters.check_trajectory_reward_nonzero_std"]
     assert v["--wandb-project"] == ["swe"] and v["--eval-prompt-data"] == ["swe", env["PROMPT_DATA"]]
 
 
