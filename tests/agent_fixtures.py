@@ -9,6 +9,7 @@ Import them into a test module (`from agent_fixtures import *` style, by name):
 from __future__ import annotations
 
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -62,6 +63,13 @@ async def client(pool):
         yield c
 
 
-def leftover_containers(docker_client: Any, pool: PoolProc) -> list[Any]:
-    """Containers of this pool that still exist (after an episode: none should)."""
-    return docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"})
+def leftover_containers(docker_client: Any, pool: PoolProc, wait: float = 0.0) -> list[Any]:
+    """Containers of this pool that still exist (after an episode: none should). The pool destroys a
+    released lease's container in the background: `wait` > 0 polls that long for them to go (blocking:
+    not from inside a running event loop that must do the cleanup)."""
+    deadline = time.monotonic() + wait
+    while True:
+        left = docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"})
+        if not left or time.monotonic() >= deadline:
+            return left
+        time.sleep(0.25)

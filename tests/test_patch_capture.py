@@ -53,7 +53,7 @@ async def test_noop_on_untracked_build_output_is_no_patch_with_an_empty_patch_an
     assert set(grade.fail_to_pass.failure) == set(fixture_instances[BUILD].fail_to_pass)
     assert grade.pass_to_pass.failure == [] and grade.apply_strategy is None
     assert "tests without a patch" in grade.message
-    assert leftover_containers(docker_client, pool) == []
+    assert leftover_containers(docker_client, pool, wait=15) == []
 
 
 async def test_gold_on_untracked_build_output_applies_with_plain_git_apply(client, fixture_instances):

@@ -46,7 +46,7 @@ async def test_a_failure_only_on_flaky_tests_is_removed_not_scored(plugin_env, q
         samples = await generate(plugin_env(sglang, require_certified=ledger), new_sample(), dict(SAMPLING))
     assert all(s.remove_sample for s in samples)
     assert samples[-1].metadata["swe"]["removed_reason"].startswith("flaky_only"), samples[-1].metadata["swe"]
-    assert not leftover_containers(docker_client, pool)
+    assert not leftover_containers(docker_client, pool, wait=15)
 
 
 async def test_certified_instance_trains_and_saves_grade_artifacts(plugin_env, qwen_tokenizer, tmp_path):
