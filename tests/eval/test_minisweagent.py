@@ -176,6 +176,7 @@ def run_mini_version() -> str:
     return minisweagent.__version__
 
 
+@pytest.mark.docker  # the set-up script checks the Docker daemon
 def test_setup_check_only_reports_pin_config_and_served_models(minisweagent, tmp_path):
     with FakeOpenAI() as server:
         p = subprocess.run(["bash", str(ROOT / "scripts/setup_minisweagent_node.sh"), "--check-only",
