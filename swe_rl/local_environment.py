@@ -29,6 +29,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 from swe_rl.env_client import (
     BadRequest,
@@ -247,14 +248,14 @@ def init_repo(path: str | Path, files: Mapping[str, str | bytes], *, message: st
 
 @contextlib.asynccontextmanager
 async def local_environment(source: str | Path, *, base_dir: str | Path | None = None,
-                            **limits: float) -> AsyncIterator[LocalEnvironment]:
+                            **limits: Any) -> AsyncIterator[LocalEnvironment]:
     """A fresh clone of the git repository ``source`` in a new temporary directory; closed and
     removed on exit, whatever the exit (limits: max_output_bytes, max_file_bytes, default_timeout)."""
     root = tempfile.mkdtemp(prefix="swe-rl-local-", dir=base_dir)
     try:
         workdir = os.path.join(root, "repo")
         await asyncio.to_thread(_git, root, "clone", "-q", "--no-hardlinks", str(source), workdir)
-        env = LocalEnvironment(root, workdir, owns_root=True, **limits)  # type: ignore[arg-type]
+        env = LocalEnvironment(root, workdir, owns_root=True, **limits)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise
@@ -264,7 +265,7 @@ async def local_environment(source: str | Path, *, base_dir: str | Path | None =
         await env.close()
 
 
-def local_env_factory(source: str | Path | Callable[[TaskInstance], str | Path], **opts: float) -> EnvFactory:
+def local_env_factory(source: str | Path | Callable[[TaskInstance], str | Path], **opts: Any) -> EnvFactory:
     """An `EnvFactory` for the agent: each episode gets a fresh clone of ``source`` (or of the
     repository ``source(instance)`` names)."""
 

@@ -216,6 +216,7 @@ def test_config_layers_on_the_pinned_prompts(run_mini, tmp_path):
     assert all(e["max_input_tokens"] > 0 and e["litellm_provider"] == "openai" for e in registry.values())
 
 
+@pytest.mark.slow  # runs mini-swe-agent in a subprocess: ~10 s
 def test_model_without_price_is_not_an_error(run_mini):
     from minisweagent.models import get_model
 
