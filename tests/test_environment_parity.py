@@ -54,6 +54,7 @@ async def env_calls(env: Environment) -> list[tuple]:
     await attempt("read binary", env.read_file("blob.bin"))
     await attempt("read missing", env.read_file("nope.py"))
     await attempt("read directory", env.read_file("pkg"))
+    await attempt("read through a file", env.read_file("uni.py/x"))
     # Not compared: write_file over a directory. The in-process environment refuses it (IsADirectory);
     # the fleet's tar upload replaces the directory with the file (a fleet defect, reported on issue 16).
     await attempt("write new", env.write_file("new/dir/n.txt", "n\n"))

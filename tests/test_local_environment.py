@@ -97,6 +97,9 @@ async def test_file_errors_are_the_fleet_clients(env):
     assert isinstance(missing.value, FileNotFound) and missing.value.status == 404
     with pytest.raises(IsADirectory):
         await env.read_file("pkg")
+    with pytest.raises(BadRequest, match="cannot read") as through:  # a path through a file
+        await env.read_file("a.py/x")
+    assert type(through.value) is BadRequest and through.value.status == 422
     with pytest.raises(IsADirectory):
         await env.write_file("pkg", "x")
     for outside in ("/etc/swe-rl-never", "../../escape.txt"):
