@@ -134,17 +134,27 @@ class LocalEnvironment:
                 _kill_group(proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     await asyncio.shield(proc.wait())
+            self._prune()
         return ExecResult(returncode=returncode, output=out.getvalue().decode("utf-8", errors="replace"),
                           timed_out=timed_out, truncated=out.truncated, output_bytes=out.total,
                           duration=round(time.monotonic() - start, 4))
 
+    def _prune(self) -> None:
+        """Forget process groups with no process left (their ids may be reused: close must not kill those)."""
+        for pgid in list(self._groups):
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                self._groups.discard(pgid)
+            except PermissionError:  # the id now belongs to someone else's group
+                self._groups.discard(pgid)
+
     async def _pump(self, proc: asyncio.subprocess.Process, out: _HeadTail, deadline: float) -> bool:
         """Read until EOF; at the deadline kill the group and drain what is left for a moment."""
         assert proc.stdout is not None
-        loop = asyncio.get_running_loop()
         timed_out, stop = False, deadline
         while True:
-            remaining = stop - loop.time() if timed_out else deadline - time.monotonic()
+            remaining = stop - time.monotonic()
             try:
                 chunk = await asyncio.wait_for(proc.stdout.read(65536), max(remaining, 0.001))
             except (TimeoutError, asyncio.TimeoutError):
@@ -152,7 +162,7 @@ class LocalEnvironment:
                     return True  # something outside the group holds the pipe open: abandon it
                 timed_out = True
                 _kill_group(proc.pid)
-                stop = loop.time() + 2.0
+                stop = time.monotonic() + 2.0
                 continue
             if not chunk:
                 return timed_out
