@@ -123,10 +123,9 @@ class PluginConfig(BaseModel):
     @field_validator("eval_harness")
     @classmethod
     def _known_harness(cls, value: str) -> str:
-        from swe_rl.harnesses.registry import harness_class
+        from swe_rl.harnesses.registry import canonical_harness_name
 
-        harness_class(value)
-        return value
+        return canonical_harness_name(value)  # aliases (bash-block, openhands) recorded canonically
 
     @field_validator("chat_template", "harness_config")
     @classmethod
