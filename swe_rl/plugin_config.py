@@ -78,7 +78,8 @@ class PluginConfig(BaseModel):
     enable_thinking: bool | None = None
     """Passed to the template; False makes it open each turn with an empty think block."""
     max_context_len: int | None = None
-    """Context window of a turn (input + max new tokens); None for slime's ``--rollout-max-context-len``."""
+    """Context window of a turn (input + max new tokens); None for slime's ``--rollout-max-context-len``.
+    Clamped to the policy server's context length minus one (asked at start; one warning)."""
     context_management: bool = True
     """Compact the history into head + tail when a turn would not fit (needs dynamic_history for training;
     without it the episode ends truncated instead)."""
