@@ -39,7 +39,9 @@ def fleet(docker_client):
 def fleet_containers(fleet: LocalFleet) -> list:
     import docker
 
-    return [c for c in docker.from_env().containers.list(all=True, filters={"label": "swe-rl.managed-by=swe-rl"})
+    listed = docker.from_env().containers.list(all=True, filters={"label": "swe-rl.managed-by=swe-rl"},
+                                               ignore_removed=True)  # containers may go while listed
+    return [c for c in listed
             if c.labels.get("swe-rl.exec-server") in fleet.server_ids and "swe-rl.warm" not in c.labels]
 
 
@@ -147,3 +149,39 @@ def test_sigterm_on_the_local_fleet_path(docker_client, tmp_path):
     assert "interrupted (SIGTERM): 1 of 5 instances finished" in stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["finished"] == 1 and summary["runs"][0]["interrupted"] == "SIGTERM"
+
+
+def test_sigint_during_grading_predictions(fleet, tmp_path):
+    """eval/grade_predictions.py stops the same way; a resume grades only the rest."""
+    preds = {}
+    for line in FIXTURES.read_text().splitlines():
+        row = json.loads(line)
+        preds[row["instance_id"]] = {"instance_id": row["instance_id"], "model_patch": row["patch"],
+                                     "model_name_or_path": "gold"}
+    (tmp_path / "preds.json").write_text(json.dumps(preds))
+    out = tmp_path / "graded"
+    cmd = [sys.executable, str(ROOT / "eval/grade_predictions.py"), "--preds", str(tmp_path / "preds.json"),
+           "--data", str(FIXTURES), "--output-dir", str(out), "--max-concurrent", "1"]
+    env = {**os.environ, **fleet.client_env(), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        wait_for(lambda: len(rows(out)) >= 1, 180, "one graded prediction")
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "predictions finished; run the same command again to resume:" in stderr.strip().splitlines()[-1]
+    summary = json.loads((out / "summary.json").read_text())
+    graded = summary["finished"]
+    assert 1 <= graded < len(IDS) and summary["interrupted"] == "SIGINT" and summary["resolved"] == graded
+    assert pool_leases(fleet) == 0
+    wait_for(lambda: not fleet_containers(fleet), 30, "the fleet's containers to go")
+    resumed = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resolved"] == len(IDS) and [r["finished"] for r in summary["runs"]] == [graded, len(IDS) - graded]
