@@ -24,7 +24,7 @@ import sys
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
-__all__ = ["EXIT_INTERRUPTED", "CleanStop", "command_line", "resume_line"]
+__all__ = ["EXIT_INTERRUPTED", "CleanStop", "command_line", "resume_line", "sigterm_as_interrupt"]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a job stopped by Ctrl-C
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -120,3 +120,16 @@ def resume_line(signal_name: str, finished: int, total: int, command: str, what:
 def command_line(script: str, argv: list[str] | None = None) -> str:
     """``python <script> <args>`` as typed (``argv`` None: this process's own arguments)."""
     return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
+
+
+def sigterm_as_interrupt() -> None:
+    """Outside the event loop (start-up, a local fleet starting): SIGTERM raises KeyboardInterrupt like
+    Ctrl-C, so ``with`` blocks (a `LocalFleet`) clean up instead of the process dying on the spot."""
+
+    def _raise(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    try:
+        signal.signal(signal.SIGTERM, _raise)
+    except ValueError:  # not the main thread
+        pass

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from clean_stop import EXIT_INTERRUPTED, CleanStop, command_line, resume_line  # noqa: E402
+from clean_stop import EXIT_INTERRUPTED, CleanStop, command_line, resume_line, sigterm_as_interrupt  # noqa: E402,E501
 from report import last_rows, summarize, write_report  # noqa: E402
 from run_history import RunHistory  # noqa: E402
 
@@ -274,6 +274,7 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
+    sigterm_as_interrupt()  # start-up: a SIGTERM still lets the local fleet clean up
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.local_fleet:
