@@ -118,7 +118,11 @@ def runs_html(runs: list[dict[str, Any]]) -> str:
 
 def extras_html(summary: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """Warnings, runs, format errors, step histogram and the run's time split, for report.html."""
-    warnings = "".join(f'<div class="warn">{html.escape(w)}</div>' for w in summary.get("warnings") or [])
+    notes = list(summary.get("warnings") or [])
+    if summary.get("interrupted"):
+        notes.insert(0, f"Interrupted ({summary['interrupted']}): {summary.get('finished', 0)} of "
+                        f"{summary.get('total', 0)} instances finished; run the same command again to resume.")
+    warnings = "".join(f'<div class="warn">{html.escape(w)}</div>' for w in notes)
     split = summary.get("time_split") or totals_time_split(rows)
     total = sum(split.values()) or 1.0
     legend = " ".join(f'<span class="chip" style="background:{SPLIT_COLORS[k]}">{k} {v:.1f}s '
