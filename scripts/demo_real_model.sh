@@ -55,7 +55,7 @@ if [[ "$dry_run" != "1" ]]; then
     --n_ctx "$ctx" >"$output/model_server.log" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 120); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$port/v1/models" && break
+    curl -fsS -o /dev/null "http://127.0.0.1:$port/v1/models" 2>/dev/null && break
     kill -0 "$server_pid" 2>/dev/null || die "the model server exited: see $output/model_server.log"
     sleep 1
   done
