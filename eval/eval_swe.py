@@ -42,6 +42,8 @@ from report import summarize, write_report  # noqa: E402
 from run_history import RunHistory  # noqa: E402
 from tool_call_watch import ToolCallWatch  # noqa: E402
 
+from swe_rl.rollout_metrics import episode_stats  # noqa: E402
+
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
 
@@ -169,7 +171,8 @@ def result_row(instance: Any, result: Any, out: Path, run_dir: Path) -> dict[str
             "policy_seconds": round(sum(s.policy_seconds for s in result.agent.steps), 3),
             "exec_seconds": round(sum(s.exec_seconds for s in result.agent.steps), 3),
             "patch_bytes": len(result.agent.patch.encode()), "error": result.agent.error or None,
-            "grade_message": result.grade.message or None, "dir": str(out.relative_to(run_dir))}
+            "grade_message": result.grade.message or None, "dir": str(out.relative_to(run_dir)),
+            "data_source": instance.data_source, "episode": episode_stats(result.agent, result.grade_seconds)}
 
 
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,

@@ -18,6 +18,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report_extras  # noqa: E402
 import run_history  # noqa: E402
+from report_metrics import metrics_table_html, run_metrics  # noqa: E402
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {"resolved": "#2e7d32", "unresolved": "#c62828", "no_patch": "#9e9e9e", "patch_apply_failed": "#ef6c00",
@@ -77,6 +78,7 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "load_errors": load_errors,
         "meta": meta or {},
         "resolved_ids": sorted(r["instance_id"] for r in done if r["status"] == "resolved"),
+        "metrics": run_metrics(done),
     }
 
 
@@ -116,6 +118,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
     meta = summary.get("meta", {})
     meta_line = " · ".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>" for k, v in meta.items()
                            if v is not None and k != "started")
+    metrics_html = metrics_table_html(summary.get("metrics") or {})
     title = f"SWE eval: {meta.get('model', '?')} ({summary['resolved']}/{summary['total']} resolved)"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>
 body{{font-family:system-ui,sans-serif;margin:2em;color:#222}} h1{{font-size:1.4em}}
@@ -130,6 +133,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}} td.note{{color:#666;f
 <div class="meta">{meta_line}</div>
 <div class="cards">{card_html}</div><div class="bar">{bar}</div><div>{legend}</div>
 {report_extras.extras_html(summary, list(rows.values()))}
+{metrics_html}
 <table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>time: model / commands / other / grading</th><th>files</th><th>note</th></tr>
 {''.join(table)}</table></body></html>"""
     out = run_dir / "report.html"

@@ -137,6 +137,10 @@ class AgentResult(BaseModel):
     """Wall time of the episode, container allocation and final diff included."""
     harness: str | None = None
     """Name of the harness the episode was played with (``bash_block``, ``codeact``, ...)."""
+    allocate_seconds: float | None = None
+    """Time until the container was ready (None when allocation failed)."""
+    warm: bool | None = None
+    """Whether the fleet handed over a pre-started (warm) container; None when unknown."""
 
     @property
     def infra_failure(self) -> bool:
@@ -320,8 +324,10 @@ async def run_agent(
     started = time.monotonic()
     ep = _Episode(instance, harness.initial_messages(instance, step_limit=config.step_limit), on_step)
     patch = ""
+    allocate_seconds = warm = None
     try:
         async with env_factory(instance) as env:
+            allocate_seconds, warm = time.monotonic() - started, getattr(getattr(env, "lease", None), "warm", None)
             try:
                 await asyncio.wait_for(_play(ep, policy, harness, env, config), timeout=config.deadline)
             except (TimeoutError, asyncio.TimeoutError):
@@ -336,7 +342,8 @@ async def run_agent(
     assert ep.exit is not None
     return AgentResult(instance_id=instance.instance_id, exit_reason=ep.exit, patch=patch,
                        submission=ep.submission, error=ep.error, messages=ep.messages, steps=ep.steps,
-                       usage=ep.usage, seconds=time.monotonic() - started, harness=harness_name(harness))
+                       usage=ep.usage, seconds=time.monotonic() - started, harness=harness_name(harness),
+                       allocate_seconds=allocate_seconds, warm=warm)
 
 
 def harness_name(harness: Harness) -> str:

@@ -83,6 +83,11 @@ class FakeSGLang(LoopbackServer):
     tokenizer: Any
     script: list[Script] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """HTTP headers of each request (lower-case names), e.g. slime's routing key."""
+    keyed: dict[str, list[Script]] = field(default_factory=dict)
+    """Scripts per routing key (``X-SMG-Routing-Key``, slime's session id): concurrent trajectories each play
+    their own; requests without a known key take from `script`."""
     outputs: list[Output] = field(default_factory=list)
     context_length: int | None = None
     """The server's context window (None: no limit, and the info routes are absent)."""
@@ -123,14 +128,13 @@ class FakeSGLang(LoopbackServer):
             return JSONResponse({"error": "fake sglang: expects input_ids and return_logprob"}, 400)
         with self._lock:
             self.requests.append(body)
-            item = self.script.pop(0) if self.script else None
-        refusal = self._context_refusal(body)
-        if refusal is not None:  # refused before the script is consulted: the reply stays for the next call
-            with self._lock:
-                if item is not None:
-                    self.script.insert(0, item)
+            self.headers.append({k.lower(): v for k, v in request.headers.items()})
+            refusal = self._context_refusal(body)
+            if refusal is not None:  # refused before the script is consulted: the reply stays for the next call
                 self.refusals.append(refusal)
-            return JSONResponse({"error": {"message": refusal}}, 400)
+                return JSONResponse({"error": {"message": refusal}}, 400)
+            queue = self.keyed.get(request.headers.get("x-smg-routing-key", ""), self.script)
+            item = queue.pop(0) if queue else None
         if item is None:
             return JSONResponse({"error": "fake sglang: script exhausted"}, 500)
         reply = item(body) if callable(item) else item
