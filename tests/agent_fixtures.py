@@ -63,13 +63,13 @@ async def client(pool):
         yield c
 
 
-def leftover_containers(docker_client: Any, pool: PoolProc, wait: float = 0.0) -> list[Any]:
-    """Containers of this pool that still exist (after an episode: none should). The pool destroys a
-    released lease's container in the background: `wait` > 0 polls that long for them to go (blocking:
-    not from inside a running event loop that must do the cleanup)."""
+def leftover_containers(docker_client: Any, pool: PoolProc, wait: float = 20.0) -> list[Any]:
+    """Containers of this pool that still exist after ``wait`` seconds (after an episode: none should).
+    The pool releases a lease at once and destroys its container right after, in the background."""
     deadline = time.monotonic() + wait
     while True:
-        left = docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"})
-        if not left or time.monotonic() >= deadline:
+        left = docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"},
+                                             ignore_removed=True)
+        if not left or time.monotonic() > deadline:
             return left
-        time.sleep(0.25)
+        time.sleep(0.2)
