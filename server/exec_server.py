@@ -1390,6 +1390,8 @@ class ContainerManager:
             parent, name = os.path.dirname(path), os.path.basename(path)
             if not name:
                 raise ApiError(400, f"path {path!r} names a directory")
+            if self._is_directory(rec, path):  # Docker's tar upload would replace the directory by the file
+                raise ApiError(400, f"{path} is a directory", path=path)
             tar_bytes = io.BytesIO()
             with tarfile.open(fileobj=tar_bytes, mode="w") as tar:
                 info = tarfile.TarInfo(name)
@@ -1411,6 +1413,19 @@ class ContainerManager:
                 except docker.errors.APIError as exc:
                     raise ApiError(422, f"cannot write {path!r}: {exc.explanation}") from None
         return {"ok": True, "path": path, "bytes": len(data)}
+
+    def _is_directory(self, rec: ContainerRecord, path: str) -> bool:
+        """Whether ``path`` is a directory, from the stat header of a HEAD on the archive endpoint (no body)."""
+        api = self.client.api
+        resp = api.head(api._url("/containers/{0}/archive", rec.id), params={"path": path})
+        header = resp.headers.get("X-Docker-Container-Path-Stat") if resp.status_code == 200 else None
+        if not header:
+            return False
+        try:
+            stat = json.loads(base64.b64decode(header))
+        except (ValueError, TypeError):
+            return False
+        return bool(int(stat.get("mode", 0)) & (1 << 31))  # Go's os.ModeDir
 
     def read_file(self, body: dict[str, Any], _links: int = 0) -> dict[str, Any]:
         limit = int(_opt_number(body, "max_bytes", self.config.max_file_bytes, lo=0, hi=self.config.max_file_bytes))

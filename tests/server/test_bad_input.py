@@ -107,6 +107,22 @@ def test_read_file_symlink_loop_is_4xx_without_host_paths(exec_server):
         check(srv.post("/container/read_file", {"container_id": cid, "path": path}), (400, 404, 422), None)
 
 
+def test_write_file_onto_a_directory_is_400_and_keeps_the_directory(exec_server):
+    """Docker's tar upload would replace a directory by the file: refused before it is sent."""
+    srv = exec_server
+    cid = srv.post("/container/create", {"image": BASE_IMAGE}).json()["container_id"]
+    assert srv.post("/container/exec", {"container_id": cid, "command": "mkdir -p /tmp/d && touch /tmp/d/keep"}
+                    ).json()["returncode"] == 0
+    body = check(srv.post("/container/write_file", {"container_id": cid, "path": "/tmp/d", "content": "x"}), 400)
+    assert "is a directory" in body["error"]
+    out = srv.post("/container/exec", {"container_id": cid, "command": "test -f /tmp/d/keep && echo kept"}).json()
+    assert out["output"].strip() == "kept"
+    # a plain file is still overwritten, a new one still created
+    for _ in range(2):
+        assert srv.post("/container/write_file", {"container_id": cid, "path": "/tmp/d/f", "content": "y"}
+                        ).status_code == 200
+
+
 def test_exec_server_body_limit_is_413_json(exec_server_factory):
     srv = exec_server_factory(SWE_EXEC_MAX_BODY_BYTES="100000")
     check(srv.post("/container/exec", {"container_id": "x", "command": "x" * 200_000}), 413)
