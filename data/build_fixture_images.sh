@@ -99,6 +99,11 @@ while IFS=$'\t' read -r instance_id image sdist pythonpath base_commit; do
   mkdir -p "$ctx"
   cp "$(fetch_sdist "$sdist")" "$ctx/$sdist"
   cp "$FIXTURES/Dockerfile" "$FIXTURES/$instance_id/bug.patch" "$ctx/"
+  if [[ -f "$FIXTURES/$instance_id/setup.sh" ]]; then
+    cp "$FIXTURES/$instance_id/setup.sh" "$ctx/setup.sh"
+  else
+    printf '# no set-up step\n' >"$ctx/setup.sh"
+  fi
   echo "building $image"
   log="$work/$instance_id.log"
   cache_flag=()

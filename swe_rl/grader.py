@@ -5,16 +5,22 @@ installed things, left processes behind). A fresh lease applies the patch and ru
 instance's eval script (`Lease.evaluate`); `swe_rl.grading.grade` then reads the log.
 Anything the fleet gets wrong (unreachable, image missing, container lost) and an eval
 script that cannot be had give status ``env_error``, never a score.
+
+With integrity grading on (default, `swe_rl.integrity_fleet`), what reaches the test run is
+the agent's patch without its changes to tests and test infrastructure, judged strictly; the
+official verdict on the full patch is kept beside it (``GradeResult.official``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.env_client import EnvClient, FleetError
 from swe_rl.grading import GradeResult, LogGrader, grade
+from swe_rl.integrity import IntegrityConfig
+from swe_rl.integrity_fleet import finish_integrity, neutralise_on
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
 
 __all__ = ["FleetGrader", "GraderConfig"]
@@ -31,6 +37,8 @@ class GraderConfig(BaseModel):
     """Seconds the instance's tests may run before the grade is eval_timeout."""
     network: bool = False
     """Whether the grading container gets a network (SWE-bench images need none)."""
+    integrity: IntegrityConfig = Field(default_factory=IntegrityConfig)
+    """Tamper-proof grading: neutralise test/infrastructure changes, strict verdict, official verdict beside it."""
 
 
 class FleetGrader:
@@ -53,10 +61,17 @@ class FleetGrader:
             async with self.client.lease(instance.image, instance_id=instance.instance_id,
                                          workdir=instance.workdir, network=self.config.network,
                                          expected=0) as lease:  # nothing follows a grading lease: warm nothing
-                run = await lease.evaluate(patch, script, timeout=self.config.eval_timeout)
+                ran, tamper = patch, None
+                if self.config.integrity.enable:
+                    ran, tamper = await neutralise_on(lease, instance, patch, script, self.config.integrity)
+                run = await lease.evaluate(ran, script, timeout=self.config.eval_timeout)
         except FleetError as exc:
             log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
             return grade(instance, patch=patch, apply_status=False, test_log="",
                          env_error=f"grading container: {type(exc).__name__}: {exc}")
-        return grade(instance, patch=patch, apply_status=run.apply_status == "applied", test_log=run.test_log,
-                     timed_out=run.timed_out, returncode=run.returncode, grader=self.log_grader)
+        result = grade(instance, patch=ran, apply_status=run.apply_status == "applied", test_log=run.test_log,
+                       timed_out=run.timed_out, returncode=run.returncode, grader=self.log_grader,
+                       strict=tamper is not None)
+        if tamper is not None:
+            result = await finish_integrity(self, instance, patch, result, run, tamper)
+        return result
