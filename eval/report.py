@@ -15,6 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from swe_rl.integrity_metrics import integrity_rates  # noqa: E402
+
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {"resolved": "#2e7d32", "unresolved": "#c62828", "no_patch": "#9e9e9e", "patch_apply_failed": "#ef6c00",
           "eval_timeout": "#6a1b9a", "env_error": "#37474f"}
@@ -70,6 +76,7 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "load_errors": load_errors,
         "meta": meta or {},
         "resolved_ids": sorted(r["instance_id"] for r in done if r["status"] == "resolved"),
+        "integrity": integrity_rates(done),
     }
 
 
@@ -90,6 +97,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
              ("avg steps", f"{summary['avg_steps']:.1f}"),
              ("avg tokens (in/out)", f"{summary['avg_prompt_tokens']:.0f} / {summary['avg_completion_tokens']:.0f}"),
              ("avg agent / grade s", f"{summary['avg_agent_seconds']:.1f} / {summary['avg_grade_seconds']:.1f}")]
+    cards += _integrity_cards(summary.get("integrity") or {})
     card_html = "".join(f'<div class="card"><div class="v">{html.escape(v)}</div><div class="k">{html.escape(k)}</div></div>'
                         for k, v in cards)
     table = []
@@ -102,7 +110,8 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
             f'{html.escape(r["status"])}</span></td><td>{html.escape(str(r.get("exit_reason", "")))}</td>'
             f'<td class="n">{r.get("steps", 0)}</td><td class="n">{r.get("prompt_tokens", 0)}/{r.get("completion_tokens", 0)}</td>'
             f'<td class="n">{r.get("agent_seconds", 0):.1f}</td><td class="n">{r.get("grade_seconds", 0):.1f}</td>'
-            f'<td><a href="{d}/traj.json">traj</a> <a href="{d}/patch.diff">patch</a></td><td class="note">{note}</td></tr>')
+            f'<td><a href="{d}/traj.json">traj</a> <a href="{d}/patch.diff">patch</a></td>'
+            f'<td class="note">{html.escape(_integrity_cell(r))}</td><td class="note">{note}</td></tr>')
     meta = summary.get("meta", {})
     meta_line = " · ".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>" for k, v in meta.items()
                            if v is not None and k != "started")
@@ -118,11 +127,33 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}} td.note{{color:#666;f
 </style></head><body><h1>{html.escape(title)}</h1>
 <div class="meta">{meta_line}</div>
 <div class="cards">{card_html}</div><div class="bar">{bar}</div><div>{legend}</div>
-<table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>files</th><th>note</th></tr>
+<table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>files</th><th>integrity</th><th>note</th></tr>
 {''.join(table)}</table></body></html>"""
     out = run_dir / "report.html"
     out.write_text(page)
     return out
+
+
+def _integrity_cards(rates: dict[str, Any]) -> list[tuple[str, str]]:
+    if not rates:
+        return []
+    return [("tamper rate", f"{100 * rates['tamper_rate']:.1f}%"), ("flag rate", f"{100 * rates['flag_rate']:.1f}%"),
+            ("official / integrity resolved", f"{100 * rates['official_resolve_rate']:.1f}% / "
+                                              f"{100 * rates['integrity_resolve_rate']:.1f}%"),
+            ("resolved only officially", str(rates["resolved_only_officially"]))]
+
+
+def _integrity_cell(row: dict[str, Any]) -> str:
+    """Tamper rules, monitor flags, and the official verdict when it differs from ours."""
+    parts = []
+    if row.get("tamper_rules"):
+        parts.append("tamper: " + ", ".join(row["tamper_rules"]))
+    if row.get("flags"):
+        parts.append("flags: " + ", ".join(f"{k}×{v}" for k, v in row["flags"].items()))
+    official = row.get("official_status")
+    if official and official != row.get("status"):
+        parts.append(f"official: {official}")
+    return "; ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
