@@ -334,8 +334,7 @@ def reward_for(sample: Any, config: PluginConfig) -> dict[str, Any]:
     if not removed and config.flagged_reward is not None and is_flagged(info):
         score = config.flagged_reward
     out = {"score": float(score), "acc": 1.0 if resolved else 0.0, "status": info.get("status"),
-           "resolved": resolved, "removed": removed, "exit_reason": info.get("exit_reason"),
-           "flagged": is_flagged(info), "official_resolved": info.get("official_resolved")}
+           "resolved": resolved, "removed": removed, "exit_reason": info.get("exit_reason")}
     prm = info.get("prm")
     if prm and not removed:
         step = (sample.metadata or {}).get("swe_step")
