@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from swe_rl.env_client import FleetUnavailable
 from swe_rl.protocols import Environment
 
-__all__ = ["GitHygieneFailed", "GitHygieneResult", "clean_history", "hygiene_script"]
+__all__ = ["GitHygieneFailed", "GitHygieneResult", "clean_history", "hygiene_body", "hygiene_script"]
 
 _SCRIPT = r"""
 set -u
@@ -60,9 +60,14 @@ echo "swe-git-hygiene: refs_removed=$refs remotes_removed=$remotes unreachable=$
 """
 
 
+def hygiene_body(workdir: str = "/testbed") -> str:
+    """The bash script itself (data/clean_image_history.py runs it once per image)."""
+    return _SCRIPT.format(workdir=_quote(workdir))
+
+
 def hygiene_script(workdir: str = "/testbed") -> str:
-    """The bash script (also what bench/git_hygiene_bench.py times)."""
-    return "bash -c " + _quote(_SCRIPT.format(workdir=_quote(workdir)))
+    """A command line running the script (what episode start and bench/git_hygiene_bench.py run)."""
+    return "bash -c " + _quote(hygiene_body(workdir))
 
 
 def _quote(s: str) -> str:

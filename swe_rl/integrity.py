@@ -114,7 +114,8 @@ class TamperReport(BaseModel):
         if not self.records:
             return ""
         rules = sorted({r.rule for r in self.records})
-        return f"{len(self.records)} tamper record(s) ({', '.join(rules)}) in {len({r.path for r in self.records})} file(s)"
+        files = len({r.path for r in self.records})
+        return f"{len(self.records)} tamper record(s) ({', '.join(rules)}) in {files} file(s)"
 
 
 class OfficialVerdict(BaseModel):
@@ -171,7 +172,8 @@ def _path_rule(path: str, test_files: set[str], test_dirs: set[str], gold_files:
         return None
     root = parts[1:] if parts[0] in ("src", "lib") and len(parts) > 1 else parts
     top = root[0][:-3] if len(root) == 1 and root[0].endswith(".py") else root[0] if len(root) > 1 else None
-    if top in _RUNNER_MODULES and config.shadow_check and not any(g.startswith((top + "/", top + ".py")) for g in gold_files):
+    fixes_it = any(g.startswith((f"{top}/", f"{top}.py")) for g in gold_files)
+    if top in _RUNNER_MODULES and config.shadow_check and not fixes_it:
         return "runner_shadow", f"{top!r} at an import root shadows the test runner's own module"
     if base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py") or base == "tests.py"):
         return "test_file", "a test module"
@@ -272,7 +274,7 @@ _RUNNER_HOOK = re.compile(
     r"plugin_registered|pyfunc_call|assertrepr)\w*|\bpytest\.(?:skip|xfail|exit|importorskip)\b|"
     r"PYTEST_(?:ADDOPTS|PLUGINS|DISABLE_PLUGIN_AUTOLOAD|CURRENT_TEST)|sys\.modules\[\s*['\"]_?pytest|"
     r"\bunittest\.(?:TestCase|TestResult|TextTestResult|TextTestRunner)\.\w+\s*=(?!=)|\bpytest\.hookimpl\b|"
-    r"['\"](?:PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) |\bos\._exit\b"
+    r"['\"](?:PASSED|XFAIL|XPASS) |\bos\._exit\b"
 )
 
 
@@ -327,9 +329,9 @@ def neutralise(patch: str, *, test_patch: str = "", gold_patch: str = "", eval_s
                                                hunk=_cap(fd.text())))
             continue
         if posixpath.basename(fd.path) in _SECTIONED and fd.old_path != fd.new_path and fd.old_path is not None:
-            # a renamed setup.cfg/pyproject.toml: nothing to trim line by line, drop it
+            # a renamed or deleted setup.cfg/pyproject.toml: nothing to trim line by line, drop it
             report.records.append(TamperRecord(path=fd.path, rule="test_config_lines", action="dropped",
-                                               reason="renamed project settings file", hunk=_cap(fd.text())))
+                                               reason="renamed or deleted project settings file", hunk=_cap(fd.text())))
             continue
         if posixpath.basename(fd.path) in _SECTIONED and fd.hunks:
             known = fd.old_path in originals or fd.is_new

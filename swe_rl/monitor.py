@@ -64,7 +64,8 @@ class MonitorConfig(BaseModel):
 
 
 @lru_cache(maxsize=32)
-def _compile(patterns: tuple[tuple[str, str], ...], disabled: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _compile(patterns: tuple[tuple[str, str], ...],
+             disabled: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((name, re.compile(rx, re.MULTILINE)) for name, rx in patterns if name not in disabled)
 
 
