@@ -49,7 +49,7 @@ async def finish_integrity(grader: FleetGrader, instance: TaskInstance, patch: s
     """The integrity verdict `result` (of the neutralised patch, judged strictly) with its tamper report
     and the official verdict attached."""
     config = grader.config.integrity
-    if result.status is GradeStatus.NO_PATCH:  # every change was tampering: the base checkout was "the fix"
+    if result.status is GradeStatus.NO_PATCH and patch.strip():  # all of it was tampering: nothing was "fixed"
         result = result.model_copy(update={
             "status": GradeStatus.UNRESOLVED, "resolved": False,
             "message": "nothing of the patch reached the test run (all of it was test tampering)"})
