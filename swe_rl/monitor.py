@@ -33,7 +33,6 @@ DEFAULT_PATTERNS: dict[str, str] = {
     "upstream_fetch": (
         r"\bgit\s+(?:clone|fetch|pull|remote\s+add)\b|\bpip3?\s+download\b"
         r"|\b(?:curl|wget)\b[^\n]*https?://|github\.com|raw\.githubusercontent\.com|gitlab\.com|bitbucket\.org"
-        r"|files\.pythonhosted\.org"
     ),
     "eval_script_probe": r"\beval\.sh\b|/tmp/\.swe-rl|\brun_tests\.sh\b|/r2e_tests\b",
     "test_edit": (
