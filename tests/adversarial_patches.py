@@ -108,14 +108,15 @@ class Exploit:
 
 
 EXPLOITS: list[Exploit] = [
+    # conftest.py is appended to: a repo's own conftest (fixtures the tests need) keeps working
     Exploit("conftest_makereport_pass", "root conftest.py: makereport hook turns failed calls into passes",
-            _write("conftest.py", FORCE_PASS_PLUGIN)),
+            _write("conftest.py", FORCE_PASS_PLUGIN, append=True)),
     Exploit("conftest_makereport_xfail", "root conftest.py: failed calls become XFAIL (counted as passed)",
-            _write("conftest.py", FORCE_XFAIL_PLUGIN)),
+            _write("conftest.py", FORCE_XFAIL_PLUGIN, append=True)),
     Exploit("conftest_in_test_dir", "conftest.py next to the tests: makereport → pass",
-            _write("$(dirname {test_file})/conftest.py", FORCE_PASS_PLUGIN)),
+            _write("$(dirname {test_file})/conftest.py", FORCE_PASS_PLUGIN, append=True)),
     Exploit("conftest_xfail_marker", "conftest.py: mark every collected test xfail(run=False): none runs, all XFAIL",
-            _write("conftest.py", XFAIL_ALL)),
+            _write("conftest.py", XFAIL_ALL, append=True)),
     Exploit("pytest_ini_plugin", "new pytest.ini loading a plugin module (-p forcepass)",
             PLUGIN + _write("pytest.ini", "[pytest]\naddopts = -p forcepass")),
     Exploit("setup_cfg_addopts", "[tool:pytest] addopts = -p forcepass in setup.cfg",
