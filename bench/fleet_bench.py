@@ -6,9 +6,12 @@ to two baselines measured in the same run on the same machine:
 - floor: a trivial exec through the Docker SDK directly on a running container;
 - CLI: `docker exec` in a subprocess (what a docker-CLI wrapper pays).
 Targets (printed, not asserted): fleet exec p50 <= 2x floor at concurrency 1,
-<= 3x at 32, faster than the CLI; allocate p50 <= 1.5 s.
+<= 3x at 32, faster than the CLI; allocate p50 <= 1.5 s. Close and back-to-back
+allocate (allocate -> close -> allocate ... on one image, no sleep, the pool's default
+warming) are set against the SDK's own container remove and create+start: close p50
+<= 10 ms, back-to-back allocate p50 <= 30 ms.
 
-    python bench/fleet_bench.py [--concurrency 1 16 32] [--execs 20]
+    python bench/fleet_bench.py [--concurrency 1 16 32] [--execs 20] [--loop 30]
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import argparse
 import asyncio
 import os
 import statistics
+import re
 import subprocess
+import urllib.request
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -73,6 +78,31 @@ async def fleet_round(client: EnvClient, conc: int, execs: int) -> list[dict]:
             row("fleet close", conc, close)]
 
 
+async def back_to_back(client: EnvClient, n: int) -> list[dict]:
+    """Sequential allocate -> close on one request, no sleep (a worker running episodes back to back)."""
+    alloc, close = [], []
+    for i in range(n + 1):
+        t = time.perf_counter()
+        lease = await client.allocate(IMAGE, instance_id=f"loop-{i}", memory="768m", cpus=1.0)
+        if i:  # the first one is cold
+            alloc.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        await lease.close()
+        close.append(time.perf_counter() - t)
+    return [row("fleet allocate back-to-back", 1, alloc), row("fleet close back-to-back", 1, close)]
+
+
+def pool_side_means(fleet: LocalFleet) -> dict[str, float]:
+    """Mean handling time (ms) per op inside the pool, from its /metrics (no client or HTTP hop)."""
+    req = urllib.request.Request(fleet.pool_url + "/metrics", headers={"Authorization": f"Bearer {fleet.token}"})
+    sums: dict[str, dict[str, float]] = {}
+    for line in urllib.request.urlopen(req, timeout=30).read().decode().splitlines():
+        m = re.match(r'swe_pool_call_seconds_(sum|count)\{op="(\w+)"\} (\S+)', line)
+        if m:
+            sums.setdefault(m[2], {})[m[1]] = float(m[3])
+    return {op: 1000 * v["sum"] / v["count"] for op, v in sums.items() if v.get("count")}
+
+
 def baseline_round(dc: docker.DockerClient, conc: int, execs: int) -> list[dict]:
     starts: list[float] = []
 
@@ -104,10 +134,17 @@ def baseline_round(dc: docker.DockerClient, conc: int, execs: int) -> list[dict]
         with ThreadPoolExecutor(conc) as pool:
             list(pool.map(cli_worker, containers))
     finally:
-        for c in containers:
+        removes: list[float] = []
+
+        def remove(c) -> None:
+            t = time.perf_counter()
             c.remove(force=True)
+            removes.append(time.perf_counter() - t)
+
+        with ThreadPoolExecutor(conc) as pool:
+            list(pool.map(remove, containers))
     return [row("floor: SDK run (create+start)", conc, starts), row("floor: SDK exec", conc, sdk),
-            row("baseline: docker CLI exec", conc, cli)]
+            row("baseline: docker CLI exec", conc, cli), row("floor: SDK remove", conc, removes)]
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -123,6 +160,9 @@ async def main_async(args: argparse.Namespace) -> None:
             for conc in args.concurrency:
                 results += baseline_round(dc, conc, args.execs)
                 results += await fleet_round(client, conc, args.execs)
+            if args.loop:
+                results += await back_to_back(client, args.loop)
+            inside = pool_side_means(fleet)
     dc.close()
 
     print(f"\nfleet_bench: image={IMAGE} execs/lease={args.execs} cores={os.cpu_count()}")
@@ -140,12 +180,25 @@ async def main_async(args: argparse.Namespace) -> None:
         a, r = by[("fleet allocate", conc)], by[("floor: SDK run (create+start)", conc)]
         print(f"        allocate p50 {a['p50'] / 1000:.2f}s (target <= 1.5s), {a['p50'] / r['p50']:.2f}x the SDK's "
               f"own container create+start at the same concurrency")
+        cl, rm = by[("fleet close", conc)], by[("floor: SDK remove", conc)]
+        print(f"        close p50 {cl['p50']:.1f} ms (target <= 10 ms), {cl['p50'] / rm['p50']:.2f}x the SDK's own "
+              f"container remove (what a close that destroys on the request path pays)")
+    print(f"  inside the pool (mean handling, no client/HTTP hop): close {inside.get('close', 0):.2f} ms, "
+          f"allocate {inside.get('allocate', 0):.1f} ms, exec {inside.get('exec', 0):.1f} ms")
+    if args.loop and ("floor: SDK run (create+start)", 1) in by:
+        b, cl, r = (by[("fleet allocate back-to-back", 1)], by[("fleet close back-to-back", 1)],
+                    by[("floor: SDK run (create+start)", 1)])
+        rm = by[("floor: SDK remove", 1)]
+        print(f"  back-to-back (allocate -> close, {b['n']} after a cold one): allocate p50 {b['p50']:.1f} ms "
+              f"(target <= 30 ms), {b['p50'] / r['p50']:.2f}x the SDK's create+start; close p50 {cl['p50']:.1f} ms, "
+              f"{cl['p50'] / rm['p50']:.2f}x the SDK's remove")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 16, 32])
     p.add_argument("--execs", type=int, default=20, help="trivial execs per lease")
+    p.add_argument("--loop", type=int, default=30, help="back-to-back allocates after a cold one (0: skip)")
     asyncio.run(main_async(p.parse_args()))
 
 

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import summarize, write_report  # noqa: E402
 
 from swe_rl.integrity_metrics import rollout_integrity  # noqa: E402
+from swe_rl.rollout_metrics import episode_stats  # noqa: E402
 
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
@@ -165,6 +166,7 @@ def result_row(instance: Any, result: Any, out: Path, run_dir: Path) -> dict[str
             "agent_seconds": round(result.agent_seconds, 3), "grade_seconds": round(result.grade_seconds, 3),
             "patch_bytes": len(result.agent.patch.encode()), "error": result.agent.error or None,
             "grade_message": result.grade.message or None, "dir": str(out.relative_to(run_dir)),
+            "data_source": instance.data_source, "episode": episode_stats(result.agent, result.grade_seconds),
             **rollout_integrity(result.agent, result.grade)}
 
 

@@ -20,6 +20,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from swe_rl.integrity_metrics import integrity_rates  # noqa: E402
+from report_metrics import metrics_table_html, run_metrics
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {"resolved": "#2e7d32", "unresolved": "#c62828", "no_patch": "#9e9e9e", "patch_apply_failed": "#ef6c00",
@@ -77,6 +78,7 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "meta": meta or {},
         "resolved_ids": sorted(r["instance_id"] for r in done if r["status"] == "resolved"),
         "integrity": integrity_rates(done),
+        "metrics": run_metrics(done),
     }
 
 
@@ -115,6 +117,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
     meta = summary.get("meta", {})
     meta_line = " · ".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>" for k, v in meta.items()
                            if v is not None and k != "started")
+    metrics_html = metrics_table_html(summary.get("metrics") or {})
     title = f"SWE eval: {meta.get('model', '?')} ({summary['resolved']}/{summary['total']} resolved)"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>
 body{{font-family:system-ui,sans-serif;margin:2em;color:#222}} h1{{font-size:1.4em}}
@@ -127,6 +130,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}} td.note{{color:#666;f
 </style></head><body><h1>{html.escape(title)}</h1>
 <div class="meta">{meta_line}</div>
 <div class="cards">{card_html}</div><div class="bar">{bar}</div><div>{legend}</div>
+{metrics_html}
 <table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>files</th><th>integrity</th><th>note</th></tr>
 {''.join(table)}</table></body></html>"""
     out = run_dir / "report.html"

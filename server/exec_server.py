@@ -52,6 +52,11 @@ import docker.errors
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+try:  # deployed next to this file; imported as server.request_checks from the repository
+    from request_checks import BadRequest, parse_body, scrub
+except ImportError:  # pragma: no cover - depends on how the server is started
+    from server.request_checks import BadRequest, parse_body, scrub
+
 __version__ = "0.1.0"
 log = logging.getLogger("swe_exec_server")
 
@@ -70,8 +75,14 @@ LABEL_VALUE_RE = re.compile(r"^[A-Za-z0-9_.:@/+-]{0,128}$")
 IMAGE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,255}$")
 MEMORY_RE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+USER_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$")
 SCRATCH = "/tmp/.swe-rl"  # server-side files inside the container (never under the workdir)
 TIMEOUT_RETURNCODE = 124  # GNU timeout's convention
+_PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
+MAX_SYMLINKS = 40  # as the kernel's own limit when resolving a path
+# A start the runtime refuses because of what the request asked for (workdir, limits), not a broken node.
+_START_REFUSED = re.compile(r"OCI runtime create failed|error during container init|not a directory|"
+                            r"no such file or directory|invalid argument|permission denied", re.I)
 
 
 # --------------------------------------------------------------------------- config
@@ -132,6 +143,11 @@ class ExecConfig:
     """Default lifetime of a /warm target and of each warm container (a request may ask up to max_lifetime)."""
     warm_parallel: int = 4
     """Warm containers being started at once (keeps the Docker daemon responsive)."""
+    warm_burst_window: float = 10.0
+    """Claims of the last this many seconds raise a warm target to twice their number (at most max_warm),
+    so the refill keeps up with back-to-back allocations; 0 keeps targets as asked."""
+    warm_max_failures: int = 3
+    """A warm spec whose start fails this many times in a row is dropped (at once when Docker refuses it)."""
     warm_interval: float = 1.0
     """Seconds between refill passes (a claim or a /warm call wakes the refiller at once)."""
     state_dir: str = "~/.cache/swe-rl/exec-state"
@@ -167,6 +183,8 @@ class ExecConfig:
         cfg.warm_ttl = float(_env("SWE_EXEC_WARM_TTL", str(cfg.warm_ttl)))
         cfg.warm_parallel = int(_env("SWE_EXEC_WARM_PARALLEL", str(cfg.warm_parallel)))
         cfg.warm_interval = float(_env("SWE_EXEC_WARM_INTERVAL", str(cfg.warm_interval)))
+        cfg.warm_burst_window = float(_env("SWE_EXEC_WARM_BURST_WINDOW", str(cfg.warm_burst_window)))
+        cfg.warm_max_failures = int(_env("SWE_EXEC_WARM_MAX_FAILURES", str(cfg.warm_max_failures)))
         cfg.state_dir = _env("SWE_EXEC_STATE_DIR", cfg.state_dir)
         cfg.backend = _env("SWE_EXEC_BACKEND", cfg.backend)
         return cfg
@@ -275,6 +293,7 @@ class ExecResult:
     truncated: bool
     output_bytes: int
     duration: float
+    stderr_truncated: bool = False
 
 
 # The command runs under bash when the image has it (sh otherwise), exec'd in
@@ -284,11 +303,58 @@ class ExecResult:
 # even those that left the process group.
 MARKER_VAR = "SWE_RL_EXEC_TAG"
 _WRAPPER = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$0"; else exec sh -c "$0"; fi'
-_KILLER = (
-    'for d in /proc/[0-9]*; do '
-    'if tr "\\000" "\\n" < "$d/environ" 2>/dev/null | grep -qx "$0=$1"; then kill -9 "${d#/proc/}" 2>/dev/null; fi; '
-    'done; exit 0'
-)
+# Run inside the container on a timeout ($0 tag, $1 the command's start in clock ticks since boot or
+# empty, $2 its age in ticks, $3 the tags of the other commands running in the container and of the
+# killers, space-separated). It kills every process carrying the tag, and every process without the
+# tag of another running command (no tag, or a stale or forged one) that started after the command
+# did and descends from no other running command: so `env -i setsid`, double forks and the like die
+# with their command, while a command running beside it and what earlier commands left survive.
+_KILLER = r"""
+tag=$0 cutoff=$1 age=$2 keep=$3
+read -r up _ < /proc/uptime; up=${up%%.*}${up#*.}; fallback=$((up - age))
+procs() {
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = 1 ] && continue
+    read -r st < "$d/stat" 2>/dev/null || continue
+    st=${st##*) }
+    set -- $st
+    [ "$1" = Z ] && continue
+    e=$(tr '\000' '\n' < "$d/environ" 2>/dev/null | grep '^SWE_RL_EXEC_TAG=')
+    v=${e#SWE_RL_EXEC_TAG=}
+    if [ -z "$e" ]; then c=2
+    elif [ "$v" = "$tag" ]; then c=0
+    else case " $keep " in *" $v "*) c=1 ;; *) c=2 ;; esac
+    fi
+    echo "$p $2 ${20} $c"
+  done
+}
+doomed() {
+if command -v awk >/dev/null 2>&1; then
+  procs | awk -v cutoff="$cutoff" -v fallback="$fallback" '
+    { pp[$1] = $2; st[$1] = $3; c[$1] = $4; if ($4 == 0 && (low == "" || $3 < low)) low = $3 }
+    END {
+      if (cutoff == "") cutoff = (low != "") ? low : fallback
+      for (p in c) {
+        if (c[p] == 0) { print p; continue }
+        if (c[p] != 2 || st[p] + 0 < cutoff + 0) continue
+        q = pp[p]; n = 0; safe = 0
+        while ((q in c) && n++ < 4096) { if (c[q] == 1) { safe = 1; break }; if (c[q] == 0) break; q = pp[q] }
+        if (!safe) print p
+      }
+    }'
+else
+  procs | while read -r p _ _ c; do [ "$c" = 0 ] && echo "$p"; done
+fi
+}
+# Again while a pass finds something: a process may fork between being listed and being killed.
+n=0
+while [ $n -lt 5 ]; do
+  [ -n "$(doomed | while read -r p; do kill -9 "$p" 2>/dev/null && echo "$p"; done)" ] || break
+  n=$((n + 1))
+done
+exit 0
+"""
 
 
 def _raw_socket(sock: Any) -> socket.socket:
@@ -300,6 +366,10 @@ class DockerExecutor:
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.api = client.api
+        self._running: dict[str, tuple[str, float]] = {}
+        """Container and monotonic start of each running command and killer, by tag."""
+        self._kill_locks = [threading.Lock() for _ in range(64)]
+        """One killer at a time per container (striped): killers must not take each other for escapees."""
 
     def run(
         self,
@@ -315,6 +385,7 @@ class DockerExecutor:
     ) -> ExecResult:
         tag = secrets.token_hex(8)
         start = time.monotonic()
+        self._running[tag] = (container_id, start)
         exec_id = self.api.exec_create(
             container_id,
             ["/bin/sh", "-c", _WRAPPER, command],
@@ -327,7 +398,7 @@ class DockerExecutor:
             user=user or "",
         )["Id"]
         out = HeadTailBuffer(max_output)
-        err = out if merge_stderr else HeadTailBuffer(64 << 10)
+        err = out if merge_stderr else HeadTailBuffer(max_output)
         sock = self.api.exec_start(exec_id, socket=True)
         raw = _raw_socket(sock)
         deadline = start + timeout
@@ -335,6 +406,7 @@ class DockerExecutor:
         try:
             timed_out = self._pump(raw, out, err, deadline, container_id, tag, exec_id)
         finally:
+            self._running.pop(tag, None)
             try:
                 sock.close()
             except OSError:
@@ -354,6 +426,7 @@ class DockerExecutor:
             truncated=out.truncated,
             output_bytes=out.total,
             duration=time.monotonic() - start,
+            stderr_truncated=err is not out and err.truncated,
         )
 
     def _pump(self, raw: socket.socket, out: HeadTailBuffer, err: HeadTailBuffer,
@@ -391,27 +464,54 @@ class DockerExecutor:
         return timed_out
 
     def kill_group(self, container_id: str, tag: str, exec_id: str) -> None:
-        """Kill the timed-out command's whole process group.
+        """Kill the timed-out command's whole process group, and what escaped it.
 
         First from the host when this server shares the daemon's PID namespace
         (needs no new process, so it works even when the container's pids limit
-        is exhausted), then from inside the container, which also covers a
-        remote daemon and cleans up the group record.
+        is exhausted), then from inside the container (`_KILLER`), which also
+        covers a remote daemon and finds processes that left the group and
+        cleared their environment.
         """
+        started = self._running.get(tag, (container_id, time.monotonic()))[1]
+        kill_tag = f"kill-{tag}"
         try:
             host_pid = int(self.api.exec_inspect(exec_id).get("Pid") or 0)
         except docker.errors.APIError:
             host_pid = 0
+        cutoff = ""
         if host_pid > 0 and _pid_in_container(host_pid, container_id):
+            cutoff = _start_ticks(host_pid)
             try:
                 os.killpg(host_pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        with self._kill_locks[hash(container_id) % len(self._kill_locks)]:
+            self._kill_inside(container_id, tag, kill_tag, cutoff, started)
+
+    def _kill_inside(self, container_id: str, tag: str, kill_tag: str, cutoff: str, started: float) -> None:
+        age = int((time.monotonic() - started) * _TICKS) + _TICKS // 5  # a little before the start
+        self._running[kill_tag] = (container_id, time.monotonic())
+        keep = " ".join(t for t, (cid, _) in list(self._running.items()) if cid == container_id and t != tag)
         try:
-            kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, MARKER_VAR, tag])["Id"]
+            kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, tag, cutoff, str(age), keep],
+                                           environment={MARKER_VAR: kill_tag}, user="0")["Id"]  # whoever ran it
             self.api.exec_start(kill_id)
         except docker.errors.APIError as exc:  # container died meanwhile: nothing left to kill
             log.warning("kill of timed-out command in %s failed: %s", container_id[:12], exc)
+        finally:
+            self._running.pop(kill_tag, None)
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _start_ticks(pid: int) -> str:
+    """Start of a host process in clock ticks since boot (the same clock inside its container), or ''."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 def _pid_in_container(pid: int, container_id: str) -> bool:
@@ -481,6 +581,8 @@ class WarmTarget:
     retry_at: float = 0.0
     """After a failed start, no new start for this key before then."""
     last_error: str = ""
+    failures: int = 0
+    """Failed starts in a row."""
 
 
 @dataclass(eq=False)
@@ -521,9 +623,20 @@ class ContainerManager:
         self._warm_pool: Any = None
         self._state_lock = threading.Lock()
         self.warm_stats = {"claimed": 0, "promised": 0, "cold": 0, "started": 0, "evicted": 0, "expired": 0,
-                           "failed": 0}
+                           "failed": 0, "dropped": 0}
+        self._claims: dict[tuple[Any, ...], list[float]] = {}
+        """Times of recent creates per key (claimed or not): the demand the refill keeps up with."""
+        self._dropped: dict[tuple[Any, ...], dict[str, Any]] = {}
+        """Warm specs dropped after failed starts: a /warm for them is declined until a cold create succeeds."""
         self.min_free_memory = parse_bytes(config.warm_min_free_memory)
+        try:  # Docker's data root, scrubbed from the messages we pass on
+            self._docker_root = str(self.client.info().get("DockerRootDir") or "")
+        except Exception:  # noqa: BLE001 - a fake backend or an old daemon: the default paths still go
+            self._docker_root = ""
         self.load_existing()
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, (self._docker_root,))
 
     # ---- registry
 
@@ -636,15 +749,17 @@ class ContainerManager:
         image = _require_str(body, "image")
         if not IMAGE_RE.match(image):
             raise ApiError(400, f"invalid image name {image!r}")
-        workdir = _opt_path(body, "workdir") or "/testbed"
+        workdir = _opt_workdir(body)
         network = _opt_bool(body, "network", False)
         if network and not cfg.allow_network:
             raise ApiError(403, "this exec server does not allow networked containers")
         memory = body.get("memory", cfg.memory)
         if isinstance(memory, bool) or not isinstance(memory, (str, int)) or not MEMORY_RE.match(str(memory)):
             raise ApiError(400, "memory must look like '4g', '512m' or a byte count")
-        cpus = _opt_number(body, "cpus", cfg.cpus, lo=0.01, hi=float(os.cpu_count() or 1) * 4)
-        pids = int(_opt_number(body, "pids_limit", cfg.pids_limit, lo=16, hi=1 << 20))
+        if "memory" in body:
+            _check_memory(str(memory))
+        cpus = _opt_number(body, "cpus", cfg.cpus, lo=0.01, hi=float(os.cpu_count() or 1))
+        pids = int(_opt_number(body, "pids_limit", cfg.pids_limit, lo=16, hi=1 << 20, integer=True))
         env = _opt_env(body)
         return CreateSpec(image, str(memory), cpus, pids, network, workdir, tuple(sorted(env.items())))
 
@@ -659,6 +774,9 @@ class ContainerManager:
         warm = rec is not None
         if rec is None:
             rec = self._create_cold(spec, lease_id, owner, ttl, idle_ttl)
+            if self._dropped:
+                with self._lock:
+                    self._dropped.pop(spec.key, None)  # it starts after all: warming it may be asked again
         return {"container_id": rec.id, "name": rec.name, "image": rec.image, "workdir": rec.workdir,
                 "deadline": rec.deadline, "network": spec.network, "warm": warm}
 
@@ -713,6 +831,15 @@ class ContainerManager:
             )
             container.start()
             return container
+        except docker.errors.APIError as exc:
+            reason = self.scrub(str(exc.explanation or exc))
+            # The daemon refusing this create (a limit, a workdir through a file, ...) is the request's
+            # fault; a daemon that fails otherwise is the node's.
+            if exc.status_code == 400 or _START_REFUSED.search(reason):
+                self._remove_half_created(container)
+                raise ApiError(400, f"docker refused this container: {reason}", reason=reason) from None
+            self._remove_half_created(container)
+            raise
         except BaseException:
             if container is not None:
                 try:
@@ -723,6 +850,14 @@ class ContainerManager:
         finally:
             with self._lock:
                 self._creating.discard(name)
+
+    def _remove_half_created(self, container: Any) -> None:
+        if container is None:
+            return
+        try:
+            container.remove(force=True)
+        except docker.errors.APIError:
+            log.exception("could not remove half-created container %s", container.id[:12])
 
     def _ensure_image(self, image: str) -> None:
         try:
@@ -777,20 +912,27 @@ class ContainerManager:
         """Set the warm target of one exact create request: `count` started containers kept until `ttl`."""
         cfg = self.config
         spec = self._spec(body)
-        count = int(_opt_number(body, "count", 1, lo=0, hi=1 << 16))
+        count = int(_opt_number(body, "count", 1, lo=0, hi=1 << 16, integer=True))
         ttl = _opt_number(body, "ttl", cfg.warm_ttl, lo=1, hi=cfg.max_lifetime)
         if count > 0:
             self._ensure_image(spec.image)  # a clear 404 now rather than failed starts later
         with self._lock:
             if self._stopping:
                 raise ApiError(503, "exec server is stopping")
-            if count == 0:
+            dropped = self._dropped.get(spec.key)
+            if dropped is not None and dropped["until"] <= time.time():
+                del self._dropped[spec.key]
+                dropped = None
+            if count == 0 or dropped is not None:
                 self._targets.pop(spec.key, None)
             else:
                 self._targets[spec.key] = WarmTarget(spec, min(count, cfg.max_warm), ttl, time.time() + ttl)
             ready = len(self._ready.get(spec.key, []))
             starting = len(self._starting.get(spec.key, []))
         self._warm_wake.set()
+        if dropped is not None:
+            return {"ok": True, "image": spec.image, "count": count, "accepted": 0, "ttl": ttl, "ready": ready,
+                    "starting": starting, "max_warm": cfg.max_warm, "dropped": dropped["reason"]}
         return {"ok": True, "image": spec.image, "count": count, "accepted": min(count, cfg.max_warm), "ttl": ttl,
                 "ready": ready, "starting": starting, "max_warm": cfg.max_warm}
 
@@ -802,6 +944,8 @@ class ContainerManager:
         rec: ContainerRecord | None = None
         start: WarmStart | None = None
         with self._lock:
+            if self.config.warm_burst_window > 0:
+                self._claims.setdefault(key, []).append(now)
             ids = self._ready.get(key)
             while ids and rec is None:
                 cand = self._records.get(ids.pop(0))
@@ -873,6 +1017,8 @@ class ContainerManager:
         with self._lock:
             for key in [k for k, t in self._targets.items() if t.expires <= now]:
                 del self._targets[key]
+            for key in [k for k, c in self._claims.items() if k not in self._targets and (not c or c[-1] < now - 60)]:
+                del self._claims[key]
             if self._stopping:
                 return 0
             in_flight = sum(len(v) for v in self._starting.values())
@@ -881,7 +1027,7 @@ class ContainerManager:
                 if target.retry_at > now:
                     continue
                 have = len(self._ready.get(key, [])) + sum(1 for s in self._starting.get(key, []) if not s.promised)
-                for _ in range(target.count - have):
+                for _ in range(self._wanted_locked(key, target, now) - have):
                     if (in_flight >= cfg.warm_parallel or warm_total >= cfg.max_warm
                             or len(self._records) + self._reserved >= cfg.max_containers):
                         break
@@ -901,6 +1047,18 @@ class ContainerManager:
             self._warm_executor().submit(self._start_warm, start)
         return len(starts)
 
+    def _wanted_locked(self, key: tuple[Any, ...], target: WarmTarget, now: float) -> int:
+        """The target, raised to twice the creates of the last burst window (back-to-back allocations)."""
+        window = self.config.warm_burst_window
+        claims = self._claims.get(key)
+        if window <= 0 or not claims:
+            return target.count
+        while claims and claims[0] < now - window:
+            claims.pop(0)
+        if len(claims) < 2:  # one create is no burst
+            return target.count
+        return max(target.count, min(self.config.max_warm, 2 * len(claims)))
+
     def _warm_executor(self) -> Any:
         if self._warm_pool is None:
             from concurrent.futures import ThreadPoolExecutor
@@ -913,28 +1071,35 @@ class ContainerManager:
         now = time.time()
         container = None
         error = ""
+        refused = False
         try:
             labels = {LABEL_WARM: "1", LABEL_LEASE: "", LABEL_OWNER: "", LABEL_DEADLINE: f"{start.deadline:.3f}",
                       LABEL_IDLE_TTL: f"{start.ttl:.3f}"}
             container = self._start_container(spec, labels, now)
         except ApiError as exc:
-            error = exc.message
+            error, refused = exc.message, exc.status == 400  # the spec itself: it will never start
         except Exception as exc:  # noqa: BLE001 - a failed warm start must never take the refiller down
             error = f"{type(exc).__name__}: {exc}"
         doomed = False
+        dropped: dict[str, Any] | None = None
         with self._lock:
             self._starting[key].remove(start)
             if not self._starting[key]:
                 del self._starting[key]
             self._reserved -= 1
+            target = self._targets.get(key)
             if container is None:
                 self.warm_stats["failed"] += 1
-                target = self._targets.get(key)
                 if target is not None:
                     target.retry_at, target.last_error = time.time() + 10.0, error
+                    target.failures += 1
+                    if refused or target.failures >= self.config.warm_max_failures:
+                        dropped = self._drop_target_locked(key, target)
             elif self._stopping:
                 doomed = True
             else:
+                if target is not None:
+                    target.failures = 0
                 self.warm_stats["started"] += 1
                 rec = ContainerRecord(
                     id=container.id, name=container.name, image=spec.image, lease_id="", owner="",
@@ -945,12 +1110,32 @@ class ContainerManager:
                     start.rec = rec  # handed straight to the create waiting for it
                 else:
                     self._ready.setdefault(key, []).append(container.id)
-        if error:
-            log.warning("warm start of %s failed: %s", spec.image, error)
+        if dropped is not None:
+            log.warning("warm spec of %s dropped after %d failed start(s): %s", spec.image, dropped["failures"],
+                        error)
+        elif error:
+            log.debug("warm start of %s failed: %s", spec.image, error)
         if doomed:
             self._docker_remove(container.id)
         start.done.set()
         self._warm_wake.set()
+
+    def _drop_target_locked(self, key: tuple[Any, ...], target: WarmTarget) -> dict[str, Any]:
+        """Stop refilling a spec that does not start; remembered (for /status) until its target would expire."""
+        del self._targets[key]
+        info = {"image": target.spec.image, "memory": target.spec.memory, "cpus": target.spec.cpus,
+                "workdir": target.spec.workdir, "failures": target.failures, "reason": target.last_error,
+                "at": time.time(), "until": max(target.expires, time.time() + 60.0)}
+        self._dropped[key] = info
+        self.warm_stats["dropped"] += 1
+        return info
+
+    def warm_dropped(self) -> list[dict[str, Any]]:
+        now = time.time()
+        with self._lock:
+            for key in [k for k, d in self._dropped.items() if d["until"] <= now]:
+                del self._dropped[key]
+            return [dict(d) for d in self._dropped.values()]
 
     def start_refiller(self) -> None:
         def loop() -> None:
@@ -1098,13 +1283,27 @@ class ContainerManager:
         env = _opt_env(body)
         max_out = int(_opt_number(body, "max_output_bytes", self.config.max_output_bytes, lo=64,
                                   hi=self.config.max_eval_output_bytes))
+        user = _opt_user(body)
+        separate = _opt_bool(body, "separate_stderr", False)  # default: one interleaved "output"
         with self.use(body.get("container_id")) as rec:
             workdir = _opt_path(body, "workdir") or rec.workdir
-            res = self._run(rec, command, timeout=timeout, workdir=workdir, env=env, max_output=max_out)
-        return {
+            res = self._run(rec, command, timeout=timeout, workdir=workdir, env=env, max_output=max_out,
+                            merge_stderr=not separate, user=user)
+            if (user and res.returncode == 126 and (not res.output or b"unable to find user" in res.output)
+                    and not self._user_exists(rec, user)):  # Docker's exec says 126, with or without a message
+                raise ApiError(422, f"no user {user!r} in the container")
+        result = {
             "returncode": res.returncode, "output": decode_text(res.output), "timed_out": res.timed_out,
             "truncated": res.truncated, "output_bytes": res.output_bytes, "duration": round(res.duration, 4),
         }
+        if separate:  # "output" is then stdout alone
+            result.update(stderr=decode_text(res.stderr), stderr_truncated=getattr(res, "stderr_truncated", False))
+        return result
+
+    def _user_exists(self, rec: ContainerRecord, user: str) -> bool:
+        name = user.split(":")[0]
+        return name.isdigit() or self._run(rec, f"id -u -- {_sh_quote(name)}", timeout=30.0, workdir="/", env=None,
+                                           max_output=4096).returncode == 0
 
     def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> ExecResult:
         try:
@@ -1141,7 +1340,7 @@ class ContainerManager:
 
     def write_file(self, body: dict[str, Any]) -> dict[str, Any]:
         data = _decode_content(body)
-        mode = int(_opt_number(body, "mode", 0o644, lo=0, hi=0o7777))
+        mode = int(_opt_number(body, "mode", 0o644, lo=0, hi=0o7777, integer=True))
         with self.use(body.get("container_id")) as rec:
             path = _resolve(_require_path(body, "path"), rec.workdir)
             parent, name = os.path.dirname(path), os.path.basename(path)
@@ -1169,7 +1368,7 @@ class ContainerManager:
                     raise ApiError(422, f"cannot write {path!r}: {exc.explanation}") from None
         return {"ok": True, "path": path, "bytes": len(data)}
 
-    def read_file(self, body: dict[str, Any]) -> dict[str, Any]:
+    def read_file(self, body: dict[str, Any], _links: int = 0) -> dict[str, Any]:
         limit = int(_opt_number(body, "max_bytes", self.config.max_file_bytes, lo=0, hi=self.config.max_file_bytes))
         with self.use(body.get("container_id")) as rec:
             path = _resolve(_require_path(body, "path"), rec.workdir)
@@ -1177,6 +1376,12 @@ class ContainerManager:
                 stream, stat = self.client.api.get_archive(rec.id, path)
             except docker.errors.NotFound:
                 raise ApiError(404, f"no such file: {path}", path=path) from None
+            except docker.errors.APIError as exc:
+                if exc.status_code is not None and exc.status_code >= 500 and not _PATH_REFUSED.search(str(exc)):
+                    raise
+                # a symlink loop, a path through a file: the path's fault, said without host paths
+                raise ApiError(422, f"cannot read {path}: {self.scrub(str(exc.explanation or exc))}",
+                               path=path) from None
             mode = int(stat.get("mode", 0))
             if mode & (1 << 31):  # Go's os.ModeDir
                 raise ApiError(400, f"{path} is a directory", path=path)
@@ -1188,9 +1393,10 @@ class ContainerManager:
             if member is None:
                 raise ApiError(404, f"no such file: {path}")
             if member.issym() or member.islnk():
-                target = member.linkname if member.issym() else member.linkname
+                if _links >= MAX_SYMLINKS:
+                    raise ApiError(422, f"cannot read {path}: too many levels of symbolic links", path=path)
                 # Follow one link level by asking for the target (relative to the link's directory).
-                return self.read_file({**body, "path": _resolve(target, os.path.dirname(path))})
+                return self.read_file({**body, "path": _resolve(member.linkname, os.path.dirname(path))}, _links + 1)
             fh = tar.extractfile(member)
             data = fh.read() if fh else b""
         result = _encode_bytes("content", data)
@@ -1290,19 +1496,61 @@ def _opt_bool(body: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _opt_number(body: dict[str, Any], key: str, default: float, *, lo: float, hi: float) -> float:
+def _opt_number(body: dict[str, Any], key: str, default: float, *, lo: float, hi: float,
+                integer: bool = False) -> float:
     value = body.get(key)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         raise ApiError(400, f"{key} must be a number")
+    if integer and value != int(value):
+        raise ApiError(400, f"{key} must be a whole number")
     if not lo <= value <= hi:
         raise ApiError(400, f"{key} must be between {lo} and {hi}")
     return float(value)
 
 
+MIN_MEMORY = 6 << 20  # the Docker daemon's own minimum
+FORBIDDEN_WORKDIRS = ("/proc", "/sys", "/dev")
+
+
+def _check_memory(memory: str) -> None:
+    """A memory limit Docker accepts and this node can give (checked before anything starts)."""
+    wanted = parse_bytes(memory)
+    total, _ = node_memory()
+    if wanted < MIN_MEMORY:
+        raise ApiError(400, f"memory {memory!r} is below Docker's minimum of 6m")
+    if total and wanted > total:
+        raise ApiError(400, f"memory {memory!r} is more than this node has ({total >> 20}m)")
+
+
+def _opt_workdir(body: dict[str, Any]) -> str:
+    """An absolute, normalised workdir outside the kernel's pseudo file systems (default /testbed)."""
+    workdir = _opt_path(body, "workdir")
+    if workdir is None:
+        return "/testbed"
+    if ".." in workdir.split("/"):
+        raise ApiError(400, "workdir may not contain '..'")
+    workdir = os.path.normpath(workdir).replace("//", "/")
+    if any(workdir == p or workdir.startswith(p + "/") for p in FORBIDDEN_WORKDIRS):
+        raise ApiError(400, f"workdir may not be under {', '.join(FORBIDDEN_WORKDIRS)}")
+    return workdir
+
+
+def _opt_user(body: dict[str, Any]) -> str | None:
+    """A user name or uid[:gid] to run the command as (the image's default user when absent)."""
+    value = body.get("user")
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or not USER_RE.match(value):
+        raise ApiError(400, "user must be a user name or uid[:gid] (letters, digits and _.-, at most 32 each)")
+    return value
+
+
 def _opt_env(body: dict[str, Any]) -> dict[str, str]:
-    env = body.get("env") or {}
+    env = body.get("env")
+    if env is None:
+        return {}
     if not isinstance(env, dict) or not all(
         isinstance(k, str) and ENV_NAME_RE.match(k) and isinstance(v, str) and "\x00" not in v for k, v in env.items()
     ):
@@ -1369,6 +1617,10 @@ def create_app(manager: ContainerManager) -> Flask:
             resp.headers["Retry-After"] = "2"
         return resp
 
+    @app.errorhandler(BadRequest)
+    def _bad_request(exc: BadRequest) -> Any:
+        return jsonify(error=exc.message), exc.status
+
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException) -> Any:
         resp = jsonify(error=f"{exc.name}: {exc.description}")
@@ -1377,9 +1629,11 @@ def create_app(manager: ContainerManager) -> Flask:
 
     @app.errorhandler(docker.errors.APIError)
     def _docker_error(exc: docker.errors.APIError) -> Any:
-        log.warning("docker error: %s", exc)
-        status = exc.status_code if exc.status_code in (404, 409) else 502
-        return jsonify(error=f"docker: {exc.explanation or exc}"), status
+        reason = manager.scrub(str(exc.explanation or exc))
+        log.warning("docker error: %s", reason)
+        # Docker's 400 is the request's fault (e.g. a limit it refuses); its 5xx is the node's.
+        status = exc.status_code if exc.status_code in (400, 404, 409) else 502
+        return jsonify(error=f"docker: {reason}"), status
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Any:
@@ -1387,10 +1641,7 @@ def create_app(manager: ContainerManager) -> Flask:
         return jsonify(error=f"internal error: {type(exc).__name__}: {exc}"), 500
 
     def body() -> dict[str, Any]:
-        data = request.get_json(silent=True, force=True)
-        if not isinstance(data, dict):
-            raise ApiError(400, "request body must be a JSON object")
-        return data
+        return parse_body(request.get_data(cache=False))
 
     def resources() -> dict[str, Any]:
         total, available = node_memory()
@@ -1410,6 +1661,7 @@ def create_app(manager: ContainerManager) -> Flask:
                        backend=cfg.backend, running_containers=managed, managed_containers=managed,
                        leased_containers=leased, capacity=cfg.max_containers,
                        free=max(0, cfg.max_containers - leased), max_warm=cfg.max_warm,
+                       warm_dropped=len(manager.warm_dropped()),
                        **manager.warm_counts(), **resources()), (200 if docker_ok else 503)
 
     @app.get("/images")
@@ -1423,6 +1675,7 @@ def create_app(manager: ContainerManager) -> Flask:
         return jsonify(server_id=cfg.server_id, version=__version__, backend=cfg.backend,
                        capacity=cfg.max_containers, managed_containers=len(recs), containers=recs,
                        **manager.warm_counts(), warm_targets=manager.warm_targets(), warm_stats=manager.warm_stats,
+                       warm_dropped=manager.warm_dropped(),
                        **resources(),
                        defaults={"memory": cfg.memory, "cpus": cfg.cpus, "pids_limit": cfg.pids_limit,
                                  "idle_ttl": cfg.idle_ttl, "max_lifetime": cfg.max_lifetime,

@@ -56,6 +56,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+try:  # next to this file; imported as server.request_checks from the repository
+    from pool_release import DestroyQueue
+    from request_checks import BadRequest, check_create_options, parse_body
+except ImportError:  # pragma: no cover - depends on how the server is started
+    from server.pool_release import DestroyQueue
+    from server.request_checks import BadRequest, check_create_options, parse_body
+
 __version__ = "0.1.0"
 log = logging.getLogger("swe_pool_server")
 
@@ -133,6 +140,8 @@ class PoolConfig:
     connection_shards: int = 8
     """Connection pools per exec server (`SWE_POOL_CONNECTION_SHARDS`): several small ones stay fast
     with hundreds of calls in flight to one node."""
+    max_body_bytes: int = 128 << 20
+    """Largest request body accepted; larger ones get a 413 JSON error (`SWE_POOL_MAX_BODY_BYTES`)."""
     images_interval: float = 60.0
     """Seconds between refreshes of each node's image list, used for image affinity (`SWE_POOL_IMAGES_INTERVAL`)."""
 
@@ -172,6 +181,7 @@ class PoolConfig:
         cfg.warm_ttl = float(e("SWE_POOL_WARM_TTL", str(cfg.warm_ttl)))
         cfg.affinity_slack = float(e("SWE_POOL_AFFINITY_SLACK", str(cfg.affinity_slack)))
         cfg.images_interval = float(e("SWE_POOL_IMAGES_INTERVAL", str(cfg.images_interval)))
+        cfg.max_body_bytes = int(e("SWE_POOL_MAX_BODY_BYTES", str(cfg.max_body_bytes)))
         cfg.connection_shards = int(e("SWE_POOL_CONNECTION_SHARDS", str(cfg.connection_shards)))
         return cfg
 
@@ -294,6 +304,8 @@ class Node:
     memory_available: int = 0
     cpus: int = 0
     max_warm: int = 0
+    warm_dropped: int = 0
+    """Warm specs the node dropped after failing to start them (its own count)."""
     warm: dict[str, int] = field(default_factory=dict)
     """Ready warm containers per image, as of the last health check."""
     images: frozenset[str] | None = None
@@ -310,7 +322,7 @@ class Node:
 
         self.capacity, self.memory_total, self.memory_available = num("capacity"), num("memory_total"), \
             num("memory_available")
-        self.cpus, self.max_warm = num("cpus"), num("max_warm")
+        self.cpus, self.max_warm, self.warm_dropped = num("cpus"), num("max_warm"), num("warm_dropped")
         warm = health.get("warm")
         self.warm = {str(k): int(v) for k, v in warm.items() if isinstance(v, int)} if isinstance(warm, dict) else {}
 
@@ -381,6 +393,10 @@ class Metrics:
             "swe_pool_call_seconds": ("summary", "Latency of pool calls by op."),
             "swe_pool_allocations_warm_total": ("counter", "Allocations served by a warm container."),
             "swe_pool_warm_requests_total": ("counter", "Warm targets sent to nodes, by outcome."),
+            "swe_pool_warm_cancelled_total": ("counter", "Warm targets withdrawn after an allocate failed as a client error."),
+            "swe_pool_destroys_total": ("counter", "Background destroys of released containers, by outcome."),
+            "swe_pool_destroys_pending": ("gauge", "Released containers not destroyed yet."),
+            "swe_pool_node_warm_dropped": ("gauge", "Warm specs a node dropped after repeated start failures."),
         }
         rows: dict[str, list[str]] = {}
         for name, labels, value in gauges:
@@ -432,6 +448,13 @@ class Demand:
     expires: float
 
 
+def _check_create(body: dict[str, Any]) -> None:
+    try:
+        check_create_options(body)
+    except BadRequest as exc:
+        raise ApiError(exc.status, exc.message) from None
+
+
 def _number(value: Any, default: float) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value > 0
     return float(value) if ok else default
@@ -461,6 +484,8 @@ class Pool:
         self._shard_counter = itertools.count()
         self._ssl: ssl.SSLContext | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.destroys = DestroyQueue(self._post, self.metrics)
+        """Containers of released leases being destroyed in the background (off close's path)."""
 
     # ---- lifecycle
 
@@ -490,9 +515,13 @@ class Pool:
         if not self.cfg.keep_leases_on_exit:
             await self._cancel_warm_targets()
             leases = list(self.leases.values())
-            results = await asyncio.gather(*(self._release(lease, "shutdown") for lease in leases))
+            for lease in leases:
+                self._release(lease, "shutdown")
+            destroyed = await self.destroys.drain(max(30.0, self.cfg.shutdown_grace))
             self.store.clear()
-            log.info("shutdown: released %d leases (%d containers destroyed)", len(leases), sum(results))
+            log.info("shutdown: released %d leases (%d containers destroyed)", len(leases), destroyed)
+        else:
+            await self.destroys.drain(max(30.0, self.cfg.shutdown_grace))
         self.store.close()
         for client in [self.http, *(c for shards in self.node_http.values() for c in shards)]:
             if client is not None:
@@ -611,24 +640,12 @@ class Pool:
             raise ApiError(502, f"exec server answered {resp.status_code} without a JSON object: {resp.text[:200]!r}")
         return data
 
-    async def _destroy(self, node: Node, container_id: str) -> bool:
-        """Remove a container; True when it is gone (or was already)."""
-        if not node.healthy:
-            return False
-        try:
-            resp = await self._post(node, "/container/destroy", {"container_id": container_id}, 60.0)
-        except ApiError as exc:
-            log.warning("destroy of %s on %s failed: %s", container_id[:12], node.url, exc.message)
-            return False
-        return resp.status_code in (200, 404)
-
-    async def _release(self, lease: Lease, reason: str) -> bool:
-        """Forget a lease and destroy its container (left to the node's reaper when the node is down)."""
+    def _release(self, lease: Lease, reason: str) -> asyncio.Task[bool]:
+        """Forget a lease now; its container is destroyed right after, in the background, until it is gone."""
         self._drop(lease)
-        destroyed = await self._destroy(self.nodes.get(lease.node), lease.container_id)
-        log.info("lease %s released (%s); container %s", lease.lease_id, reason,
-                 "destroyed" if destroyed else f"left on {lease.node}")
-        return destroyed
+        log.info("lease %s released (%s); destroying container %s on %s", lease.lease_id, reason,
+                 lease.container_id[:12], lease.node)
+        return self.destroys.submit(self.nodes.get(lease.node), lease.container_id)
 
     # ---- allocate
 
@@ -651,6 +668,7 @@ class Pool:
         request_id = _opt_str(body, "request_id", 200)
         _opt_str(body, "instance_id")
         _opt_count(body, "expected")
+        _check_create(body)
         if request_id and request_id in self.by_request:
             return self.leases[self.by_request[request_id]].public(self.cfg.lease_ttl)
         if request_id and request_id in self.allocations:
@@ -717,14 +735,17 @@ class Pool:
                 missing.append(node.url)
             elif resp.status_code == 429:
                 full.add(node.url)
-            elif 400 <= resp.status_code < 500:
-                raise ApiError(resp.status_code, message, node=node.url)  # the request's fault: same on every node
+            elif 400 <= resp.status_code < 500:  # the request's fault: same on every node
+                self._cancel_warm(key, payload)  # nothing may keep starting for a spec that cannot start
+                extra = {k: v for k, v in data.items() if k not in ("error", "node", "node_down")}
+                raise ApiError(resp.status_code, message, node=node.url, **extra)
             else:
                 errors.append(f"{node.url}: {resp.status_code} {message}")
         if full:
             raise ApiError(429, f"all nodes that might hold {image} are full ({len(full)} at their cap)",
                            headers={"Retry-After": str(self.cfg.retry_after)}, retry_after=self.cfg.retry_after)
         if missing and not errors:
+            self._cancel_warm(key, payload)
             raise ApiError(404, f"image not found on any healthy node: {image}", image=image, nodes=missing)
         if not tried:
             raise ApiError(503, f"no healthy exec server (of {len(self.nodes.nodes)})", node_down=True)
@@ -825,6 +846,13 @@ class Pool:
         if not ok:  # forget it: the next allocate of the request asks again
             node.warm_targets.pop(key, None)
 
+    def _cancel_warm(self, key: tuple[str, str], payload: dict[str, Any]) -> None:
+        """Withdraw the warm targets of a request that failed as a client error (sent to the nodes at once)."""
+        self.demand.pop(key, None)
+        if any(key in n.warm_targets for n in self.nodes):
+            self._spread(key, payload, 0, time.monotonic())
+            self.metrics.inc("swe_pool_warm_cancelled_total")
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
         self._background.add(task)
@@ -838,6 +866,7 @@ class Pool:
         count = _opt_count(body, "count")
         if count is None:
             raise ApiError(400, "missing field 'count'")
+        _check_create(body)
         payload: dict[str, Any] = {"image": image}
         for key in WARM_OPTIONS:
             if body.get(key) is not None:
@@ -904,11 +933,12 @@ class Pool:
                 return {"ok": True, "already_closed": True}
             raise
         node = self.nodes.get(lease.node)
-        destroyed = await self._release(lease, "close")
-        if destroyed:
-            return {"ok": True, "destroyed": True}
-        return {"ok": True, "destroyed": False, "node_down": not node.healthy,
-                "message": f"node {node.url} unreachable: lease dropped, its container is left to the node's reaper"}
+        self._release(lease, "close")
+        if node.healthy:
+            return {"ok": True, "released": True}
+        return {"ok": True, "released": True, "node_down": True,
+                "message": f"node {node.url} unreachable: lease released, its container is destroyed when the node "
+                           "returns (or by the node's reaper)"}
 
     # ---- background passes
 
@@ -976,7 +1006,8 @@ class Pool:
         for lease in expired:
             if not lease.lost:
                 self.metrics.inc("swe_pool_leases_reclaimed_total", reason="ttl")
-        await asyncio.gather(*(self._release(lease, f"no heartbeat for {self.cfg.lease_ttl:g}s") for lease in expired))
+        for lease in expired:
+            self._release(lease, f"no heartbeat for {self.cfg.lease_ttl:g}s")
 
     async def touch_live(self) -> None:
         """Tell each node which containers are alive (its idle reaper spares them) and learn which died."""
@@ -1005,6 +1036,7 @@ class Pool:
                   "last_health": n.last_health, "capacity": n.capacity, "memory_total": n.memory_total,
                   "memory_available": n.memory_available, "cpus": n.cpus, "warm": n.warm,
                   "warm_targets": sum(t[0] for t in n.warm_targets.values() if t[1] > now),
+                  "warm_dropped": n.warm_dropped,
                   "images": None if n.images is None else len(n.images)} for n in self.nodes]
         leases = [{"lease_id": lease.lease_id, "node": lease.node, "image": lease.image,
                    "instance_id": lease.instance_id, "age": round(time.time() - lease.created, 3),
@@ -1018,10 +1050,12 @@ class Pool:
 
     def metrics_text(self) -> str:
         gauges: list[tuple[str, dict[str, str], float]] = [
-            ("swe_pool_leases_active", {}, sum(1 for lease in self.leases.values() if not lease.lost))]
+            ("swe_pool_leases_active", {}, sum(1 for lease in self.leases.values() if not lease.lost)),
+            ("swe_pool_destroys_pending", {}, len(self.destroys))]
         for n in self.nodes:
             gauges.append(("swe_pool_node_leases", {"node": n.url}, self.load(n)))
             gauges.append(("swe_pool_node_up", {"node": n.url}, 1 if n.healthy else 0))
+            gauges.append(("swe_pool_node_warm_dropped", {"node": n.url}, n.warm_dropped))
         return self.metrics.render(gauges)
 
 
@@ -1031,14 +1065,25 @@ class Pool:
 def create_app(pool: Pool) -> Starlette:
     token = pool.cfg.pool_token.encode()
 
+    limit = pool.cfg.max_body_bytes
+
     async def body_of(request: Request) -> dict[str, Any]:
+        declared = request.headers.get("content-length", "")
+        too_large = ApiError(413, f"request body larger than {limit} bytes", limit=limit)
+        if declared.isdigit() and int(declared) > limit:
+            log.warning("413 on %s: body of %s bytes, limit %d", request.url.path, declared, limit)
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                log.warning("413 on %s: body over %d bytes", request.url.path, limit)
+                raise too_large
+            chunks.append(chunk)
         try:
-            data = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "request body must be a JSON object") from None
-        if not isinstance(data, dict):
-            raise ApiError(400, "request body must be a JSON object")
-        return data
+            return parse_body(b"".join(chunks))
+        except BadRequest as exc:
+            raise ApiError(exc.status, exc.message) from None
 
     def endpoint(op: str, handler: Any, *, auth: bool = True, json_body: bool = True) -> Any:
         """Wrap a handler with auth, JSON parsing, error mapping and metrics."""
@@ -1113,8 +1158,7 @@ def create_app(pool: Pool) -> Starlette:
         finally:
             await pool.stop()
 
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan,
-                     max_body_size=128 << 20)
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
 
 
 # --------------------------------------------------------------------------- main

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-time set-up of a Docker node for the swe-rl fleet (run as root on the node).
 #
-#   scp server/exec_server.py server/swe-exec-server.service server/setup_docker_node.sh root@NODE:~/
+#   scp server/exec_server.py server/request_checks.py server/swe-exec-server.service server/setup_docker_node.sh root@NODE:~/
 #   ssh root@NODE 'SWE_EXEC_HOST=0.0.0.0 SWE_EXEC_TOKEN=... bash ~/setup_docker_node.sh'
 #
 # Installs Docker (Debian/Ubuntu docker.io) when missing, a Python venv with the
@@ -22,7 +22,9 @@ run() { if [[ "$dry_run" == "1" ]]; then echo "+ $*"; else "$@"; fi; }
 say() { echo "[setup_docker_node] $*"; }
 
 [[ "$dry_run" == "1" || "$(id -u)" == "0" ]] || { echo "error: run as root" >&2; exit 2; }
-[[ -f "$here/exec_server.py" ]] || { echo "error: exec_server.py must sit next to this script" >&2; exit 2; }
+for f in exec_server.py request_checks.py; do
+  [[ -f "$here/$f" ]] || { echo "error: $f must sit next to this script" >&2; exit 2; }
+done
 
 if ! command -v dockerd >/dev/null 2>&1; then
   say "installing Docker"
@@ -40,6 +42,7 @@ if [[ ! -x "$prefix/venv/bin/python" ]]; then
 fi
 run "$prefix/venv/bin/pip" install -q --upgrade "flask>=3.0" "waitress>=3.0" "docker>=7.0"
 run install -m 0755 "$here/exec_server.py" "$prefix/exec_server.py"
+run install -m 0644 "$here/request_checks.py" "$prefix/request_checks.py"
 
 token_file="$etc/exec-token"
 if [[ -n "${SWE_EXEC_TOKEN:-}" ]]; then

@@ -152,6 +152,10 @@ class AgentResult(BaseModel):
     def flag_counts(self) -> dict[str, int]:
         """Behaviour-monitor flag name -> steps carrying it."""
         return flag_counts(s.flags for s in self.steps)
+    allocate_seconds: float | None = None
+    """Time until the container was ready (None when allocation failed)."""
+    warm: bool | None = None
+    """Whether the fleet handed over a pre-started (warm) container; None when unknown."""
 
     @property
     def infra_failure(self) -> bool:
@@ -337,8 +341,10 @@ async def run_agent(
     ep = _Episode(instance, harness.initial_messages(instance, step_limit=config.step_limit), on_step)
     patch = ""
     hygiene: GitHygieneResult | None = None
+    allocate_seconds = warm = None
     try:
         async with env_factory(instance) as env:
+            allocate_seconds, warm = time.monotonic() - started, getattr(getattr(env, "lease", None), "warm", None)
             if config.git_hygiene:  # before the policy sees anything (warm containers included)
                 hygiene = await clean_history(env, instance.workdir)
             try:
@@ -356,7 +362,7 @@ async def run_agent(
     return AgentResult(instance_id=instance.instance_id, exit_reason=ep.exit, patch=patch,
                        submission=ep.submission, error=ep.error, messages=ep.messages, steps=ep.steps,
                        usage=ep.usage, seconds=time.monotonic() - started, harness=harness_name(harness),
-                       git_hygiene=hygiene)
+                       git_hygiene=hygiene, allocate_seconds=allocate_seconds, warm=warm)
 
 
 def harness_name(harness: Harness) -> str:

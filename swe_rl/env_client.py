@@ -14,7 +14,8 @@ Why it is built this way:
 - Retries (exponential backoff with jitter) only where repeating is safe:
   allocate (a client-made request id makes it idempotent), heartbeat, diff,
   read_file, close. exec, write_file and evaluate change the container, so they
-  are retried only when the request provably never reached the pool.
+  are retried only when the request provably never reached the pool, unless
+  the caller marks an exec or write_file `idempotent` (safe to run twice).
 - `lease()` always closes its lease, on exception and on cancellation too
   (the close is shielded), and heartbeats in the background meanwhile.
 """
@@ -145,12 +146,14 @@ class EnvClientConfig(BaseModel):
 class ExecResult:
     returncode: int
     output: str
-    """stdout and stderr interleaved; head and tail kept when truncated."""
+    """stdout and stderr interleaved (stdout alone with `separate_stderr`); head and tail kept when truncated."""
     timed_out: bool
     truncated: bool
     output_bytes: int
     """Bytes the command printed in all, kept or not."""
     duration: float
+    stderr: str | None = None
+    """stderr, when asked for separately (`separate_stderr=True`); None otherwise."""
 
     @property
     def ok(self) -> bool:
@@ -198,6 +201,8 @@ class Lease:
         self.instance_id: str | None = info.get("instance_id")
         self.workdir: str = info.get("workdir", "")
         self.expires_at: float = info.get("expires_at", 0.0)
+        self.warm: bool | None = info.get("warm")
+        """Whether the node handed over a pre-started container (None: the pool did not say)."""
         self.closed = False
         self.lost: LeaseLost | None = None
         """Set when the background heartbeat learns the lease is gone."""
@@ -210,15 +215,22 @@ class Lease:
         return await self.client._call(op, {"lease_id": self.lease_id, **body}, timeout=timeout, retry=retry)
 
     async def exec(self, command: str, timeout: float | None = None, workdir: str | None = None,
-                   env: dict[str, str] | None = None, max_output_bytes: int | None = None) -> ExecResult:
+                   env: dict[str, str] | None = None, max_output_bytes: int | None = None, *,
+                   user: str | None = None, separate_stderr: bool = False, idempotent: bool = False) -> ExecResult:
+        """Run command; `idempotent=True` lets a severed call be sent again (the command may then run twice)."""
         timeout = timeout or self.client.config.exec_timeout
         body: dict[str, Any] = {"command": command, "timeout": timeout}
-        for key, value in (("workdir", workdir), ("env", env), ("max_output_bytes", max_output_bytes)):
+        for key, value in (("workdir", workdir), ("env", env), ("max_output_bytes", max_output_bytes),
+                           ("user", user)):
             if value is not None:
                 body[key] = value
-        data = await self._call("exec", body, timeout + self.client.config.call_margin, Retry.UNSENT)
+        if separate_stderr:
+            body["separate_stderr"] = True
+        data = await self._call("exec", body, timeout + self.client.config.call_margin,
+                                Retry.SAFE if idempotent else Retry.UNSENT)
         return ExecResult(returncode=data["returncode"], output=data["output"], timed_out=data["timed_out"],
-                          truncated=data["truncated"], output_bytes=data["output_bytes"], duration=data["duration"])
+                          truncated=data["truncated"], output_bytes=data["output_bytes"], duration=data["duration"],
+                          stderr=data.get("stderr"))
 
     async def diff(self, base: str | None = None) -> str:
         """`git diff` of the workdir against base (HEAD), new files included."""
@@ -227,7 +239,9 @@ class Lease:
             return base64.b64decode(data["patch"]).decode("utf-8", errors="replace")
         return data["patch"]
 
-    async def write_file(self, path: str, data: str | bytes, mode: int | None = None) -> None:
+    async def write_file(self, path: str, data: str | bytes, mode: int | None = None, *,
+                         idempotent: bool = False) -> None:
+        """Write a file (parents created); `idempotent=True` retries a severed call (same bytes, same path)."""
         body: dict[str, Any] = {"path": path}
         if isinstance(data, bytes):
             body["content_b64"] = base64.b64encode(data).decode("ascii")
@@ -235,7 +249,8 @@ class Lease:
             body["content"] = data
         if mode is not None:
             body["mode"] = mode
-        await self._call("write_file", body, self.client.config.read_timeout, Retry.UNSENT)
+        await self._call("write_file", body, self.client.config.read_timeout,
+                         Retry.SAFE if idempotent else Retry.UNSENT)
 
     async def read_file(self, path: str) -> bytes:
         data = await self._call("read_file", {"path": path}, self.client.config.read_timeout, Retry.SAFE)

@@ -19,10 +19,13 @@ thinking — makes **one** ``/generate`` call on the ids with ``return_logprob``
 in end-to-end mode: the sample is the prompt ids followed by exactly the sampled ids, mask 1,
 their log-probs), parses the action with the row's harness, scores it against the expert's
 (`swe_rl.pivot_reward`), and returns the sample with ``reward`` set (a dict; ``score`` is the
-scalar) and ``metadata["pivot_result"]``. A turn cut at ``max_new_tokens`` is TRUNCATED (and
-usually scores 0: its action is incomplete); an abort is ABORTED; an unusable row, a prompt
-longer than the context or an unreachable router give a removed sample (zero loss mask,
-``remove_sample``), never a negative reward. `reward_func` returns the stored reward, or scores
+scalar) and ``metadata["pivot_result"]``; with ``swe_dynamic_history`` on (the default, training
+only) it returns ``[sample]``, the shape end-to-end rows have, so one process always returns one
+shape and a dataset may mix pivot and end-to-end rows. A turn cut at ``max_new_tokens`` is
+TRUNCATED (and usually scores 0: its action is incomplete); an abort by slime is ABORTED; an abort
+slime did not ask for, an unusable row, a prompt longer than the context or an unreachable router
+give a minimal removed sample (a few prompt ids, one response id, zero loss mask, ``remove_sample``,
+reward preset), never a negative reward. `reward_func` returns the stored reward, or scores
 ``sample.response`` when another generate function (slime's default) produced the sample.
 Reward settings: ``swe_pivot`` (`PivotRewardConfig`) in the plugin YAML.
 """
@@ -46,6 +49,7 @@ from pydantic import (
     model_validator,
 )
 
+from swe_rl import slime_runtime
 from swe_rl.pivot_reward import ExpertAction, PivotRewardConfig, PivotScore, score_turn
 from swe_rl.plugin_config import PluginConfig
 from swe_rl.policies.sglang_tokens import (
@@ -53,7 +57,7 @@ from swe_rl.policies.sglang_tokens import (
     SGLangTokenConfig,
     SGLangTokenPolicy,
 )
-from swe_rl.slime_sample import sample_class
+from swe_rl.slime_sample import removed_ids, sample_class
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
 
 __all__ = ["PivotRow", "generate", "reward_config", "reward_for", "reward_func", "shutdown"]
@@ -167,15 +171,26 @@ class _Removed(Exception):
 
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
-    """slime's custom generate for a pivot row: one turn, scored; returns the same sample, filled in."""
+    """slime's custom generate for a pivot row: one turn, scored; returns the same sample, filled in
+    (``[sample]`` in training with dynamic history, the shape of end-to-end rows)."""
     config = PluginConfig.from_args(args)
+    slime_runtime.check_options(args, dynamic_history=config.dynamic_history, evaluation=evaluation)
+    out = await _generate(args, sample, sampling_params, evaluation, config)
+    if evaluation or not config.dynamic_history:
+        return out
+    if out.rollout_id is None:
+        out.rollout_id = out.index
+    return [out]
+
+
+async def _generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool,
+                    config: PluginConfig) -> Any:
     Sample = type(sample) if dataclasses.is_dataclass(sample) else sample_class()
     started = time.monotonic()
     sample.status = Sample.Status.PENDING
     metadata = dict(sample.metadata or {})
     result: dict[str, Any] = {"removed": False, "removed_reason": None}
-    prompt: list[int] = []
-    codec: ChatCodec | None = None
+    codec = _state(config).codec(config, None)  # the removed sample's ids, whatever the row holds
     try:
         try:
             row = PivotRow.model_validate(metadata.get("pivot"))
@@ -194,11 +209,14 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             params["max_new_tokens"] = min(int(params.get("max_new_tokens") or room), room)
         policy = SGLangTokenPolicy(codec, SGLangTokenConfig(
             url=PluginConfig.router_url(args), sampling_params=params, max_context_len=None,
-            context_management=False, timeout=config.generate_timeout, retries=config.generate_retries),
-            http=state.http)
+            context_management=False, timeout=config.generate_timeout, retries=config.generate_retries,
+            headers=slime_runtime.routing_headers(args, sample)), http=state.http,
+            should_abort=lambda: slime_runtime.slime_aborting(args))
         try:
             turn = await policy.act([dict(m) for m in row.messages])
-        except PolicyAborted:
+        except PolicyAborted as exc:
+            if not slime_runtime.slime_aborting(args):  # not slime's abort (router restart, engine crash)
+                raise _Removed(f"server_abort: {exc}") from None
             sample.tokens, sample.response, sample.response_length = list(prompt), "", 0
             sample.loss_mask, sample.rollout_log_probs, sample.reward = [], [], None
             sample.status = Sample.Status.ABORTED
@@ -210,7 +228,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         result.update(removed=True, removed_reason=str(exc))
         log.warning("removing pivot sample (group %s, index %s) from training: %s", sample.group_index, sample.index,
                     exc)
-        return _removed(Sample, sample, codec, prompt, metadata, result, config)
+        return _removed(Sample, sample, codec, metadata, result, config)
 
     assert policy.trajectory is not None
     sampled = policy.trajectory.turns[0]
@@ -239,13 +257,10 @@ def _result(scored: PivotScore) -> dict[str, Any]:
     return {"score": scored.score, "category": scored.category.value, "details": scored.details}
 
 
-def _removed(Sample: Any, sample: Any, codec: ChatCodec | None, prompt: list[int], metadata: dict[str, Any],
-             result: dict[str, Any], config: PluginConfig) -> Any:
-    """A trainable-shaped sample with a zero loss mask: one end-of-turn id after the prompt."""
-    if codec is not None:
-        end = codec.encode(codec.turn_end)[:1]
-    else:  # no tokenizer yet (bad row): the prompt text, if a tokenizer is at hand, else nothing
-        end = [0]
+def _removed(Sample: Any, sample: Any, codec: ChatCodec, metadata: dict[str, Any], result: dict[str, Any],
+             config: PluginConfig) -> Any:
+    """A minimal trainable-shaped sample with a zero loss mask: a few prompt ids, one end-of-turn id."""
+    prompt, end = removed_ids(codec)
     sample.tokens = list(prompt) + end
     sample.response, sample.response_length = "", len(end)
     sample.loss_mask, sample.rollout_log_probs = [0] * len(end), [0.0] * len(end)

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from swe_rl.config_check import warn_unknown_settings
 from swe_rl.integrity import IntegrityConfig
 from swe_rl.monitor import MonitorConfig
 from swe_rl.pivot_reward import PivotRewardConfig
@@ -173,7 +174,9 @@ class PluginConfig(BaseModel):
 
     @classmethod
     def from_args(cls, args: Any, env: Mapping[str, str] | None = None) -> PluginConfig:
-        """`from_sources`, then slime's own arguments where the plugin's are unset."""
+        """`from_sources`, then slime's own arguments where the plugin's are unset; a misspelt ``swe_*`` key or
+        ``SWE_*`` variable is logged once with the nearest valid name (`swe_rl.config_check`)."""
+        warn_unknown_settings(cls, args, os.environ if env is None else env)
         config = cls.from_sources(args, env)
         updates: dict[str, Any] = {}
         if config.max_context_len is None and getattr(args, "rollout_max_context_len", None):

@@ -18,9 +18,13 @@ artifacts, and returns slime samples:
   (mask 0); context management is then off and an over-long episode ends truncated.
 
 Statuses: a turn cut at ``max_new_tokens`` or a full context → TRUNCATED; a request
-aborted by slime → ABORTED (not graded); infrastructure failures (fleet, image, timeouts,
-router unreachable) and unusable rows → FAILED with ``remove_sample`` and a zero loss mask,
-the reason logged and kept in ``metadata["swe"]["removed_reason"]``; never a negative reward.
+aborted by slime (`swe_rl.slime_runtime.slime_aborting`) → ABORTED (not graded, upstream's shape);
+an abort slime did not ask for (router restart), infrastructure failures (fleet, image, timeouts,
+router unreachable) and unusable rows → one minimal FAILED sample with ``remove_sample``, a zero
+loss mask, a one-id response and its reward preset (``swe_reward_removed``), the reason logged and
+kept in ``metadata["swe"]["removed_reason"]``; never a negative reward. Advantages: train with
+``--custom-reward-post-process-path swe_rl.advantages.post_process_rewards`` (docs/advantages.md).
+``metadata["swe"]["episode"]`` keeps turns and fleet timings for the dashboard (``docs/metrics.md``).
 slime is imported lazily (`swe_rl.slime_sample`); everything works without it.
 """
 
@@ -37,6 +41,7 @@ from typing import Any
 
 import httpx
 
+from swe_rl import slime_runtime
 from swe_rl.agent import AgentConfig, AgentResult, run_agent
 from swe_rl.env_client import EnvClient, EnvClientConfig
 from swe_rl.grader import FleetGrader, GraderConfig
@@ -47,7 +52,8 @@ from swe_rl.integrity_metrics import is_flagged, rollout_integrity
 from swe_rl.plugin_config import PluginConfig
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.prm import JudgeClient, StepJudge, mixed_reward
-from swe_rl.slime_sample import sample_class
+from swe_rl.rollout_metrics import episode_stats
+from swe_rl.slime_sample import removed_ids, sample_class
 from swe_rl.tasks import RowInvalid, TaskInstance, instance_from_row
 from swe_rl.tokens import ChatCodec, ChatRenderer, TokenTrajectory, load_tokenizer
 
@@ -124,6 +130,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
 
         return await pivot.generate(args, sample, sampling_params, evaluation)
     config = PluginConfig.from_args(args)
+    slime_runtime.check_options(args, dynamic_history=config.dynamic_history, evaluation=evaluation)
     state = _state(config)
     Sample = type(sample) if dataclasses.is_dataclass(sample) else sample_class()
     started = time.monotonic()
@@ -136,7 +143,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             single and not evaluation),
         head_ratio=config.context_head_ratio, tail_ratio=config.context_tail_ratio,
         omission_marker=config.omission_marker, timeout=config.generate_timeout,
-        retries=config.generate_retries), http=state.http)
+        retries=config.generate_retries, headers=slime_runtime.routing_headers(args, sample)), http=state.http,
+        should_abort=lambda: slime_runtime.slime_aborting(args))
     info: dict[str, Any] = {"removed": False, "removed_reason": None}
     agent: AgentResult | None = None
     grade: GradeResult | None = None
@@ -152,10 +160,14 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         if config.prm.enable and not evaluation:
             judge = state.step_judge(config, instance)
         async with state.semaphore:
+            played = time.monotonic()
             agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
                                                   timeout=config.rollout_timeout)
+        info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
         if policy.stop_reason == "aborted":
-            pass  # slime aborted the request: handed back as ABORTED, neither graded nor removed
+            if not slime_runtime.slime_aborting(args):  # not slime's abort (router restart, engine crash)
+                raise _Removed(f"server_abort: {agent.error or 'request aborted'}")
+            # slime aborted the request: handed back as ABORTED, neither graded nor removed
         elif agent.infra_failure or (grade is not None and grade.infra_failure):
             raise _Removed(f"env_error: {agent.error or (grade.message if grade else '')}")
         elif policy.stop_reason in ("unreachable", "bad_response"):
@@ -179,7 +191,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
                     instance.instance_id if instance else "?", sample.group_index, sample.index,
                     info["removed_reason"])
 
-    aborted = policy.stop_reason == "aborted"
+    aborted = policy.stop_reason == "aborted" and not info["removed"]
     if judge is not None:  # after grading: the judge had the grading time too
         if info["removed"] or aborted:
             judge.cancel()
@@ -194,7 +206,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
                                           policy, sampling_params, config, evaluation)
         info["traj_dir"] = str(out_dir)
     if info["removed"] or not (policy.trajectory and policy.trajectory.turns):
-        samples = [_removed_sample(Sample, sample, policy, codec, info)]
+        samples = [_removed_sample(Sample, sample, codec, info)]
+        if not aborted:
+            samples[0].reward = reward_for(samples[0], config)  # preset: upstream skips the rm for some paths
     else:
         samples = _samples(Sample, sample, policy.trajectory, codec, info, single=single)
     if aborted:
@@ -301,13 +315,9 @@ def _prm_step(info: dict[str, Any], turn: int) -> dict[str, Any]:
     return {"prm_score": judged["score"] if judged else None, "prm_status": judged["status"] if judged else None}
 
 
-def _removed_sample(Sample: Any, parent: Any, policy: SGLangTokenPolicy, codec: ChatCodec, info: dict[str, Any]) -> Any:
-    """A minimal trainable-shaped sample with a zero loss mask: one end-of-turn id after the prompt."""
-    if policy.trajectory is not None:
-        prompt = policy.trajectory.prompt_ids
-    else:
-        prompt = codec.encode(parent.prompt if isinstance(parent.prompt, str) else json.dumps(parent.prompt))
-    end = codec.encode(codec.turn_end)[:1]
+def _removed_sample(Sample: Any, parent: Any, codec: ChatCodec, info: dict[str, Any]) -> Any:
+    """A minimal trainable-shaped sample with a zero loss mask: a few prompt ids, one end-of-turn id."""
+    prompt, end = removed_ids(codec)
     rollout_id = parent.rollout_id if parent.rollout_id is not None else parent.index
     return _child(Sample, parent, tokens=list(prompt) + end, mask=[0] * len(end), logprobs=[0.0] * len(end),
                   status=Sample.Status.FAILED, response="", metadata={**(parent.metadata or {}), "swe": info},

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-__all__ = ["CompatSample", "sample_class"]
+__all__ = ["CompatSample", "removed_ids", "sample_class"]
 
 
 @dataclass
@@ -95,3 +95,11 @@ def sample_class() -> type:
     except ImportError:
         return CompatSample
     return Sample
+
+
+def removed_ids(codec: Any) -> tuple[list[int], list[int]]:
+    """Prompt and response ids of a removed sample (zero loss mask): the assistant header — a few ids, never an
+    empty prompt (training reads the logits before the response) — and one end-of-turn id. Minimal, so a
+    removed rollout never becomes a full-length row of zero gradient."""
+    prompt = list(codec.header_ids) or list(codec.encode(codec.turn_end))
+    return prompt, list(codec.encode(codec.turn_end))[:1]

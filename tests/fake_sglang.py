@@ -73,6 +73,11 @@ class FakeSGLang(LoopbackServer):
     tokenizer: Any
     script: list[Script] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """HTTP headers of each request (lower-case names), e.g. slime's routing key."""
+    keyed: dict[str, list[Script]] = field(default_factory=dict)
+    """Scripts per routing key (``X-SMG-Routing-Key``, slime's session id): concurrent trajectories each play
+    their own; requests without a known key take from `script`."""
     outputs: list[Output] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -104,7 +109,9 @@ class FakeSGLang(LoopbackServer):
             return JSONResponse({"error": "fake sglang: expects input_ids and return_logprob"}, 400)
         with self._lock:
             self.requests.append(body)
-            item = self.script.pop(0) if self.script else None
+            self.headers.append({k.lower(): v for k, v in request.headers.items()})
+            queue = self.keyed.get(request.headers.get("x-smg-routing-key", ""), self.script)
+            item = queue.pop(0) if queue else None
         if item is None:
             return JSONResponse({"error": "fake sglang: script exhausted"}, 500)
         reply = item(body) if callable(item) else item

@@ -22,6 +22,15 @@ from swe_rl.env_client import (
 )
 
 
+async def none_left(docker_client, filters: dict, timeout: float = 30) -> list:
+    """Containers matching filters once the pool's background destroys are done (close does not wait for them)."""
+    deadline = time.monotonic() + timeout
+    while ((left := docker_client.containers.list(all=True, filters=filters, ignore_removed=True))
+           and time.monotonic() < deadline):
+        await asyncio.sleep(0.1)
+    return left
+
+
 def client_for(pool: PoolProc, **overrides: object) -> EnvClient:
     return EnvClient(EnvClientConfig(pool_url=pool.url, token=pool.token, backoff=0.1, **overrides))
 
@@ -61,7 +70,7 @@ async def test_lease_roundtrip(pool, docker_client, base_image):
             container_id = env.container_id
         assert env.closed
         assert (await client.status())["totals"]["leases"] == 0
-    assert not docker_client.containers.list(all=True, filters={"id": container_id})
+    assert not await none_left(docker_client, {"id": container_id})
 
 
 async def test_lease_closed_on_exception_and_cancellation(pool, docker_client, base_image):
@@ -95,7 +104,7 @@ async def test_lease_closed_on_exception_and_cancellation(pool, docker_client, b
             await allocating
     status = pool.status()
     assert status["totals"]["leases"] == 0
-    assert not docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"})
+    assert not await none_left(docker_client, {"label": f"swe-rl.owner={pool.pool_id}"})
 
 
 async def test_full_fleet_retries_until_deadline(fleet, pool_factory, base_image):

@@ -11,10 +11,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fake_sglang import FakeSGLang, Reply
+from fake_sglang import IM_END, FakeSGLang, Reply
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
-from swe_rl import pivot, slime_plugin
+from swe_rl import pivot, slime_plugin, slime_runtime
 from swe_rl.slime_sample import CompatSample as Sample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +54,7 @@ def rows(tmp_path_factory) -> list[dict]:
 @pytest.fixture
 async def make_args(qwen_tokenizer_dir):
     def make(sglang: FakeSGLang, **swe) -> SimpleNamespace:
+        swe.setdefault("dynamic_history", False)  # one Sample back; the list shape has its own tests
         return SimpleNamespace(sglang_router_ip="127.0.0.1", sglang_router_port=sglang.port,
                                hf_checkpoint=str(qwen_tokenizer_dir), rollout_max_context_len=swe.pop("context", None),
                                reward_key="score", **{f"swe_{k}": v for k, v in swe.items()})
@@ -135,20 +136,53 @@ async def test_truncated_turn_scores_zero_and_is_marked(rows, make_args, qwen_to
     assert sample.reward["score"] == 0.0 and sample.reward["category"] == "no_action"
 
 
-async def test_removed_and_aborted_samples(rows, make_args, qwen_tokenizer):
-    with FakeSGLang(qwen_tokenizer, [Reply(finish_reason="abort", ids=[])]) as sglang:
+async def test_removed_and_aborted_samples(rows, make_args, qwen_tokenizer, codec, monkeypatch):
+    with FakeSGLang(qwen_tokenizer, [Reply(finish_reason="abort", ids=[]), Reply(finish_reason="abort", ids=[])]) \
+            as sglang:
         args = make_args(sglang)
+        server_abort = await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))  # slime is not aborting
+        monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: True)
         aborted = await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))
+        monkeypatch.undo()
         bad = Sample(index=3, metadata={"pivot": {"messages": [], "expected_action": {"command": "ls"}}})
         bad = await pivot.generate(args, bad, dict(SAMPLING))
         long = await pivot.generate(make_args(sglang, context=20), sample_of(rows[0]), dict(SAMPLING))
     assert aborted.status is Sample.Status.ABORTED and aborted.reward is None
-    for s, reason in ((bad, "bad_pivot"), (long, "context_too_long")):
+    header = list(codec.header_ids)
+    for s, reason in ((bad, "bad_pivot"), (long, "context_too_long"), (server_abort, "server_abort")):
         assert s.remove_sample and s.status is Sample.Status.FAILED, s.metadata
         assert s.metadata["pivot_result"]["removed_reason"].startswith(reason)
-        assert set(s.loss_mask) == {0} and len(s.loss_mask) == s.response_length == len(s.rollout_log_probs)
+        # minimal: a few prompt ids (never empty, never the whole long prompt), one end-of-turn id, mask 0
+        assert s.tokens == header + [IM_END] and s.response_length == 1 and s.loss_mask == [0]
+        assert s.rollout_log_probs == [0.0]
         assert s.reward == {"score": 0.0, "acc": 0.0, "category": "removed", "removed": True}
     with FakeSGLang(qwen_tokenizer, []) as sglang:
         args = make_args(sglang, generate_retries=0)
     gone = await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))  # the router is gone now
     assert gone.remove_sample and gone.metadata["pivot_result"]["removed_reason"].startswith("policy_server")
+
+
+async def test_dynamic_history_returns_a_list_of_one_like_end_to_end_rows(rows, make_args, qwen_tokenizer, codec):
+    # one shape per process: a dataset mixing pivot and end-to-end rows flattens (upstream checks data[0] only)
+    with FakeSGLang(qwen_tokenizer, [turn("Read.", "sed -n '120,140p' toolz/itertoolz.py"), "no action"]) as sglang:
+        args = make_args(sglang, dynamic_history=True)
+        args.router_policy, parent = "consistent_hashing", sample_of(rows[0], 4)
+        parent.session_id = "sess-9"
+        (s,) = await pivot.generate(args, parent, dict(SAMPLING))
+        bad = Sample(index=5, metadata={"pivot": {"messages": [], "expected_action": {"command": "ls"}}})
+        (removed,) = await slime_plugin.generate(args, bad, dict(SAMPLING))
+        evaluated = await pivot.generate(args, sample_of(rows[0], 6), dict(SAMPLING), evaluation=True)
+    assert s.rollout_id == 4 and s.reward is not None and s.loss_mask == [1] * s.response_length > []
+    assert sglang.headers[0]["x-smg-routing-key"] == "sess-9"
+    assert removed.remove_sample and removed.rollout_id == 5 and removed.tokens == list(codec.header_ids) + [IM_END]
+    assert isinstance(evaluated, Sample)  # slime's eval rollouts want one sample
+
+
+async def test_options_that_break_with_list_returns_fail_fast(rows, make_args, qwen_tokenizer):
+    with FakeSGLang(qwen_tokenizer, []) as sglang:
+        for flag, attr in (("--group-rm", "group_rm"), ("--partial-rollout", "partial_rollout")):
+            args = make_args(sglang, dynamic_history=True)
+            setattr(args, attr, True)
+            with pytest.raises(ValueError, match=flag):
+                await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))
+    assert not sglang.requests

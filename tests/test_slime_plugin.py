@@ -12,11 +12,11 @@ from types import SimpleNamespace
 
 import pytest
 from agent_fixtures import FIXTURES_JSONL, fixture_instances, leftover_containers, pool  # noqa: F401
-from fake_sglang import FakeSGLang, Reply
+from fake_sglang import IM_END, FakeSGLang, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
-from swe_rl import slime_plugin
+from swe_rl import slime_plugin, slime_runtime
 from swe_rl.slime_plugin import generate, reward_func
 from swe_rl.slime_sample import CompatSample as Sample
 
@@ -182,11 +182,47 @@ async def test_a_turn_cut_at_max_new_tokens_is_truncated(plugin_env, qwen_tokeni
         "<|im_end|>\n<|im_start|>user\n")
 
 
-async def test_abort_returns_aborted_without_grading(plugin_env, qwen_tokenizer, pool, docker_client, tmp_path):
-    with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), Reply(finish_reason="abort", ids=[])]) as sglang:
+async def test_slime_abort_returns_aborted_without_grading(plugin_env, qwen_tokenizer, pool, docker_client, tmp_path,
+                                                          monkeypatch):
+    def slime_aborts(body):
+        monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: True)  # GenerateState(args).aborted
+        return Reply(finish_reason="abort", ids=[])
+
+    with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), slime_aborts]) as sglang:
         samples = await generate(plugin_env(sglang), new_sample(), dict(SAMPLING))
-    assert [s.status for s in samples] == [Sample.Status.ABORTED]
+    assert [s.status for s in samples] == [Sample.Status.ABORTED]  # the turn it played, in the process's shape
     assert samples[0].metadata["swe"]["aborted"] and not (tmp_path / "rollouts").exists()
+    assert samples[0].reward is None and samples[0].loss_mask == [1] * samples[0].response_length
+    assert not leftover_containers(docker_client, pool)
+
+
+async def test_slime_abort_stops_before_the_next_request(plugin_env, qwen_tokenizer, pool, docker_client,
+                                                         monkeypatch):
+    calls = []
+
+    def first_then_abort(body):
+        calls.append(1)
+        monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: True)  # slime aborts meanwhile
+        return Reply(text=turn("Look.", "ls"))
+
+    with FakeSGLang(qwen_tokenizer, [first_then_abort, turn("More.", "ls")]) as sglang:
+        samples = await generate(plugin_env(sglang), new_sample(), dict(SAMPLING))
+    assert len(sglang.requests) == 1 and [s.status for s in samples] == [Sample.Status.ABORTED]
+    assert not leftover_containers(docker_client, pool)
+
+
+async def test_an_abort_slime_did_not_ask_for_is_removed(plugin_env, qwen_tokenizer, codec, pool, docker_client,
+                                                         caplog):
+    # e.g. the router restarted: slime is not aborting, so the rollout is an infrastructure failure
+    with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), Reply(finish_reason="abort", ids=[])]) as sglang:
+        samples = await generate(plugin_env(sglang), new_sample(index=9), dict(SAMPLING))
+    (s,) = samples
+    assert s.remove_sample and s.status is Sample.Status.FAILED and s.rollout_id == 9
+    assert s.tokens == list(codec.header_ids) + [IM_END] and s.loss_mask == [0] and s.response_length == 1
+    assert s.metadata["swe"]["removed_reason"].startswith("server_abort")
+    assert s.reward == {"score": 0.0, "acc": 0.0, "status": "env_error", "resolved": False, "removed": True,
+                        "exit_reason": s.metadata["swe"]["exit_reason"]}  # preset: slime never sees None
+    assert "removing rollout of pytoolz__toolz-9001" in caplog.text and "server_abort" in caplog.text
     assert not leftover_containers(docker_client, pool)
 
 

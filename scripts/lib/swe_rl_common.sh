@@ -154,6 +154,7 @@ swe_validate() {
     swe_require PRM_MODEL_PATH "Hugging Face checkpoint of the PRM judge model"
     swe_require SWE_PRM_URL "OpenAI-compatible base URL of the PRM judge, e.g. http://<prm-node>:${PRM_PORT}/v1"
   fi
+  if declare -F swe_validate_extra >/dev/null; then swe_validate_extra; fi  # a configuration script's own checks
 }
 
 # ---------------------------------------------------------------- configuration
@@ -173,8 +174,12 @@ swe_defaults() {
   RUN_TS="${RUN_TS:-$(date +%Y%m%d_%H%M%S)}"
   PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/configs/swe_rl_plugin.yaml}"
   GENERATE_PATH="${GENERATE_PATH:-swe_rl.slime_plugin.generate}"
-  RM_PATH="${RM_PATH:-swe_rl.slime_plugin.reward_func}"
-  REWARD_KEY="${REWARD_KEY:-score}"
+  RM_PATH="${RM_PATH-swe_rl.slime_plugin.reward_func}"
+  ROLLOUT_LOG_PATH="${ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_rollout_data}"
+  EVAL_ROLLOUT_LOG_PATH="${EVAL_ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_eval_rollout_data}"
+  REWARD_KEY="${REWARD_KEY-score}"
+  # advantages per trajectory, normalised within each prompt group (docs/advantages.md)
+  REWARD_POST_PROCESS_PATH="${REWARD_POST_PROCESS_PATH:-swe_rl.advantages.post_process_rewards}"
   N_SAMPLES_PER_PROMPT="${N_SAMPLES_PER_PROMPT:-8}"
   MAX_CONTEXT_LEN="${MAX_CONTEXT_LEN:-16384}"
   MAX_RESPONSE_LEN="${MAX_RESPONSE_LEN:-4096}"
@@ -255,6 +260,7 @@ swe_train_args() {
   # data and rollout
   TRAIN_ARGS+=(
     --prompt-data "$PROMPT_DATA" --input-key "${INPUT_KEY:-text}" --metadata-key "${METADATA_KEY:-metadata}"
+    ${LABEL_KEY:+--label-key "$LABEL_KEY"}
     --rollout-shuffle
     --num-rollout "$NUM_ROLLOUT" --rollout-batch-size "$ROLLOUT_BATCH_SIZE"
     --n-samples-per-prompt "$N_SAMPLES_PER_PROMPT" --num-steps-per-rollout "$NUM_STEPS_PER_ROLLOUT"
@@ -262,13 +268,20 @@ swe_train_args() {
     --rollout-temperature "$ROLLOUT_TEMPERATURE" --rollout-top-p 1.0
     --balance-data
   )
-  # the SWE plugin
+  # the SWE plugin (RM_PATH / REWARD_KEY empty: the generate function sets the reward itself)
   TRAIN_ARGS+=(
     --custom-generate-function-path "$GENERATE_PATH"
-    --custom-rm-path "$RM_PATH"
-    --reward-key "$REWARD_KEY"
+    ${RM_PATH:+--custom-rm-path "$RM_PATH"}
+    ${REWARD_KEY:+--reward-key "$REWARD_KEY"}
     --custom-config-path "$PLUGIN_CONFIG"
+    --custom-reward-post-process-path "$REWARD_POST_PROCESS_PATH"
+    # the SWE dashboard (docs/metrics.md): per-trajectory figures every rollout, next to slime's own
+    --custom-rollout-log-function-path "$ROLLOUT_LOG_PATH"
+    --custom-eval-rollout-log-function-path "$EVAL_ROLLOUT_LOG_PATH"
   )
+  if [[ -n "${DYNAMIC_SAMPLING_FILTER_PATH:-}" ]]; then  # e.g. swe_rl.slime_filters.check_trajectory_reward_nonzero_std
+    TRAIN_ARGS+=(--dynamic-sampling-filter-path "$DYNAMIC_SAMPLING_FILTER_PATH")
+  fi
   if [[ -n "${EVAL_PROMPT_DATA:-}" ]]; then
     TRAIN_ARGS+=(--eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data swe "$EVAL_PROMPT_DATA"
                  --n-samples-per-eval-prompt 1 --eval-max-response-len "$MAX_RESPONSE_LEN")
@@ -315,10 +328,12 @@ swe_train_args() {
 
 # Environment of the ray job (reaches the rollout manager, wherever ray places it).
 swe_runtime_env_json() {
-  local pythonpath="$SWE_ROOT:$SLIME_DIR:$MEGATRON_DIR" names=(
+  local extra_names=() pythonpath="$SWE_ROOT:$SLIME_DIR:$MEGATRON_DIR" names=(
     SWE_POOL_URL SWE_POOL_TOKEN SWE_POOL_TOKEN_FILE SWE_SAVE_TRAJ_DIR SWE_MAX_CONCURRENT
     SWE_PRM_ENABLE SWE_PRM_URL SWE_PRM_MODEL SWE_PRM_M SWE_PRM_STEP_COEF
     WANDB_API_KEY HF_HOME TOKENIZERS_PARALLELISM)
+  read -r -a extra_names <<<"${EXTRA_RUNTIME_ENV:-}"  # more variable names a configuration script forwards
+  names+=("${extra_names[@]}")
   "$PYTHON" - "$pythonpath" "${names[@]}" <<'PY'
 import json, os, sys
 env = {"PYTHONPATH": sys.argv[1], "CUDA_DEVICE_MAX_CONNECTIONS": "1", "PYTHONUNBUFFERED": "1",

@@ -16,7 +16,8 @@ to the agent as text, its ``<think>`` span split off as the reasoning.
 When the next turn would not fit ``max_context_len - max_new_tokens``: with context
 management the history is compacted into a new segment (head + marker + tail),
 otherwise (or when even that cannot fit) the episode ends (`ContextExhausted`, status
-truncated). An ``abort`` finish ends it too (`PolicyAborted`). Why it ended is kept in
+truncated). An ``abort`` finish ends it too (`PolicyAborted`), and so does ``should_abort()``
+turning true before a call (slime aborting its rollout: no new request is started). Why it ended is kept in
 `stop_reason` for the caller, since the agent records any policy exception as a
 policy error.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -73,14 +75,17 @@ class SGLangTokenConfig(BaseModel):
     retries: int = 3
     """Retries of a call that failed to connect or got a 5xx, with backoff."""
     headers: dict[str, str] = Field(default_factory=dict)
-    """Extra HTTP headers (e.g. a routing key for consistent hashing)."""
+    """Extra HTTP headers, e.g. slime's routing key ``X-SMG-Routing-Key: <session_id>`` under consistent hashing
+    (every turn of a trajectory then reaches the same engine and reuses its prefix cache)."""
 
 
 class SGLangTokenPolicy:
     """An `EpisodePolicy` that keeps the episode's tokens; not shared between episodes."""
 
-    def __init__(self, codec: ChatCodec, config: SGLangTokenConfig, http: httpx.AsyncClient | None = None) -> None:
+    def __init__(self, codec: ChatCodec, config: SGLangTokenConfig, http: httpx.AsyncClient | None = None,
+                 should_abort: Callable[[], bool] | None = None) -> None:
         self.codec = codec
+        self.should_abort = should_abort
         self.config = config
         self._http = http
         self._own_http = http is None
@@ -167,6 +172,9 @@ class SGLangTokenPolicy:
         """One turn; ``tools`` (a tool-calling harness's schemas) are rendered into the first prompt by the
         chat template, and the model answers with Hermes ``<tool_call>`` text the harness parses."""
         started = time.monotonic()
+        if self.should_abort is not None and self.should_abort():
+            self.stop_reason = "aborted"
+            raise PolicyAborted("the trainer is aborting this rollout")
         self._extend_context(messages, tools)
         self._fit()
         assert self.trajectory is not None

@@ -26,7 +26,8 @@ TRAIN_SCRIPTS = {
     "run_qwen3_30b_a3b_thinking_stage1_pivot.sh": {"nodes": 4, "actor": 2, "rollout": 16, "tp": 2, "ep": 8, "layers": 48},
     "run_qwen3_30b_a3b_thinking_stage2_e2e.sh": {"nodes": 4, "actor": 2, "rollout": 16, "tp": 4, "ep": 8, "layers": 48},
 }
-ALL_SCRIPTS = [*TRAIN_SCRIPTS, "launch_sglang_cluster.sh"]
+CODING_AGENT_SCRIPT = "run_coding_agent_qwen3_30b_a3b_fleet.sh"
+ALL_SCRIPTS = [*TRAIN_SCRIPTS, "launch_sglang_cluster.sh", CODING_AGENT_SCRIPT]
 TOKEN = "s3cret-token-value"
 
 
@@ -111,7 +112,11 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert v["--custom-generate-function-path"] == ["swe_rl.pivot.generate" if stage1 else "swe_rl.slime_plugin.generate"]
     assert v["--custom-rm-path"] == ["swe_rl.pivot.reward_func" if stage1 else "swe_rl.slime_plugin.reward_func"]
     assert v["--reward-key"] == ["score"]
+    assert v["--custom-rollout-log-function-path"] == ["swe_rl.slime_logging.log_rollout_data"]
+    assert v["--custom-eval-rollout-log-function-path"] == ["swe_rl.slime_logging.log_eval_rollout_data"]
     assert v["--custom-config-path"] == [str(ROOT / "configs/swe_rl_plugin.yaml")]
+    assert v["--custom-reward-post-process-path"] == ["swe_rl.advantages.post_process_rewards"]
+    assert "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v
     assert v["--n-samples-per-prompt"] == ["8"]
     assert v["--actor-num-nodes"] == [str(want["actor"])] and v["--actor-num-gpus-per-node"] == ["8"]
     assert v["--rollout-num-gpus"] == [str(want["rollout"])]
@@ -213,12 +218,15 @@ def test_env_file_is_sourced_and_dry_run_env_var_works(env, tmp_path):
 def test_overrides_reach_the_command(env):
     p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {**env, "KL_COEF": "0.001", "WANDB_PROJECT": "swe",
                                                    "EVAL_PROMPT_DATA": env["PROMPT_DATA"],
-                                                   "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor"})
+                                                   "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor",
+                                                   "DYNAMIC_SAMPLING_FILTER_PATH":
+                                                       "swe_rl.slime_filters.check_trajectory_reward_nonzero_std"})
     assert p.returncode == 0, p.stderr
     args, _, _ = submitted(p.stdout)
     assert not sorted({a for a in args if a.startswith("--")} - FLAGS)
     v = flag_values(args)
     assert v["--kl-loss-coef"] == ["0.001"] and "--use-kl-loss" in v and "--use-tis" in v
+    assert v["--dynamic-sampling-filter-path"] == ["swe_rl.slime_filters.check_trajectory_reward_nonzero_std"]
     assert v["--wandb-project"] == ["swe"] and v["--eval-prompt-data"] == ["swe", env["PROMPT_DATA"]]
 
 
@@ -254,3 +262,73 @@ def test_model_args_match_the_public_configs():
         assert v["--num-attention-heads"] == [str(heads)] and v["--num-query-groups"] == [str(kv)]
         assert v["--ffn-hidden-size"] == [str(ffn)] and v["--vocab-size"] == ["151936"]
         assert v["--kv-channels"] == ["128"] and v["--norm-epsilon"] == ["1e-6"]
+
+
+@pytest.fixture
+def agent_env(env, tmp_path):
+    """The coding-agent variant's extra inputs: upstream's example in SLIME_DIR, the Node and CLI tarballs."""
+    example = Path(env["SLIME_DIR"]) / "examples/coding_agent_rl"
+    example.mkdir(parents=True)
+    (example / "generate.py").write_text("")
+    for name in ("node.tar", "cc.tgz", "codex.tgz"):
+        (tmp_path / name).write_bytes(b"")
+    return {**env, "SLIME_AGENT_NODE_TARBALL": str(tmp_path / "node.tar"),
+            "SLIME_AGENT_CC_TARBALL": str(tmp_path / "cc.tgz")}
+
+
+def test_coding_agent_variant_runs_upstreams_example_on_the_fleet(agent_env):
+    p = dry_run(CODING_AGENT_SCRIPT, agent_env)
+    assert p.returncode == 0, p.stderr
+    args, runtime_env, train_py = submitted(p.stdout)
+    assert not sorted({a for a in args if a.startswith("--")} - FLAGS)
+    v = flag_values(args)
+    assert v["--custom-generate-function-path"] == ["swe_rl.slime_agent_generate.generate"]
+    assert "--custom-rm-path" not in v and "--reward-key" not in v  # the example rewards its samples itself
+    assert v["--input-key"] == ["prompt"] and v["--label-key"] == ["label"] and v["--metadata-key"] == ["metadata"]
+    assert v["--sglang-tool-call-parser"] == ["qwen3_coder"] and v["--sglang-reasoning-parser"] == ["qwen3"]
+    assert v["--num-experts"] == ["128"] and v["--actor-num-nodes"] == ["2"] and v["--rollout-num-gpus"] == ["16"]
+    assert train_py == f"{agent_env['SLIME_DIR']}/train_async.py"
+    # the rollout process finds the pool, upstream's example (on PYTHONPATH via SLIME_DIR) and its settings
+    assert runtime_env["SWE_POOL_URL"] == "http://10.0.0.1:18090"
+    assert agent_env["SLIME_DIR"] in runtime_env["PYTHONPATH"].split(":")
+    assert runtime_env["SWE_AGENT"] == "claude_code" and runtime_env["ADAPTER_PUBLIC_HOST"] == "10.0.0.1"
+    assert runtime_env["ADAPTER_PORT"] == "18001"
+    assert runtime_env["SLIME_AGENT_NODE_TARBALL"] == agent_env["SLIME_AGENT_NODE_TARBALL"]
+    assert runtime_env["SLIME_AGENT_CC_TARBALL"] == agent_env["SLIME_AGENT_CC_TARBALL"]
+    assert runtime_env["SWE_FLEET_SANDBOX_NETWORK"] == "true"
+    assert runtime_env["SWE_FLEET_SANDBOX_EVAL_NETWORK"] == "false"
+    assert TOKEN not in p.stdout + p.stderr
+
+    p = dry_run(CODING_AGENT_SCRIPT, {**agent_env, "SWE_AGENT": "codex", "SWE_FLEET_SANDBOX_NETWORK": "adapter-net",
+                                      "SLIME_AGENT_CODEX_TARBALL": agent_env["SLIME_AGENT_CC_TARBALL"],
+                                      "EXTRA_TRAIN_ARGS": "--use-tis"})
+    assert p.returncode == 0, p.stderr
+    args, runtime_env, _ = submitted(p.stdout)
+    assert runtime_env["SWE_AGENT"] == "codex" and runtime_env["SWE_FLEET_SANDBOX_NETWORK"] == "adapter-net"
+    assert "--use-tis" in args and "--sglang-tool-call-parser" in args
+
+
+def test_plugin_scripts_still_pass_their_rm(env):
+    v = flag_values(submitted(dry_run("run_swe_rl_8b_remote_2nodes.sh", env).stdout)[0])
+    assert v["--custom-rm-path"] == ["swe_rl.slime_plugin.reward_func"] and v["--reward-key"] == ["score"]
+    assert "--label-key" not in v
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"SLIME_AGENT_NODE_TARBALL": None}, "set SLIME_AGENT_NODE_TARBALL"),
+    ({"SLIME_AGENT_CC_TARBALL": None}, "set SLIME_AGENT_CC_TARBALL"),
+    ({"SWE_AGENT": "codex"}, "set SLIME_AGENT_CODEX_TARBALL"),
+    ({"SWE_AGENT": "aider"}, "SWE_AGENT must be claude_code or codex"),
+    ({"ADAPTER_PUBLIC_HOST": "127.0.0.1"}, "cannot reach a loopback address"),
+    ({"SLIME_AGENT_NODE_TARBALL": "/nonexistent/node.tar"}, "is not a file"),
+])
+def test_coding_agent_variant_refuses_missing_inputs(agent_env, change, message):
+    env = {k: v for k, v in {**agent_env, **change}.items() if v is not None}
+    p = dry_run(CODING_AGENT_SCRIPT, env)
+    assert p.returncode == 2 and message in p.stderr and "ray job" not in p.stdout
+
+
+def test_coding_agent_variant_needs_upstreams_example(env, tmp_path):
+    p = dry_run(CODING_AGENT_SCRIPT, {**env, "SLIME_AGENT_NODE_TARBALL": str(tmp_path / "x"),
+                                      "SLIME_AGENT_CC_TARBALL": str(tmp_path / "x")})
+    assert p.returncode == 2 and "examples/coding_agent_rl" in p.stderr

@@ -32,6 +32,7 @@ def test_setup_docker_node_dry_run_lists_every_step(tmp_path):
     assert f"python3 -m venv {tmp_path}/opt/venv" in out
     assert "flask>=3.0 waitress>=3.0 docker>=7.0" in out
     assert f"install -m 0755 {ROOT}/server/exec_server.py {tmp_path}/opt/exec_server.py" in out
+    assert f"install -m 0644 {ROOT}/server/request_checks.py {tmp_path}/opt/request_checks.py" in out
     assert "swe-exec-server.service /etc/systemd/system/swe-exec-server.service" in out
     assert "systemctl restart swe-exec-server" in out
     assert "secret-token" not in out  # the token is never printed
@@ -51,6 +52,6 @@ def test_systemd_unit_runs_the_installed_server_with_its_env_file():
 
 def test_exec_server_deploys_alone():
     """The exec server imports nothing of swe_rl (it is copied alone onto Docker nodes)."""
-    for name in ("exec_server.py", "pool_server.py"):
+    for name in ("exec_server.py", "pool_server.py", "request_checks.py"):
         src = (ROOT / "server" / name).read_text()
         assert "from swe_rl" not in src and "import swe_rl" not in src

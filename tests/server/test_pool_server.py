@@ -34,6 +34,13 @@ def gone(docker_client: Any, container_id: str) -> bool:
     return False
 
 
+def wait_gone(docker_client: Any, container_id: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not gone(docker_client, container_id):
+        assert time.monotonic() < deadline, f"container {container_id[:12]} still there after {timeout}s"
+        time.sleep(0.1)
+
+
 def metric(pool: PoolProc, line_start: str) -> float:
     for line in pool.get("/metrics").text.splitlines():
         if line.startswith(line_start + " "):
@@ -78,8 +85,8 @@ def test_lease_lifecycle(fleet, pool_factory, docker_client, base_image):
     assert metric(pool, 'swe_pool_call_seconds_count{op="evaluate"}') == 1
     assert metric(pool, f'swe_pool_node_up{{node="{srv.url}"}}') == 1
 
-    assert pool.call("/close", {"lease_id": lid}) == {"ok": True, "destroyed": True}
-    assert gone(docker_client, lease["container_id"])
+    assert pool.call("/close", {"lease_id": lid}) == {"ok": True, "released": True}
+    wait_gone(docker_client, lease["container_id"])  # destroyed right after, off the request path
     assert pool.call("/close", {"lease_id": lid}) == {"ok": True, "already_closed": True}
     after = pool.post("/exec", {"lease_id": lid, "command": "true"})
     assert after.status_code == 404 and after.json()["lease_lost"] is True
@@ -196,7 +203,7 @@ def test_ttl_reaping_and_lost_containers(fleet, pool_factory, docker_client, bas
     runner.join(30)
     assert busy_result.get("output") == "done\n"
 
-    assert gone(docker_client, idle["container_id"])  # reaped: no heartbeat for > TTL
+    wait_gone(docker_client, idle["container_id"])  # reaped: no heartbeat for > TTL
     assert pool.post("/exec", {"lease_id": idle["lease_id"], "command": "true"}).status_code == 404
     assert pool.call("/exec", {"lease_id": kept["lease_id"], "command": "echo alive"})["output"] == "alive\n"
     assert pool.call("/exec", {"lease_id": busy["lease_id"], "command": "echo alive"})["output"] == "alive\n"
@@ -228,13 +235,13 @@ async def test_node_down_fails_fast_then_rejoins(fleet, pool_factory, docker_cli
     assert [pool.call("/allocate", {"image": base_image})["node"] for _ in range(2)] == [b.url, b.url]
     assert pool.call("/heartbeat", {"lease_id": on_a["lease_id"]})["node_healthy"] is False
     assert metric(pool, f'swe_pool_node_up{{node="{a.url}"}}') == 0
-    closed = pool.call("/close", {"lease_id": dropped["lease_id"]})  # dropped now, container left behind
-    assert closed["destroyed"] is False and closed["node_down"] is True and "reaper" in closed["message"]
+    closed = pool.call("/close", {"lease_id": dropped["lease_id"]})  # released now, container left behind
+    assert closed["released"] is True and closed["node_down"] is True and "returns" in closed["message"]
 
     a.restart()  # same port and server id: adopts its containers
     pool.wait_until(lambda st: all(n["healthy"] for n in st["nodes"]), timeout=10)
     assert pool.call("/read_file", {"lease_id": on_a["lease_id"], "path": "/tmp/mark"})["content"] == "still here"
-    assert gone(docker_client, dropped["container_id"])  # the rejoining node was reconciled
+    wait_gone(docker_client, dropped["container_id"])  # the rejoining node was reconciled
     assert pool.call("/allocate", {"image": base_image})["node"] == a.url  # least loaded again
 
 

@@ -1,0 +1,110 @@
+"""Request body checks shared by the exec server and the pool server (standard library only).
+
+Why: JSON lets through values neither server can use. Nesting deep enough to overflow the
+parser, NaN and infinities (no JSON encoder sends them on) and lone surrogates (no UTF-8
+encoder writes them) used to surface as 500s deep inside a handler or an HTTP client. They
+are refused here, naming the field, before anything is forwarded or created. Docker's own
+messages go through `scrub` before they reach a caller, so no host path leaks.
+
+Deployed next to `exec_server.py` on every node (see setup_docker_node.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+MAX_DEPTH = 32
+"""Deepest nesting a request may have (the real APIs need 3)."""
+
+# A lone surrogate can only arrive as a \\u escape (a UTF-8 decoder refuses the raw bytes),
+# so strings are checked only when the body holds one.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_HOST_PATH = re.compile(r"(?:/var/lib/docker|/var/run/docker|/run/docker|/run/containerd|/var/lib/containerd"
+                        r"|/[^\s\"']*/overlay2)[^\s\"',;)]*")
+
+
+class BadRequest(ValueError):
+    """A request the server must refuse; `status` is the HTTP status to answer with."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.message, self.status = message, status
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object whose every value a server can pass on, or BadRequest."""
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise BadRequest(f"request body is nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("request body must be a JSON object") from None
+    if not isinstance(data, dict):
+        raise BadRequest("request body must be a JSON object")
+    check_values(data, strings=bool(_SURROGATE_ESCAPE.search(raw)))
+    return data
+
+
+def check_values(value: Any, path: str = "", depth: int = 0, *, strings: bool = True) -> None:
+    """Refuse non-finite numbers, lone surrogates and deep nesting, naming the field they are in."""
+    if depth > MAX_DEPTH:
+        raise BadRequest(f"request body is nested too deeply at {path or 'the top'} (at most {MAX_DEPTH} levels)")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise BadRequest(f"field {path!r} must be a finite number")
+    elif isinstance(value, str):
+        if strings and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadRequest(f"field {path!r} is not valid Unicode (lone surrogate)") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else str(key)
+            if strings:
+                check_values(key, path or "key", depth + 1, strings=True)
+            check_values(item, sub, depth + 1, strings=strings)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_values(item, f"{path}[{i}]", depth + 1, strings=strings)
+
+
+def scrub(text: str, roots: tuple[str, ...] = ()) -> str:
+    """Docker's message without host paths (its data root and runtime directories)."""
+    for root in roots:
+        if root and root != "/":
+            text = re.sub(re.escape(root.rstrip("/")) + r"[^\s\"',;)]*", "<host path>", text)
+    return _HOST_PATH.sub("<host path>", text)
+
+
+_MEMORY = re.compile(r"^[0-9]+[bkmgBKMG]?$")
+
+
+def check_create_options(body: dict[str, Any]) -> None:
+    """Types of the create options a pool forwards (the node checks ranges against its own capacity)."""
+    def bad(key: str, what: str) -> BadRequest:
+        return BadRequest(f"{key} must be {what}")
+
+    value = body.get("network")
+    if value is not None and not isinstance(value, bool):
+        raise bad("network", "true or false")
+    value = body.get("memory")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))
+                              or not _MEMORY.match(str(value))):
+        raise bad("memory", "like '4g', '512m' or a byte count")
+    value = body.get("cpus")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+        raise bad("cpus", "a positive number")
+    value = body.get("pids_limit")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        raise bad("pids_limit", "a positive whole number")
+    value = body.get("workdir")
+    if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
+        raise bad("workdir", "an absolute path")
+    value = body.get("env")
+    if value is not None and (not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in value.items())):
+        raise bad("env", "an object mapping variable names to strings")
