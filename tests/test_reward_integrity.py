@@ -66,7 +66,7 @@ async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, poo
     names = {"conftest_makereport_pass", "conftest_makereport_xfail"}
     for instance in fixture_instances.values():
         gold = await grader.grade(instance, instance.patch)
-        assert gold.status is GradeStatus.RESOLVED, (instance.instance_id, gold.message)
+        assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, (instance.instance_id, gold.message)
         patches = await exploit_patches(client, instance, [e for e in EXPLOITS if e.name in names])
         for name, patch in patches.items():
             result = await grader.grade(instance, patch)
