@@ -52,6 +52,15 @@ async def client(pool):
         yield c
 
 
-def leftover_containers(docker_client: Any, pool: PoolProc) -> list[Any]:
-    """Containers of this pool that still exist (after an episode: none should)."""
-    return docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"})
+def leftover_containers(docker_client: Any, pool: PoolProc, timeout: float = 30.0) -> list[Any]:
+    """Containers of this pool that still exist (after an episode: none should). Releases are asynchronous on
+    the fleet's side, so this waits up to `timeout` for them to go before answering."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        left = docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"},
+                                             ignore_removed=True)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.25)
