@@ -14,6 +14,10 @@ Per instance: `<output-dir>/<instance_id>__<ts>/{traj.json,patch.diff,meta.json}
 `results.jsonl` (one row per finished instance), `summary.json`, `report.html`.
 Resume is on by default: instances with a final row in results.jsonl are skipped;
 those that ended in `env_error` (an infrastructure failure) are run again.
+Ctrl-C (or SIGTERM) stops cleanly: no new instances, the running ones are cancelled (their
+containers released), summary.json/report.html are written for what finished, exit code 130
+and one line saying how to resume; `runs.jsonl` keeps every invocation, so the summary's
+wall time and per-run breakdown add up across resumes (`clean_stop.py`, `run_history.py`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from clean_stop import EXIT_INTERRUPTED, CleanStop, command_line, resume_line, sigterm_as_interrupt  # noqa: E402,E501
 from report import summarize, write_report  # noqa: E402
+from run_history import RunHistory  # noqa: E402
+from tool_call_watch import ToolCallWatch  # noqa: E402
 
 from swe_rl.integrity_metrics import rollout_integrity  # noqa: E402
 from swe_rl.rollout_metrics import episode_stats  # noqa: E402
@@ -62,7 +69,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-instances", type=int, default=None)
     p.add_argument("--instance-ids", default=None, help="comma-separated ids, or @file with one id per line")
     p.add_argument("--harness", default="bash_block",
-                   help="agent harness: bash_block (default), codeact, codex or opencode (tool calling)")
+                   help="agent harness: bash_block (default), codeact, codex or opencode (tool calling); "
+                   "aliases (bash-block, openhands) are recorded under the canonical name")
+    p.add_argument("--tool-call-check", type=int, default=3, metavar="N",
+                   help="warn when the first N episodes of a tool harness never produced a tool call "
+                   "(an endpoint ignoring `tools`); 0 turns the check off")
     p.add_argument("--harness-config", default=None, help="YAML of the harness's prompts and limits")
     p.add_argument("--step-limit", type=int, default=50)
     p.add_argument("--command-timeout", type=float, default=180.0)
@@ -86,10 +97,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.policy = args.model if args.model in ("gold", "noop") else "chat"
     if args.policy == "chat" and not args.api_base:
         p.error("--policy chat needs --api-base (or SWE_API_BASE)")
-    from swe_rl.harnesses.registry import harness_class
+    from swe_rl.harnesses.registry import canonical_harness_name
 
     try:
-        harness_class(args.harness)
+        args.harness = canonical_harness_name(args.harness)
     except ValueError as exc:
         p.error(str(exc))
     return args
@@ -164,13 +175,16 @@ def result_row(instance: Any, result: Any, out: Path, run_dir: Path) -> dict[str
             "harness": result.agent.harness, "format_errors": result.agent.format_errors,
             "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
             "agent_seconds": round(result.agent_seconds, 3), "grade_seconds": round(result.grade_seconds, 3),
+            "policy_seconds": round(sum(s.policy_seconds for s in result.agent.steps), 3),
+            "exec_seconds": round(sum(s.exec_seconds for s in result.agent.steps), 3),
             "patch_bytes": len(result.agent.patch.encode()), "error": result.agent.error or None,
             "grade_message": result.grade.message or None, "dir": str(out.relative_to(run_dir)),
             "data_source": instance.data_source, "episode": episode_stats(result.agent, result.grade_seconds),
             **rollout_integrity(result.agent, result.grade)}
 
 
-async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
+async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
+              stop: CleanStop | None = None) -> dict[str, Any]:
     from swe_rl.agent import AgentConfig, run_instance
     from swe_rl.env_client import EnvClient, EnvClientConfig
     from swe_rl.grader import FleetGrader, GraderConfig
@@ -186,6 +200,9 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
     run_dir: Path = args.output_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     results_path = run_dir / "results.jsonl"
+    stop = (stop or CleanStop()).install()
+    history = RunHistory(run_dir, fresh=args.no_resume)
+    history.begin(command_line("eval/eval_swe.py", getattr(args, "argv", None)))
     done = set() if args.no_resume else finished_ids(results_path)
     _end_torn_line(results_path)
     todo = [i for i in instances if i.instance_id not in done]
@@ -207,6 +224,9 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = _progress(len(todo), disabled=args.no_progress)
     started = time.monotonic()
+    watch = ToolCallWatch(harness, chat_policy=args.policy == "chat", after=args.tool_call_check,
+                          endpoint=args.api_base)
+    finished_now = 0
 
     async with EnvClient(client_cfg) as client:
         grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout, integrity=IntegrityConfig(
@@ -219,19 +239,27 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
                                                 grader=grader)
                 out = write_artifacts(run_dir, instance, result, meta)
                 row = result_row(instance, result, out, run_dir)
+                watch.observe(result.agent)
             except Exception as exc:  # noqa: BLE001 - one broken instance must not end the run
                 log.exception("instance %s failed", instance.instance_id)
                 row = {"instance_id": instance.instance_id, "status": "env_error", "resolved": False,
                        "exit_reason": "crash", "steps": 0, "error": f"{type(exc).__name__}: {exc}", "dir": ""}
             with results_path.open("a") as fh:  # one whole line per instance: resume-safe
                 fh.write(json.dumps(row) + "\n")
+            nonlocal finished_now
+            finished_now += 1
             progress.update(row["status"])
 
-        await asyncio.gather(*(one(i) for i in todo))
+        try:
+            await stop.run_all(one(i) for i in todo)
+        finally:
+            stop.uninstall()
     progress.close()
+    history.end(finished=finished_now, interrupted=stop.signal_name)
 
     summary = summarize(results_path, [i.instance_id for i in instances], meta,
                         wall_seconds=time.monotonic() - started, load_errors=len(loaded.errors))
+    summary["warnings"] = watch.warnings
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     write_report(run_dir, summary)
     return summary
@@ -269,20 +297,31 @@ class _progress:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    sigterm_as_interrupt()  # start-up: a SIGTERM still lets the local fleet clean up
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.local_fleet:
-        sys.path.insert(0, str(ROOT / "server"))
-        from local_fleet import LocalFleet
+    try:
+        if args.local_fleet:
+            sys.path.insert(0, str(ROOT / "server"))
+            from local_fleet import LocalFleet
 
-        with LocalFleet(exec_servers=args.exec_servers,
-                        max_containers_per_node=max(4, 2 * args.max_concurrent)) as fleet:
-            summary = asyncio.run(run(args, fleet.client_env()))
-    else:
-        summary = asyncio.run(run(args))
+            with LocalFleet(exec_servers=args.exec_servers,
+                            max_containers_per_node=max(4, 2 * args.max_concurrent)) as fleet:
+                summary = asyncio.run(run(args, fleet.client_env()))
+        else:
+            summary = asyncio.run(run(args))
+    except KeyboardInterrupt:  # before the run's own handler was in place (start-up) or a repeated Ctrl-C
+        print(f"\ninterrupted; run the same command again to resume: {command_line('eval/eval_swe.py', args.argv)}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(json.dumps({k: summary[k] for k in ("total", "resolved", "resolve_rate", "no_patch_rate",
                                               "patch_apply_failed_rate", "error_rate", "status_counts",
                                               "integrity")}, indent=1))
     print(f"report: {args.output_dir / 'report.html'}")
+    if summary.get("interrupted"):
+        print(resume_line(summary["interrupted"], summary["finished"], summary["total"],
+                          command_line("eval/eval_swe.py", args.argv)), file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0
 
 

@@ -16,7 +16,8 @@ Several ``--preds`` (one per node of a sliced run) are graded as one run. When a
 mini-swe-agent trajectory sits next to it (``<run>/<id>/<id>.traj.json``), its exit status, steps
 and tokens fill the row; an instance whose container could not even start is ``env_error``
 (an infrastructure failure), not ``no_patch``. Resume is on: rows already graded for the same
-patch are kept.
+patch are kept. Ctrl-C (or SIGTERM) stops cleanly as in ``eval/eval_swe.py``: no new grades, the
+running ones cancelled (containers released), summary and report for what was graded, exit 130.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from clean_stop import EXIT_INTERRUPTED, CleanStop, command_line, resume_line, sigterm_as_interrupt  # noqa: E402,E501
 from report import last_rows, summarize, write_report  # noqa: E402
+from run_history import RunHistory  # noqa: E402
 
 log = logging.getLogger("grade_predictions")
 
@@ -160,7 +163,8 @@ def write_artifacts(run_dir: Path, instance: Any, patch: str, facts: dict[str, A
     return out
 
 
-async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
+async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
+                    stop: CleanStop | None = None) -> dict[str, Any]:
     from swe_rl.env_client import EnvClient, EnvClientConfig
     from swe_rl.grader import FleetGrader, GraderConfig
     from swe_rl.grading import GradeResult, GradeStatus
@@ -181,6 +185,10 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
     run_dir.mkdir(parents=True, exist_ok=True)
     results_path = run_dir / "results.jsonl"
     previous = {} if args.no_resume else last_rows(results_path)
+    stop = (stop or CleanStop()).install()
+    history = RunHistory(run_dir, fresh=args.no_resume)
+    history.begin(command_line("eval/grade_predictions.py", getattr(args, "argv", None)))
+    graded_now = 0
     if results_path.exists() and results_path.stat().st_size:  # end a torn line of an interrupted run
         with results_path.open("rb+") as fh:
             fh.seek(-1, 2)
@@ -233,7 +241,7 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
                 seconds = time.monotonic() - t0
                 out = write_artifacts(run_dir, inst, patch, facts, grade, traj, meta, seconds)
                 row = {"instance_id": inst.instance_id, "status": grade.status.value, "resolved": grade.resolved,
-                       "exit_reason": facts["exit_reason"], "steps": facts["steps"],
+                       "exit_reason": facts["exit_reason"], "steps": facts["steps"], "harness": "mini-swe-agent",
                        "prompt_tokens": facts["prompt_tokens"], "completion_tokens": facts["completion_tokens"],
                        "agent_seconds": round(facts["agent_seconds"], 3), "grade_seconds": round(seconds, 3),
                        "patch_bytes": len(patch.encode()), "error": facts["error"],
@@ -247,8 +255,14 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
             with results_path.open("a") as fh:  # one whole line per instance: resume-safe
                 fh.write(json.dumps(row) + "\n")
             print(f"{inst.instance_id}: {row['status']}", flush=True)
+            nonlocal graded_now
+            graded_now += 1
 
-        await asyncio.gather(*(one(i) for i in todo))
+        try:
+            await stop.run_all(one(i) for i in todo)
+        finally:
+            stop.uninstall()
+    history.end(finished=graded_now, interrupted=stop.signal_name)
 
     summary = summarize(results_path, [i.instance_id for i in instances], meta,
                         wall_seconds=time.monotonic() - started, load_errors=len(loaded.errors))
@@ -259,6 +273,8 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    sigterm_as_interrupt()  # start-up: a SIGTERM still lets the local fleet clean up
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.local_fleet:
@@ -272,9 +288,17 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the run's own handler was in place, or a repeated Ctrl-C
+        print(f"\ninterrupted; run the same command again to resume: "
+              f"{command_line('eval/grade_predictions.py', args.argv)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(json.dumps({k: summary[k] for k in ("total", "resolved", "resolve_rate", "no_patch_rate",
                                               "patch_apply_failed_rate", "error_rate", "status_counts")}, indent=1))
     print(f"report: {args.output_dir / 'report.html'}")
+    if summary.get("interrupted"):
+        print(resume_line(summary["interrupted"], summary["finished"], summary["total"],
+                          command_line("eval/grade_predictions.py", args.argv), what="predictions"), file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0
 
 

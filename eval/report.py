@@ -15,12 +15,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+import report_extras  # noqa: E402
+import run_history  # noqa: E402
+from report_metrics import metrics_table_html, run_metrics  # noqa: E402
 
 from swe_rl.integrity_metrics import integrity_rates  # noqa: E402
-from report_metrics import metrics_table_html, run_metrics
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {"resolved": "#2e7d32", "unresolved": "#c62828", "no_patch": "#9e9e9e", "patch_apply_failed": "#ef6c00",
@@ -73,7 +76,10 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "avg_completion_tokens": _mean([r.get("completion_tokens", 0) for r in done]),
         "avg_agent_seconds": _mean([r.get("agent_seconds", 0.0) for r in done]),
         "avg_grade_seconds": _mean([r.get("grade_seconds", 0.0) for r in done]),
-        "wall_seconds": round(wall_seconds, 3) if wall_seconds is not None else None,
+        **run_history.summary_fields(results_path.parent, wall_seconds),  # wall_seconds of all runs, runs, interrupted
+        "format_errors": report_extras.format_error_stats(done),
+        "step_histogram": report_extras.step_histogram(done),
+        "time_split": report_extras.totals_time_split(done),
         "load_errors": load_errors,
         "meta": meta or {},
         "resolved_ids": sorted(r["instance_id"] for r in done if r["status"] == "resolved"),
@@ -98,7 +104,9 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
              ("env errors", f"{100 * summary['error_rate']:.1f}%"),
              ("avg steps", f"{summary['avg_steps']:.1f}"),
              ("avg tokens (in/out)", f"{summary['avg_prompt_tokens']:.0f} / {summary['avg_completion_tokens']:.0f}"),
-             ("avg agent / grade s", f"{summary['avg_agent_seconds']:.1f} / {summary['avg_grade_seconds']:.1f}")]
+             ("avg agent / grade s", f"{summary['avg_agent_seconds']:.1f} / {summary['avg_grade_seconds']:.1f}"),
+             ("format errors / turn", f"{100 * (summary.get('format_errors') or {}).get('rate', 0.0):.1f}%"),
+             ("wall time", f"{summary.get('wall_seconds') or 0:.0f} s")]
     cards += _integrity_cards(summary.get("integrity") or {})
     card_html = "".join(f'<div class="card"><div class="v">{html.escape(v)}</div><div class="k">{html.escape(k)}</div></div>'
                         for k, v in cards)
@@ -112,6 +120,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
             f'{html.escape(r["status"])}</span></td><td>{html.escape(str(r.get("exit_reason", "")))}</td>'
             f'<td class="n">{r.get("steps", 0)}</td><td class="n">{r.get("prompt_tokens", 0)}/{r.get("completion_tokens", 0)}</td>'
             f'<td class="n">{r.get("agent_seconds", 0):.1f}</td><td class="n">{r.get("grade_seconds", 0):.1f}</td>'
+            f'<td>{report_extras.split_bar(r)}</td>'
             f'<td><a href="{d}/traj.json">traj</a> <a href="{d}/patch.diff">patch</a></td>'
             f'<td class="note">{html.escape(_integrity_cell(r))}</td><td class="note">{note}</td></tr>')
     meta = summary.get("meta", {})
@@ -127,11 +136,13 @@ body{{font-family:system-ui,sans-serif;margin:2em;color:#222}} h1{{font-size:1.4
 .chip{{color:#fff;border-radius:10px;padding:1px 8px;font-size:.85em;white-space:nowrap}}
 table{{border-collapse:collapse;width:100%;margin-top:1em}} td,th{{border-bottom:1px solid #eee;padding:4px 8px;text-align:left}}
 td.n{{text-align:right;font-variant-numeric:tabular-nums}} td.note{{color:#666;font-size:.85em;max-width:30em}}
+{report_extras.CSS}
 </style></head><body><h1>{html.escape(title)}</h1>
 <div class="meta">{meta_line}</div>
 <div class="cards">{card_html}</div><div class="bar">{bar}</div><div>{legend}</div>
+{report_extras.extras_html(summary, list(rows.values()))}
 {metrics_html}
-<table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>files</th><th>integrity</th><th>note</th></tr>
+<table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>time: model / commands / other / grading</th><th>files</th><th>integrity</th><th>note</th></tr>
 {''.join(table)}</table></body></html>"""
     out = run_dir / "report.html"
     out.write_text(page)

@@ -20,7 +20,7 @@
 #   --model NAME       served model name (default: the first one the server lists); "openai/" is added
 #   --filter REGEX     only instance ids matching REGEX
 #   --grade            grade afterwards with eval/grade_predictions.py (fleet at SWE_POOL_URL, else a
-#                      local fleet on this node); uses $PYTHON (default python3), not the venv
+#                      local fleet on this node), with the same interpreter as the run (the venv's)
 #   --dry-run          print the commands, run nothing
 #   -- ARGS            passed on to eval/run_minisweagent.py (e.g. -- -c agent.step_limit=50)
 # Environment: MSWEA_VENV (default ~/.venvs/swe-rl-minisweagent), MSWEA_PYTHON (an interpreter
@@ -106,7 +106,7 @@ cmd=("$python" "$root/eval/run_minisweagent.py" "${source_args[@]}" --output "$o
 export LITELLM_LOCAL_MODEL_COST_MAP=True MSWEA_SILENT_STARTUP=1
 [[ -d "$venv/mswea-config" ]] && export MSWEA_GLOBAL_CONFIG_DIR="$venv/mswea-config"
 
-grade_cmd=("${PYTHON:-python3}" "$root/eval/grade_predictions.py" --preds "$output/preds.json")
+grade_cmd=("$python" "$root/eval/grade_predictions.py" --preds "$output/preds.json")  # one interpreter for all
 [[ -z "${SWE_POOL_URL:-}" ]] && grade_cmd+=(--local-fleet)
 
 if [[ "$dry_run" == "1" ]]; then

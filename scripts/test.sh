@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The test command: sets up the machine (scripts/setup_machine.sh), then runs the whole suite.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/server -x`.
+# SWE_TEST_TIER=fast runs only the fast tier (-m "not docker": no daemon, no machine set-up).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+if [[ "${SWE_TEST_TIER:-all}" == fast ]]; then
+    exec "${PYTHON:-python3}" -m pytest -q -ra -m "not docker" "$@"
+fi
 bash scripts/setup_machine.sh
 exec "${PYTHON:-python3}" -m pytest -q -ra "$@"

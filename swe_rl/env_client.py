@@ -10,7 +10,8 @@ Why it is built this way:
 - Errors are typed. Everything under `FleetUnavailable` is the fleet's fault
   (pool unreachable, node down, container gone, fleet full, image missing,
   timeouts): the plugin removes such samples instead of scoring them.
-  `BadRequest` and `FileNotFound` are the caller's business.
+  `BadRequest` (`IsADirectory`, `CommandRefused`) and `FileNotFound` (`FileMissing`) are the
+  caller's business. `EnvError` / `EnvUnavailable` name the same tree for any environment.
 - Retries (exponential backoff with jitter) only where repeating is safe:
   allocate (a client-made request id makes it idempotent), heartbeat, diff,
   read_file, close. exec, write_file and evaluate change the container, so they
@@ -77,12 +78,36 @@ class FileNotFound(FleetError):
     """read_file of a path that does not exist in the container."""
 
 
+class IsADirectory(BadRequest):
+    """read_file or write_file of a path that is a directory."""
+
+
+class CommandRefused(BadRequest):
+    """exec refused before it ran (4xx: too large, a NUL byte, an unknown user, ...): the caller's doing."""
+
+
+# The names every environment shares (the fleet's client and `swe_rl.local_environment`): the
+# classes above under the names the agent's seams use, so old and new `except` clauses both work.
+EnvError = FleetError
+"""Any environment failure."""
+EnvUnavailable = FleetUnavailable
+"""The environment's infrastructure failed: not the policy's fault (the sample is dropped)."""
+FileMissing = FileNotFound
+"""read_file of a path that does not exist."""
+
+
 def _error_for(op: str, status: int, body: dict[str, Any]) -> FleetError:
+    """The one place HTTP answers become typed errors (the servers say "directory" only in text)."""
     message = f"{op}: {body.get('error') or f'HTTP {status}'}"
     if status == 404 and op == "allocate":
         return ImageNotFound(message, status=status, body=body)
     if status == 404 and op == "read_file" and not body.get("lease_lost"):
         return FileNotFound(message, status=status, body=body)
+    if (status == 400 and op in ("read_file", "write_file")
+            and ("is a directory" in message or "names a directory" in message)):
+        return IsADirectory(message, status=status, body=body)
+    if op == "exec" and 400 <= status < 500 and status not in (404, 409, 410, 429):
+        return CommandRefused(message, status=status, body=body)
     if status in (404, 409, 410) and op != "allocate":
         return LeaseLost(message, status=status, body=body)
     if status == 429:

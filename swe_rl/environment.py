@@ -33,6 +33,10 @@ class FleetEnvironment:
     def __repr__(self) -> str:
         return f"FleetEnvironment({self.lease!r})"
 
+    @property
+    def workdir(self) -> str:
+        return self.lease.workdir
+
     def _check(self) -> None:
         if self.lease.lost is not None:
             raise self.lease.lost

@@ -262,7 +262,7 @@ def _removed(Sample: Any, sample: Any, codec: ChatCodec, metadata: dict[str, Any
     """A minimal trainable-shaped sample with a zero loss mask: a few prompt ids, one end-of-turn id."""
     prompt, end = removed_ids(codec)
     sample.tokens = list(prompt) + end
-    sample.response, sample.response_length = "", len(end)
+    sample.response, sample.response_length = codec.decode(end), len(end)  # text and ids agree
     sample.loss_mask, sample.rollout_log_probs = [0] * len(end), [0.0] * len(end)
     sample.status, sample.remove_sample = Sample.Status.FAILED, True
     sample.metadata = {**metadata, "pivot_result": result}

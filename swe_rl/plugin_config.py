@@ -81,7 +81,8 @@ class PluginConfig(BaseModel):
     enable_thinking: bool | None = None
     """Passed to the template; False makes it open each turn with an empty think block."""
     max_context_len: int | None = None
-    """Context window of a turn (input + max new tokens); None for slime's ``--rollout-max-context-len``."""
+    """Context window of a turn (input + max new tokens); None for slime's ``--rollout-max-context-len``.
+    Clamped to the policy server's context length minus one (asked at start; one warning)."""
     context_management: bool = True
     """Compact the history into head + tail when a turn would not fit (needs dynamic_history for training;
     without it the episode ends truncated instead)."""
@@ -141,10 +142,9 @@ class PluginConfig(BaseModel):
     @field_validator("eval_harness")
     @classmethod
     def _known_harness(cls, value: str) -> str:
-        from swe_rl.harnesses.registry import harness_class
+        from swe_rl.harnesses.registry import canonical_harness_name
 
-        harness_class(value)
-        return value
+        return canonical_harness_name(value)  # aliases (bash-block, openhands) recorded canonically
 
     @field_validator("chat_template", "harness_config")
     @classmethod

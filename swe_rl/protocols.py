@@ -163,7 +163,14 @@ class Harness(Protocol):
 
 @runtime_checkable
 class Environment(Protocol):
-    """One task container."""
+    """One task container (a fleet lease, or `swe_rl.local_environment` in unit tests).
+
+    Failures are the `swe_rl.env_client` error tree: `EnvUnavailable` (infrastructure, the sample is
+    dropped), `FileMissing`, `IsADirectory`, `CommandRefused` and other `BadRequest` (the caller's doing).
+    """
+
+    workdir: str
+    """Absolute path of the repository the commands start in (``/testbed`` in SWE-bench images)."""
 
     async def exec(self, command: str, timeout: float | None = None) -> CommandResult:
         """Run a command in the workdir; a timeout is a result (timed_out), not an exception."""

@@ -17,7 +17,8 @@ artifacts, and returns slime samples:
 - off: one sample, ``tokens`` = prompt + every turn (mask 1, log-probs) and observation
   (mask 0); context management is then off and an over-long episode ends truncated.
 
-Statuses: a turn cut at ``max_new_tokens`` or a full context → TRUNCATED; a request
+Statuses: a turn cut at ``max_new_tokens`` or a full context (also the server's own context-overflow
+answer; the budget is clamped to the server's context length, asked at start) → TRUNCATED; a request
 aborted by slime (`swe_rl.slime_runtime.slime_aborting`) → ABORTED (not graded, upstream's shape);
 an abort slime did not ask for (router restart), infrastructure failures (fleet, image, timeouts,
 router unreachable) and unusable rows → one minimal FAILED sample with ``remove_sample``, a zero
@@ -50,6 +51,7 @@ from swe_rl.harnesses.bash_block import BashBlockConfig, BashBlockHarness
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.integrity_metrics import is_flagged, rollout_integrity
 from swe_rl.plugin_config import PluginConfig
+from swe_rl.policies.server_context import ContextBudget
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.prm import JudgeClient, StepJudge, mixed_reward
 from swe_rl.rollout_metrics import episode_stats
@@ -76,6 +78,7 @@ class _ProcessState:
         self.semaphore = asyncio.Semaphore(max(1, config.max_concurrent))
         self.codecs: dict[tuple[Any, ...], ChatCodec] = {}
         self.judges: dict[str, JudgeClient] = {}  # PRM clients; each one's semaphore bounds the process's requests
+        self.context = ContextBudget()  # the policy server's context length, asked once; the budget clamped to it
 
     def step_judge(self, config: PluginConfig, instance: TaskInstance) -> StepJudge:
         key = config.prm.model_dump_json()
@@ -137,9 +140,11 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     sample.status = Sample.Status.PENDING  # a retried (aborted) sample starts over
     codec = state.codec(config)
     single = evaluation or not config.dynamic_history
+    url = PluginConfig.router_url(args)
+    budget = await state.context.budget(state.http, url, config.max_context_len)  # clamped to the server's window
     policy = SGLangTokenPolicy(codec, SGLangTokenConfig(
-        url=PluginConfig.router_url(args), sampling_params=dict(sampling_params),
-        max_context_len=config.max_context_len, context_management=config.context_management and not (
+        url=url, sampling_params=dict(sampling_params),
+        max_context_len=budget, context_management=config.context_management and not (
             single and not evaluation),
         head_ratio=config.context_head_ratio, tail_ratio=config.context_tail_ratio,
         omission_marker=config.omission_marker, timeout=config.generate_timeout,
@@ -192,6 +197,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
                     info["removed_reason"])
 
     aborted = policy.stop_reason == "aborted" and not info["removed"]
+    if policy.server_context_len:  # an overflow answer named the server's window: clamp the next rollouts
+        state.context.learn(url, policy.server_context_len)
     if judge is not None:  # after grading: the judge had the grading time too
         if info["removed"] or aborted:
             judge.cancel()
@@ -316,12 +323,13 @@ def _prm_step(info: dict[str, Any], turn: int) -> dict[str, Any]:
 
 
 def _removed_sample(Sample: Any, parent: Any, codec: ChatCodec, info: dict[str, Any]) -> Any:
-    """A minimal trainable-shaped sample with a zero loss mask: a few prompt ids, one end-of-turn id."""
+    """A minimal trainable-shaped sample with a zero loss mask: a few prompt ids, one end-of-turn id
+    (``response`` is that id's text, so text and ids agree)."""
     prompt, end = removed_ids(codec)
     rollout_id = parent.rollout_id if parent.rollout_id is not None else parent.index
     return _child(Sample, parent, tokens=list(prompt) + end, mask=[0] * len(end), logprobs=[0.0] * len(end),
-                  status=Sample.Status.FAILED, response="", metadata={**(parent.metadata or {}), "swe": info},
-                  rollout_id=rollout_id, removed=True)
+                  status=Sample.Status.FAILED, response=codec.decode(end),
+                  metadata={**(parent.metadata or {}), "swe": info}, rollout_id=rollout_id, removed=True)
 
 
 # --------------------------------------------------------------------------- reward

@@ -9,6 +9,7 @@ Import them into a test module (`from agent_fixtures import *` style, by name):
 from __future__ import annotations
 
 import subprocess
+import time
 from typing import Any
 
 import pytest
@@ -52,15 +53,13 @@ async def client(pool):
         yield c
 
 
-def leftover_containers(docker_client: Any, pool: PoolProc, timeout: float = 30.0) -> list[Any]:
-    """Containers of this pool that still exist (after an episode: none should). Releases are asynchronous on
-    the fleet's side, so this waits up to `timeout` for them to go before answering."""
-    import time
-
-    deadline = time.monotonic() + timeout
+def leftover_containers(docker_client: Any, pool: PoolProc, wait: float = 20.0) -> list[Any]:
+    """Containers of this pool that still exist after ``wait`` seconds (after an episode: none should).
+    The pool releases a lease at once and destroys its container right after, in the background."""
+    deadline = time.monotonic() + wait
     while True:
         left = docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"},
                                              ignore_removed=True)
         if not left or time.monotonic() > deadline:
             return left
-        time.sleep(0.25)
+        time.sleep(0.2)

@@ -153,3 +153,19 @@ def exec_server_factory(docker_client, base_image, tmp_path):
 @pytest.fixture
 def exec_server(exec_server_factory) -> ExecServerProc:
     return exec_server_factory()
+
+
+# --------------------------------------------------------------------------- test tiers
+
+DOCKER_FIXTURES = frozenset({"docker_client"})
+"""Every fixture that reaches the Docker daemon depends on this one (base_image, exec servers, pools, ...)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that uses a Docker fixture ``docker``, so ``-m "not docker"`` is the fast tier;
+    tests that start fleets another way carry ``pytestmark = pytest.mark.docker`` themselves."""
+    for item in items:
+        if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.docker)
+        if item.originalname == "test_shellcheck_clean":  # lint of every shell script: seconds each
+            item.add_marker(pytest.mark.slow)

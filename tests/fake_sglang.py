@@ -14,6 +14,16 @@ answer has SGLang's shape: ``text``, ``output_ids`` and ``meta_info`` with
 ``completion_tokens``, ``cached_tokens`` and ``output_token_logprobs`` as
 ``[logprob, token_id, None]`` triples. ``sampling_params.max_new_tokens`` is honoured
 (output cut, finish ``length``). When the script runs out the server answers 500.
+
+With ``context_length`` set it behaves like a server started with that window: a request whose
+input reaches it, or whose input plus ``max_new_tokens`` does, gets SGLang's HTTP 400
+(``{"error": {"message": "The input (N tokens) is longer than the model's context length (C
+tokens)."}}`` / ``"Requested token count exceeds the model's maximum context length of C
+tokens. ..."``), and, unless ``advertise_context`` is off, the info routes say the window as
+SGLang does: ``GET /v1/models`` (``data[].max_model_len``), ``GET /get_server_info`` and
+``/server_info`` (the server arguments with ``context_length``, plus ``max_total_num_tokens``,
+``max_req_input_len``, ``internal_states``, ``version``), ``GET /get_model_info`` (model path,
+``is_generation``, ``weight_version``; no context length, as in SGLang).
 """
 
 from __future__ import annotations
@@ -79,6 +89,15 @@ class FakeSGLang(LoopbackServer):
     """Scripts per routing key (``X-SMG-Routing-Key``, slime's session id): concurrent trajectories each play
     their own; requests without a known key take from `script`."""
     outputs: list[Output] = field(default_factory=list)
+    context_length: int | None = None
+    """The server's context window (None: no limit, and the info routes are absent)."""
+    advertise_context: bool = True
+    """Whether the info routes answer (off: a server/router that tells nothing, but still refuses)."""
+    max_total_num_tokens: int | None = None
+    """KV-cache size reported by /get_server_info (default: 8 x context_length)."""
+    info_requests: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+    """The messages of requests refused for the context window (those requests are in ``requests`` too)."""
 
     def __post_init__(self) -> None:
         self.script = list(self.script)
@@ -110,6 +129,10 @@ class FakeSGLang(LoopbackServer):
         with self._lock:
             self.requests.append(body)
             self.headers.append({k.lower(): v for k, v in request.headers.items()})
+            refusal = self._context_refusal(body)
+            if refusal is not None:  # refused before the script is consulted: the reply stays for the next call
+                self.refusals.append(refusal)
+                return JSONResponse({"error": {"message": refusal}}, 400)
             queue = self.keyed.get(request.headers.get("x-smg-routing-key", ""), self.script)
             item = queue.pop(0) if queue else None
         if item is None:
@@ -147,6 +170,52 @@ class FakeSGLang(LoopbackServer):
     async def _health(self, request: Request) -> JSONResponse:
         return JSONResponse({"ok": True})
 
+    # ------------------------------------------------------------------ context window, as SGLang checks it
+
+    def _context_refusal(self, body: dict[str, Any]) -> str | None:
+        ctx = self.context_length
+        if ctx is None:
+            return None
+        n = len(body["input_ids"])
+        if n >= ctx:
+            return f"The input ({n} tokens) is longer than the model's context length ({ctx} tokens)."
+        new = (body.get("sampling_params") or {}).get("max_new_tokens")
+        if new is not None and n + new >= ctx:
+            return (f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested "
+                    f"a total of {n + new} tokens: {n} tokens from the input messages and {new} tokens for the "
+                    "completion. Please reduce the number of tokens in the input messages or the completion to fit "
+                    "within the limit.")
+        return None
+
+    def _advertised(self, request: Request) -> bool:
+        self.info_requests.append(request.url.path)
+        return self.context_length is not None and self.advertise_context
+
+    async def _models(self, request: Request) -> JSONResponse:
+        if not self._advertised(request):
+            return JSONResponse({"detail": "Not Found"}, 404)
+        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "sglang",
+                                                         "root": "fake", "max_model_len": self.context_length}]})
+
+    async def _model_info(self, request: Request) -> JSONResponse:
+        if not self._advertised(request):
+            return JSONResponse({"detail": "Not Found"}, 404)
+        return JSONResponse({"model_path": "fake", "tokenizer_path": "fake", "is_generation": True,
+                             "preferred_sampling_params": None, "weight_version": "default"})
+
+    async def _server_info(self, request: Request) -> JSONResponse:
+        if not self._advertised(request):
+            return JSONResponse({"detail": "Not Found"}, 404)
+        assert self.context_length is not None
+        total = self.max_total_num_tokens or 8 * self.context_length
+        return JSONResponse({"model_path": "fake", "context_length": self.context_length, "max_total_num_tokens": total,
+                             "max_req_input_len": min(self.context_length, total) - 1,
+                             "internal_states": [{"last_gen_throughput": 0.0}], "version": "fake"})
+
     def routes(self) -> list[Route]:
         return [Route("/generate", self._generate, methods=["POST"]),
-                Route("/health", self._health, methods=["GET"])]
+                Route("/health", self._health, methods=["GET"]),
+                Route("/v1/models", self._models, methods=["GET"]),
+                Route("/get_model_info", self._model_info, methods=["GET"]),
+                Route("/get_server_info", self._server_info, methods=["GET"]),
+                Route("/server_info", self._server_info, methods=["GET"])]

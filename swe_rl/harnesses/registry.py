@@ -19,19 +19,30 @@ from typing import Any
 
 from swe_rl.protocols import Harness
 
-__all__ = ["HARNESS_NAMES", "choose_harness", "harness_by_name", "harness_class"]
+__all__ = ["HARNESS_NAMES", "canonical_harness_name", "choose_harness", "harness_by_name", "harness_class"]
 
 HARNESS_NAMES = ("bash_block", "codeact", "codex", "opencode")
+ALIASES = {"openhands": "codeact"}
+
+
+def canonical_harness_name(name: str) -> str:
+    """The one recorded name of a harness (``bash-block`` -> ``bash_block``, ``openhands`` -> ``codeact``);
+    ValueError for an unknown name."""
+    key = name.strip().lower().replace("-", "_")
+    key = ALIASES.get(key, key)
+    if key not in HARNESS_NAMES:
+        raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESS_NAMES)})")
+    return key
 
 
 def harness_class(name: str) -> Callable[..., Any]:
     """The class of a harness by name (imported on demand)."""
-    key = name.strip().lower().replace("-", "_")
+    key = canonical_harness_name(name)
     if key == "bash_block":
         from swe_rl.harnesses.bash_block import BashBlockHarness
 
         return BashBlockHarness
-    if key in ("codeact", "openhands"):
+    if key == "codeact":
         from swe_rl.harnesses.codeact import CodeActHarness
 
         return CodeActHarness
@@ -43,7 +54,7 @@ def harness_class(name: str) -> Callable[..., Any]:
         from swe_rl.harnesses.opencode import OpenCodeHarness
 
         return OpenCodeHarness
-    raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESS_NAMES)})")
+    raise AssertionError(key)  # every canonical name is handled above
 
 
 def harness_by_name(name: str, config_path: str | Path | None = None) -> Harness:
@@ -63,11 +74,10 @@ def check_weights(weights: Mapping[str, float]) -> dict[str, float]:
     """Weights by canonical name; ValueError on unknown names, negative weights or a zero total."""
     out: dict[str, float] = {}
     for name, weight in weights.items():
-        harness_class(name)
+        key = canonical_harness_name(name)
         if float(weight) < 0:
             raise ValueError(f"harness weight of {name!r} is negative: {weight}")
-        key = name.strip().lower().replace("-", "_")
-        out["codeact" if key == "openhands" else key] = out.get(key, 0.0) + float(weight)
+        out[key] = out.get(key, 0.0) + float(weight)
     if sum(out.values()) <= 0:
         raise ValueError(f"harness weights sum to zero: {dict(weights)}")
     return out

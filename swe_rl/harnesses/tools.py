@@ -25,7 +25,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from swe_rl.env_client import BadRequest, ExecResult, FileNotFound
+from swe_rl.env_client import BadRequest, CommandRefused, ExecResult, FileMissing, IsADirectory
 from swe_rl.protocols import Environment
 
 __all__ = [
@@ -169,6 +169,8 @@ class Workspace:
     workdir: str = DEFAULT_WORKDIR
     history: dict[str, list[bytes | None]] = field(default_factory=dict)
     """Earlier contents of edited files, newest last (None: the file did not exist), for undo."""
+    scratch_dir: str = SCRATCH_DIR
+    """Where writes are staged; an environment may name its own (``scratch_dir``: the in-process one does)."""
 
     @classmethod
     async def of(cls, env: Environment) -> Workspace:
@@ -177,7 +179,8 @@ class Workspace:
         except TypeError:  # not weak-referenceable: no per-episode state then
             ws = None
         if ws is None:
-            ws = cls(env, await _workdir(env))
+            scratch = getattr(env, "scratch_dir", None)
+            ws = cls(env, await _workdir(env), scratch_dir=scratch if isinstance(scratch, str) else SCRATCH_DIR)
             try:
                 _WORKSPACES[env] = ws
             except TypeError:
@@ -223,13 +226,12 @@ class Workspace:
         shown = shown or full
         try:
             return await self.env.read_file(full)
-        except FileNotFound:
+        except FileMissing:
             raise ToolError(f"{shown} does not exist") from None
+        except IsADirectory:
+            raise ToolError(f"{shown} is a directory, not a file") from None
         except BadRequest as exc:
-            msg = str(exc)
-            if "directory" in msg:
-                raise ToolError(f"{shown} is a directory, not a file") from None
-            raise ToolError(f"cannot read {shown}: {msg.split(': ', 1)[-1]}") from None
+            raise ToolError(f"cannot read {shown}: {str(exc).split(': ', 1)[-1]}") from None
 
     async def read_text(self, full: str, shown: str | None = None) -> str:
         data = await self.read_bytes(full, shown)
@@ -244,7 +246,7 @@ class Workspace:
         if not self.contains(full):
             raise ToolError(f"{full} is outside the repository {self.workdir}")
         if existed:
-            scratch = f"{SCRATCH_DIR}/{secrets.token_hex(8)}"
+            scratch = f"{self.scratch_dir}/{secrets.token_hex(8)}"
             await self.env.write_file(scratch, data)
             res = await self.shell(f"cat -- {q(scratch)} > {q(full)}; rc=$?; rm -f -- {q(scratch)}; exit $rc",
                                    timeout=60)
@@ -253,6 +255,8 @@ class Workspace:
         else:
             try:
                 await self.env.write_file(full, data)
+            except IsADirectory:
+                raise ToolError(f"cannot create {full}: it is a directory") from None
             except BadRequest as exc:
                 raise ToolError(f"cannot create {full}: {str(exc).split(': ', 1)[-1]}") from None
         self.history.setdefault(full, []).append(remember if existed else None)
@@ -291,7 +295,7 @@ class Workspace:
             command = f"cd {q(workdir)} || exit 1\n{command}"
         try:
             return await self.env.exec(command, timeout=timeout)
-        except BadRequest as exc:
+        except CommandRefused as exc:
             return ExecResult(returncode=-1, output=f"the command was refused: {exc}", timed_out=False,
                               truncated=False, output_bytes=0, duration=0.0)
 
@@ -330,7 +334,7 @@ async def _workdir(env: Environment) -> str:
         line = res.output.strip().splitlines()[-1] if res.output.strip() else ""
         if res.returncode == 0 and line.startswith("/"):
             return line
-    except BadRequest:
+    except CommandRefused:
         pass
     return DEFAULT_WORKDIR
 

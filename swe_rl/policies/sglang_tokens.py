@@ -16,8 +16,11 @@ to the agent as text, its ``<think>`` span split off as the reasoning.
 When the next turn would not fit ``max_context_len - max_new_tokens``: with context
 management the history is compacted into a new segment (head + marker + tail),
 otherwise (or when even that cannot fit) the episode ends (`ContextExhausted`, status
-truncated). An ``abort`` finish ends it too (`PolicyAborted`), and so does ``should_abort()``
-turning true before a call (slime aborting its rollout: no new request is started). Why it ended is kept in
+truncated). So does a context-overflow answer of the server (HTTP 400, the server's window
+smaller than the budget): ``stop_reason`` context_exhausted, the window it named kept in
+``server_context_len`` (see `swe_rl.policies.server_context`). An ``abort`` finish ends it
+too (`PolicyAborted`), and so does ``should_abort()`` turning true before a call (slime aborting
+its rollout: no new request is started). Why it ended is kept in
 `stop_reason` for the caller, since the agent records any policy exception as a
 policy error.
 """
@@ -32,6 +35,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from swe_rl.policies.server_context import context_overflow
 from swe_rl.protocols import Environment, Message, PolicyTurn, TokenUsage
 from swe_rl.tasks import TaskInstance
 from swe_rl.tokens import ChatCodec, TokenTrajectory, split_thinking
@@ -94,6 +98,8 @@ class SGLangTokenPolicy:
         """Why the policy ended the episode: context_exhausted, aborted, unreachable, bad_response."""
         self.weight_versions: list[str] = []
         self.cached_tokens = 0
+        self.server_context_len: int | None = None
+        """The context length a server's overflow answer named (the budget was larger than the server's window)."""
         self._seen = 0
 
     async def start_episode(self, instance: TaskInstance, env: Environment) -> None:
@@ -158,6 +164,8 @@ class SGLangTokenPolicy:
                 if resp.status_code == 200:
                     return resp.json()
                 error = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                if resp.status_code < 500 and (window := context_overflow(resp.text)) is not None:
+                    self._overflow(payload, window, error)
                 if resp.status_code < 500:
                     self.stop_reason = "bad_response"
                     raise RuntimeError(f"/generate refused the request: {error}")
@@ -166,6 +174,18 @@ class SGLangTokenPolicy:
                 delay = min(delay * 2, 10.0)
         self.stop_reason = "unreachable"
         raise PolicyUnreachable(f"/generate failed after {self.config.retries + 1} attempts: {error}")
+
+    def _overflow(self, payload: dict[str, Any], window: int, error: str) -> None:
+        """The server refused the turn for its context window: the episode ends truncated."""
+        self.stop_reason = "context_exhausted"
+        self.server_context_len = window or None
+        sent = len(payload.get("input_ids") or [])
+        new = (payload.get("sampling_params") or {}).get("max_new_tokens")
+        raise ContextExhausted(
+            f"the policy server's context{f' ({window} tokens)' if window else ''} is smaller than this turn's "
+            f"budget: {sent} context ids + {new} max new tokens (budget {self.config.max_context_len}); "
+            f"lower swe_max_context_len / --rollout-max-context-len or start the server with a longer "
+            f"context. Server: {error}")
 
     async def act(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
                   **kwargs: Any) -> PolicyTurn:

@@ -185,6 +185,7 @@ def test_responses_rows_are_pivots_already(tmp_path):
     assert pivot["step_index"] == 1 and train[0]["text"] == "src"
 
 
+@pytest.mark.slow  # tokenizes and dedupes a dataset: ~20 s
 def test_dedupe_length_limits_and_split(tmp_path, qwen_tokenizer_dir):
     rows = [responses_row(f"grep -rn foo{i} src") for i in range(6)] + [responses_row("grep -rn foo0 src")]
     src = write_jsonl(tmp_path / "swe1.jsonl", rows)

@@ -176,6 +176,7 @@ def run_mini_version() -> str:
     return minisweagent.__version__
 
 
+@pytest.mark.docker  # the set-up script checks the Docker daemon
 def test_setup_check_only_reports_pin_config_and_served_models(minisweagent, tmp_path):
     with FakeOpenAI() as server:
         p = subprocess.run(["bash", str(ROOT / "scripts/setup_minisweagent_node.sh"), "--check-only",
@@ -215,6 +216,7 @@ def test_config_layers_on_the_pinned_prompts(run_mini, tmp_path):
     assert all(e["max_input_tokens"] > 0 and e["litellm_provider"] == "openai" for e in registry.values())
 
 
+@pytest.mark.slow  # runs mini-swe-agent in a subprocess: ~10 s
 def test_model_without_price_is_not_an_error(run_mini):
     from minisweagent.models import get_model
 

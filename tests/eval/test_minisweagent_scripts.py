@@ -41,6 +41,7 @@ def test_run_dry_run_passes_slicing_and_model_on(tmp_path):
                  "-c agent.step_limit=50", f"--output {ROOT}/output/minisweagent_runs/Qwen3-32B_verified_0-250"):
         assert part in run_line
     assert "eval/grade_predictions.py --preds" in grade_line and "--local-fleet" in grade_line
+    assert grade_line.startswith(f"+ {tmp_path}/venv/bin/python ")  # one interpreter for the run and the grading
 
 
 def test_run_dry_run_uses_verified_assets_and_shards(tmp_path):

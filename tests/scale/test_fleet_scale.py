@@ -23,7 +23,7 @@ from memory_fleet import MemoryFleet  # noqa: E402
 
 from swe_rl.env_client import EnvClient, EnvClientConfig  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.docker]  # a simulated 20-node fleet: the fleet tier, not the fast one
 
 NODES = 20
 LEASES = 2000
