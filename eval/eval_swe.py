@@ -43,6 +43,7 @@ from report import summarize, write_report  # noqa: E402
 from run_history import RunHistory  # noqa: E402
 from tool_call_watch import ToolCallWatch  # noqa: E402
 
+from swe_rl.integrity_metrics import rollout_integrity  # noqa: E402
 from swe_rl.rollout_metrics import episode_stats  # noqa: E402
 
 log = logging.getLogger("eval_swe")
@@ -79,6 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--command-timeout", type=float, default=180.0)
     p.add_argument("--deadline", type=float, default=3600.0, help="seconds per episode")
     p.add_argument("--eval-timeout", type=float, default=1800.0, help="seconds for the test run when grading")
+    p.add_argument("--no-integrity", action="store_true",
+                   help="grade the full patch only (no neutralising of test tampering, no integrity verdict)")
+    p.add_argument("--no-official-verdict", action="store_true",
+                   help="skip the second (full-patch) grading run when something was neutralised")
+    p.add_argument("--no-git-hygiene", action="store_true",
+                   help="leave the image's git history (remote refs, tags, future objects) in agent containers")
     p.add_argument("--image-template", default=None, help="image name template or registry prefix override")
     p.add_argument("--grading-network", default=None,
                    help="network of grading containers: none, default, or a name in the nodes' SWE_EXEC_NETWORKS "
@@ -180,7 +187,8 @@ def result_row(instance: Any, result: Any, out: Path, run_dir: Path) -> dict[str
             "exec_seconds": round(sum(s.exec_seconds for s in result.agent.steps), 3),
             "patch_bytes": len(result.agent.patch.encode()), "error": result.agent.error or None,
             "grade_message": result.grade.message or None, "dir": str(out.relative_to(run_dir)),
-            "data_source": instance.data_source, "episode": episode_stats(result.agent, result.grade_seconds)}
+            "data_source": instance.data_source, "episode": episode_stats(result.agent, result.grade_seconds),
+            **rollout_integrity(result.agent, result.grade)}
 
 
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
@@ -189,6 +197,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
     from swe_rl.env_client import EnvClient, EnvClientConfig
     from swe_rl.grader import FleetGrader, GraderConfig
     from swe_rl.harnesses.registry import harness_by_name
+    from swe_rl.integrity import IntegrityConfig
     from swe_rl.tasks import load_instances
 
     loaded = load_instances(args.data, image_template=args.image_template, limit=None,
@@ -216,12 +225,14 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
     policy = make_policy(args)
     harness = harness_by_name(args.harness, args.harness_config)
     config = AgentConfig(step_limit=args.step_limit, command_timeout=args.command_timeout, deadline=args.deadline,
-                         env_options={"network": args.agent_network} if args.agent_network else {})
+                         env_options={"network": args.agent_network} if args.agent_network else {},
+                         git_hygiene=not args.no_git_hygiene)
     meta = {"policy": args.policy, "model": args.model if args.policy == "chat" else args.policy,
             "api_base": args.api_base, "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
             "max_tokens": args.max_tokens, "step_limit": args.step_limit, "command_timeout": args.command_timeout,
             "harness": args.harness, "grading_network": args.grading_network, "agent_network": args.agent_network,
-            "certified_only": args.certified_only}
+            "certified_only": args.certified_only, "integrity": not args.no_integrity,
+            "git_hygiene": not args.no_git_hygiene}
     (run_dir / "run.json").write_text(json.dumps({**meta, "data": str(args.data), "instances": len(instances),
                                                   "started": time.time()}, indent=1))
     client_cfg = EnvClientConfig.from_env(**({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]}
@@ -234,7 +245,9 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
     finished_now = 0
 
     async with EnvClient(client_cfg) as client:
-        grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout, network=args.grading_network))
+        grader = FleetGrader(client, GraderConfig(
+            eval_timeout=args.eval_timeout, network=args.grading_network,
+            integrity=IntegrityConfig(enable=not args.no_integrity, official_verdict=not args.no_official_verdict)))
 
         async def one(instance: Any) -> None:
             try:
@@ -321,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_INTERRUPTED
     print(json.dumps({k: summary[k] for k in ("total", "resolved", "resolve_rate", "no_patch_rate",
-                                              "patch_apply_failed_rate", "error_rate", "status_counts")}, indent=1))
+                                              "patch_apply_failed_rate", "error_rate", "status_counts",
+                                              "integrity")}, indent=1))
     print(f"report: {args.output_dir / 'report.html'}")
     if summary.get("interrupted"):
         print(resume_line(summary["interrupted"], summary["finished"], summary["total"],

@@ -16,9 +16,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 import report_extras  # noqa: E402
 import run_history  # noqa: E402
 from report_metrics import metrics_table_html, run_metrics  # noqa: E402
+
+from swe_rl.integrity_metrics import integrity_rates  # noqa: E402
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {"resolved": "#2e7d32", "unresolved": "#c62828", "no_patch": "#9e9e9e", "patch_apply_failed": "#ef6c00",
@@ -96,6 +101,7 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "resolved_ids": sorted(r["instance_id"] for r in done if r["status"] == "resolved"),
         "apply_strategies": _counts(_apply_label(r) for r in done),
         "flaky_only": sum(1 for r in done if r.get("flaky_only")),
+        "integrity": integrity_rates(done),
         "metrics": run_metrics(done),
     }
 
@@ -130,6 +136,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
              ("avg agent / grade s", f"{summary['avg_agent_seconds']:.1f} / {summary['avg_grade_seconds']:.1f}"),
              ("format errors / turn", f"{100 * (summary.get('format_errors') or {}).get('rate', 0.0):.1f}%"),
              ("wall time", f"{summary.get('wall_seconds') or 0:.0f} s")]
+    cards += _integrity_cards(summary.get("integrity") or {})
     card_html = "".join(f'<div class="card"><div class="v">{html.escape(v)}</div><div class="k">{html.escape(k)}</div></div>'
                         for k, v in cards)
     table = []
@@ -144,7 +151,7 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
             f'<td class="n">{r.get("agent_seconds", 0):.1f}</td><td class="n">{r.get("grade_seconds", 0):.1f}</td>'
             f'<td>{report_extras.split_bar(r)}</td>'
             f'<td><a href="{d}/traj.json">traj</a> <a href="{d}/patch.diff">patch</a>{_grade_links(run_dir, r)}</td>'
-            f'<td class="note">{note}</td></tr>')
+            f'<td class="note">{html.escape(_integrity_cell(r))}</td><td class="note">{note}</td></tr>')
     meta = summary.get("meta", {})
     meta_line = " · ".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>" for k, v in meta.items()
                            if v is not None and k != "started")
@@ -164,11 +171,33 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}} td.note{{color:#666;f
 <div class="cards">{card_html}</div><div class="bar">{bar}</div><div>{legend}</div>
 {report_extras.extras_html(summary, list(rows.values()))}
 {metrics_html}
-<table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>time: model / commands / other / grading</th><th>files</th><th>note</th></tr>
+<table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>time: model / commands / other / grading</th><th>files</th><th>integrity</th><th>note</th></tr>
 {''.join(table)}</table></body></html>"""
     out = run_dir / "report.html"
     out.write_text(page)
     return out
+
+
+def _integrity_cards(rates: dict[str, Any]) -> list[tuple[str, str]]:
+    if not rates:
+        return []
+    return [("tamper rate", f"{100 * rates['tamper_rate']:.1f}%"), ("flag rate", f"{100 * rates['flag_rate']:.1f}%"),
+            ("official / integrity resolved", f"{100 * rates['official_resolve_rate']:.1f}% / "
+                                              f"{100 * rates['integrity_resolve_rate']:.1f}%"),
+            ("resolved only officially", str(rates["resolved_only_officially"]))]
+
+
+def _integrity_cell(row: dict[str, Any]) -> str:
+    """Tamper rules, monitor flags, and the official verdict when it differs from ours."""
+    parts = []
+    if row.get("tamper_rules"):
+        parts.append("tamper: " + ", ".join(row["tamper_rules"]))
+    if row.get("flags"):
+        parts.append("flags: " + ", ".join(f"{k}×{v}" for k, v in row["flags"].items()))
+    official = row.get("official_status")
+    if official and official != row.get("status"):
+        parts.append(f"official: {official}")
+    return "; ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:

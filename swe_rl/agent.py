@@ -30,8 +30,10 @@ from swe_rl.env_client import (
     FleetUnavailable,
 )
 from swe_rl.environment import EnvFactory, fleet_env_factory, record_baseline
+from swe_rl.git_hygiene import GitHygieneResult, clean_history
 from swe_rl.grader import FleetGrader
 from swe_rl.grading import GradeResult, GradeStatus
+from swe_rl.monitor import MonitorConfig, flag_action, flag_counts
 from swe_rl.protocols import (
     Action,
     Environment,
@@ -71,6 +73,10 @@ class AgentConfig(BaseModel):
     """Seconds for taking the final patch (outside the deadline)."""
     env_options: dict[str, Any] = Field(default_factory=dict)
     """Allocate options for the agent's container (network, memory, cpus, pids_limit, env)."""
+    git_hygiene: bool = True
+    """Strip git history beyond the base commit from the container before the first turn (swe_rl.git_hygiene)."""
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    """Suspicious-action patterns flagged per step (swe_rl.monitor)."""
 
 
 class ExitReason(str, Enum):
@@ -103,6 +109,8 @@ class Step(BaseModel):
     """Time the policy took for this turn."""
     exec_seconds: float = 0.0
     """Time the command took, HTTP round trip included."""
+    flags: list[str] = Field(default_factory=list)
+    """Behaviour-monitor flags of this step's action (history_probe, test_edit, ...)."""
 
 
 class StepObserver(Protocol):
@@ -137,6 +145,13 @@ class AgentResult(BaseModel):
     """Wall time of the episode, container allocation and final diff included."""
     harness: str | None = None
     """Name of the harness the episode was played with (``bash_block``, ``codeact``, ...)."""
+    git_hygiene: GitHygieneResult | None = None
+    """What was stripped from the repository's history before the first turn (None: hygiene off)."""
+
+    @property
+    def flag_counts(self) -> dict[str, int]:
+        """Behaviour-monitor flag name -> steps carrying it."""
+        return flag_counts(s.flags for s in self.steps)
     allocate_seconds: float | None = None
     """Time until the container was ready (None when allocation failed)."""
     warm: bool | None = None
@@ -257,6 +272,7 @@ def _act_kwargs(harness: Harness) -> dict[str, Any]:
 
 async def _run(env: Environment, action: Action, config: AgentConfig, step: Step, harness: Harness) -> ExecResult:
     step.action = action.command if step.action is None else f"{step.action}\n{action.command}"
+    step.flags = sorted(set(step.flags) | set(flag_action(action.command, config.monitor)))
     started = time.monotonic()
     run_action = getattr(harness, "run_action", None) if action.kind != "bash" else None
     try:
@@ -324,10 +340,13 @@ async def run_agent(
     started = time.monotonic()
     ep = _Episode(instance, harness.initial_messages(instance, step_limit=config.step_limit), on_step)
     patch = ""
+    hygiene: GitHygieneResult | None = None
     allocate_seconds = warm = None
     try:
         async with env_factory(instance) as env:
             allocate_seconds, warm = time.monotonic() - started, getattr(getattr(env, "lease", None), "warm", None)
+            if config.git_hygiene:  # before the policy sees anything (warm containers included)
+                hygiene = await clean_history(env, instance.workdir)
             await record_baseline(env)  # before the first action: pre-existing untracked files stay out
             try:
                 await asyncio.wait_for(_play(ep, policy, harness, env, config), timeout=config.deadline)
@@ -344,7 +363,7 @@ async def run_agent(
     return AgentResult(instance_id=instance.instance_id, exit_reason=ep.exit, patch=patch,
                        submission=ep.submission, error=ep.error, messages=ep.messages, steps=ep.steps,
                        usage=ep.usage, seconds=time.monotonic() - started, harness=harness_name(harness),
-                       allocate_seconds=allocate_seconds, warm=warm)
+                       git_hygiene=hygiene, allocate_seconds=allocate_seconds, warm=warm)
 
 
 def harness_name(harness: Harness) -> str:

@@ -5,17 +5,23 @@ installed things, left processes behind). A fresh lease applies the patch and ru
 instance's eval script (`Lease.evaluate`); `swe_rl.grading.grade` then reads the log.
 Anything the fleet gets wrong (unreachable, image missing, container lost) and an eval
 script that cannot be had give status ``env_error``, never a score.
+
+With integrity grading on (default, `swe_rl.integrity_fleet`), what reaches the test run is
+the agent's patch without its changes to tests and test infrastructure, judged strictly; the
+official verdict on the full patch is kept beside it (``GradeResult.official``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.env_client import EnvClient, FleetError
 from swe_rl.environment import record_baseline
 from swe_rl.grading import GradeResult, GradeStatus, LogGrader, grade
+from swe_rl.integrity import IntegrityConfig
+from swe_rl.integrity_fleet import finish_integrity, neutralise_on
 from swe_rl.networks import network_for
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
 
@@ -42,6 +48,8 @@ class GraderConfig(BaseModel):
     record_baseline: bool = True
     """Record the grading container's untracked files before the patch goes in, so that any diff taken
     there is the patch's effect only."""
+    integrity: IntegrityConfig = Field(default_factory=IntegrityConfig)
+    """Tamper-proof grading: neutralise test/infrastructure changes, strict verdict, official verdict beside it."""
 
 
 class FleetGrader:
@@ -68,7 +76,10 @@ class FleetGrader:
                                          expected=0) as lease:  # nothing follows a grading lease: warm nothing
                 if self.config.record_baseline:
                     await record_baseline(lease)
-                run = await lease.evaluate(patch, script, timeout=self.config.eval_timeout)
+                ran, tamper = patch, None
+                if self.config.integrity.enable and not empty:
+                    ran, tamper = await neutralise_on(lease, instance, patch, script, self.config.integrity)
+                run = await lease.evaluate(ran, script, timeout=self.config.eval_timeout)
         except FleetError as exc:
             log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
             if empty:
@@ -86,12 +97,14 @@ class FleetGrader:
                 "status": GradeStatus.NO_PATCH, "resolved": False,
                 "message": f"empty patch; tests without a patch: {result.message}"})
         else:
-            result = grade(instance, patch=patch, apply_status=run.apply_status == "applied",
+            result = grade(instance, patch=ran, apply_status=run.apply_status == "applied",
                            test_log=run.test_log, timed_out=run.timed_out, returncode=run.returncode,
-                           grader=self.log_grader)
+                           grader=self.log_grader, strict=tamper is not None)
         result.apply_strategy = run.apply_strategy
         result.apply_output = (run.apply_output or "")[-MAX_APPLY_OUTPUT:]
         result.eval_seconds = run.duration
         result.network = network
         result.test_log = run.test_log or ""
+        if tamper is not None:
+            result = await finish_integrity(self, instance, patch, result, run, tamper)
         return result

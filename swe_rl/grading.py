@@ -17,6 +17,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from swe_rl.integrity import OfficialVerdict, TamperReport, strict_report
 from swe_rl.tasks import END_TEST_OUTPUT, START_TEST_OUTPUT, TaskInstance
 
 __all__ = [
@@ -93,6 +94,10 @@ class GradeResult(BaseModel):
     """Network of the grading container (False: none; True: Docker's default; else its name)."""
     test_log: str = Field(default="", exclude=True)
     """The eval script's output; kept in memory for artifacts (eval.log), never serialized with the grade."""
+    tamper: TamperReport | None = None
+    """Integrity grading: what of the agent's patch was dropped, trimmed or flagged before the run, and why."""
+    official: OfficialVerdict | None = None
+    """Integrity grading: the official harness's verdict on the full patch (this result is the integrity verdict)."""
 
     @property
     def infra_failure(self) -> bool:
@@ -314,6 +319,7 @@ def grade(
     returncode: int | None = None,
     env_error: str | None = None,
     grader: LogGrader | None = None,
+    strict: bool = False,
 ) -> GradeResult:
     """Grade one patch from the outcome of its eval run.
 
@@ -321,6 +327,8 @@ def grade(
     broken container is never blamed on the policy); patch did not apply; eval timed
     out; then the log: SWE-bench parsing and F2P/P2P when the instance has test
     lists, R2E-Gym's expected statuses when it has those, else the exit code.
+    ``strict`` (integrity grading, `swe_rl.integrity.strict_report`): an expected test
+    that did not run, was skipped or contradicts itself in the log is a failure.
     """
     if isinstance(apply_status, bool):
         apply_status = ApplyStatus.APPLIED if apply_status else ApplyStatus.FAILED
@@ -352,6 +360,12 @@ def grade(
         except GraderUnavailable as exc:
             return done(GradeStatus.ENV_ERROR, str(exc))
         f2p, p2p, resolved = grader.report(statuses, instance)
+        strict_note = ""
+        if strict:
+            f_ok, f_bad, p_ok, p_bad, strict_note = strict_report(statuses, instance.fail_to_pass,
+                                                                  instance.pass_to_pass, section)
+            f2p, p2p = TestsReport(success=f_ok, failure=f_bad), TestsReport(success=p_ok, failure=p_bad)
+            resolved = not f_bad and not p_bad
         n_f2p, n_p2p = len(instance.fail_to_pass), len(instance.pass_to_pass)
         msg = (
             f"FAIL_TO_PASS {len(f2p.success)}/{n_f2p} passed, "
@@ -359,6 +373,8 @@ def grade(
         )
         if not statuses:
             msg += "; no test results found in the log"
+        elif strict_note:
+            msg += f"; {strict_note}"
         return done(
             GradeStatus.RESOLVED if resolved else GradeStatus.UNRESOLVED, msg,
             fail_to_pass=f2p, pass_to_pass=p2p, tests_status=statuses,

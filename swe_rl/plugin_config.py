@@ -26,6 +26,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swe_rl.config_check import warn_unknown_settings
+from swe_rl.integrity import IntegrityConfig
+from swe_rl.monitor import MonitorConfig
 from swe_rl.pivot_reward import PivotRewardConfig
 from swe_rl.prm import PRMConfig
 
@@ -110,6 +112,21 @@ class PluginConfig(BaseModel):
     """Score of anything else the policy is responsible for (unresolved, no patch, patch not applying, ...)."""
     reward_removed: float = 0.0
     """Score reported for samples removed from training (infrastructure failures); their loss mask is zero."""
+    # reward integrity
+    git_hygiene: bool = True
+    """Strip git history beyond the base commit (remote refs, tags, reflogs, stash, future objects) from the
+    agent's container before the first turn (swe_rl.git_hygiene)."""
+    integrity: IntegrityConfig = Field(default_factory=IntegrityConfig)
+    """Tamper-proof grading (swe_rl.integrity): YAML ``swe_integrity: {enable: true, official_verdict: false}``
+    or flat ``swe_integrity_<key>``, environment ``SWE_INTEGRITY_<KEY>`` (e.g. ``SWE_INTEGRITY_ENABLE=0``).
+    Training rewards use the integrity verdict; the official one is kept in metadata."""
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
+    """Behaviour monitor (swe_rl.monitor): YAML ``swe_monitor: {patterns: {name: regex}, disabled: [...]}``,
+    flat ``swe_monitor_<key>``, environment ``SWE_MONITOR_ENABLE``."""
+    drop_flagged: bool = False
+    """Remove flagged rollouts (a monitor flag, or a patch that tampered with tests) from training."""
+    flagged_reward: float | None = None
+    """Score of a flagged rollout instead of its outcome (None: the outcome; drop_flagged wins)."""
     # process reward
     prm: PRMConfig = Field(default_factory=PRMConfig)
     """Step judge (swe_rl.prm): YAML ``swe_prm: {enable: true, url: ...}`` or flat ``swe_prm_<key>`` keys,

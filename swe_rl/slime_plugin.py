@@ -51,6 +51,7 @@ from swe_rl.grader import FleetGrader, GraderConfig
 from swe_rl.grading import GradeResult, GradeStatus
 from swe_rl.harnesses.bash_block import BashBlockConfig, BashBlockHarness
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
+from swe_rl.integrity_metrics import is_flagged, rollout_integrity
 from swe_rl.plugin_config import PluginConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
@@ -193,6 +194,10 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         if judge is not None:
             judge.cancel()  # cancelled rollout: no judgment outlives it
         raise
+    if not info["removed"] and agent is not None and config.drop_flagged:
+        flagged = rollout_integrity(agent, grade)
+        if is_flagged(flagged):
+            info.update(removed=True, removed_reason=f"flagged: {flagged['tamper_rules'] + sorted(flagged['flags'])}")
     if info["removed"]:
         log.warning("removing rollout of %s (group %s, index %s) from training: %s",
                     instance.instance_id if instance else "?", sample.group_index, sample.index,
@@ -242,12 +247,14 @@ def _harness(config: PluginConfig, instance: TaskInstance, evaluation: bool) -> 
 async def _play(instance: TaskInstance, policy: SGLangTokenPolicy, harness: Any, state: _ProcessState,
                 config: PluginConfig, judge: StepJudge | None = None) -> tuple[AgentResult, GradeResult | None]:
     agent_config = AgentConfig(step_limit=config.step_limit, command_timeout=config.command_timeout,
-                               deadline=config.episode_deadline, env_options=dict(config.container_options))
+                               deadline=config.episode_deadline, env_options=dict(config.container_options),
+                               git_hygiene=config.git_hygiene, monitor=config.monitor)
     agent = await run_agent(instance, policy, harness, client=state.client, config=agent_config, on_step=judge)
     if agent.infra_failure or policy.stop_reason in ("aborted", "unreachable", "bad_response"):
         return agent, None  # nothing worth grading
     grader = FleetGrader(state.client, GraderConfig(eval_timeout=config.eval_timeout, network=config.grading_network,
-                                                    test_empty_patch=False))  # training: no_patch needs no run
+                                                    test_empty_patch=False,  # training: no_patch needs no run
+                                                    integrity=config.integrity))
     return agent, await grader.grade(instance, agent.patch)
 
 
@@ -268,6 +275,7 @@ def _summary(instance: TaskInstance | None, agent: AgentResult | None, grade: Gr
         "prefix_breaks": codec.prefix_breaks,
         "weight_versions": policy.weight_versions,
         "seconds": round(time.monotonic() - started, 3),
+        **rollout_integrity(agent, grade),
     }
 
 
@@ -350,6 +358,8 @@ def reward_for(sample: Any, config: PluginConfig) -> dict[str, Any]:
     removed = bool(info.get("removed")) or bool(getattr(sample, "remove_sample", False))
     resolved = bool(info.get("resolved")) and not removed
     score = config.reward_removed if removed else config.reward_resolved if resolved else config.reward_unresolved
+    if not removed and config.flagged_reward is not None and is_flagged(info):
+        score = config.flagged_reward
     out = {"score": float(score), "acc": 1.0 if resolved else 0.0, "status": info.get("status"),
            "resolved": resolved, "removed": removed, "exit_reason": info.get("exit_reason")}
     prm = info.get("prm")
