@@ -233,3 +233,21 @@ def test_the_launch_scripts_hooks_resolve_with_slimes_signatures():
         module, name = path.rsplit(".", 1)
         fn = getattr(importlib.import_module(module), name)
         assert list(inspect.signature(fn).parameters) == arity[var]
+
+
+def test_integrity_figures_read_the_fields_the_plugin_writes():
+    """The plugin spreads `rollout_integrity(agent, grade)` into metadata["swe"]: the dashboard reads exactly that."""
+    from swe_rl.integrity_metrics import rollout_integrity
+
+    record = SimpleNamespace(path="conftest.py", rule="conftest", action="dropped", reason="test infrastructure")
+    tampering = SimpleNamespace(tamper=SimpleNamespace(records=[record]), official=None)
+    clean = SimpleNamespace(tamper=SimpleNamespace(records=[]), official=None)
+    probing = SimpleNamespace(flag_counts={"history_probe": 2}, steps=[], git_hygiene=None)
+    quiet = SimpleNamespace(flag_counts={}, steps=[], git_hygiene=None)
+    batch = [*traj(1, 0, swe(**rollout_integrity(quiet, tampering)), steps=2),
+             *traj(2, 0, swe(**rollout_integrity(probing, clean))),
+             *traj(3, 0, swe(**rollout_integrity(quiet, clean)))]
+    m = figures(trajectories_from_samples(batch))
+    assert m["integrity/tampered_rate"] == pytest.approx(1 / 3)
+    assert m["integrity/flagged_rate"] == pytest.approx(1 / 3)
+    assert m["integrity/flag/history_probe_rate"] == pytest.approx(1 / 3)
