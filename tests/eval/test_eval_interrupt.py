@@ -24,9 +24,27 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
 from local_fleet import LocalFleet  # noqa: E402
 
-FIXTURES = ROOT / "data/fixtures/instances.jsonl"
-IDS = [json.loads(line)["instance_id"] for line in FIXTURES.read_text().splitlines() if line.strip()]
+ALL_FIXTURES = ROOT / "data/fixtures/instances.jsonl"
+# The five plain fixtures (the others need a named network, are flaky on purpose, or carry exploits' bait):
+# the counts below ("2 of 5") are about stopping and resuming, not about the fixtures.
+IDS = ["jpvanhal__inflection-9001", "more-itertools__more-itertools-9001", "more-itertools__more-itertools-9002",
+       "pytoolz__toolz-9001", "pytoolz__toolz-9002"]
+FIXTURES: Path = ALL_FIXTURES  # replaced by the `plain_fixtures` file for the tests of this module
 SUBMIT = "Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached\n```"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def plain_fixtures(tmp_path_factory):
+    """A data file of the five plain fixture instances."""
+    global FIXTURES
+    rows = [line for line in ALL_FIXTURES.read_text().splitlines()
+            if line.strip() and json.loads(line)["instance_id"] in IDS]
+    assert len(rows) == len(IDS)
+    path = tmp_path_factory.mktemp("data") / "instances.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    FIXTURES = path
+    yield path
+    FIXTURES = ALL_FIXTURES
 
 
 @pytest.fixture(scope="module")

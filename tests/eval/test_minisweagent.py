@@ -106,7 +106,7 @@ def test_fixture_task_through_minisweagent_then_our_grader(run_mini, fleet, tmp_
         # The node script itself, as users run it (health check, model name, slicing args).
         p = subprocess.run(
             ["bash", str(ROOT / "scripts/run_minisweagent_eval.sh"), "--sglang-url", server.base_url.removesuffix("/v1"),
-             "--workers", "1", "--data", str(FIXTURES), "--filter", "^jpvanhal", "--output", str(mini_dir),
+             "--workers", "1", "--data", str(FIXTURES), "--filter", "^jpvanhal__inflection-9001$", "--output", str(mini_dir),
              "--", "--run-label", label],
             env={**os.environ, **MINI_ENV, "MSWEA_PYTHON": sys.executable}, capture_output=True, text=True,
             timeout=300, check=False)
