@@ -259,7 +259,16 @@ async def test_non_idempotent_exec_is_never_resent_after_a_severed_answer(pool, 
 
 
 def leased_containers(docker_client, lease_id: str) -> list:
-    return docker_client.containers.list(all=True, filters={"label": f"swe-rl.lease-id={lease_id}"})
+    return docker_client.containers.list(all=True, filters={"label": f"swe-rl.lease-id={lease_id}"},
+                                         ignore_removed=True)
+
+
+def containers_after_release(docker_client, lease_id: str, wait: float = 20.0) -> list:
+    """The lease's containers once the pool's background destroy had `wait` seconds (it runs right after close)."""
+    deadline = time.monotonic() + wait
+    while (left := leased_containers(docker_client, lease_id)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
 
 
 async def test_cancellation_and_errors_release_the_lease(pool, base_image, docker_client):
@@ -280,13 +289,13 @@ async def test_cancellation_and_errors_release_the_lease(pool, base_image, docke
     with pytest.raises(asyncio.CancelledError):
         await task
     assert pool.status()["totals"]["leases"] == 0
-    assert leased_containers(docker_client, holder["id"]) == []
+    assert containers_after_release(docker_client, holder["id"]) == []
 
     with pytest.raises(ZeroDivisionError):
         async with sandbox(pool, base_image) as sb:
             holder["id"] = sb.sandbox_id
             1 / 0
-    assert pool.status()["totals"]["leases"] == 0 and leased_containers(docker_client, holder["id"]) == []
+    assert pool.status()["totals"]["leases"] == 0 and containers_after_release(docker_client, holder["id"]) == []
 
     sb = sandbox(pool, base_image)  # upstream also drives __aenter__/__aexit__ by hand
     await sb.__aenter__()
