@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from swe_rl.environment import record_baseline
 from swe_rl.integrity import patch_paths
 from swe_rl.tasks import TaskInstance
 
@@ -152,12 +153,13 @@ def script_for(exploit: Exploit, instance: TaskInstance) -> str:
 
 
 async def exploit_patches(client, instance: TaskInstance, exploits: list[Exploit]) -> dict[str, str]:
-    """Play every exploit in one fresh container of the instance (reset between them); name -> patch."""
+    """Play every exploit as an agent would: a fresh container each, its patch baseline recorded first
+    (so build output the image left in the repo is not part of the patch); name -> patch."""
     out: dict[str, str] = {}
-    async with client.lease(instance.image, instance_id=instance.instance_id, workdir=instance.workdir) as lease:
-        for exploit in exploits:
+    for exploit in exploits:
+        async with client.lease(instance.image, instance_id=instance.instance_id, workdir=instance.workdir) as lease:
+            await record_baseline(lease)
             res = await lease.exec("set -e\n" + script_for(exploit, instance), timeout=60)
             assert res.returncode == 0, (exploit.name, res.output)
             out[exploit.name] = await lease.diff()
-            await lease.exec("git reset -q --hard && git clean -fdq", timeout=60)
     return out
