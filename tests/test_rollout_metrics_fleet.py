@@ -133,6 +133,8 @@ async def test_dynamic_history_batch_every_figure_by_hand(play, qwen_tokenizer, 
         "behaviour/sampled_tokens_p50": sorted([sum(a_ids), sum(b_ids), sum(c_ids)])[1],
         "behaviour/sampled_tokens_p90": max(sum(a_ids), sum(b_ids), sum(c_ids)),
         "behaviour/sampled_tokens_max": max(sum(a_ids), sum(b_ids), sum(c_ids)),
+        # the scripted agents touch no test and probe nothing: the integrity fields say so
+        "integrity/tampered_rate": 0.0, "integrity/flagged_rate": 0.0,
     }
     for name, value in want.items():
         assert m.pop(name) == pytest.approx(value), name
@@ -173,6 +175,7 @@ async def test_single_sample_batch_and_eval_hook_by_hand(play, qwen_tokenizer, s
         "behaviour/sampled_tokens_p50": min(sum(f_ids), sum(g_ids)),
         "behaviour/sampled_tokens_p90": max(sum(f_ids), sum(g_ids)),
         "behaviour/sampled_tokens_max": max(sum(f_ids), sum(g_ids)),
+        "integrity/tampered_rate": 0.0, "integrity/flagged_rate": 0.0,
     }
     exits = {x[0].metadata["swe"]["exit_reason"] for x in (f, g)}
     assert exits == {"submitted", g[0].metadata["swe"]["exit_reason"]} and len(exits) == 2

@@ -156,7 +156,9 @@ async def test_whole_trajectory_mode_serves_partial_rollout_and_group_rm(plugin_
         args.partial_rollout = args.group_rm = True
         group = [new_sample(index=0), new_sample(index=1)]
         group[0].session_id, group[1].session_id = "a", "b"
-        results = await asyncio.gather(*(generate(args, s, dict(SAMPLING)) for s in group))
+        # b first: once slime aborts (a's second turn) every running rollout of the process stops
+        done_b = await generate(args, group[1], dict(SAMPLING))
+        results = [await generate(args, group[0], dict(SAMPLING)), done_b]
         assert [type(r) for r in results] == [Sample, Sample]
         assert results[0].status is Sample.Status.ABORTED and results[0].reward is None
         # upstream's abort walk under --partial-rollout reads each group item as a Sample
