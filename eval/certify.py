@@ -231,16 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kept {kept} of {total} rows (certified) in {args.output}")
         return 0
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.local_fleet:
-        sys.path.insert(0, str(ROOT / "server"))
-        from grading_hooks import local_fleet_env
-        from local_fleet import LocalFleet
+    from grading_hooks import run_graders
 
-        with LocalFleet(exec_servers=1, max_containers_per_node=max(4, 2 * args.max_concurrent),
-                        exec_env=local_fleet_env(args.network)) as fleet:
-            summary = asyncio.run(run(args, fleet.client_env()))
-    else:
-        summary = asyncio.run(run(args))
+    summary = run_graders(lambda *env: run(args, *env), local_fleet=args.local_fleet,
+                          max_concurrent=args.max_concurrent, network=args.network)
     print(json.dumps(summary, indent=1))
     print(f"ledger: {args.ledger}")
     return 0

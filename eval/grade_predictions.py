@@ -283,16 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     sigterm_as_interrupt()  # start-up: a SIGTERM still lets the local fleet clean up
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        if args.local_fleet:
-            sys.path.insert(0, str(ROOT / "server"))
-            from grading_hooks import local_fleet_env
-            from local_fleet import LocalFleet
+        from grading_hooks import run_graders
 
-            with LocalFleet(exec_servers=1, max_containers_per_node=max(4, 2 * args.max_concurrent),
-                            exec_env=local_fleet_env(args.grading_network)) as fleet:
-                summary = asyncio.run(grade_all(args, fleet.client_env()))
-        else:
-            summary = asyncio.run(grade_all(args))
+        summary = run_graders(lambda *env: grade_all(args, *env), local_fleet=args.local_fleet,
+                              max_concurrent=args.max_concurrent, network=args.grading_network)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -2,20 +2,23 @@
 
 - `grade_extras`: writes ``eval.log`` and ``report.json`` next to traj.json and returns the
   result-row fields (apply strategy, network, ``flaky_only`` when a ledger is given);
-- `keep_certified`: the instances a ledger certifies (``--certified-only LEDGER``).
+- `keep_certified`: the instances a ledger certifies (``--certified-only LEDGER``);
+- `run_graders`: runs a grading coroutine on the pool in the environment, or on a one-node local fleet.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from swe_rl.certification import Ledger, flaky_only_failure, read_ledger
 from swe_rl.grade_artifacts import write_grade_artifacts
 
-__all__ = ["grade_extras", "keep_certified", "local_fleet_env"]
+__all__ = ["grade_extras", "keep_certified", "local_fleet_env", "run_graders"]
 
 
 def grade_extras(out: Path, result: Any, ledger: Ledger | None = None) -> dict[str, Any]:
@@ -44,3 +47,17 @@ def keep_certified(instances: list[Any], ledger_path: str) -> tuple[list[Any], L
     if len(kept) < len(instances):
         print(f"certified-only: {len(kept)} of {len(instances)} instances certified in {ledger_path}", file=sys.stderr)
     return kept, ledger
+
+
+def run_graders(main: Callable[..., Awaitable[Any]], *, local_fleet: bool, max_concurrent: int,
+                network: str | None) -> Any:
+    """``main(pool_env)`` on a one-node local fleet (``--local-fleet``, named network allowed), else ``main()``
+    against the pool the environment names."""
+    if not local_fleet:
+        return asyncio.run(main())
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+    from local_fleet import LocalFleet
+
+    with LocalFleet(exec_servers=1, max_containers_per_node=max(4, 2 * max_concurrent),
+                    exec_env=local_fleet_env(network)) as fleet:
+        return asyncio.run(main(fleet.client_env()))
