@@ -56,12 +56,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-try:  # next to this file; imported as server.request_checks from the repository
+from swe_rl.fleet.checks import BadRequest, check_create_options, parse_body
+
+try:  # next to this file; imported as server.pool_release from the repository
     from pool_release import DestroyQueue
-    from request_checks import BadRequest, check_create_options, parse_body
 except ImportError:  # pragma: no cover - depends on how the server is started
     from server.pool_release import DestroyQueue
-    from server.request_checks import BadRequest, check_create_options, parse_body
 
 __version__ = "0.1.0"
 log = logging.getLogger("swe_pool_server")
