@@ -21,21 +21,29 @@ def outside_imports(source: str, depth: int = 0) -> list[tuple[int, str]]:
             names = ["swe_rl" if node.level > depth + 1 else "swe_rl.fleet"]
         else:
             continue
-        found += [(node.lineno, name) for name in names
-                  if (name == "swe_rl" or name.startswith("swe_rl."))
-                  and name != "swe_rl.fleet" and not name.startswith("swe_rl.fleet.")]
+        found += [
+            (node.lineno, name)
+            for name in names
+            if (name == "swe_rl" or name.startswith("swe_rl."))
+            and name != "swe_rl.fleet"
+            and not name.startswith("swe_rl.fleet.")
+        ]
     return found
 
 
 def test_the_fleet_imports_nothing_of_swe_rl_outside_it():
     files = sorted(FLEET.rglob("*.py"))
     assert len(files) > 5
-    bad = [f"{path.relative_to(ROOT)}:{line}: {name}" for path in files
-           for line, name in outside_imports(path.read_text(), len(path.relative_to(FLEET).parts) - 1)]
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in files
+        for line, name in outside_imports(path.read_text(), len(path.relative_to(FLEET).parts) - 1)
+    ]
     assert not bad, bad
 
 
 def test_the_check_sees_an_outside_import():
-    source = "from swe_rl.tasks import x\nimport swe_rl.fleet.protocol\nfrom swe_rl import fleet\nfrom .. import y\n"
+    source = ("from swe_rl.tasks import x\nimport swe_rl.fleet.protocol\n"
+              "from swe_rl import fleet\nfrom .. import y\n")
     assert outside_imports(source) == [(1, "swe_rl.tasks"), (3, "swe_rl"), (4, "swe_rl")]
     assert outside_imports("from ..protocol import x\n", depth=1) == []

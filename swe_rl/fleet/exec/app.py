@@ -99,12 +99,22 @@ def create_app(manager: ContainerManager) -> Flask:
         managed = manager.count()
         leased = manager.leased_count()
         # Warm containers are evicted for a lease, so they are not taken from `free`.
-        return jsonify(ok=docker_ok, docker=docker_ok, server_id=cfg.server_id, version=__version__,
-                       backend=cfg.backend, running_containers=managed, managed_containers=managed,
-                       leased_containers=leased, capacity=cfg.max_containers,
-                       free=max(0, cfg.max_containers - leased), max_warm=cfg.max_warm,
-                       warm_dropped=len(manager.warm_pool.dropped()),
-                       **manager.warm_pool.counts(), **resources()), (200 if docker_ok else 503)
+        return jsonify(
+            ok=docker_ok,
+            docker=docker_ok,
+            server_id=cfg.server_id,
+            version=__version__,
+            backend=cfg.backend,
+            running_containers=managed,
+            managed_containers=managed,
+            leased_containers=leased,
+            capacity=cfg.max_containers,
+            free=max(0, cfg.max_containers - leased),
+            max_warm=cfg.max_warm,
+            warm_dropped=len(manager.warm_pool.dropped()),
+            **manager.warm_pool.counts(),
+            **resources(),
+        ), (200 if docker_ok else 503)
 
     @app.get("/images")
     def images() -> Any:
@@ -115,15 +125,30 @@ def create_app(manager: ContainerManager) -> Flask:
     def status() -> Any:
         recs = [r.public() for r in manager.records()]
         warm = manager.warm_pool
-        return jsonify(server_id=cfg.server_id, version=__version__, backend=cfg.backend,
-                       capacity=cfg.max_containers, managed_containers=len(recs), containers=recs,
-                       **warm.counts(), warm_targets=warm.targets(), warm_stats=manager.warm_stats,
-                       warm_dropped=warm.dropped(),
-                       **resources(),
-                       defaults={"memory": cfg.memory, "cpus": cfg.cpus, "pids_limit": cfg.pids_limit,
-                                 "idle_ttl": cfg.idle_ttl, "max_lifetime": cfg.max_lifetime,
-                                 "max_output_bytes": cfg.max_output_bytes, "max_warm": cfg.max_warm,
-                                 "warm_ttl": cfg.warm_ttl, "warm_min_free_memory": cfg.warm_min_free_memory})
+        return jsonify(
+            server_id=cfg.server_id,
+            version=__version__,
+            backend=cfg.backend,
+            capacity=cfg.max_containers,
+            managed_containers=len(recs),
+            containers=recs,
+            **warm.counts(),
+            warm_targets=warm.targets(),
+            warm_stats=manager.warm_stats,
+            warm_dropped=warm.dropped(),
+            **resources(),
+            defaults={
+                "memory": cfg.memory,
+                "cpus": cfg.cpus,
+                "pids_limit": cfg.pids_limit,
+                "idle_ttl": cfg.idle_ttl,
+                "max_lifetime": cfg.max_lifetime,
+                "max_output_bytes": cfg.max_output_bytes,
+                "max_warm": cfg.max_warm,
+                "warm_ttl": cfg.warm_ttl,
+                "warm_min_free_memory": cfg.warm_min_free_memory,
+            },
+        )
 
     ops = manager.ops
     routes: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -147,7 +172,9 @@ def create_app(manager: ContainerManager) -> Flask:
     return app
 
 
-def _json_route(handler: Callable[[dict[str, Any]], dict[str, Any]], body: Callable[[], dict[str, Any]]) -> Any:
+def _json_route(
+    handler: Callable[[dict[str, Any]], dict[str, Any]], body: Callable[[], dict[str, Any]]
+) -> Any:
     def view() -> Any:
         return jsonify(handler(body()))
 
@@ -186,8 +213,14 @@ def serve(cfg: ExecConfig, client: Any = None) -> None:
 
     manager = ContainerManager(cfg, client=client)
     reaped = manager.reap_once()
-    log.info("exec server %s on %s:%d; adopted %d containers, reaped %d", cfg.server_id, cfg.host, cfg.port,
-             len(manager.records()), len(reaped))
+    log.info(
+        "exec server %s on %s:%d; adopted %d containers, reaped %d",
+        cfg.server_id,
+        cfg.host,
+        cfg.port,
+        len(manager.records()),
+        len(reaped),
+    )
     manager.start_background()
     app = create_app(manager)
 
@@ -197,17 +230,26 @@ def serve(cfg: ExecConfig, client: Any = None) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _term)
-    waitress.serve(app, host=cfg.host, port=cfg.port, threads=cfg.threads, channel_timeout=cfg.max_timeout + 60,
-                   connection_limit=max(1000, cfg.threads * 4), ident="swe-exec-server",
-                   clear_untrusted_proxy_headers=True,
-                   asyncore_use_poll=True)  # select() cannot watch descriptors past 1024
+    waitress.serve(
+        app,
+        host=cfg.host,
+        port=cfg.port,
+        threads=cfg.threads,
+        channel_timeout=cfg.max_timeout + 60,
+        connection_limit=max(1000, cfg.threads * 4),
+        ident="swe-exec-server",
+        clear_untrusted_proxy_headers=True,
+        asyncore_use_poll=True,
+    )  # select() cannot watch descriptors past 1024
 
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(argv)
     if cfg.backend != "docker":
-        raise SystemExit(f"error: unknown SWE_EXEC_BACKEND {cfg.backend!r}: this server drives Docker "
-                         f"(the in-memory fake for load tests is `python -m swe_rl.fleet.fakes.exec_server`)")
+        raise SystemExit(
+            f"error: unknown SWE_EXEC_BACKEND {cfg.backend!r}: this server drives Docker "
+            f"(the in-memory fake for load tests is `python -m swe_rl.fleet.fakes.exec_server`)"
+        )
     serve(cfg)
 
 

@@ -66,11 +66,12 @@ class ExecConfig:
     """Named Docker networks a create request may ask for (e.g. an internal no-egress one for tests)."""
     keepalive_command: tuple[str, ...] = ("sleep", "infinity")
     max_warm: int = 8
-    """Warm (started, unclaimed) containers this node holds at most; they also count against max_containers."""
+    """Warm (started, unclaimed) containers this node holds at most; they count against max_containers."""
     warm_min_free_memory: str = "2g"
     """Warm containers are started only while the node's MemAvailable stays above this."""
     warm_ttl: float = 600.0
-    """Default lifetime of a /warm target and of each warm container (a request may ask up to max_lifetime)."""
+    """Default lifetime of a /warm target and of each warm container (a request may ask up to
+    max_lifetime)."""
     warm_parallel: int = 4
     """Warm containers being started at once (keeps the Docker daemon responsive)."""
     warm_burst_window: float = 10.0
@@ -83,21 +84,26 @@ class ExecConfig:
     state_dir: str = "~/.cache/swe-rl/exec-state"
     """Where the state file of claimed warm containers (lease id, owner, deadline) lives."""
     backend: str = "docker"
-    """`docker`; `memory` only under `python -m swe_rl.fleet.fakes.exec_server` (load tests, no containers)."""
+    """`docker`; `memory` only under `python -m swe_rl.fleet.fakes.exec_server` (load tests, no
+    containers)."""
 
     @classmethod
     def from_env(cls) -> "ExecConfig":
         cfg = cls()
         cfg.host = _env("SWE_EXEC_HOST", cfg.host)
         cfg.port = int(_env("SWE_EXEC_PORT", str(cfg.port)))
-        cfg.token = read_token(os.environ.get("SWE_EXEC_TOKEN", ""), os.environ.get("SWE_EXEC_TOKEN_FILE", ""))
+        cfg.token = read_token(
+            os.environ.get("SWE_EXEC_TOKEN", ""), os.environ.get("SWE_EXEC_TOKEN_FILE", "")
+        )
         cfg.server_id = _env("SWE_EXEC_SERVER_ID", cfg.server_id)
         cfg.max_containers = int(_env("SWE_EXEC_MAX_CONTAINERS", str(cfg.max_containers)))
         cfg.memory = _env("SWE_EXEC_MEMORY", cfg.memory)
         cfg.cpus = float(_env("SWE_EXEC_CPUS", str(cfg.cpus)))
         cfg.pids_limit = int(_env("SWE_EXEC_PIDS_LIMIT", str(cfg.pids_limit)))
         cfg.max_output_bytes = int(_env("SWE_EXEC_MAX_OUTPUT_BYTES", str(cfg.max_output_bytes)))
-        cfg.max_eval_output_bytes = int(_env("SWE_EXEC_MAX_EVAL_OUTPUT_BYTES", str(cfg.max_eval_output_bytes)))
+        cfg.max_eval_output_bytes = int(
+            _env("SWE_EXEC_MAX_EVAL_OUTPUT_BYTES", str(cfg.max_eval_output_bytes))
+        )
         cfg.max_file_bytes = int(_env("SWE_EXEC_MAX_FILE_BYTES", str(cfg.max_file_bytes)))
         cfg.max_body_bytes = int(_env("SWE_EXEC_MAX_BODY_BYTES", str(cfg.max_body_bytes)))
         cfg.default_timeout = float(_env("SWE_EXEC_DEFAULT_TIMEOUT", str(cfg.default_timeout)))

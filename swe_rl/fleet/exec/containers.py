@@ -22,8 +22,16 @@ import docker.errors
 from swe_rl.fleet.checks import scrub
 from swe_rl.fleet.exec.config import ExecConfig, parse_bytes
 from swe_rl.fleet.protocol import (
-    LABEL_CREATED, LABEL_DEADLINE, LABEL_IDLE_TTL, LABEL_LEASE, LABEL_MANAGED, LABEL_OWNER, LABEL_SERVER, LABEL_WARM,
-    MANAGED_VALUE, ApiError,
+    LABEL_CREATED,
+    LABEL_DEADLINE,
+    LABEL_IDLE_TTL,
+    LABEL_LEASE,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_SERVER,
+    LABEL_WARM,
+    MANAGED_VALUE,
+    ApiError,
 )
 
 if TYPE_CHECKING:
@@ -33,8 +41,11 @@ log = logging.getLogger("swe_exec_server")
 
 CONTAINER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 # A start the runtime refuses because of what the request asked for (workdir, limits), not a broken node.
-_START_REFUSED = re.compile(r"OCI runtime create failed|error during container init|not a directory|"
-                            r"no such file or directory|invalid argument|permission denied", re.I)
+_START_REFUSED = re.compile(
+    r"OCI runtime create failed|error during container init|not a directory|"
+    r"no such file or directory|invalid argument|permission denied",
+    re.I,
+)
 
 
 @dataclass
@@ -63,8 +74,15 @@ class ContainerRecord:
         return d
 
     def lease_state(self) -> dict[str, Any]:
-        return {"lease_id": self.lease_id, "owner": self.owner, "deadline": self.deadline,
-                "idle_ttl": self.idle_ttl, "created": self.created, "workdir": self.workdir, "image": self.image}
+        return {
+            "lease_id": self.lease_id,
+            "owner": self.owner,
+            "deadline": self.deadline,
+            "idle_ttl": self.idle_ttl,
+            "created": self.created,
+            "workdir": self.workdir,
+            "image": self.image,
+        }
 
 
 @dataclass(frozen=True)
@@ -82,8 +100,15 @@ class CreateSpec:
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.image, parse_bytes(self.memory), self.cpus, self.pids_limit, self.network, self.workdir,
-                self.env)
+        return (
+            self.image,
+            parse_bytes(self.memory),
+            self.cpus,
+            self.pids_limit,
+            self.network,
+            self.workdir,
+            self.env,
+        )
 
 
 class Registry:
@@ -97,11 +122,13 @@ class Registry:
         self.creating: set[str] = set()
         """Names of containers being created: the reaper leaves them alone."""
         self.on_forget_warm: Callable[[str], None] = lambda cid: None
-        """Called (lock held) when a warm container leaves the registry; the warm pool drops it from its lists."""
+        """Called (lock held) when a warm container leaves the registry (the warm pool forgets it)."""
 
     def lookup(self, container_id: Any) -> ContainerRecord:
         if not isinstance(container_id, str) or not CONTAINER_ID_RE.match(container_id):
-            raise ApiError(400, "container_id must be a container id or name (letters, digits, '_', '.', '-')")
+            raise ApiError(
+                400, "container_id must be a container id or name (letters, digits, '_', '.', '-')"
+            )
         with self.lock:
             rec = self.records.get(container_id)
             if rec is None:
@@ -164,9 +191,21 @@ class InUse:
 class Containers:
     """Creates and removes this node's containers through the Docker SDK (no `docker` CLI processes)."""
 
-    def __init__(self, config: ExecConfig, client: Any, registry: Registry, state: "ClaimedState",
-                 stats: dict[str, int]) -> None:
-        self.config, self.client, self.registry, self.state, self.stats = config, client, registry, state, stats
+    def __init__(
+        self,
+        config: ExecConfig,
+        client: Any,
+        registry: Registry,
+        state: "ClaimedState",
+        stats: dict[str, int],
+    ) -> None:
+        self.config, self.client, self.registry, self.state, self.stats = (
+            config,
+            client,
+            registry,
+            state,
+            stats,
+        )
         try:  # Docker's data root, scrubbed from the messages we pass on
             self._docker_root = str(self.client.info().get("DockerRootDir") or "")
         except Exception:  # noqa: BLE001 - a fake backend or an old daemon: the default paths still go
@@ -197,17 +236,30 @@ class Containers:
                     doomed.append(c.id)
                     continue
                 rec = ContainerRecord(
-                    id=c.id, name=c.name, image=str(info.get("image") or image),
-                    lease_id=str(info.get("lease_id", "")), owner=str(info.get("owner", "")),
-                    workdir=str(info.get("workdir") or workdir), created=float(info.get("created", now)),
+                    id=c.id,
+                    name=c.name,
+                    image=str(info.get("image") or image),
+                    lease_id=str(info.get("lease_id", "")),
+                    owner=str(info.get("owner", "")),
+                    workdir=str(info.get("workdir") or workdir),
+                    created=float(info.get("created", now)),
                     deadline=float(info.get("deadline", now)),
-                    idle_ttl=float(info.get("idle_ttl", self.config.idle_ttl)), last_activity=now, from_warm=True)
+                    idle_ttl=float(info.get("idle_ttl", self.config.idle_ttl)),
+                    last_activity=now,
+                    from_warm=True,
+                )
             else:
                 rec = ContainerRecord(
-                    id=c.id, name=c.name, image=image,
-                    lease_id=labels.get(LABEL_LEASE, ""), owner=labels.get(LABEL_OWNER, ""), workdir=workdir,
-                    created=float(labels.get(LABEL_CREATED, now)), deadline=float(labels.get(LABEL_DEADLINE, now)),
-                    idle_ttl=float(labels.get(LABEL_IDLE_TTL, self.config.idle_ttl)), last_activity=now,
+                    id=c.id,
+                    name=c.name,
+                    image=image,
+                    lease_id=labels.get(LABEL_LEASE, ""),
+                    owner=labels.get(LABEL_OWNER, ""),
+                    workdir=workdir,
+                    created=float(labels.get(LABEL_CREATED, now)),
+                    deadline=float(labels.get(LABEL_DEADLINE, now)),
+                    idle_ttl=float(labels.get(LABEL_IDLE_TTL, self.config.idle_ttl)),
+                    last_activity=now,
                 )
             with self.registry.lock:
                 self.registry.records[c.id] = rec
@@ -216,8 +268,15 @@ class Containers:
             self.docker_remove(cid)
         self.state.save()
 
-    def create_cold(self, spec: CreateSpec, lease_id: str, owner: str, ttl: float, idle_ttl: float,
-                    evictable_locked: Callable[[], ContainerRecord | None]) -> ContainerRecord:
+    def create_cold(
+        self,
+        spec: CreateSpec,
+        lease_id: str,
+        owner: str,
+        ttl: float,
+        idle_ttl: float,
+        evictable_locked: Callable[[], ContainerRecord | None],
+    ) -> ContainerRecord:
         """Start a new container for a lease; at the cap, a warm one nobody claimed makes room."""
         cfg, reg = self.config, self.registry
         victim = None
@@ -225,7 +284,9 @@ class Containers:
             if len(reg.records) + reg.reserved >= cfg.max_containers:
                 victim = evictable_locked()
                 if victim is None:
-                    raise ApiError(429, f"node full: {cfg.max_containers} containers", capacity=cfg.max_containers)
+                    raise ApiError(
+                        429, f"node full: {cfg.max_containers} containers", capacity=cfg.max_containers
+                    )
                 reg.forget_locked(victim)
             reg.reserved += 1
             self.stats["cold"] += 1
@@ -235,12 +296,24 @@ class Containers:
                 log.info("evicting warm container %s (%s) to make room", victim.id[:12], victim.image)
                 self.docker_remove(victim.id)
             now = time.time()
-            labels = {LABEL_LEASE: lease_id, LABEL_OWNER: owner, LABEL_DEADLINE: f"{now + ttl:.3f}",
-                      LABEL_IDLE_TTL: f"{idle_ttl:.3f}"}
+            labels = {
+                LABEL_LEASE: lease_id,
+                LABEL_OWNER: owner,
+                LABEL_DEADLINE: f"{now + ttl:.3f}",
+                LABEL_IDLE_TTL: f"{idle_ttl:.3f}",
+            }
             container = self.start_container(spec, labels, now)
             rec = ContainerRecord(
-                id=container.id, name=container.name, image=spec.image, lease_id=lease_id, owner=owner,
-                workdir=spec.workdir, created=now, deadline=now + ttl, idle_ttl=idle_ttl, last_activity=now,
+                id=container.id,
+                name=container.name,
+                image=spec.image,
+                lease_id=lease_id,
+                owner=owner,
+                workdir=spec.workdir,
+                created=now,
+                deadline=now + ttl,
+                idle_ttl=idle_ttl,
+                last_activity=now,
             )
             with reg.lock:
                 reg.records[container.id] = rec
@@ -253,17 +326,31 @@ class Containers:
         """docker create + start with the spec's limits; nothing half-created stays behind."""
         cfg = self.config
         self.ensure_image(spec.image)
-        labels = {LABEL_MANAGED: MANAGED_VALUE, LABEL_SERVER: cfg.server_id, LABEL_CREATED: f"{now:.3f}", **labels}
+        labels = {
+            LABEL_MANAGED: MANAGED_VALUE,
+            LABEL_SERVER: cfg.server_id,
+            LABEL_CREATED: f"{now:.3f}",
+            **labels,
+        }
         name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"swe-{cfg.server_id[:20]}-{secrets.token_hex(6)}")
         with self.registry.lock:
             self.registry.creating.add(name)
         container = None
         try:
             container = self.client.containers.create(
-                spec.image, command=list(cfg.keepalive_command), name=name, labels=labels, detach=True,
-                init=True, working_dir=spec.workdir, environment=dict(spec.env) or None,
-                mem_limit=spec.memory, memswap_limit=spec.memory, nano_cpus=int(spec.cpus * 1e9),
-                pids_limit=spec.pids_limit, network_mode=self._network_mode(spec.network),
+                spec.image,
+                command=list(cfg.keepalive_command),
+                name=name,
+                labels=labels,
+                detach=True,
+                init=True,
+                working_dir=spec.workdir,
+                environment=dict(spec.env) or None,
+                mem_limit=spec.memory,
+                memswap_limit=spec.memory,
+                nano_cpus=int(spec.cpus * 1e9),
+                pids_limit=spec.pids_limit,
+                network_mode=self._network_mode(spec.network),
                 security_opt=["no-new-privileges"],
             )
             container.start()
@@ -296,9 +383,13 @@ class Containers:
         try:
             self.client.networks.get(network)
         except docker.errors.NotFound:
-            raise ApiError(404, f"network {network!r} not found on this node (SWE_EXEC_NETWORKS names it; "
-                                f"create it with `docker network create --internal {network}`)",
-                           network=network, network_missing=True) from None
+            raise ApiError(
+                404,
+                f"network {network!r} not found on this node (SWE_EXEC_NETWORKS names it; "
+                f"create it with `docker network create --internal {network}`)",
+                network=network,
+                network_missing=True,
+            ) from None
         return network
 
     def _remove_half_created(self, container: Any) -> None:

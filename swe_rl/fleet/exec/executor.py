@@ -217,8 +217,16 @@ class DockerExecutor:
             stderr_truncated=err is not out and err.truncated,
         )
 
-    def _pump(self, raw: socket.socket, out: HeadTailBuffer, err: HeadTailBuffer,
-              deadline: float, container_id: str, tag: str, exec_id: str) -> bool:
+    def _pump(
+        self,
+        raw: socket.socket,
+        out: HeadTailBuffer,
+        err: HeadTailBuffer,
+        deadline: float,
+        container_id: str,
+        tag: str,
+        exec_id: str,
+    ) -> bool:
         """Read multiplexed frames until EOF; on deadline kill the group and drain briefly."""
         buf = bytearray()
         timed_out = False
@@ -229,7 +237,9 @@ class DockerExecutor:
             if not timed_out and now >= deadline:
                 timed_out = True
                 # Kill from another thread: the daemon may block until this stream is drained.
-                threading.Thread(target=self.kill_group, args=(container_id, tag, exec_id), daemon=True).start()
+                threading.Thread(
+                    target=self.kill_group, args=(container_id, tag, exec_id), daemon=True
+                ).start()
                 hard_stop = time.monotonic() + 5.0  # let the stream close after the kill
             if hard_stop is not None and now >= hard_stop:
                 break  # something outside the group holds the stream open: abandon it
@@ -281,8 +291,12 @@ class DockerExecutor:
         self._running[kill_tag] = (container_id, time.monotonic())
         keep = " ".join(t for t, (cid, _) in list(self._running.items()) if cid == container_id and t != tag)
         try:
-            kill_id = self.api.exec_create(container_id, ["/bin/sh", "-c", _KILLER, tag, cutoff, str(age), keep],
-                                           environment={MARKER_VAR: kill_tag}, user="0")["Id"]  # whoever ran it
+            kill_id = self.api.exec_create(
+                container_id,
+                ["/bin/sh", "-c", _KILLER, tag, cutoff, str(age), keep],
+                environment={MARKER_VAR: kill_tag},
+                user="0",
+            )["Id"]  # whoever ran it
             self.api.exec_start(kill_id)
         except docker.errors.APIError as exc:  # container died meanwhile: nothing left to kill
             log.warning("kill of timed-out command in %s failed: %s", container_id[:12], exc)

@@ -29,8 +29,16 @@ class ContainerManager:
         self.client = client or docker.from_env(max_pool_size=max(16, config.threads), timeout=600)
         make_executor = getattr(self.client, "make_executor", None)  # the in-memory backend brings its own
         self.executor = make_executor() if make_executor else DockerExecutor(self.client)
-        self.warm_stats = {"claimed": 0, "promised": 0, "cold": 0, "started": 0, "evicted": 0, "expired": 0,
-                           "failed": 0, "dropped": 0}
+        self.warm_stats = {
+            "claimed": 0,
+            "promised": 0,
+            "cold": 0,
+            "started": 0,
+            "evicted": 0,
+            "expired": 0,
+            "failed": 0,
+            "dropped": 0,
+        }
         self.registry = Registry()
         self.state = ClaimedState(config, self.registry)
         self.containers = Containers(config, self.client, self.registry, self.state, self.warm_stats)
@@ -49,11 +57,19 @@ class ContainerManager:
         rec = self.warm_pool.claim(spec, req.lease_id, req.owner, req.ttl, req.idle_ttl)
         warm = rec is not None
         if rec is None:
-            rec = self.containers.create_cold(spec, req.lease_id, req.owner, req.ttl, req.idle_ttl,
-                                              self.warm_pool.evictable_locked)
+            rec = self.containers.create_cold(
+                spec, req.lease_id, req.owner, req.ttl, req.idle_ttl, self.warm_pool.evictable_locked
+            )
             self.warm_pool.started_cold(spec)
-        return {"container_id": rec.id, "name": rec.name, "image": rec.image, "workdir": rec.workdir,
-                "deadline": rec.deadline, "network": spec.network, "warm": warm}
+        return {
+            "container_id": rec.id,
+            "name": rec.name,
+            "image": rec.image,
+            "workdir": rec.workdir,
+            "deadline": rec.deadline,
+            "network": spec.network,
+            "warm": warm,
+        }
 
     def warm(self, req: WarmRequest) -> dict[str, Any]:
         assert req.ttl is not None
@@ -95,5 +111,12 @@ class ContainerManager:
 def _spec(req: CreateRequest) -> CreateSpec:
     assert req.memory is not None and req.cpus is not None and req.pids_limit is not None
     assert req.network is not None and req.workdir is not None
-    return CreateSpec(req.image, req.memory, req.cpus, req.pids_limit, req.network, req.workdir,
-                      tuple(sorted(req.env.items())))
+    return CreateSpec(
+        req.image,
+        req.memory,
+        req.cpus,
+        req.pids_limit,
+        req.network,
+        req.workdir,
+        tuple(sorted(req.env.items())),
+    )

@@ -24,7 +24,12 @@ from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, Registry
 from swe_rl.fleet.exec.executor import ExecResult, decode_text
 from swe_rl.fleet.protocol import (
-    ApiError, DiffRequest, EvaluateRequest, ExecRequest, ReadFileRequest, WriteFileRequest,
+    ApiError,
+    DiffRequest,
+    EvaluateRequest,
+    ExecRequest,
+    ReadFileRequest,
+    WriteFileRequest,
 )
 
 SCRATCH = "/tmp/.swe-rl"  # server-side files inside the container (never under the workdir)
@@ -37,7 +42,10 @@ _PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a director
 APPLY_STRATEGIES = [
     ("git apply", "git apply --verbose {p}"),
     ("git apply --ignore-whitespace", "git apply --verbose --ignore-space-change --ignore-whitespace {p}"),
-    ("patch --fuzz=5", "patch --batch --fuzz=5 -p1 --dry-run -i {p} >/dev/null && patch --batch --fuzz=5 -p1 -i {p}"),
+    (
+        "patch --fuzz=5",
+        "patch --batch --fuzz=5 -p1 --dry-run -i {p} >/dev/null && patch --batch --fuzz=5 -p1 -i {p}",
+    ),
 ]
 
 
@@ -50,23 +58,46 @@ class Operations:
         with self.registry.use(req.container_id) as rec:
             workdir = req.workdir or rec.workdir
             user = req.user
-            res = self._run(rec, req.command, timeout=req.timeout, workdir=workdir, env=req.env,
-                            max_output=req.max_output_bytes, merge_stderr=not req.separate_stderr, user=user)
-            if (user and res.returncode == 126 and (not res.output or b"unable to find user" in res.output)
-                    and not self._user_exists(rec, user)):  # Docker's exec says 126, with or without a message
+            res = self._run(
+                rec,
+                req.command,
+                timeout=req.timeout,
+                workdir=workdir,
+                env=req.env,
+                max_output=req.max_output_bytes,
+                merge_stderr=not req.separate_stderr,
+                user=user,
+            )
+            if (
+                user
+                and res.returncode == 126
+                and (not res.output or b"unable to find user" in res.output)
+                and not self._user_exists(rec, user)
+            ):  # Docker's exec says 126, with or without a message
                 raise ApiError(422, f"no user {user!r} in the container")
         result = {
-            "returncode": res.returncode, "output": decode_text(res.output), "timed_out": res.timed_out,
-            "truncated": res.truncated, "output_bytes": res.output_bytes, "duration": round(res.duration, 4),
+            "returncode": res.returncode,
+            "output": decode_text(res.output),
+            "timed_out": res.timed_out,
+            "truncated": res.truncated,
+            "output_bytes": res.output_bytes,
+            "duration": round(res.duration, 4),
         }
         if req.separate_stderr:  # "output" is then stdout alone
-            result.update(stderr=decode_text(res.stderr), stderr_truncated=getattr(res, "stderr_truncated", False))
+            result.update(
+                stderr=decode_text(res.stderr), stderr_truncated=getattr(res, "stderr_truncated", False)
+            )
         return result
 
     def _user_exists(self, rec: ContainerRecord, user: str) -> bool:
         name = user.split(":")[0]
-        return name.isdigit() or self._run(rec, f"id -u -- {_sh_quote(name)}", timeout=30.0, workdir="/", env=None,
-                                           max_output=4096).returncode == 0
+        return (
+            name.isdigit()
+            or self._run(
+                rec, f"id -u -- {_sh_quote(name)}", timeout=30.0, workdir="/", env=None, max_output=4096
+            ).returncode
+            == 0
+        )
 
     def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> ExecResult:
         try:
@@ -76,7 +107,9 @@ class Operations:
                 self.registry.forget_locked(rec)
             if rec.from_warm:
                 self.containers.state.save()
-            raise ApiError(410, f"container {rec.id[:12]} no longer exists (it died or was removed)") from None
+            raise ApiError(
+                410, f"container {rec.id[:12]} no longer exists (it died or was removed)"
+            ) from None
         except docker.errors.APIError as exc:
             if exc.status_code == 409:
                 raise ApiError(409, f"container {rec.id[:12]} is not running (it died)") from None
@@ -93,21 +126,40 @@ class Operations:
                 return self._record_baseline(rec, workdir)
             res = None
             if base == "HEAD":
-                res = self._run(rec, patch_baseline.DIFF_SCRIPT, timeout=300.0, workdir=workdir, env=None,
-                                max_output=max_bytes, merge_stderr=False)
+                res = self._run(
+                    rec,
+                    patch_baseline.DIFF_SCRIPT,
+                    timeout=300.0,
+                    workdir=workdir,
+                    env=None,
+                    max_output=max_bytes,
+                    merge_stderr=False,
+                )
                 if res.returncode == patch_baseline.NO_BASELINE_EXIT:
                     if rec.baseline:
-                        raise ApiError(422, f"the baseline recorded in {workdir} is gone: "
-                                            f"{decode_text(res.stderr).strip()[:2000]}")
+                        raise ApiError(
+                            422,
+                            f"the baseline recorded in {workdir} is gone: "
+                            f"{decode_text(res.stderr).strip()[:2000]}",
+                        )
                     res = None
             if res is None:  # no baseline: everything untracked counts
                 git_diff = "git -c core.quotepath=off diff --cached --binary"
                 cmd = f"git add -A >/dev/null && {git_diff} {base}"
                 if base == "HEAD":  # a repository without commits yet diffs against the empty tree
-                    cmd = (f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
-                           f"then {git_diff} HEAD; else {git_diff}; fi")
-                res = self._run(rec, cmd, timeout=300.0, workdir=workdir, env=None, max_output=max_bytes,
-                                merge_stderr=False)
+                    cmd = (
+                        f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
+                        f"then {git_diff} HEAD; else {git_diff}; fi"
+                    )
+                res = self._run(
+                    rec,
+                    cmd,
+                    timeout=300.0,
+                    workdir=workdir,
+                    env=None,
+                    max_output=max_bytes,
+                    merge_stderr=False,
+                )
         if res.returncode != 0:
             raise ApiError(422, f"git diff failed in {workdir}: {decode_text(res.stderr).strip()[:2000]}")
         if res.truncated:
@@ -115,10 +167,19 @@ class Operations:
         return _encode_bytes("patch", res.output)
 
     def _record_baseline(self, rec: ContainerRecord, workdir: str) -> dict[str, Any]:
-        res = self._run(rec, patch_baseline.BASELINE_SCRIPT, timeout=600.0, workdir=workdir, env=None,
-                        max_output=64 << 10, merge_stderr=False)
+        res = self._run(
+            rec,
+            patch_baseline.BASELINE_SCRIPT,
+            timeout=600.0,
+            workdir=workdir,
+            env=None,
+            max_output=64 << 10,
+            merge_stderr=False,
+        )
         if res.returncode != 0:
-            raise ApiError(422, f"cannot record a baseline in {workdir}: {decode_text(res.stderr).strip()[:2000]}")
+            raise ApiError(
+                422, f"cannot record a baseline in {workdir}: {decode_text(res.stderr).strip()[:2000]}"
+            )
         rec.baseline = True
         return {"patch": "", "baseline": decode_text(res.output).strip()}
 
@@ -143,10 +204,18 @@ class Operations:
             if not ok:
                 if not req.create_dirs:
                     raise ApiError(404, f"directory {parent!r} does not exist")
-                res = self._run(rec, f"mkdir -p -- {_sh_quote(parent)}", timeout=60.0, workdir="/", env=None,
-                                max_output=4096)
+                res = self._run(
+                    rec,
+                    f"mkdir -p -- {_sh_quote(parent)}",
+                    timeout=60.0,
+                    workdir="/",
+                    env=None,
+                    max_output=4096,
+                )
                 if res.returncode != 0:
-                    raise ApiError(422, f"cannot create directory {parent!r}: {decode_text(res.output).strip()}")
+                    raise ApiError(
+                        422, f"cannot create directory {parent!r}: {decode_text(res.output).strip()}"
+                    )
                 try:
                     self.client.api.put_archive(rec.id, parent, tar_bytes.getvalue())
                 except docker.errors.APIError as exc:
@@ -154,7 +223,7 @@ class Operations:
         return {"ok": True, "path": path, "bytes": len(data)}
 
     def _is_directory(self, rec: ContainerRecord, path: str) -> bool:
-        """Whether ``path`` is a directory, from the stat header of a HEAD on the archive endpoint (no body)."""
+        """Whether ``path`` is a directory, from the stat header of a HEAD on the archive endpoint."""
         api = self.client.api
         resp = api.head(api._url("/containers/{0}/archive", rec.id), params={"path": path})
         header = resp.headers.get("X-Docker-Container-Path-Stat") if resp.status_code == 200 else None
@@ -175,16 +244,25 @@ class Operations:
             except docker.errors.NotFound:
                 raise ApiError(404, f"no such file: {path}", path=path) from None
             except docker.errors.APIError as exc:
-                if exc.status_code is not None and exc.status_code >= 500 and not _PATH_REFUSED.search(str(exc)):
+                if (
+                    exc.status_code is not None
+                    and exc.status_code >= 500
+                    and not _PATH_REFUSED.search(str(exc))
+                ):
                     raise
                 # a symlink loop, a path through a file: the path's fault, said without host paths
-                raise ApiError(422, f"cannot read {path}: {self.containers.scrub(str(exc.explanation or exc))}",
-                               path=path) from None
+                raise ApiError(
+                    422,
+                    f"cannot read {path}: {self.containers.scrub(str(exc.explanation or exc))}",
+                    path=path,
+                ) from None
             mode = int(stat.get("mode", 0))
             if mode & (1 << 31):  # Go's os.ModeDir
                 raise ApiError(400, f"{path} is a directory", path=path)
             if stat.get("size", 0) > limit:
-                raise ApiError(413, f"{path} has {stat['size']} bytes, more than the limit {limit}", path=path)
+                raise ApiError(
+                    413, f"{path} has {stat['size']} bytes, more than the limit {limit}", path=path
+                )
             raw = b"".join(stream)
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r") as tar:
             member = next((m for m in tar.getmembers()), None)
@@ -213,24 +291,48 @@ class Operations:
                 apply_status = "failed"
                 logs = []
                 for strategy_name, cmd in APPLY_STRATEGIES:
-                    res = self._run(rec, cmd.format(p=f"{SCRATCH}/patch.diff"), timeout=300.0, workdir=workdir,
-                                    env=None, max_output=64 << 10)
+                    res = self._run(
+                        rec,
+                        cmd.format(p=f"{SCRATCH}/patch.diff"),
+                        timeout=300.0,
+                        workdir=workdir,
+                        env=None,
+                        max_output=64 << 10,
+                    )
                     logs.append(f">>> {strategy_name}\n{decode_text(res.output)}")
                     if res.returncode == 0:
                         apply_status, strategy = "applied", strategy_name
                         break
                 apply_log = "\n".join(logs)
-            result: dict[str, Any] = {"apply_status": apply_status, "apply_strategy": strategy,
-                                      "apply_output": apply_log}
+            result: dict[str, Any] = {
+                "apply_status": apply_status,
+                "apply_strategy": strategy,
+                "apply_output": apply_log,
+            }
             if apply_status == "failed":
                 result.update({"returncode": None, "test_log": "", "timed_out": False, "truncated": False})
             else:
-                self.write_file(WriteFileRequest(rec.id, f"{SCRATCH}/eval.sh", req.eval_script.encode("utf-8"),
-                                                 mode=0o755))
-                res = self._run(rec, f"bash {SCRATCH}/eval.sh", timeout=req.timeout, workdir=workdir, env=None,
-                                max_output=req.max_output_bytes)
-                result.update({"returncode": res.returncode, "test_log": decode_text(res.output),
-                               "timed_out": res.timed_out, "truncated": res.truncated})
+                self.write_file(
+                    WriteFileRequest(
+                        rec.id, f"{SCRATCH}/eval.sh", req.eval_script.encode("utf-8"), mode=0o755
+                    )
+                )
+                res = self._run(
+                    rec,
+                    f"bash {SCRATCH}/eval.sh",
+                    timeout=req.timeout,
+                    workdir=workdir,
+                    env=None,
+                    max_output=req.max_output_bytes,
+                )
+                result.update(
+                    {
+                        "returncode": res.returncode,
+                        "test_log": decode_text(res.output),
+                        "timed_out": res.timed_out,
+                        "truncated": res.truncated,
+                    }
+                )
         result["duration"] = round(time.monotonic() - start, 4)
         return result
 

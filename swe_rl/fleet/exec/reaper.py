@@ -21,8 +21,9 @@ log = logging.getLogger("swe_exec_server")
 
 
 class Reaper:
-    def __init__(self, config: ExecConfig, registry: Registry, containers: Containers,
-                 stats: dict[str, int]) -> None:
+    def __init__(
+        self, config: ExecConfig, registry: Registry, containers: Containers, stats: dict[str, int]
+    ) -> None:
         self.config, self.registry, self.containers, self.stats = config, registry, containers, stats
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -32,8 +33,12 @@ class Reaper:
         now = time.time()
         reg = self.registry
         try:
-            live = {c.id: c for c in self.containers.client.containers.list(
-                all=True, filters=self.containers.label_filter(), ignore_removed=True)}
+            live = {
+                c.id: c
+                for c in self.containers.client.containers.list(
+                    all=True, filters=self.containers.label_filter(), ignore_removed=True
+                )
+            }
         except docker.errors.APIError as exc:
             log.warning("reaper could not list containers: %s", exc)
             return []
@@ -47,7 +52,10 @@ class Reaper:
                     reg.forget_locked(rec)
             for cid, c in live.items():
                 labels = c.labels or {}
-                if labels.get(LABEL_MANAGED) != MANAGED_VALUE or labels.get(LABEL_SERVER) != self.config.server_id:
+                if (
+                    labels.get(LABEL_MANAGED) != MANAGED_VALUE
+                    or labels.get(LABEL_SERVER) != self.config.server_id
+                ):
                     continue  # belt and braces: never touch what we do not manage
                 if c.name in reg.creating:
                     continue
@@ -60,8 +68,17 @@ class Reaper:
                     if rec.in_flight > 0 and not expired:
                         continue
                     idle = now - rec.last_activity > rec.idle_ttl
-                    reason = ("warm expired" if expired and rec.warm else "deadline" if expired
-                              else "idle" if idle else "dead" if dead else "")
+                    reason = (
+                        "warm expired"
+                        if expired and rec.warm
+                        else "deadline"
+                        if expired
+                        else "idle"
+                        if idle
+                        else "dead"
+                        if dead
+                        else ""
+                    )
                     if not reason:
                         continue
                     if rec.warm:

@@ -17,7 +17,13 @@ from typing import Any
 from swe_rl.fleet.exec.config import MEMORY_RE, ExecConfig, node_memory, parse_bytes
 from swe_rl.fleet.exec.containers import CONTAINER_ID_RE
 from swe_rl.fleet.protocol import (
-    ApiError, CreateRequest, DiffRequest, EvaluateRequest, ExecRequest, ReadFileRequest, WarmRequest,
+    ApiError,
+    CreateRequest,
+    DiffRequest,
+    EvaluateRequest,
+    ExecRequest,
+    ReadFileRequest,
+    WarmRequest,
     WriteFileRequest,
 )
 
@@ -34,9 +40,13 @@ _BASE_RE = re.compile(r"^[A-Za-z0-9_./^~-]{1,200}$")
 def create_request(body: dict[str, Any], cfg: ExecConfig) -> CreateRequest:
     """A create body with this node's defaults filled in."""
     fields = _create_fields(body, cfg)
-    return CreateRequest(**fields, lease_id=_opt_label(body, "lease_id"), owner=_opt_label(body, "owner"),
-                         ttl=_opt_number(body, "ttl", cfg.max_lifetime, lo=1, hi=cfg.max_lifetime),
-                         idle_ttl=_opt_number(body, "idle_ttl", cfg.idle_ttl, lo=1, hi=cfg.max_lifetime))
+    return CreateRequest(
+        **fields,
+        lease_id=_opt_label(body, "lease_id"),
+        owner=_opt_label(body, "owner"),
+        ttl=_opt_number(body, "ttl", cfg.max_lifetime, lo=1, hi=cfg.max_lifetime),
+        idle_ttl=_opt_number(body, "idle_ttl", cfg.idle_ttl, lo=1, hi=cfg.max_lifetime),
+    )
 
 
 def warm_request(body: dict[str, Any], cfg: ExecConfig) -> WarmRequest:
@@ -59,15 +69,24 @@ def _create_fields(body: dict[str, Any], cfg: ExecConfig) -> dict[str, Any]:
     cpus = _opt_number(body, "cpus", cfg.cpus, lo=0.01, hi=float(os.cpu_count() or 1))
     pids = int(_opt_number(body, "pids_limit", cfg.pids_limit, lo=16, hi=1 << 20, integer=True))
     env = _opt_env(body)
-    return {"image": image, "memory": str(memory), "cpus": cpus, "pids_limit": pids, "network": network,
-            "workdir": workdir, "env": env}
+    return {
+        "image": image,
+        "memory": str(memory),
+        "cpus": cpus,
+        "pids_limit": pids,
+        "network": network,
+        "workdir": workdir,
+        "env": env,
+    }
 
 
 def exec_request(body: dict[str, Any], cfg: ExecConfig) -> ExecRequest:
     command = _require_str(body, "command")
     timeout = _opt_number(body, "timeout", cfg.default_timeout, lo=0.1, hi=cfg.max_timeout)
     env = _opt_env(body)
-    max_out = int(_opt_number(body, "max_output_bytes", cfg.max_output_bytes, lo=64, hi=cfg.max_eval_output_bytes))
+    max_out = int(
+        _opt_number(body, "max_output_bytes", cfg.max_output_bytes, lo=64, hi=cfg.max_eval_output_bytes)
+    )
     user = _opt_user(body)
     separate = _opt_bool(body, "separate_stderr", False)  # default: one interleaved "output"
     cid = _container_id(body)
@@ -103,8 +122,11 @@ def evaluate_request(body: dict[str, Any], cfg: ExecConfig) -> EvaluateRequest:
         raise ApiError(400, "patch must be a string")
     eval_script = _require_str(body, "eval_script")
     timeout = _opt_number(body, "timeout", 1800.0, lo=1, hi=cfg.max_timeout)
-    max_out = int(_opt_number(body, "max_output_bytes", cfg.max_eval_output_bytes, lo=1024,
-                              hi=cfg.max_eval_output_bytes))
+    max_out = int(
+        _opt_number(
+            body, "max_output_bytes", cfg.max_eval_output_bytes, lo=1024, hi=cfg.max_eval_output_bytes
+        )
+    )
     cid = _container_id(body)
     return EvaluateRequest(cid, eval_script, patch, timeout, _opt_path(body, "workdir"), max_out)
 
@@ -166,8 +188,12 @@ def _opt_network(body: dict[str, Any], cfg: ExecConfig) -> bool | str:
     if not isinstance(value, str) or not NETWORK_NAME_RE.match(value) or value == "host":
         raise ApiError(400, "network must be true/false, 'none', 'default' or a Docker network name")
     if value not in cfg.networks:
-        raise ApiError(403, f"network {value!r} is not allowed on this node (allowed: "
-                            f"{', '.join(cfg.networks) or 'none'}; set SWE_EXEC_NETWORKS)", network=value)
+        raise ApiError(
+            403,
+            f"network {value!r} is not allowed on this node (allowed: "
+            f"{', '.join(cfg.networks) or 'none'}; set SWE_EXEC_NETWORKS)",
+            network=value,
+        )
     return value
 
 
@@ -187,8 +213,9 @@ def _opt_bool(body: dict[str, Any], key: str, default: bool) -> bool:
     return value
 
 
-def _opt_number(body: dict[str, Any], key: str, default: float, *, lo: float, hi: float,
-                integer: bool = False) -> float:
+def _opt_number(
+    body: dict[str, Any], key: str, default: float, *, lo: float, hi: float, integer: bool = False
+) -> float:
     value = body.get(key)
     if value is None:
         return default
@@ -234,7 +261,9 @@ def _opt_user(body: dict[str, Any]) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str) or not USER_RE.match(value):
-        raise ApiError(400, "user must be a user name or uid[:gid] (letters, digits and _.-, at most 32 each)")
+        raise ApiError(
+            400, "user must be a user name or uid[:gid] (letters, digits and _.-, at most 32 each)"
+        )
     return value
 
 
@@ -243,7 +272,8 @@ def _opt_env(body: dict[str, Any]) -> dict[str, str]:
     if env is None:
         return {}
     if not isinstance(env, dict) or not all(
-        isinstance(k, str) and ENV_NAME_RE.match(k) and isinstance(v, str) and "\x00" not in v for k, v in env.items()
+        isinstance(k, str) and ENV_NAME_RE.match(k) and isinstance(v, str) and "\x00" not in v
+        for k, v in env.items()
     ):
         raise ApiError(400, "env must map variable names to strings")
     return env

@@ -22,7 +22,14 @@ from typing import Any
 
 from swe_rl.fleet.exec.config import ExecConfig, node_memory, parse_bytes
 from swe_rl.fleet.exec.containers import Containers, ContainerRecord, CreateSpec, Registry
-from swe_rl.fleet.protocol import LABEL_DEADLINE, LABEL_IDLE_TTL, LABEL_LEASE, LABEL_OWNER, LABEL_WARM, ApiError
+from swe_rl.fleet.protocol import (
+    LABEL_DEADLINE,
+    LABEL_IDLE_TTL,
+    LABEL_LEASE,
+    LABEL_OWNER,
+    LABEL_WARM,
+    ApiError,
+)
 
 log = logging.getLogger("swe_exec_server")
 
@@ -77,7 +84,7 @@ class ClaimedState:
         return containers if isinstance(containers, dict) else {}
 
     def save(self) -> None:
-        """Atomically replace the state file with the claimed warm containers (removed when there are none)."""
+        """Atomically replace the state file with the claimed warm containers (removed when none)."""
         path = self.path()
         with self._lock:
             with self.registry.lock:
@@ -99,10 +106,21 @@ class ClaimedState:
 class WarmPool:
     """Warm targets, the ready and starting containers per spec, and the refiller thread."""
 
-    def __init__(self, config: ExecConfig, registry: Registry, containers: Containers, state: ClaimedState,
-                 stats: dict[str, int]) -> None:
+    def __init__(
+        self,
+        config: ExecConfig,
+        registry: Registry,
+        containers: Containers,
+        state: ClaimedState,
+        stats: dict[str, int],
+    ) -> None:
         self.config, self.registry, self.containers, self.state, self.stats = (
-            config, registry, containers, state, stats)
+            config,
+            registry,
+            containers,
+            state,
+            stats,
+        )
         self.stopping = False
         self._stop = threading.Event()
         self._targets: dict[tuple[Any, ...], WarmTarget] = {}
@@ -115,7 +133,7 @@ class WarmPool:
         self._claims: dict[tuple[Any, ...], list[float]] = {}
         """Times of recent creates per key (claimed or not): the demand the refill keeps up with."""
         self._dropped: dict[tuple[Any, ...], dict[str, Any]] = {}
-        """Warm specs dropped after failed starts: a /warm for them is declined until a cold create succeeds."""
+        """Warm specs dropped after failed starts: /warm for them is declined until a cold create succeeds."""
         self.min_free_memory = parse_bytes(config.warm_min_free_memory)
         registry.on_forget_warm = self._forget_locked
 
@@ -147,10 +165,27 @@ class WarmPool:
             starting = len(self._starting.get(spec.key, []))
         self._wake.set()
         if dropped is not None:
-            return {"ok": True, "image": spec.image, "count": count, "accepted": 0, "ttl": ttl, "ready": ready,
-                    "starting": starting, "max_warm": cfg.max_warm, "dropped": dropped["reason"]}
-        return {"ok": True, "image": spec.image, "count": count, "accepted": min(count, cfg.max_warm), "ttl": ttl,
-                "ready": ready, "starting": starting, "max_warm": cfg.max_warm}
+            return {
+                "ok": True,
+                "image": spec.image,
+                "count": count,
+                "accepted": 0,
+                "ttl": ttl,
+                "ready": ready,
+                "starting": starting,
+                "max_warm": cfg.max_warm,
+                "dropped": dropped["reason"],
+            }
+        return {
+            "ok": True,
+            "image": spec.image,
+            "count": count,
+            "accepted": min(count, cfg.max_warm),
+            "ttl": ttl,
+            "ready": ready,
+            "starting": starting,
+            "max_warm": cfg.max_warm,
+        }
 
     def started_cold(self, spec: CreateSpec) -> None:
         """A cold create of this spec succeeded: warming it may be asked again."""
@@ -158,9 +193,10 @@ class WarmPool:
             with self.registry.lock:
                 self._dropped.pop(spec.key, None)
 
-    def claim(self, spec: CreateSpec, lease_id: str, owner: str, ttl: float,
-              idle_ttl: float) -> ContainerRecord | None:
-        """Take a ready warm container of this exact spec, or one being started (never slower than a cold start)."""
+    def claim(
+        self, spec: CreateSpec, lease_id: str, owner: str, ttl: float, idle_ttl: float
+    ) -> ContainerRecord | None:
+        """Take a ready warm container of this exact spec, or one being started (never slower than cold)."""
         key = spec.key
         now = time.time()
         rec: ContainerRecord | None = None
@@ -218,11 +254,22 @@ class WarmPool:
     def targets(self) -> list[dict[str, Any]]:
         now = time.time()
         with self.registry.lock:
-            return [{"image": t.spec.image, "memory": t.spec.memory, "cpus": t.spec.cpus,
-                     "pids_limit": t.spec.pids_limit, "network": t.spec.network, "workdir": t.spec.workdir,
-                     "count": t.count, "ready": len(self._ready.get(k, [])),
-                     "starting": len(self._starting.get(k, [])), "expires_in": round(t.expires - now, 3),
-                     "last_error": t.last_error} for k, t in self._targets.items()]
+            return [
+                {
+                    "image": t.spec.image,
+                    "memory": t.spec.memory,
+                    "cpus": t.spec.cpus,
+                    "pids_limit": t.spec.pids_limit,
+                    "network": t.spec.network,
+                    "workdir": t.spec.workdir,
+                    "count": t.count,
+                    "ready": len(self._ready.get(k, [])),
+                    "starting": len(self._starting.get(k, [])),
+                    "expires_in": round(t.expires - now, 3),
+                    "last_error": t.last_error,
+                }
+                for k, t in self._targets.items()
+            ]
 
     def memory_ok(self) -> bool:
         total, available = node_memory()
@@ -239,7 +286,9 @@ class WarmPool:
         with reg.lock:
             for key in [k for k, t in self._targets.items() if t.expires <= now]:
                 del self._targets[key]
-            for key in [k for k, c in self._claims.items() if k not in self._targets and (not c or c[-1] < now - 60)]:
+            for key in [
+                k for k, c in self._claims.items() if k not in self._targets and (not c or c[-1] < now - 60)
+            ]:
                 del self._claims[key]
             if self.stopping:
                 return 0
@@ -248,10 +297,15 @@ class WarmPool:
             for key, target in self._targets.items():
                 if target.retry_at > now:
                     continue
-                have = len(self._ready.get(key, [])) + sum(1 for s in self._starting.get(key, []) if not s.promised)
+                have = len(self._ready.get(key, [])) + sum(
+                    1 for s in self._starting.get(key, []) if not s.promised
+                )
                 for _ in range(self._wanted_locked(key, target, now) - have):
-                    if (in_flight >= cfg.warm_parallel or warm_total >= cfg.max_warm
-                            or len(reg.records) + reg.reserved >= cfg.max_containers):
+                    if (
+                        in_flight >= cfg.warm_parallel
+                        or warm_total >= cfg.max_warm
+                        or len(reg.records) + reg.reserved >= cfg.max_containers
+                    ):
                         break
                     if memory_ok is None:
                         memory_ok = self.memory_ok()
@@ -293,8 +347,13 @@ class WarmPool:
         error = ""
         refused = False
         try:
-            labels = {LABEL_WARM: "1", LABEL_LEASE: "", LABEL_OWNER: "", LABEL_DEADLINE: f"{start.deadline:.3f}",
-                      LABEL_IDLE_TTL: f"{start.ttl:.3f}"}
+            labels = {
+                LABEL_WARM: "1",
+                LABEL_LEASE: "",
+                LABEL_OWNER: "",
+                LABEL_DEADLINE: f"{start.deadline:.3f}",
+                LABEL_IDLE_TTL: f"{start.ttl:.3f}",
+            }
             container = self.containers.start_container(spec, labels, now)
         except ApiError as exc:
             error, refused = exc.message, exc.status == 400  # the spec itself: it will never start
@@ -322,17 +381,27 @@ class WarmPool:
                     target.failures = 0
                 self.stats["started"] += 1
                 rec = ContainerRecord(
-                    id=container.id, name=container.name, image=spec.image, lease_id="", owner="",
-                    workdir=spec.workdir, created=now, deadline=start.deadline, idle_ttl=start.ttl,
-                    last_activity=now, warm=True)
+                    id=container.id,
+                    name=container.name,
+                    image=spec.image,
+                    lease_id="",
+                    owner="",
+                    workdir=spec.workdir,
+                    created=now,
+                    deadline=start.deadline,
+                    idle_ttl=start.ttl,
+                    last_activity=now,
+                    warm=True,
+                )
                 reg.records[container.id] = rec
                 if start.promised and not start.abandoned:
                     start.rec = rec  # handed straight to the create waiting for it
                 else:
                     self._ready.setdefault(key, []).append(container.id)
         if dropped is not None:
-            log.warning("warm spec of %s dropped after %d failed start(s): %s", spec.image, dropped["failures"],
-                        error)
+            log.warning(
+                "warm spec of %s dropped after %d failed start(s): %s", spec.image, dropped["failures"], error
+            )
         elif error:
             log.debug("warm start of %s failed: %s", spec.image, error)
         if doomed:
@@ -341,11 +410,18 @@ class WarmPool:
         self._wake.set()
 
     def _drop_target_locked(self, key: tuple[Any, ...], target: WarmTarget) -> dict[str, Any]:
-        """Stop refilling a spec that does not start; remembered (for /status) until its target would expire."""
+        """Stop refilling a spec that does not start; kept (for /status) until its target would expire."""
         del self._targets[key]
-        info = {"image": target.spec.image, "memory": target.spec.memory, "cpus": target.spec.cpus,
-                "workdir": target.spec.workdir, "failures": target.failures, "reason": target.last_error,
-                "at": time.time(), "until": max(target.expires, time.time() + 60.0)}
+        info = {
+            "image": target.spec.image,
+            "memory": target.spec.memory,
+            "cpus": target.spec.cpus,
+            "workdir": target.spec.workdir,
+            "failures": target.failures,
+            "reason": target.last_error,
+            "at": time.time(),
+            "until": max(target.expires, time.time() + 60.0),
+        }
         self._dropped[key] = info
         self.stats["dropped"] += 1
         return info
