@@ -1,4 +1,4 @@
-"""The patch baseline (server/patch_baseline.py) for the mini-swe-agent path.
+"""The patch baseline (swe_rl/fleet/patch_baseline.py) for the mini-swe-agent path.
 
 mini-swe-agent's submission is whatever its submit command printed (`git add -A && git diff
 --cached`), which sweeps in the untracked build output of the image's own install step. So,
@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from server.patch_baseline import BASELINE_SCRIPT, DIFF_SCRIPT  # noqa: E402
+from swe_rl.fleet.patch_baseline import BASELINE_SCRIPT, DIFF_SCRIPT  # noqa: E402
 
 __all__ = ["agent_patch", "record_baseline"]
 

@@ -52,14 +52,8 @@ import docker.errors
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-try:  # deployed next to this file; imported as server.request_checks from the repository
-    from request_checks import BadRequest, parse_body, scrub
-except ImportError:  # pragma: no cover - depends on how the server is started
-    from server.request_checks import BadRequest, parse_body, scrub
-try:
-    from server import patch_baseline
-except ImportError:  # deployed as files: patch_baseline.py sits next to exec_server.py
-    import patch_baseline  # type: ignore[no-redef]
+from swe_rl.fleet import patch_baseline
+from swe_rl.fleet.checks import BadRequest, parse_body, scrub
 
 __version__ = "0.1.0"
 log = logging.getLogger("swe_exec_server")

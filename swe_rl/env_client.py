@@ -37,9 +37,9 @@ from typing import Any, AsyncIterator
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-log = logging.getLogger(__name__)
+from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
 
-EVAL_APPLY_ALLOWANCE = 900.0  # the pool allows this much for applying the patch before the tests run
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------- errors

@@ -80,7 +80,7 @@ async def fleet_environment(client: EnvClient, instance: TaskInstance, **opts: A
 
 
 async def record_baseline(env: Any) -> str | None:
-    """Episode start: record what the repo holds before the agent acts (see server/patch_baseline.py),
+    """Episode start: record what the repo holds before the agent acts (see swe_rl/fleet/patch_baseline.py),
     so the patch is the agent's changes only. Environments without the call are left as they are; a
     repo the baseline cannot be taken in (no git work tree) is logged and diffs as before."""
     record = getattr(env, "record_baseline", None)

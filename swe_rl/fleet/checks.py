@@ -6,7 +6,7 @@ encoder writes them) used to surface as 500s deep inside a handler or an HTTP cl
 are refused here, naming the field, before anything is forwarded or created. Docker's own
 messages go through `scrub` before they reach a caller, so no host path leaks.
 
-Deployed next to `exec_server.py` on every node (see setup_docker_node.sh).
+Part of the fleet package installed on every node (see server/setup_docker_node.sh).
 """
 
 from __future__ import annotations
