@@ -137,7 +137,7 @@ class LocalFleet:
                "SWE_POOL_ID": f"local-pool-{run_id}", "SWE_POOL_DB": str(self.log_dir / "leases.db"),
                "SWE_MAX_CONTAINERS_PER_NODE": str(self.max_containers_per_node),
                "SWE_LEASE_TTL": str(self.lease_ttl), **self.pool_env}
-        proc = self._spawn([str(HERE / "pool_server.py")], env, "pool.log")
+        proc = self._spawn(["-m", "swe_rl.fleet.pool.app"], env, "pool.log")
         self.pool_url = f"http://127.0.0.1:{port}"
         wait_healthy(self.pool_url, proc)
 

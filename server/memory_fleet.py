@@ -166,7 +166,7 @@ class MemoryFleet:
                     "SWE_POOL_ID": f"memory-pool-{secrets.token_hex(3)}", "SWE_POOL_DB": str(self.log_dir / "leases.db"),
                     "SWE_MAX_CONTAINERS_PER_NODE": str(self.max_per_node), "SWE_LOG_LEVEL": "WARNING",
                     **self.pool_env}
-        self.pool = subprocess.Popen([self.python, str(HERE / "pool_server.py")], env=pool_env,
+        self.pool = subprocess.Popen([self.python, "-m", "swe_rl.fleet.pool.app"], env=pool_env,
                                      stdout=open(self.log_dir / "pool.log", "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True, preexec_fn=die_with_parent)
         self.pool_url = f"http://127.0.0.1:{port}"

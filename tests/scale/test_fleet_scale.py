@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "server"))
 
 from memory_fleet import MemoryFleet  # noqa: E402
 
-from swe_rl.env_client import EnvClient, EnvClientConfig  # noqa: E402
+from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]  # a simulated 20-node fleet: the fleet tier, not the fast one
 
