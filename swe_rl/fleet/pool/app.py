@@ -34,12 +34,13 @@ log = logging.getLogger("swe_pool_server")
 
 
 def error_response(exc: ApiError) -> JSONResponse:
-    return JSONResponse({"error": exc.message, **exc.extra}, exc.status, headers=exc.headers)
+    """The JSON error answer of an ApiError (`protocol.error_body`), with its headers (Retry-After)."""
+    return JSONResponse(exc.body(), exc.status, headers=exc.headers)
 
 
 def create_app(pool: Pool) -> Starlette:
+    """The pool's routes; the lifespan starts and stops the pool."""
     token = pool.cfg.pool_token.encode()
-
     limit = pool.cfg.max_body_bytes
 
     async def body_of(request: Request) -> dict[str, Any]:
@@ -79,8 +80,9 @@ def create_app(pool: Pool) -> Starlette:
                 outcome = "ok" if status < 400 else "client_error" if status < 500 else "error"
                 return JSONResponse(data, status)
             except ApiError as exc:
-                outcome = ("unauthorized" if exc.status == 401 else "lease_lost" if exc.extra.get("lease_lost") else "node_down" if exc.extra.get("node_down")
-                           else "timeout" if exc.status == 504 else "client_error" if exc.status < 500 else "error")
+                outcome = ("unauthorized" if exc.status == 401 else "lease_lost" if exc.extra.get("lease_lost")
+                           else "node_down" if exc.extra.get("node_down") else "timeout" if exc.status == 504
+                           else "client_error" if exc.status < 500 else "error")
                 return error_response(exc)
             except Exception as exc:  # never a stack trace to the caller
                 log.exception("unhandled error on %s", request.url.path)

@@ -63,15 +63,18 @@ def rank(node: Node, key: WarmKey, *, max_per_node: int, affinity_slack: float, 
             tiebreak)
 
 
-def pick_node(candidates: Iterable[Node], key: WarmKey, *, max_per_node: int, affinity_slack: float, now: float,
-              rng: Callable[[], float] = random.random) -> Node:
+def pick_node(candidates: Iterable[Node], key: WarmKey, *, max_per_node: int, affinity_slack: float,
+              now: float, rng: Callable[[], float] = random.random) -> Node:
     """The best of the candidates (which must be healthy and under their cap) for one allocate."""
-    return min(candidates, key=lambda n: rank(n, key, max_per_node=max_per_node, affinity_slack=affinity_slack,
-                                              now=now, tiebreak=rng()))
+    def key_of(n: Node) -> tuple[Any, ...]:
+        return rank(n, key, max_per_node=max_per_node, affinity_slack=affinity_slack, now=now, tiebreak=rng())
+
+    return min(candidates, key=key_of)
 
 
 def next_demand(previous: int, expected: int | None, warm_min: int, *, override: bool) -> int:
-    """Leases of a request still expected after an allocate (which consumes one) or a `POST /warm` (override)."""
+    """Leases of a request still expected after an allocate (which consumes one) or a `POST /warm`
+    (`override`: sets it)."""
     wanted = warm_min if expected is None else expected
     return wanted if override else max(previous - 1, wanted)
 

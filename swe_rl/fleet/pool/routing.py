@@ -36,7 +36,8 @@ def json_of(resp: httpx.Response) -> dict[str, Any]:
     except ValueError:
         data = None
     if not isinstance(data, dict):
-        raise ApiError(502, f"exec server answered {resp.status_code} without a JSON object: {resp.text[:200]!r}")
+        raise ApiError(502, f"exec server answered {resp.status_code} without a JSON object: "
+                            f"{resp.text[:200]!r}")
     return data
 
 
@@ -58,7 +59,8 @@ def call_timeout(op: str, payload: dict[str, Any]) -> float:
 class NodeCalls:
     """HTTP clients to the exec servers: one for health checks, a few connection shards per node."""
 
-    def __init__(self, urls: list[str], nodes: NodeSet, token: str, *, connect_timeout: float, shards: int) -> None:
+    def __init__(self, urls: list[str], nodes: NodeSet, token: str, *, connect_timeout: float,
+                 shards: int) -> None:
         self.urls, self.nodes, self.token = urls, nodes, token
         self.connect_timeout, self.shards = connect_timeout, max(1, shards)
         self.http: httpx.AsyncClient | None = None
@@ -111,8 +113,9 @@ class NodeCalls:
                            node_down=True) from exc
 
 
-async def forward(calls: NodeCalls, node: Node, lease: Lease, op: str, body: dict[str, Any], *, call_margin: float,
-                  on_lost: Callable[[Lease, str], None]) -> tuple[int, dict[str, Any]] | Response:
+async def forward(calls: NodeCalls, node: Node, lease: Lease, op: str, body: dict[str, Any], *,
+                  call_margin: float, on_lost: Callable[[Lease, str], None]
+                  ) -> tuple[int, dict[str, Any]] | Response:
     """Run op on the lease's container; a gone container calls on_lost and answers 410."""
     if not node.healthy:
         raise ApiError(503, f"node {node.url} is down ({node.last_error or 'failing health checks'}); "

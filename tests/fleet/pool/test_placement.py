@@ -6,7 +6,16 @@ import itertools
 
 from swe_rl.fleet.pool import placement
 from swe_rl.fleet.pool.nodes import Node
-from swe_rl.fleet.pool.placement import Demand, cap, current_targets, load, next_demand, pick_node, spread, warm_key
+from swe_rl.fleet.pool.placement import (
+    Demand,
+    cap,
+    current_targets,
+    load,
+    next_demand,
+    pick_node,
+    spread,
+    warm_key,
+)
 
 IMAGE = "swe-rl/task:one"
 KEY = warm_key(IMAGE, {})
