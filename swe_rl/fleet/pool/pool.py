@@ -36,7 +36,7 @@ from swe_rl.fleet.pool.nodes import Node, NodeSet, fetch_health, refresh_images
 from swe_rl.fleet.pool.placement import WARM_OPTIONS, Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
-from swe_rl.fleet.pool.store import Lease, LeaseStore
+from swe_rl.fleet.pool.store import Lease, LeaseStore, LeaseTable
 from swe_rl.fleet.protocol import ApiError
 
 log = logging.getLogger("swe_pool_server")
@@ -77,14 +77,13 @@ class Pool:
                                connect_timeout=config.connect_timeout, shards=config.connection_shards)
         self.store = LeaseStore(config.db_path)
         self.metrics = Metrics()
-        self.leases: dict[str, Lease] = {}
-        self.by_request: dict[str, str] = {}
+        self.table = LeaseTable(self.store, self.nodes.nodes)
+        self.leases, self.by_request, self.by_node = self.table.leases, self.table.by_request, self.table.by_node
         self.allocations: dict[str, asyncio.Task[dict[str, Any]]] = {}
         """Allocations in flight by request id: a retry awaits the same one."""
         self._alloc_tasks: set[asyncio.Task[dict[str, Any]]] = set()
         self.allocating: set[str] = set()
         """Lease ids being created: reconciliation must not take their containers for orphans."""
-        self.by_node: dict[str, dict[str, Lease]] = {url: {} for url in config.exec_urls}
         self.demand: dict[WarmKey, Demand] = {}
         self._background: set[asyncio.Task[Any]] = set()
         """Fire-and-forget calls (warm requests) in flight."""
@@ -143,37 +142,18 @@ class Pool:
             except Exception:  # a background loop must outlive any one bad pass
                 log.exception("background pass %s failed", fn.__name__)
 
-    # ---- bookkeeping
+    # ---- bookkeeping (the table keeps the indexes, the record and the nodes' counts in step)
 
     def _add(self, lease: Lease) -> None:
-        self.leases[lease.lease_id] = lease
-        if lease.request_id:
-            self.by_request[lease.request_id] = lease.lease_id
-        self.by_node.setdefault(lease.node, {})[lease.lease_id] = lease
-        node = self.nodes.nodes.get(lease.node)
-        if node is not None and not lease.lost:
-            node.active += 1
+        self.table.add(lease)
 
     def _drop(self, lease: Lease) -> None:
-        if self.leases.get(lease.lease_id) is lease:
-            del self.leases[lease.lease_id]
-            self.by_node.get(lease.node, {}).pop(lease.lease_id, None)
-            node = self.nodes.nodes.get(lease.node)
-            if node is not None and not lease.lost:
-                node.active -= 1
-        if lease.request_id and self.by_request.get(lease.request_id) == lease.lease_id:
-            del self.by_request[lease.request_id]
-        self.store.delete(lease.lease_id)
+        self.table.drop(lease)
 
     def _mark_lost(self, lease: Lease, reason: str) -> None:
         """The container is gone: keep a tombstone so calls get a clear 410 until close or TTL."""
-        if lease.lost is None:
+        if self.table.mark_lost(lease, reason):
             log.warning("lease %s lost: %s", lease.lease_id, reason)
-            lease.lost = reason
-            node = self.nodes.nodes.get(lease.node)
-            if node is not None and self.leases.get(lease.lease_id) is lease:
-                node.active -= 1
-            self.store.delete(lease.lease_id)
             self.metrics.inc("swe_pool_leases_reclaimed_total", reason="container_gone")
 
     def load(self, node: Node) -> int:
@@ -183,16 +163,7 @@ class Pool:
         return placement.cap(node, self.cfg.max_per_node)
 
     def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> Lease:
-        lease_id = body.get("lease_id")
-        if not isinstance(lease_id, str) or not lease_id:
-            raise ApiError(400, "missing or empty string field 'lease_id'")
-        lease = self.leases.get(lease_id)
-        if lease is None:
-            raise ApiError(404, f"unknown or expired lease {lease_id!r}", lease_id=lease_id, lease_lost=True)
-        if lease.lost and not allow_lost:
-            raise ApiError(410, f"container of lease {lease_id} is gone: {lease.lost}", lease_id=lease_id,
-                           lease_lost=True)
-        return lease
+        return self.table.of(body, allow_lost=allow_lost)
 
     def _post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> Any:
         return self.calls.post(node, path, payload, timeout)

@@ -10,7 +10,12 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from swe_rl.fleet.protocol import ApiError
+
+if TYPE_CHECKING:
+    from swe_rl.fleet.pool.nodes import Node
 
 
 @dataclass(slots=True)
@@ -87,3 +92,60 @@ class LeaseStore:
     def close(self) -> None:
         self.db.close()
 
+
+class LeaseTable:
+    """The live leases with the indexes the pool needs (by request id, by node).
+
+    Kept in step with the SQLite record and with each node's count of active leases, so an allocate
+    or a routed call costs the same with 10 leases or 10,000.
+    """
+
+    def __init__(self, store: LeaseStore, nodes: dict[str, Node]) -> None:
+        self.store, self.nodes = store, nodes
+        self.leases: dict[str, Lease] = {}
+        self.by_request: dict[str, str] = {}
+        self.by_node: dict[str, dict[str, Lease]] = {url: {} for url in nodes}
+
+    def add(self, lease: Lease) -> None:
+        self.leases[lease.lease_id] = lease
+        if lease.request_id:
+            self.by_request[lease.request_id] = lease.lease_id
+        self.by_node.setdefault(lease.node, {})[lease.lease_id] = lease
+        node = self.nodes.get(lease.node)
+        if node is not None and not lease.lost:
+            node.active += 1
+
+    def drop(self, lease: Lease) -> None:
+        if self.leases.get(lease.lease_id) is lease:
+            del self.leases[lease.lease_id]
+            self.by_node.get(lease.node, {}).pop(lease.lease_id, None)
+            node = self.nodes.get(lease.node)
+            if node is not None and not lease.lost:
+                node.active -= 1
+        if lease.request_id and self.by_request.get(lease.request_id) == lease.lease_id:
+            del self.by_request[lease.request_id]
+        self.store.delete(lease.lease_id)
+
+    def mark_lost(self, lease: Lease, reason: str) -> bool:
+        """Record that the lease's container is gone (a tombstone stays until close or TTL); False if known."""
+        if lease.lost is not None:
+            return False
+        lease.lost = reason
+        node = self.nodes.get(lease.node)
+        if node is not None and self.leases.get(lease.lease_id) is lease:
+            node.active -= 1
+        self.store.delete(lease.lease_id)
+        return True
+
+    def of(self, body: dict[str, Any], *, allow_lost: bool = False) -> Lease:
+        """The lease a request names: 400 without a lease id, 404 unknown, 410 when its container is gone."""
+        lease_id = body.get("lease_id")
+        if not isinstance(lease_id, str) or not lease_id:
+            raise ApiError(400, "missing or empty string field 'lease_id'")
+        lease = self.leases.get(lease_id)
+        if lease is None:
+            raise ApiError(404, f"unknown or expired lease {lease_id!r}", lease_id=lease_id, lease_lost=True)
+        if lease.lost and not allow_lost:
+            raise ApiError(410, f"container of lease {lease_id} is gone: {lease.lost}", lease_id=lease_id,
+                           lease_lost=True)
+        return lease
