@@ -29,12 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT))
 
 import docker  # noqa: E402
 
-from local_fleet import LocalFleet  # noqa: E402
+from swe_rl.fleet.local import LocalFleet  # noqa: E402
 from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
 
 IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")

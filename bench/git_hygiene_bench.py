@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT))
 
-from local_fleet import LocalFleet  # noqa: E402
+from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
 from swe_rl.environment import FleetEnvironment  # noqa: E402

@@ -1,6 +1,6 @@
 """Pool at scale on a simulated fleet: routing overhead, allocate latency, pool memory per lease.
 
-Runs 20 in-memory exec servers (server/memory_backend.py: the real exec server
+Runs 20 in-memory exec servers (swe_rl/fleet/fakes/docker_client.py: the real exec server
 app, no Docker; commands are not run) and a real pool server on loopback. For
 each number of concurrent leases (default 1, 100, 1000) it holds that many
 leases at once and measures, in the same run:
@@ -31,10 +31,9 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT))
 
-from memory_fleet import MemoryFleet  # noqa: E402
+from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet  # noqa: E402
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease  # noqa: E402
 

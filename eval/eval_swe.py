@@ -320,8 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         if args.local_fleet:
-            sys.path.insert(0, str(ROOT / "server"))
-            from local_fleet import LocalFleet
+            from swe_rl.fleet.local import LocalFleet
 
             with LocalFleet(exec_servers=args.exec_servers,
                             max_containers_per_node=max(4, 2 * args.max_concurrent),

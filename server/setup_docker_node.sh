@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # One-time set-up of a Docker node for the swe-rl fleet (run as root on the node).
 #
-#   scp server/exec_server.py server/request_checks.py server/patch_baseline.py server/swe-exec-server.service server/setup_docker_node.sh root@NODE:~/
-#   ssh root@NODE 'SWE_EXEC_HOST=0.0.0.0 SWE_EXEC_TOKEN=... bash ~/setup_docker_node.sh'
+# The exec server is the `swe-exec-server` console script of the swe-rl package (its fleet
+# part; the `server` extra brings Flask, waitress and the Docker SDK). Either copy a wheel:
+#   pip wheel --no-deps -w dist .
+#   scp dist/swe_rl-*.whl server/swe-exec-server.service server/setup_docker_node.sh root@NODE:~/
+#   ssh root@NODE 'SWE_FLEET_PACKAGE=~/swe_rl-0.1.0-py3-none-any.whl SWE_EXEC_HOST=0.0.0.0 SWE_EXEC_TOKEN=... bash ~/setup_docker_node.sh'
+# or run it from a checkout of the repository on the node (the default installs that checkout):
+#   SWE_EXEC_HOST=0.0.0.0 SWE_EXEC_TOKEN=... bash server/setup_docker_node.sh
 #
-# Installs Docker (Debian/Ubuntu docker.io) when missing, a Python venv with the
-# exec server's three dependencies, the token file, the systemd service, and
-# checks /healthz. Safe to run again: it updates the files and restarts.
+# SWE_FLEET_PACKAGE is anything pip installs (a wheel, a directory, a requirement); default: the
+# repository root next to server/. Installs Docker (Debian/Ubuntu docker.io) when missing, a
+# Python venv with the package, the token file, the systemd service, and checks /healthz.
+# Safe to run again: it updates the package and restarts.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -17,14 +23,17 @@ port="${SWE_EXEC_PORT:-5000}"
 max_containers="${SWE_EXEC_MAX_CONTAINERS:-32}"
 server_id="${SWE_EXEC_SERVER_ID:-$(hostname)}"
 dry_run="${DRY_RUN:-0}"
+package="${SWE_FLEET_PACKAGE:-$(dirname "$here")}"
 
 run() { if [[ "$dry_run" == "1" ]]; then echo "+ $*"; else "$@"; fi; }
 say() { echo "[setup_docker_node] $*"; }
 
 [[ "$dry_run" == "1" || "$(id -u)" == "0" ]] || { echo "error: run as root" >&2; exit 2; }
-for f in exec_server.py request_checks.py patch_baseline.py; do
-  [[ -f "$here/$f" ]] || { echo "error: $f must sit next to this script" >&2; exit 2; }
-done
+[[ -f "$here/swe-exec-server.service" ]] || { echo "error: swe-exec-server.service must sit next to this script" >&2; exit 2; }
+if [[ -z "${SWE_FLEET_PACKAGE:-}" && ! -f "$package/pyproject.toml" ]]; then
+  echo "error: no repository at $package: set SWE_FLEET_PACKAGE to a swe-rl wheel or checkout" >&2
+  exit 2
+fi
 
 if ! command -v dockerd >/dev/null 2>&1; then
   say "installing Docker"
@@ -40,10 +49,8 @@ run mkdir -p "$prefix" "$etc"
 if [[ ! -x "$prefix/venv/bin/python" ]]; then
   run python3 -m venv "$prefix/venv"
 fi
-run "$prefix/venv/bin/pip" install -q --upgrade "flask>=3.0" "waitress>=3.0" "docker>=7.0"
-run install -m 0755 "$here/exec_server.py" "$prefix/exec_server.py"
-run install -m 0644 "$here/request_checks.py" "$prefix/request_checks.py"
-run install -m 0644 "$here/patch_baseline.py" "$prefix/patch_baseline.py"
+say "installing ${package}[server]"
+run "$prefix/venv/bin/pip" install -q --upgrade "${package}[server]"
 
 token_file="$etc/exec-token"
 if [[ -n "${SWE_EXEC_TOKEN:-}" ]]; then

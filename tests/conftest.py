@@ -141,7 +141,7 @@ def _spawn_exec(port: int, server_id: str, token: str, log_path: Path, env: dict
     full_env = {**os.environ, "SWE_EXEC_TOKEN": token, "SWE_EXEC_SERVER_ID": server_id,
                 "SWE_EXEC_PORT": str(port), "SWE_EXEC_HOST": "127.0.0.1", **env}
     log = open(log_path, "ab")
-    return subprocess.Popen([sys.executable, str(ROOT / "server/exec_server.py")], env=full_env,
+    return subprocess.Popen([sys.executable, "-m", "swe_rl.fleet.exec.app"], env=full_env,
                             stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
 

@@ -20,12 +20,35 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 __all__ = [
-    "EVAL_APPLY_ALLOWANCE", "PLAIN_CALL_TIMEOUT", "LABEL_MANAGED", "LABEL_SERVER", "LABEL_LEASE", "LABEL_OWNER",
-    "LABEL_DEADLINE", "LABEL_IDLE_TTL", "LABEL_CREATED", "LABEL_WARM", "MANAGED_VALUE",
-    "ApiError", "error_body", "read_token",
-    "CreateRequest", "WarmRequest", "ExecRequest", "DiffRequest", "WriteFileRequest", "ReadFileRequest",
-    "EvaluateRequest", "CreateResponse", "ExecResponse", "DiffResponse", "WriteFileResponse",
-    "ReadFileResponse", "EvaluateResponse", "WarmResponse", "ErrorBody",
+    "EVAL_APPLY_ALLOWANCE",
+    "PLAIN_CALL_TIMEOUT",
+    "LABEL_MANAGED",
+    "LABEL_SERVER",
+    "LABEL_LEASE",
+    "LABEL_OWNER",
+    "LABEL_DEADLINE",
+    "LABEL_IDLE_TTL",
+    "LABEL_CREATED",
+    "LABEL_WARM",
+    "MANAGED_VALUE",
+    "ApiError",
+    "error_body",
+    "read_token",
+    "CreateRequest",
+    "WarmRequest",
+    "ExecRequest",
+    "DiffRequest",
+    "WriteFileRequest",
+    "ReadFileRequest",
+    "EvaluateRequest",
+    "CreateResponse",
+    "ExecResponse",
+    "DiffResponse",
+    "WriteFileResponse",
+    "ReadFileResponse",
+    "EvaluateResponse",
+    "WarmResponse",
+    "ErrorBody",
 ]
 
 # --------------------------------------------------------------------------- shared constants
@@ -57,7 +80,9 @@ class ApiError(Exception):
     `extra` goes into the JSON error body next to ``error``; `headers` into the HTTP answer.
     """
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None, **extra: Any) -> None:
+    def __init__(
+        self, status: int, message: str, headers: dict[str, str] | None = None, **extra: Any
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.headers, self.extra = status, message, headers or {}, extra
 

@@ -16,10 +16,9 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
 
 import certify  # noqa: E402
-from local_fleet import LocalFleet  # noqa: E402
+from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
 from swe_rl.certification import LedgerEntry, flaky_only_failure, read_ledger  # noqa: E402
 from swe_rl.grading import GradeResult, GradeStatus, TestsReport  # noqa: E402

@@ -13,11 +13,10 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import eval_swe
-from local_fleet import LocalFleet
+from swe_rl.fleet.local import LocalFleet
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 TOOLZ = "pytoolz__toolz-9001"

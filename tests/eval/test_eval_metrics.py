@@ -11,10 +11,9 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
 
 import eval_swe  # noqa: E402
-from local_fleet import LocalFleet  # noqa: E402
+from swe_rl.fleet.local import LocalFleet  # noqa: E402
 from report_metrics import run_metrics  # noqa: E402
 
 from swe_rl.rollout_metrics import percentile  # noqa: E402

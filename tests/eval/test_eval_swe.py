@@ -13,11 +13,10 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import eval_swe  # noqa: E402
-from local_fleet import LocalFleet  # noqa: E402
+from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 IDS = [json.loads(line)["instance_id"] for line in FIXTURES.read_text().splitlines() if line.strip()]

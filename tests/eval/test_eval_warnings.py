@@ -15,12 +15,11 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import eval_swe  # noqa: E402
 import report_extras  # noqa: E402
-from local_fleet import LocalFleet  # noqa: E402
+from swe_rl.fleet.local import LocalFleet  # noqa: E402
 from tool_call_watch import ToolCallWatch  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"

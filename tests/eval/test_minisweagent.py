@@ -22,12 +22,11 @@ import pytest
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import grade_predictions  # noqa: E402
 from fake_openai import FakeOpenAI  # noqa: E402
-from local_fleet import LocalFleet  # noqa: E402
+from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 ROWS = {r["instance_id"]: r for r in map(json.loads, FIXTURES.read_text().splitlines()) if r}

@@ -1,6 +1,6 @@
 """Scale: 2,000 leases held at once over 20 simulated exec servers, driven by the async client.
 
-The exec servers are the real app over the in-memory backend (server/memory_backend.py), all in
+The exec servers are the real app over the in-memory backend (swe_rl/fleet/fakes/docker_client.py), all in
 one helper process; the pool is a real subprocess. Correctness only: every lease is allocated,
 used and closed, nodes stay within their caps, and the pool ends empty. Latency and memory
 figures are in bench/scale_bench.py.
@@ -15,13 +15,9 @@ import time
 import httpx
 import pytest
 
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "server"))
-
-from memory_fleet import MemoryFleet  # noqa: E402
-
-from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]  # a simulated 20-node fleet: the fleet tier, not the fast one
 
@@ -104,16 +100,21 @@ def test_memory_backend_is_never_the_default_and_says_so(tmp_path):
     import os
     import subprocess
 
-    import exec_server
-    from conftest import free_port, wait_http
+    from swe_rl.fleet.exec.config import ExecConfig
+    from tests.conftest import free_port, wait_http
 
-    assert exec_server.ExecConfig.from_env().backend == "docker" or os.environ.get("SWE_EXEC_BACKEND")
+    assert ExecConfig.from_env().backend == "docker" or os.environ.get("SWE_EXEC_BACKEND")
+    # the production server refuses the fake: it only runs through the fakes' own entry point
+    env = {**os.environ, "SWE_EXEC_TOKEN": "t", "SWE_EXEC_PORT": "1", "SWE_EXEC_BACKEND": "memory"}
+    p = subprocess.run([sys.executable, "-m", "swe_rl.fleet.exec.app"], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode != 0 and "swe_rl.fleet.fakes.exec_server" in p.stderr
     port = free_port()
     log = tmp_path / "exec.log"
-    env = {**os.environ, "SWE_EXEC_TOKEN": "t", "SWE_EXEC_PORT": str(port), "SWE_EXEC_BACKEND": "memory"}
+    env = {**os.environ, "SWE_EXEC_TOKEN": "t", "SWE_EXEC_PORT": str(port)}
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "server/exec_server.py")], env=env, stdout=fh,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, "-m", "swe_rl.fleet.fakes.exec_server"], env=env, stdout=fh,
+                                stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json()["backend"] == "memory"

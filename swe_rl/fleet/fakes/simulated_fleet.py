@@ -1,8 +1,8 @@
 """A simulated fleet for load tests: many in-memory exec servers in one process, and a pool server.
 
-The exec servers are the real `exec_server` app (Flask on waitress, the real
-ContainerManager, warm pools included) over the in-memory backend
-(`memory_backend.py`): no Docker, commands are not run, latencies are
+The exec servers are the real exec server app (`swe_rl.fleet.exec`: Flask on waitress, the
+real ContainerManager, warm pools included) over the in-memory backend
+(`docker_client.py`): no Docker, commands are not run, latencies are
 configurable. They share one helper process (a thread per server) so that 20+
 of them cost little memory; the pool server is a separate process, as in
 production. Loopback only; everything stops when the context exits.
@@ -10,7 +10,7 @@ production. Loopback only; everything stops when the context exits.
     with MemoryFleet(nodes=20, max_per_node=120) as fleet:
         client = EnvClient(EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token))
 
-Run as a script it serves only the exec servers and prints one JSON line with
+Run as `python -m swe_rl.fleet.fakes.simulated_fleet` it serves only the exec servers and prints one JSON line with
 their URLs once every one of them listens; SIGTERM stops them.
 """
 
@@ -30,29 +30,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+from swe_rl.fleet.local import POOL_SERVER_ARGS, die_with_parent, free_port, wait_healthy
 
 
 def serve_nodes(n: int, token: str, max_containers: int, latency_ms: str, threads: int,
                 state_dir: str, images: list[str]) -> list[tuple[str, str, Any, Any]]:
     """Start n memory-backed exec servers on 127.0.0.1; returns (url, server_id, manager, wsgi server) each."""
-    sys.path.insert(0, str(HERE))
     import waitress.server
 
-    import exec_server
-    from memory_backend import FakeDockerClient, Latency
+    from swe_rl.fleet.exec.app import create_app
+    from swe_rl.fleet.exec.config import ExecConfig
+    from swe_rl.fleet.exec.manager import ContainerManager
+    from swe_rl.fleet.fakes.docker_client import FakeDockerClient, Latency
 
     run_id = secrets.token_hex(3)
     out = []
     for i in range(n):
-        cfg = exec_server.ExecConfig.from_env()
+        cfg = ExecConfig.from_env()
         cfg.host, cfg.port, cfg.token = "127.0.0.1", 0, token
         cfg.server_id, cfg.max_containers, cfg.threads = f"mem-{run_id}-{i}", max_containers, threads
         cfg.backend, cfg.state_dir = "memory", state_dir
-        manager = exec_server.ContainerManager(cfg, client=FakeDockerClient(Latency.parse(latency_ms), images))
-        manager.start_reaper()
-        manager.start_refiller()
-        server = waitress.server.create_server(exec_server.create_app(manager), host=cfg.host, port=0,
+        manager = ContainerManager(cfg, client=FakeDockerClient(Latency.parse(latency_ms), images))
+        manager.start_background()
+        server = waitress.server.create_server(create_app(manager), host=cfg.host, port=0,
                                                threads=threads, connection_limit=4096, ident="swe-exec-memory",
                                                asyncore_use_poll=True)  # select() stops at fd 1024
         threading.Thread(target=server.run, name=f"exec-{i}", daemon=True).start()
@@ -138,18 +138,13 @@ class MemoryFleet:
         self.stop()
 
     def start(self) -> None:
-        try:
-            from local_fleet import die_with_parent, free_port, wait_healthy
-        except ImportError:
-            from server.local_fleet import die_with_parent, free_port, wait_healthy
-
         if self.log_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="swe-rl-memory-fleet-")
             self.log_dir = Path(self._tmp.name)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "SWE_EXEC_TOKEN": self.token, **self.exec_env}
         self.helper = subprocess.Popen(
-            [self.python, str(HERE / "memory_fleet.py"), "--nodes", str(self.nodes),
+            [self.python, "-m", "swe_rl.fleet.fakes.simulated_fleet", "--nodes", str(self.nodes),
              "--max-containers", str(self.max_per_node * 2), "--latency-ms", self.latency_ms,
              "--threads", str(self.threads), "--images", ",".join(self.images),
              "--state-dir", str(self.log_dir / "exec-state")],
@@ -166,7 +161,7 @@ class MemoryFleet:
                     "SWE_POOL_ID": f"memory-pool-{secrets.token_hex(3)}", "SWE_POOL_DB": str(self.log_dir / "leases.db"),
                     "SWE_MAX_CONTAINERS_PER_NODE": str(self.max_per_node), "SWE_LOG_LEVEL": "WARNING",
                     **self.pool_env}
-        self.pool = subprocess.Popen([self.python, "-m", "swe_rl.fleet.pool.app"], env=pool_env,
+        self.pool = subprocess.Popen([self.python, *POOL_SERVER_ARGS], env=pool_env,
                                      stdout=open(self.log_dir / "pool.log", "ab"), stderr=subprocess.STDOUT,
                                      start_new_session=True, preexec_fn=die_with_parent)
         self.pool_url = f"http://127.0.0.1:{port}"

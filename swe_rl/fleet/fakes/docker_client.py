@@ -1,6 +1,6 @@
 """In-memory stand-in for the Docker SDK, for load tests of the fleet only.
 
-`SWE_EXEC_BACKEND=memory` makes an exec server use this instead of Docker:
+`python -m swe_rl.fleet.fakes.exec_server` runs an exec server over this instead of Docker:
 containers are dictionary entries, commands are not run (exec answers a canned
 result after a configurable delay), files written can be read back. It lets
 tens of exec servers run on loopback so the pool server and client can be

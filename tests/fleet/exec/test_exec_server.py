@@ -403,14 +403,16 @@ def test_restart_adopts_live_containers(exec_server):
     assert exec_server.get("/healthz").json()["managed_containers"] == 1
 
 
-def test_refuses_to_start_without_token(tmp_path):
+@pytest.mark.parametrize("entry", [["-m", "swe_rl.fleet.exec.app"], ["server/exec_server.py"]],
+                         ids=["module", "server-wrapper"])
+def test_refuses_to_start_without_token(tmp_path, entry):
     import subprocess
     import sys
 
     from tests.conftest import ROOT
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWE_EXEC_TOKEN")}
-    p = subprocess.run([sys.executable, str(ROOT / "server/exec_server.py"), "--port", "1"], env=env,
+    p = subprocess.run([sys.executable, *entry, "--port", "1"], env=env, cwd=ROOT,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode != 0 and "no token" in p.stderr
 

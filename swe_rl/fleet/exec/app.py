@@ -1,0 +1,257 @@
+"""Exec server: the HTTP face of one Docker node (`swe-exec-server`, systemd unit in server/, port 5000).
+
+It deploys alone: Flask, waitress and the Docker SDK, nothing of `swe_rl` outside the fleet
+package. The pool server on the GPU head node is its only normal caller. Every endpoint but
+`/healthz` needs the bearer token; bad input gets a 4xx with a JSON error (`{"error": ...}`),
+never a stack trace; Docker's messages are passed on without host paths.
+
+The work itself is in the sibling modules: `validation` (bodies into typed requests),
+`operations`, `containers`, `warm`, `reaper`, `executor`, put together by `manager`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hmac
+import logging
+import os
+import signal
+import time
+from typing import Any, Callable
+
+import docker.errors
+from flask import Flask, g, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from swe_rl.fleet.checks import BadRequest, parse_body
+from swe_rl.fleet.exec import validation as v
+from swe_rl.fleet.exec.config import ExecConfig, node_memory
+from swe_rl.fleet.exec.manager import ContainerManager
+from swe_rl.fleet.protocol import ApiError, read_token
+
+__version__ = "0.1.0"
+log = logging.getLogger("swe_exec_server")
+
+
+def create_app(manager: ContainerManager) -> Flask:
+    cfg = manager.config
+    app = Flask("swe_exec_server")
+    app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+
+    @app.before_request
+    def _auth() -> Any:
+        g.t0 = time.monotonic()
+        if request.path == "/healthz":
+            return None
+        header = request.headers.get("Authorization", "")
+        supplied = header[7:] if header.startswith("Bearer ") else ""
+        if not cfg.token or not hmac.compare_digest(supplied.encode(), cfg.token.encode()):
+            return jsonify(error="unauthorized: missing or wrong bearer token"), 401
+        return None
+
+    @app.errorhandler(ApiError)
+    def _api_error(exc: ApiError) -> Any:
+        resp = jsonify(exc.body())
+        resp.status_code = exc.status
+        resp.headers.update(exc.headers)
+        if exc.status == 429:
+            resp.headers["Retry-After"] = "2"
+        return resp
+
+    @app.errorhandler(BadRequest)
+    def _bad_request(exc: BadRequest) -> Any:
+        return jsonify(error=exc.message), exc.status
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException) -> Any:
+        resp = jsonify(error=f"{exc.name}: {exc.description}")
+        resp.status_code = exc.code or 500
+        return resp
+
+    @app.errorhandler(docker.errors.APIError)
+    def _docker_error(exc: docker.errors.APIError) -> Any:
+        reason = manager.scrub(str(exc.explanation or exc))
+        log.warning("docker error: %s", reason)
+        # Docker's 400 is the request's fault (e.g. a limit it refuses); its 5xx is the node's.
+        status = exc.status_code if exc.status_code in (400, 404, 409) else 502
+        return jsonify(error=f"docker: {reason}"), status
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception) -> Any:
+        log.exception("unhandled error on %s", request.path)
+        return jsonify(error=f"internal error: {type(exc).__name__}: {exc}"), 500
+
+    def body() -> dict[str, Any]:
+        return parse_body(request.get_data(cache=False))
+
+    def resources() -> dict[str, Any]:
+        total, available = node_memory()
+        return {"memory_total": total, "memory_available": available, "cpus": os.cpu_count() or 1}
+
+    @app.get("/healthz")
+    def healthz() -> Any:
+        try:
+            manager.client.ping()
+            docker_ok = True
+        except Exception:  # noqa: BLE001 - any failure means "not healthy"
+            docker_ok = False
+        managed = manager.count()
+        leased = manager.leased_count()
+        # Warm containers are evicted for a lease, so they are not taken from `free`.
+        return jsonify(
+            ok=docker_ok,
+            docker=docker_ok,
+            server_id=cfg.server_id,
+            version=__version__,
+            backend=cfg.backend,
+            running_containers=managed,
+            managed_containers=managed,
+            leased_containers=leased,
+            capacity=cfg.max_containers,
+            free=max(0, cfg.max_containers - leased),
+            max_warm=cfg.max_warm,
+            warm_dropped=len(manager.warm_pool.dropped()),
+            **manager.warm_pool.counts(),
+            **resources(),
+        ), (200 if docker_ok else 503)
+
+    @app.get("/images")
+    def images() -> Any:
+        tags = sorted(t for img in manager.client.images.list() for t in img.tags)
+        return jsonify(images=tags, count=len(tags))
+
+    @app.get("/status")
+    def status() -> Any:
+        recs = [r.public() for r in manager.records()]
+        warm = manager.warm_pool
+        return jsonify(
+            server_id=cfg.server_id,
+            version=__version__,
+            backend=cfg.backend,
+            capacity=cfg.max_containers,
+            managed_containers=len(recs),
+            containers=recs,
+            **warm.counts(),
+            warm_targets=warm.targets(),
+            warm_stats=manager.warm_stats,
+            warm_dropped=warm.dropped(),
+            **resources(),
+            defaults={
+                "memory": cfg.memory,
+                "cpus": cfg.cpus,
+                "pids_limit": cfg.pids_limit,
+                "idle_ttl": cfg.idle_ttl,
+                "max_lifetime": cfg.max_lifetime,
+                "max_output_bytes": cfg.max_output_bytes,
+                "max_warm": cfg.max_warm,
+                "warm_ttl": cfg.warm_ttl,
+                "warm_min_free_memory": cfg.warm_min_free_memory,
+            },
+        )
+
+    ops = manager.ops
+    routes: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "/container/create": lambda b: manager.create(v.create_request(b, cfg)),
+        "/container/exec": lambda b: ops.exec(v.exec_request(b, cfg)),
+        "/container/diff": lambda b: ops.diff(v.diff_request(b)),
+        "/container/write_file": lambda b: ops.write_file(v.write_file_request(b)),
+        "/container/read_file": lambda b: ops.read_file(v.read_file_request(b, cfg)),
+        "/container/evaluate": lambda b: ops.evaluate(v.evaluate_request(b, cfg)),
+        "/container/destroy": lambda b: manager.destroy(b.get("container_id")),
+        "/warm": lambda b: manager.warm(v.warm_request(b, cfg)),
+    }
+    for path, handler in routes.items():
+        app.add_url_rule(path, path, _json_route(handler, body), methods=["POST"])
+
+    @app.post("/containers/touch")
+    def touch() -> Any:
+        touched, missing = manager.touch(v.container_ids(body()))
+        return jsonify(touched=len(touched), missing=missing)
+
+    return app
+
+
+def _json_route(
+    handler: Callable[[dict[str, Any]], dict[str, Any]], body: Callable[[], dict[str, Any]]
+) -> Any:
+    def view() -> Any:
+        return jsonify(handler(body()))
+
+    return view
+
+
+# --------------------------------------------------------------------------- main
+
+
+def parse_config(argv: list[str] | None = None) -> ExecConfig:
+    """`ExecConfig.from_env()` with the command-line flags on top; logging set up; a token required."""
+    cfg = ExecConfig.from_env()
+    p = argparse.ArgumentParser(description="swe-rl exec server: owns one Docker node's task containers")
+    p.add_argument("--host", default=cfg.host)
+    p.add_argument("--port", type=int, default=cfg.port)
+    p.add_argument("--server-id", default=cfg.server_id)
+    p.add_argument("--token-file", default=None, help="read the bearer token from this file")
+    p.add_argument("--max-containers", type=int, default=cfg.max_containers)
+    p.add_argument("--threads", type=int, default=cfg.threads)
+    p.add_argument("--reap-interval", type=float, default=cfg.reap_interval)
+    p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "INFO"))
+    a = p.parse_args(argv)
+    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg.host, cfg.port, cfg.server_id = a.host, a.port, a.server_id
+    cfg.max_containers, cfg.threads, cfg.reap_interval = a.max_containers, a.threads, a.reap_interval
+    if a.token_file:
+        cfg.token = read_token("", a.token_file)
+    if not cfg.token:
+        raise SystemExit("error: no token: set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (or --token-file)")
+    return cfg
+
+
+def serve(cfg: ExecConfig, client: Any = None) -> None:
+    """Adopt and reap this node's containers, start the background threads, serve until SIGTERM."""
+    import waitress
+
+    manager = ContainerManager(cfg, client=client)
+    reaped = manager.reap_once()
+    log.info(
+        "exec server %s on %s:%d; adopted %d containers, reaped %d",
+        cfg.server_id,
+        cfg.host,
+        cfg.port,
+        len(manager.records()),
+        len(reaped),
+    )
+    manager.start_background()
+    app = create_app(manager)
+
+    def _term(signum: int, frame: Any) -> None:
+        destroyed = manager.stop()
+        log.info("stopping: destroyed %d unclaimed warm containers", destroyed)
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, _term)
+    waitress.serve(
+        app,
+        host=cfg.host,
+        port=cfg.port,
+        threads=cfg.threads,
+        channel_timeout=cfg.max_timeout + 60,
+        connection_limit=max(1000, cfg.threads * 4),
+        ident="swe-exec-server",
+        clear_untrusted_proxy_headers=True,
+        asyncore_use_poll=True,
+    )  # select() cannot watch descriptors past 1024
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = parse_config(argv)
+    if cfg.backend != "docker":
+        raise SystemExit(
+            f"error: unknown SWE_EXEC_BACKEND {cfg.backend!r}: this server drives Docker "
+            f"(the in-memory fake for load tests is `python -m swe_rl.fleet.fakes.exec_server`)"
+        )
+    serve(cfg)
+
+
+if __name__ == "__main__":
+    main()

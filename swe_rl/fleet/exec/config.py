@@ -1,0 +1,152 @@
+"""Exec server settings: `ExecConfig` (one field per `SWE_EXEC_*` variable) and size helpers.
+
+Read once at start (`ExecConfig.from_env`, then the command-line flags of `app.main`); every
+other part of the exec server gets the same object.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+
+from swe_rl.fleet.protocol import read_token
+
+MEMORY_RE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+@dataclass
+class ExecConfig:
+    """Exec server settings; each field can be set by an `SWE_EXEC_*` variable or a flag."""
+
+    host: str = "127.0.0.1"
+    """Address to bind. Loopback unless told otherwise: nothing is open by default."""
+    port: int = 5000
+    token: str = field(default="", repr=False)
+    """Bearer token required on every endpoint but /healthz."""
+    server_id: str = field(default_factory=socket.gethostname)
+    """Name of this node; containers are labelled with it and the reaper only touches its own."""
+    max_containers: int = 32
+    """Managed containers this node holds at most; create answers 429 past it."""
+    memory: str = "4g"
+    """Default memory limit per container (no swap beyond it)."""
+    cpus: float = 2.0
+    """Default CPU limit per container."""
+    pids_limit: int = 1024
+    """Default process limit per container (fork bombs stop there)."""
+    max_output_bytes: int = 1 << 20
+    """Output kept per exec: head and tail halves with a marker in between."""
+    max_eval_output_bytes: int = 16 << 20
+    """Output kept for an evaluation's test log."""
+    max_file_bytes: int = 64 << 20
+    """Largest file read_file returns."""
+    max_body_bytes: int = 96 << 20
+    """Largest request body accepted (413 past it)."""
+    default_timeout: float = 180.0
+    """Command timeout when the request gives none."""
+    max_timeout: float = 4 * 3600.0
+    """Longest timeout a request may ask for."""
+    idle_ttl: float = 1800.0
+    """A container with no call and no touch for this long is reaped (pool death backstop)."""
+    max_lifetime: float = 12 * 3600.0
+    """Hard deadline after creation; also the upper bound of a request's ttl."""
+    reap_interval: float = 30.0
+    threads: int = 128
+    """WSGI worker threads: long calls (an evaluation) each hold one."""
+    allow_pull: bool = False
+    """Pull images that are missing locally (off: a missing image is a clear 404)."""
+    allow_network: bool = True
+    """Whether a create request may ask for Docker's default (bridge) network."""
+    networks: tuple[str, ...] = ()
+    """Named Docker networks a create request may ask for (e.g. an internal no-egress one for tests)."""
+    keepalive_command: tuple[str, ...] = ("sleep", "infinity")
+    max_warm: int = 8
+    """Warm (started, unclaimed) containers this node holds at most; they count against max_containers."""
+    warm_min_free_memory: str = "2g"
+    """Warm containers are started only while the node's MemAvailable stays above this."""
+    warm_ttl: float = 600.0
+    """Default lifetime of a /warm target and of each warm container (a request may ask up to
+    max_lifetime)."""
+    warm_parallel: int = 4
+    """Warm containers being started at once (keeps the Docker daemon responsive)."""
+    warm_burst_window: float = 10.0
+    """Claims of the last this many seconds raise a warm target to twice their number (at most max_warm),
+    so the refill keeps up with back-to-back allocations; 0 keeps targets as asked."""
+    warm_max_failures: int = 3
+    """A warm spec whose start fails this many times in a row is dropped (at once when Docker refuses it)."""
+    warm_interval: float = 1.0
+    """Seconds between refill passes (a claim or a /warm call wakes the refiller at once)."""
+    state_dir: str = "~/.cache/swe-rl/exec-state"
+    """Where the state file of claimed warm containers (lease id, owner, deadline) lives."""
+    backend: str = "docker"
+    """`docker`; `memory` only under `python -m swe_rl.fleet.fakes.exec_server` (load tests, no
+    containers)."""
+
+    @classmethod
+    def from_env(cls) -> "ExecConfig":
+        cfg = cls()
+        cfg.host = _env("SWE_EXEC_HOST", cfg.host)
+        cfg.port = int(_env("SWE_EXEC_PORT", str(cfg.port)))
+        cfg.token = read_token(
+            os.environ.get("SWE_EXEC_TOKEN", ""), os.environ.get("SWE_EXEC_TOKEN_FILE", "")
+        )
+        cfg.server_id = _env("SWE_EXEC_SERVER_ID", cfg.server_id)
+        cfg.max_containers = int(_env("SWE_EXEC_MAX_CONTAINERS", str(cfg.max_containers)))
+        cfg.memory = _env("SWE_EXEC_MEMORY", cfg.memory)
+        cfg.cpus = float(_env("SWE_EXEC_CPUS", str(cfg.cpus)))
+        cfg.pids_limit = int(_env("SWE_EXEC_PIDS_LIMIT", str(cfg.pids_limit)))
+        cfg.max_output_bytes = int(_env("SWE_EXEC_MAX_OUTPUT_BYTES", str(cfg.max_output_bytes)))
+        cfg.max_eval_output_bytes = int(
+            _env("SWE_EXEC_MAX_EVAL_OUTPUT_BYTES", str(cfg.max_eval_output_bytes))
+        )
+        cfg.max_file_bytes = int(_env("SWE_EXEC_MAX_FILE_BYTES", str(cfg.max_file_bytes)))
+        cfg.max_body_bytes = int(_env("SWE_EXEC_MAX_BODY_BYTES", str(cfg.max_body_bytes)))
+        cfg.default_timeout = float(_env("SWE_EXEC_DEFAULT_TIMEOUT", str(cfg.default_timeout)))
+        cfg.max_timeout = float(_env("SWE_EXEC_MAX_TIMEOUT", str(cfg.max_timeout)))
+        cfg.idle_ttl = float(_env("SWE_EXEC_IDLE_TTL", str(cfg.idle_ttl)))
+        cfg.max_lifetime = float(_env("SWE_EXEC_MAX_LIFETIME", str(cfg.max_lifetime)))
+        cfg.reap_interval = float(_env("SWE_EXEC_REAP_INTERVAL", str(cfg.reap_interval)))
+        cfg.threads = int(_env("SWE_EXEC_THREADS", str(cfg.threads)))
+        cfg.allow_pull = _env("SWE_EXEC_ALLOW_PULL", "0") == "1"
+        cfg.allow_network = _env("SWE_EXEC_ALLOW_NETWORK", "1") == "1"
+        cfg.networks = tuple(n.strip() for n in _env("SWE_EXEC_NETWORKS", "").split(",") if n.strip())
+        cfg.max_warm = int(_env("SWE_EXEC_MAX_WARM", str(cfg.max_warm)))
+        cfg.warm_min_free_memory = _env("SWE_EXEC_WARM_MIN_FREE_MEMORY", cfg.warm_min_free_memory)
+        cfg.warm_ttl = float(_env("SWE_EXEC_WARM_TTL", str(cfg.warm_ttl)))
+        cfg.warm_parallel = int(_env("SWE_EXEC_WARM_PARALLEL", str(cfg.warm_parallel)))
+        cfg.warm_interval = float(_env("SWE_EXEC_WARM_INTERVAL", str(cfg.warm_interval)))
+        cfg.warm_burst_window = float(_env("SWE_EXEC_WARM_BURST_WINDOW", str(cfg.warm_burst_window)))
+        cfg.warm_max_failures = int(_env("SWE_EXEC_WARM_MAX_FAILURES", str(cfg.warm_max_failures)))
+        cfg.state_dir = _env("SWE_EXEC_STATE_DIR", cfg.state_dir)
+        cfg.backend = _env("SWE_EXEC_BACKEND", cfg.backend)
+        return cfg
+
+
+def parse_bytes(value: str | int) -> int:
+    """'4g', '512m', '100k' or a byte count as bytes (binary units, as Docker reads them)."""
+    text = str(value).strip().lower()
+    if not MEMORY_RE.match(text):
+        raise ValueError(f"not a size: {value!r}")
+    unit = text[-1] if text[-1] in "bkmg" else ""
+    number = int(text[:-1] if unit else text)
+    return number * {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[unit]
+
+
+def node_memory() -> tuple[int, int]:
+    """(MemTotal, MemAvailable) of this node in bytes, (0, 0) when /proc/meminfo cannot be read."""
+    total = available = 0
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    total = int(line.split()[1]) * 1024
+                elif line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    return total, available

@@ -1,0 +1,434 @@
+"""The node's managed containers: the registry of what this server owns, and cold create/destroy.
+
+Containers carry labels (managed-by, server id, lease id, owner, deadline, idle TTL; see
+`swe_rl.fleet.protocol`), so a restarted server adopts its own containers and never touches
+anything else. A failed create removes what it started. Warm containers (`warm.py`) live in
+the same registry: they count against the node's cap and are evicted for a lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import docker
+import docker.errors
+
+from swe_rl.fleet.checks import scrub
+from swe_rl.fleet.exec.config import ExecConfig, parse_bytes
+from swe_rl.fleet.protocol import (
+    LABEL_CREATED,
+    LABEL_DEADLINE,
+    LABEL_IDLE_TTL,
+    LABEL_LEASE,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    LABEL_SERVER,
+    LABEL_WARM,
+    MANAGED_VALUE,
+    ApiError,
+)
+
+if TYPE_CHECKING:
+    from swe_rl.fleet.exec.warm import ClaimedState
+
+log = logging.getLogger("swe_exec_server")
+
+CONTAINER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# A start the runtime refuses because of what the request asked for (workdir, limits), not a broken node.
+_START_REFUSED = re.compile(
+    r"OCI runtime create failed|error during container init|not a directory|"
+    r"no such file or directory|invalid argument|permission denied",
+    re.I,
+)
+
+
+@dataclass
+class ContainerRecord:
+    id: str
+    name: str
+    image: str
+    lease_id: str
+    owner: str
+    workdir: str
+    created: float
+    deadline: float
+    idle_ttl: float
+    last_activity: float
+    in_flight: int = 0
+    warm: bool = False
+    """Started ahead and not claimed yet: no lease, evictable, destroyed on stop."""
+    from_warm: bool = False
+    """Claimed from the warm pool: its labels carry no lease, the state file does."""
+    baseline: bool = False
+    """An episode-start baseline was recorded: diffs leave out what was there before."""
+
+    def public(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["idle_seconds"] = round(time.time() - self.last_activity, 3)
+        return d
+
+    def lease_state(self) -> dict[str, Any]:
+        return {
+            "lease_id": self.lease_id,
+            "owner": self.owner,
+            "deadline": self.deadline,
+            "idle_ttl": self.idle_ttl,
+            "created": self.created,
+            "workdir": self.workdir,
+            "image": self.image,
+        }
+
+
+@dataclass(frozen=True)
+class CreateSpec:
+    """Everything a container gets from a create request: a warm one must match it exactly to be claimed."""
+
+    image: str
+    memory: str
+    cpus: float
+    pids_limit: int
+    network: bool | str
+    """False: none; True: Docker's default network; a name: that (allowlisted) Docker network."""
+    workdir: str
+    env: tuple[tuple[str, str], ...]
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (
+            self.image,
+            parse_bytes(self.memory),
+            self.cpus,
+            self.pids_limit,
+            self.network,
+            self.workdir,
+            self.env,
+        )
+
+
+class Registry:
+    """The containers this server manages, by id, behind one lock (shared with the warm pool)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.records: dict[str, ContainerRecord] = {}
+        self.reserved = 0
+        """Slots taken by containers being created (cold or warm)."""
+        self.creating: set[str] = set()
+        """Names of containers being created: the reaper leaves them alone."""
+        self.on_forget_warm: Callable[[str], None] = lambda cid: None
+        """Called (lock held) when a warm container leaves the registry (the warm pool forgets it)."""
+
+    def lookup(self, container_id: Any) -> ContainerRecord:
+        if not isinstance(container_id, str) or not CONTAINER_ID_RE.match(container_id):
+            raise ApiError(
+                400, "container_id must be a container id or name (letters, digits, '_', '.', '-')"
+            )
+        with self.lock:
+            rec = self.records.get(container_id)
+            if rec is None:
+                for r in self.records.values():
+                    if r.name == container_id or (len(container_id) >= 12 and r.id.startswith(container_id)):
+                        rec = r
+                        break
+        if rec is None or rec.warm:
+            raise ApiError(404, f"unknown container {container_id!r}: not managed by this exec server")
+        return rec
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.records) + self.reserved
+
+    def all(self) -> list[ContainerRecord]:
+        with self.lock:
+            return list(self.records.values())
+
+    def touch(self, ids: list[str]) -> tuple[list[str], list[str]]:
+        now = time.time()
+        touched, missing = [], []
+        with self.lock:
+            for cid in ids:
+                rec = self.records.get(cid)
+                if rec is None or rec.warm:
+                    missing.append(cid)
+                else:
+                    rec.last_activity = now
+                    touched.append(cid)
+        return touched, missing
+
+    def forget_locked(self, rec: ContainerRecord) -> None:
+        self.records.pop(rec.id, None)
+        if rec.warm:
+            self.on_forget_warm(rec.id)
+
+    def use(self, container_id: Any) -> "InUse":
+        return InUse(self, self.lookup(container_id))
+
+
+class InUse:
+    """Marks a container busy for the reaper while a call runs on it."""
+
+    def __init__(self, registry: Registry, rec: ContainerRecord) -> None:
+        self.registry, self.rec = registry, rec
+
+    def __enter__(self) -> ContainerRecord:
+        with self.registry.lock:
+            self.rec.in_flight += 1
+            self.rec.last_activity = time.time()
+        return self.rec
+
+    def __exit__(self, *exc: Any) -> None:
+        with self.registry.lock:
+            self.rec.in_flight -= 1
+            self.rec.last_activity = time.time()
+
+
+class Containers:
+    """Creates and removes this node's containers through the Docker SDK (no `docker` CLI processes)."""
+
+    def __init__(
+        self,
+        config: ExecConfig,
+        client: Any,
+        registry: Registry,
+        state: "ClaimedState",
+        stats: dict[str, int],
+    ) -> None:
+        self.config, self.client, self.registry, self.state, self.stats = (
+            config,
+            client,
+            registry,
+            state,
+            stats,
+        )
+        try:  # Docker's data root, scrubbed from the messages we pass on
+            self._docker_root = str(self.client.info().get("DockerRootDir") or "")
+        except Exception:  # noqa: BLE001 - a fake backend or an old daemon: the default paths still go
+            self._docker_root = ""
+
+    def scrub(self, text: str) -> str:
+        return scrub(text, (self._docker_root,))
+
+    def label_filter(self) -> dict[str, list[str]]:
+        return {"label": [f"{LABEL_MANAGED}={MANAGED_VALUE}", f"{LABEL_SERVER}={self.config.server_id}"]}
+
+    def load_existing(self) -> None:
+        """Adopt this server's containers left from an earlier run (fresh idle window).
+
+        Warm containers are adopted only when the state file says they were claimed (with
+        their lease); unclaimed ones are destroyed: nothing warm outlives the server.
+        """
+        now = time.time()
+        state = self.state.load()
+        doomed = []
+        for c in self.client.containers.list(all=True, filters=self.label_filter(), ignore_removed=True):
+            labels = c.labels or {}
+            image = c.image.tags[0] if c.image and c.image.tags else ""
+            workdir = c.attrs.get("Config", {}).get("WorkingDir") or "/"
+            if labels.get(LABEL_WARM) == "1":
+                info = state.get(c.id)
+                if not isinstance(info, dict):
+                    doomed.append(c.id)
+                    continue
+                rec = ContainerRecord(
+                    id=c.id,
+                    name=c.name,
+                    image=str(info.get("image") or image),
+                    lease_id=str(info.get("lease_id", "")),
+                    owner=str(info.get("owner", "")),
+                    workdir=str(info.get("workdir") or workdir),
+                    created=float(info.get("created", now)),
+                    deadline=float(info.get("deadline", now)),
+                    idle_ttl=float(info.get("idle_ttl", self.config.idle_ttl)),
+                    last_activity=now,
+                    from_warm=True,
+                )
+            else:
+                rec = ContainerRecord(
+                    id=c.id,
+                    name=c.name,
+                    image=image,
+                    lease_id=labels.get(LABEL_LEASE, ""),
+                    owner=labels.get(LABEL_OWNER, ""),
+                    workdir=workdir,
+                    created=float(labels.get(LABEL_CREATED, now)),
+                    deadline=float(labels.get(LABEL_DEADLINE, now)),
+                    idle_ttl=float(labels.get(LABEL_IDLE_TTL, self.config.idle_ttl)),
+                    last_activity=now,
+                )
+            with self.registry.lock:
+                self.registry.records[c.id] = rec
+        for cid in doomed:
+            log.info("destroying unclaimed warm container %s left from an earlier run", cid[:12])
+            self.docker_remove(cid)
+        self.state.save()
+
+    def create_cold(
+        self,
+        spec: CreateSpec,
+        lease_id: str,
+        owner: str,
+        ttl: float,
+        idle_ttl: float,
+        evictable_locked: Callable[[], ContainerRecord | None],
+    ) -> ContainerRecord:
+        """Start a new container for a lease; at the cap, a warm one nobody claimed makes room."""
+        cfg, reg = self.config, self.registry
+        victim = None
+        with reg.lock:
+            if len(reg.records) + reg.reserved >= cfg.max_containers:
+                victim = evictable_locked()
+                if victim is None:
+                    raise ApiError(
+                        429, f"node full: {cfg.max_containers} containers", capacity=cfg.max_containers
+                    )
+                reg.forget_locked(victim)
+            reg.reserved += 1
+            self.stats["cold"] += 1
+        try:
+            if victim is not None:  # a lease matters more than a warm container nobody claimed yet
+                self.stats["evicted"] += 1
+                log.info("evicting warm container %s (%s) to make room", victim.id[:12], victim.image)
+                self.docker_remove(victim.id)
+            now = time.time()
+            labels = {
+                LABEL_LEASE: lease_id,
+                LABEL_OWNER: owner,
+                LABEL_DEADLINE: f"{now + ttl:.3f}",
+                LABEL_IDLE_TTL: f"{idle_ttl:.3f}",
+            }
+            container = self.start_container(spec, labels, now)
+            rec = ContainerRecord(
+                id=container.id,
+                name=container.name,
+                image=spec.image,
+                lease_id=lease_id,
+                owner=owner,
+                workdir=spec.workdir,
+                created=now,
+                deadline=now + ttl,
+                idle_ttl=idle_ttl,
+                last_activity=now,
+            )
+            with reg.lock:
+                reg.records[container.id] = rec
+            return rec
+        finally:
+            with reg.lock:
+                reg.reserved -= 1
+
+    def start_container(self, spec: CreateSpec, labels: dict[str, str], now: float) -> Any:
+        """docker create + start with the spec's limits; nothing half-created stays behind."""
+        cfg = self.config
+        self.ensure_image(spec.image)
+        labels = {
+            LABEL_MANAGED: MANAGED_VALUE,
+            LABEL_SERVER: cfg.server_id,
+            LABEL_CREATED: f"{now:.3f}",
+            **labels,
+        }
+        name = re.sub(r"[^A-Za-z0-9_.-]", "-", f"swe-{cfg.server_id[:20]}-{secrets.token_hex(6)}")
+        with self.registry.lock:
+            self.registry.creating.add(name)
+        container = None
+        try:
+            container = self.client.containers.create(
+                spec.image,
+                command=list(cfg.keepalive_command),
+                name=name,
+                labels=labels,
+                detach=True,
+                init=True,
+                working_dir=spec.workdir,
+                environment=dict(spec.env) or None,
+                mem_limit=spec.memory,
+                memswap_limit=spec.memory,
+                nano_cpus=int(spec.cpus * 1e9),
+                pids_limit=spec.pids_limit,
+                network_mode=self._network_mode(spec.network),
+                security_opt=["no-new-privileges"],
+            )
+            container.start()
+            return container
+        except docker.errors.APIError as exc:
+            reason = self.scrub(str(exc.explanation or exc))
+            # The daemon refusing this create (a limit, a workdir through a file, ...) is the request's
+            # fault; a daemon that fails otherwise is the node's.
+            if exc.status_code == 400 or _START_REFUSED.search(reason):
+                self._remove_half_created(container)
+                raise ApiError(400, f"docker refused this container: {reason}", reason=reason) from None
+            self._remove_half_created(container)
+            raise
+        except BaseException:
+            if container is not None:
+                try:
+                    container.remove(force=True)
+                except docker.errors.APIError:
+                    log.exception("could not remove half-created container %s", container.id[:12])
+            raise
+        finally:
+            with self.registry.lock:
+                self.registry.creating.discard(name)
+
+    def _network_mode(self, network: bool | str) -> str | None:
+        if network is False:
+            return "none"
+        if network is True:
+            return None  # Docker's default bridge
+        try:
+            self.client.networks.get(network)
+        except docker.errors.NotFound:
+            raise ApiError(
+                404,
+                f"network {network!r} not found on this node (SWE_EXEC_NETWORKS names it; "
+                f"create it with `docker network create --internal {network}`)",
+                network=network,
+                network_missing=True,
+            ) from None
+        return network
+
+    def _remove_half_created(self, container: Any) -> None:
+        if container is None:
+            return
+        try:
+            container.remove(force=True)
+        except docker.errors.APIError:
+            log.exception("could not remove half-created container %s", container.id[:12])
+
+    def ensure_image(self, image: str) -> None:
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            if not self.config.allow_pull:
+                raise ApiError(404, f"image not found on this node: {image}", image=image) from None
+            try:
+                self.client.images.pull(image)
+            except docker.errors.APIError as exc:
+                raise ApiError(404, f"image not found and pull failed: {image}: {exc.explanation}") from None
+
+    def destroy(self, container_id: Any) -> dict[str, Any]:
+        rec = self.registry.lookup(container_id)
+        self.remove(rec.id)
+        return {"ok": True, "container_id": rec.id}
+
+    def docker_remove(self, cid: str) -> None:
+        try:
+            self.client.api.remove_container(cid, force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:  # e.g. removal already in progress; the reaper retries
+            log.warning("could not remove %s: %s", cid[:12], exc)
+
+    def remove(self, cid: str) -> None:
+        with self.registry.lock:
+            rec = self.registry.records.get(cid)
+            if rec is not None:
+                self.registry.forget_locked(rec)
+        self.docker_remove(cid)
+        if rec is not None and rec.from_warm:
+            self.state.save()

@@ -1,0 +1,122 @@
+"""One node's exec service assembled from its parts: registry, containers, warm pool, reaper, operations.
+
+`ContainerManager` only wires the parts together and answers the few questions that span
+them (create: warm claim or cold start; how many containers are leased). The Docker client is
+injected: `docker.from_env()` in production, the in-memory fake in load tests
+(`swe_rl.fleet.fakes`), so production code never imports a fake.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import docker
+
+from swe_rl.fleet.exec.config import ExecConfig
+from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
+from swe_rl.fleet.exec.executor import DockerExecutor
+from swe_rl.fleet.exec.operations import Operations
+from swe_rl.fleet.exec.reaper import Reaper
+from swe_rl.fleet.exec.warm import ClaimedState, WarmPool
+from swe_rl.fleet.protocol import CreateRequest, WarmRequest
+
+
+class ContainerManager:
+    """The node's managed containers: create, operations, destroy, reap, warm pools."""
+
+    def __init__(self, config: ExecConfig, client: Any = None) -> None:
+        self.config = config
+        self.client = client or docker.from_env(max_pool_size=max(16, config.threads), timeout=600)
+        make_executor = getattr(self.client, "make_executor", None)  # the in-memory backend brings its own
+        self.executor = make_executor() if make_executor else DockerExecutor(self.client)
+        self.warm_stats = {
+            "claimed": 0,
+            "promised": 0,
+            "cold": 0,
+            "started": 0,
+            "evicted": 0,
+            "expired": 0,
+            "failed": 0,
+            "dropped": 0,
+        }
+        self.registry = Registry()
+        self.state = ClaimedState(config, self.registry)
+        self.containers = Containers(config, self.client, self.registry, self.state, self.warm_stats)
+        self.warm_pool = WarmPool(config, self.registry, self.containers, self.state, self.warm_stats)
+        self.reaper = Reaper(config, self.registry, self.containers, self.warm_stats)
+        self.ops = Operations(config, self.registry, self.containers, self.executor)
+        self.containers.load_existing()
+
+    def scrub(self, text: str) -> str:
+        return self.containers.scrub(text)
+
+    def create(self, req: CreateRequest) -> dict[str, Any]:
+        """A warm container of this exact spec when one is ready (or starting), else a cold start."""
+        spec = _spec(req)
+        assert req.ttl is not None and req.idle_ttl is not None  # filled by validation.create_request
+        rec = self.warm_pool.claim(spec, req.lease_id, req.owner, req.ttl, req.idle_ttl)
+        warm = rec is not None
+        if rec is None:
+            rec = self.containers.create_cold(
+                spec, req.lease_id, req.owner, req.ttl, req.idle_ttl, self.warm_pool.evictable_locked
+            )
+            self.warm_pool.started_cold(spec)
+        return {
+            "container_id": rec.id,
+            "name": rec.name,
+            "image": rec.image,
+            "workdir": rec.workdir,
+            "deadline": rec.deadline,
+            "network": spec.network,
+            "warm": warm,
+        }
+
+    def warm(self, req: WarmRequest) -> dict[str, Any]:
+        assert req.ttl is not None
+        return self.warm_pool.set_target(_spec(req.create), req.count, req.ttl)
+
+    def destroy(self, container_id: Any) -> dict[str, Any]:
+        return self.containers.destroy(container_id)
+
+    def count(self) -> int:
+        return self.registry.count()
+
+    def leased_count(self) -> int:
+        """Containers that are not warm (leased, or being created cold)."""
+        reg = self.registry
+        with reg.lock:
+            leased = sum(1 for r in reg.records.values() if not r.warm)
+            return leased + reg.reserved - self.warm_pool.starting_locked()
+
+    def records(self) -> list[ContainerRecord]:
+        return self.registry.all()
+
+    def touch(self, ids: list[str]) -> tuple[list[str], list[str]]:
+        return self.registry.touch(ids)
+
+    def reap_once(self) -> list[str]:
+        return self.reaper.reap_once()
+
+    def start_background(self) -> None:
+        """The reaper and the warm refiller threads."""
+        self.reaper.start()
+        self.warm_pool.start_refiller()
+
+    def stop(self) -> int:
+        """Stop background work and destroy the warm containers nobody claimed; returns how many."""
+        self.reaper.stop()
+        return self.warm_pool.stop()
+
+
+def _spec(req: CreateRequest) -> CreateSpec:
+    assert req.memory is not None and req.cpus is not None and req.pids_limit is not None
+    assert req.network is not None and req.workdir is not None
+    return CreateSpec(
+        req.image,
+        req.memory,
+        req.cpus,
+        req.pids_limit,
+        req.network,
+        req.workdir,
+        tuple(sorted(req.env.items())),
+    )

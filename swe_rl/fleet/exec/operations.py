@@ -1,0 +1,353 @@
+"""What a lease does with its container: run commands, take the patch, move files, evaluate a patch.
+
+Each operation takes a checked request of `swe_rl.fleet.protocol` and answers its JSON object.
+The container is marked busy for the reaper while the call runs; a container that died or was
+removed answers 410 (409 when it stopped), never a stack trace.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import json
+import os
+import re
+import tarfile
+import time
+from typing import Any
+
+import docker.errors
+
+from swe_rl.fleet import patch_baseline
+from swe_rl.fleet.exec.config import ExecConfig
+from swe_rl.fleet.exec.containers import ContainerRecord, Containers, Registry
+from swe_rl.fleet.exec.executor import ExecResult, decode_text
+from swe_rl.fleet.protocol import (
+    ApiError,
+    DiffRequest,
+    EvaluateRequest,
+    ExecRequest,
+    ReadFileRequest,
+    WriteFileRequest,
+)
+
+SCRATCH = "/tmp/.swe-rl"  # server-side files inside the container (never under the workdir)
+MAX_SYMLINKS = 40  # as the kernel's own limit when resolving a path
+_PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
+
+# Tried in order, as the SWE-bench harness does; each is all-or-nothing, so a
+# failed attempt leaves the checkout untouched for the next one. `git apply
+# --reject` is deliberately absent: a partly applied patch must not be graded.
+APPLY_STRATEGIES = [
+    ("git apply", "git apply --verbose {p}"),
+    ("git apply --ignore-whitespace", "git apply --verbose --ignore-space-change --ignore-whitespace {p}"),
+    (
+        "patch --fuzz=5",
+        "patch --batch --fuzz=5 -p1 --dry-run -i {p} >/dev/null && patch --batch --fuzz=5 -p1 -i {p}",
+    ),
+]
+
+
+class Operations:
+    def __init__(self, config: ExecConfig, registry: Registry, containers: Containers, executor: Any) -> None:
+        self.config, self.registry, self.containers, self.executor = config, registry, containers, executor
+        self.client = containers.client
+
+    def exec(self, req: ExecRequest) -> dict[str, Any]:
+        with self.registry.use(req.container_id) as rec:
+            workdir = req.workdir or rec.workdir
+            user = req.user
+            res = self._run(
+                rec,
+                req.command,
+                timeout=req.timeout,
+                workdir=workdir,
+                env=req.env,
+                max_output=req.max_output_bytes,
+                merge_stderr=not req.separate_stderr,
+                user=user,
+            )
+            if (
+                user
+                and res.returncode == 126
+                and (not res.output or b"unable to find user" in res.output)
+                and not self._user_exists(rec, user)
+            ):  # Docker's exec says 126, with or without a message
+                raise ApiError(422, f"no user {user!r} in the container")
+        result = {
+            "returncode": res.returncode,
+            "output": decode_text(res.output),
+            "timed_out": res.timed_out,
+            "truncated": res.truncated,
+            "output_bytes": res.output_bytes,
+            "duration": round(res.duration, 4),
+        }
+        if req.separate_stderr:  # "output" is then stdout alone
+            result.update(
+                stderr=decode_text(res.stderr), stderr_truncated=getattr(res, "stderr_truncated", False)
+            )
+        return result
+
+    def _user_exists(self, rec: ContainerRecord, user: str) -> bool:
+        name = user.split(":")[0]
+        return (
+            name.isdigit()
+            or self._run(
+                rec, f"id -u -- {_sh_quote(name)}", timeout=30.0, workdir="/", env=None, max_output=4096
+            ).returncode
+            == 0
+        )
+
+    def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> ExecResult:
+        try:
+            return self.executor.run(rec.id, command, **kw)
+        except docker.errors.NotFound:
+            with self.registry.lock:
+                self.registry.forget_locked(rec)
+            if rec.from_warm:
+                self.containers.state.save()
+            raise ApiError(
+                410, f"container {rec.id[:12]} no longer exists (it died or was removed)"
+            ) from None
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:
+                raise ApiError(409, f"container {rec.id[:12]} is not running (it died)") from None
+            raise
+
+    def diff(self, req: DiffRequest) -> dict[str, Any]:
+        """The patch of the workdir; `record_baseline` records the episode-start state instead (see
+        swe_rl/fleet/patch_baseline.py), which every later diff (against HEAD) then leaves out."""
+        base = req.base
+        max_bytes = self.config.max_eval_output_bytes
+        with self.registry.use(req.container_id) as rec:
+            workdir = req.workdir or rec.workdir
+            if req.record_baseline:
+                return self._record_baseline(rec, workdir)
+            res = None
+            if base == "HEAD":
+                res = self._run(
+                    rec,
+                    patch_baseline.DIFF_SCRIPT,
+                    timeout=300.0,
+                    workdir=workdir,
+                    env=None,
+                    max_output=max_bytes,
+                    merge_stderr=False,
+                )
+                if res.returncode == patch_baseline.NO_BASELINE_EXIT:
+                    if rec.baseline:
+                        raise ApiError(
+                            422,
+                            f"the baseline recorded in {workdir} is gone: "
+                            f"{decode_text(res.stderr).strip()[:2000]}",
+                        )
+                    res = None
+            if res is None:  # no baseline: everything untracked counts
+                git_diff = "git -c core.quotepath=off diff --cached --binary"
+                cmd = f"git add -A >/dev/null && {git_diff} {base}"
+                if base == "HEAD":  # a repository without commits yet diffs against the empty tree
+                    cmd = (
+                        f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
+                        f"then {git_diff} HEAD; else {git_diff}; fi"
+                    )
+                res = self._run(
+                    rec,
+                    cmd,
+                    timeout=300.0,
+                    workdir=workdir,
+                    env=None,
+                    max_output=max_bytes,
+                    merge_stderr=False,
+                )
+        if res.returncode != 0:
+            raise ApiError(422, f"git diff failed in {workdir}: {decode_text(res.stderr).strip()[:2000]}")
+        if res.truncated:
+            raise ApiError(413, f"patch larger than {max_bytes} bytes")
+        return _encode_bytes("patch", res.output)
+
+    def _record_baseline(self, rec: ContainerRecord, workdir: str) -> dict[str, Any]:
+        res = self._run(
+            rec,
+            patch_baseline.BASELINE_SCRIPT,
+            timeout=600.0,
+            workdir=workdir,
+            env=None,
+            max_output=64 << 10,
+            merge_stderr=False,
+        )
+        if res.returncode != 0:
+            raise ApiError(
+                422, f"cannot record a baseline in {workdir}: {decode_text(res.stderr).strip()[:2000]}"
+            )
+        rec.baseline = True
+        return {"patch": "", "baseline": decode_text(res.output).strip()}
+
+    def write_file(self, req: WriteFileRequest) -> dict[str, Any]:
+        data = req.content
+        with self.registry.use(req.container_id) as rec:
+            path = _resolve(req.path, rec.workdir)
+            parent, name = os.path.dirname(path), os.path.basename(path)
+            if not name:
+                raise ApiError(400, f"path {path!r} names a directory")
+            if self._is_directory(rec, path):  # Docker's tar upload would replace the directory by the file
+                raise ApiError(400, f"{path} is a directory", path=path)
+            tar_bytes = io.BytesIO()
+            with tarfile.open(fileobj=tar_bytes, mode="w") as tar:
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.mtime = len(data), req.mode, int(time.time())
+                tar.addfile(info, io.BytesIO(data))
+            try:
+                ok = self.client.api.put_archive(rec.id, parent, tar_bytes.getvalue())
+            except docker.errors.NotFound:
+                ok = False
+            if not ok:
+                if not req.create_dirs:
+                    raise ApiError(404, f"directory {parent!r} does not exist")
+                res = self._run(
+                    rec,
+                    f"mkdir -p -- {_sh_quote(parent)}",
+                    timeout=60.0,
+                    workdir="/",
+                    env=None,
+                    max_output=4096,
+                )
+                if res.returncode != 0:
+                    raise ApiError(
+                        422, f"cannot create directory {parent!r}: {decode_text(res.output).strip()}"
+                    )
+                try:
+                    self.client.api.put_archive(rec.id, parent, tar_bytes.getvalue())
+                except docker.errors.APIError as exc:
+                    raise ApiError(422, f"cannot write {path!r}: {exc.explanation}") from None
+        return {"ok": True, "path": path, "bytes": len(data)}
+
+    def _is_directory(self, rec: ContainerRecord, path: str) -> bool:
+        """Whether ``path`` is a directory, from the stat header of a HEAD on the archive endpoint."""
+        api = self.client.api
+        resp = api.head(api._url("/containers/{0}/archive", rec.id), params={"path": path})
+        header = resp.headers.get("X-Docker-Container-Path-Stat") if resp.status_code == 200 else None
+        if not header:
+            return False
+        try:
+            stat = json.loads(base64.b64decode(header))
+        except (ValueError, TypeError):
+            return False
+        return bool(int(stat.get("mode", 0)) & (1 << 31))  # Go's os.ModeDir
+
+    def read_file(self, req: ReadFileRequest, _links: int = 0) -> dict[str, Any]:
+        limit = req.max_bytes if req.max_bytes is not None else self.config.max_file_bytes
+        with self.registry.use(req.container_id) as rec:
+            path = _resolve(req.path, rec.workdir)
+            try:
+                stream, stat = self.client.api.get_archive(rec.id, path)
+            except docker.errors.NotFound:
+                raise ApiError(404, f"no such file: {path}", path=path) from None
+            except docker.errors.APIError as exc:
+                if (
+                    exc.status_code is not None
+                    and exc.status_code >= 500
+                    and not _PATH_REFUSED.search(str(exc))
+                ):
+                    raise
+                # a symlink loop, a path through a file: the path's fault, said without host paths
+                raise ApiError(
+                    422,
+                    f"cannot read {path}: {self.containers.scrub(str(exc.explanation or exc))}",
+                    path=path,
+                ) from None
+            mode = int(stat.get("mode", 0))
+            if mode & (1 << 31):  # Go's os.ModeDir
+                raise ApiError(400, f"{path} is a directory", path=path)
+            if stat.get("size", 0) > limit:
+                raise ApiError(
+                    413, f"{path} has {stat['size']} bytes, more than the limit {limit}", path=path
+                )
+            raw = b"".join(stream)
+        with tarfile.open(fileobj=io.BytesIO(raw), mode="r") as tar:
+            member = next((m for m in tar.getmembers()), None)
+            if member is None:
+                raise ApiError(404, f"no such file: {path}")
+            if member.issym() or member.islnk():
+                if _links >= MAX_SYMLINKS:
+                    raise ApiError(422, f"cannot read {path}: too many levels of symbolic links", path=path)
+                # Follow one link level by asking for the target (relative to the link's directory).
+                target = _resolve(member.linkname, os.path.dirname(path))
+                return self.read_file(dataclasses.replace(req, path=target), _links + 1)
+            fh = tar.extractfile(member)
+            data = fh.read() if fh else b""
+        result = _encode_bytes("content", data)
+        result.update({"path": path, "size": len(data), "mode": mode & 0o7777})
+        return result
+
+    def evaluate(self, req: EvaluateRequest) -> dict[str, Any]:
+        patch = req.patch
+        start = time.monotonic()
+        with self.registry.use(req.container_id) as rec:
+            workdir = req.workdir or rec.workdir
+            apply_status, strategy, apply_log = "empty", None, ""
+            if patch.strip():
+                self.write_file(WriteFileRequest(rec.id, f"{SCRATCH}/patch.diff", patch.encode("utf-8")))
+                apply_status = "failed"
+                logs = []
+                for strategy_name, cmd in APPLY_STRATEGIES:
+                    res = self._run(
+                        rec,
+                        cmd.format(p=f"{SCRATCH}/patch.diff"),
+                        timeout=300.0,
+                        workdir=workdir,
+                        env=None,
+                        max_output=64 << 10,
+                    )
+                    logs.append(f">>> {strategy_name}\n{decode_text(res.output)}")
+                    if res.returncode == 0:
+                        apply_status, strategy = "applied", strategy_name
+                        break
+                apply_log = "\n".join(logs)
+            result: dict[str, Any] = {
+                "apply_status": apply_status,
+                "apply_strategy": strategy,
+                "apply_output": apply_log,
+            }
+            if apply_status == "failed":
+                result.update({"returncode": None, "test_log": "", "timed_out": False, "truncated": False})
+            else:
+                self.write_file(
+                    WriteFileRequest(
+                        rec.id, f"{SCRATCH}/eval.sh", req.eval_script.encode("utf-8"), mode=0o755
+                    )
+                )
+                res = self._run(
+                    rec,
+                    f"bash {SCRATCH}/eval.sh",
+                    timeout=req.timeout,
+                    workdir=workdir,
+                    env=None,
+                    max_output=req.max_output_bytes,
+                )
+                result.update(
+                    {
+                        "returncode": res.returncode,
+                        "test_log": decode_text(res.output),
+                        "timed_out": res.timed_out,
+                        "truncated": res.truncated,
+                    }
+                )
+        result["duration"] = round(time.monotonic() - start, 4)
+        return result
+
+
+def _encode_bytes(key: str, data: bytes) -> dict[str, Any]:
+    """Text when it is valid UTF-8, base64 otherwise, so bytes round-trip exactly."""
+    try:
+        return {key: data.decode("utf-8"), "encoding": "utf-8"}
+    except UnicodeDecodeError:
+        return {key: base64.b64encode(data).decode("ascii"), "encoding": "base64"}
+
+
+def _resolve(path: str, workdir: str) -> str:
+    return os.path.normpath(path if path.startswith("/") else os.path.join(workdir, path))
+
+
+def _sh_quote(s: str) -> str:
+    return "'" + s.replace("'", "'\"'\"'") + "'"

@@ -1,0 +1,211 @@
+"""A whole fleet on this machine: exec servers and a pool server on loopback.
+
+Used by the main job (`eval/` on the bundled tasks), the benchmarks, and anyone
+who wants to try the fleet without Docker nodes. Every process it starts and
+every container they create is gone when the context exits, also on errors.
+
+    with LocalFleet(exec_servers=1) as fleet:
+        os.environ.update(fleet.client_env())   # SWE_POOL_URL, SWE_POOL_TOKEN
+        ...
+
+Run as `swe-local-fleet` (or `python -m swe_rl.fleet.local`) it starts the fleet, prints
+the environment to use, and stays up until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swe_rl.fleet.protocol import LABEL_MANAGED, LABEL_SERVER, MANAGED_VALUE
+
+EXEC_SERVER_ARGS = ["-m", "swe_rl.fleet.exec.app"]
+"""How `python` starts an exec server."""
+POOL_SERVER_ARGS = ["-m", "swe_rl.fleet.pool.app"]
+"""How `python` starts the pool server (from the repository until the pool joins the fleet package)."""
+
+
+try:  # loaded in the parent: the child, just forked, only makes the call (no import, no lock)
+    import ctypes
+
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    _PRCTL = None
+
+
+def die_with_parent() -> None:
+    """Child-side: get SIGTERM when the process that started us dies, even by SIGKILL (Linux).
+
+    The servers run in their own session (so a Ctrl-C reaches only the parent, which stops
+    them in order); this keeps a killed parent from leaving them running.
+    """
+    if _PRCTL is not None:
+        _PRCTL(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: server exited with code {proc.returncode} before becoming healthy")
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} not healthy after {timeout}s")
+
+
+@dataclass
+class LocalFleet:
+    """Starts `exec_servers` exec servers and one pool server as subprocesses on 127.0.0.1."""
+
+    exec_servers: int = 1
+    max_containers_per_node: int = 16
+    lease_ttl: float = 600.0
+    exec_env: dict[str, str] = field(default_factory=dict)
+    pool_env: dict[str, str] = field(default_factory=dict)
+    log_dir: Path | None = None
+    python: str = sys.executable
+
+    token: str = field(default_factory=lambda: secrets.token_hex(24), repr=False)
+    pool_url: str = ""
+    exec_urls: list[str] = field(default_factory=list)
+    server_ids: list[str] = field(default_factory=list)
+    _procs: list[subprocess.Popen] = field(default_factory=list, repr=False)
+    _tmp: Any = field(default=None, repr=False)
+
+    def client_env(self) -> dict[str, str]:
+        return {"SWE_POOL_URL": self.pool_url, "SWE_POOL_TOKEN": self.token}
+
+    def __enter__(self) -> "LocalFleet":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _spawn(self, args: list[str], env: dict[str, str], log_name: str) -> subprocess.Popen:
+        assert self.log_dir is not None
+        log = open(self.log_dir / log_name, "ab")
+        proc = subprocess.Popen([self.python, *args], env={**os.environ, **env}, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
+        self._procs.append(proc)
+        return proc
+
+    def start(self) -> None:
+        if self.log_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="swe-rl-fleet-")
+            self.log_dir = Path(self._tmp.name)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        run_id = secrets.token_hex(3)
+        pending = []
+        for i in range(self.exec_servers):
+            port = free_port()
+            server_id = f"local-{run_id}-{i}"
+            env = {"SWE_EXEC_TOKEN": self.token, "SWE_EXEC_SERVER_ID": server_id, "SWE_EXEC_HOST": "127.0.0.1",
+                   "SWE_EXEC_PORT": str(port), "SWE_EXEC_MAX_CONTAINERS": str(self.max_containers_per_node),
+                   **self.exec_env}
+            proc = self._spawn(EXEC_SERVER_ARGS, env, f"exec-{i}.log")
+            url = f"http://127.0.0.1:{port}"
+            self.exec_urls.append(url)
+            self.server_ids.append(server_id)
+            pending.append((url, proc))
+        for url, proc in pending:
+            wait_healthy(url, proc)
+        port = free_port()
+        env = {"SWE_EXEC_SERVER_URLS": ",".join(self.exec_urls), "SWE_EXEC_TOKEN": self.token,
+               "SWE_POOL_TOKEN": self.token, "SWE_POOL_HOST": "127.0.0.1", "SWE_POOL_PORT": str(port),
+               "SWE_POOL_ID": f"local-pool-{run_id}", "SWE_POOL_DB": str(self.log_dir / "leases.db"),
+               "SWE_MAX_CONTAINERS_PER_NODE": str(self.max_containers_per_node),
+               "SWE_LEASE_TTL": str(self.lease_ttl), **self.pool_env}
+        proc = self._spawn(POOL_SERVER_ARGS, env, "pool.log")
+        self.pool_url = f"http://127.0.0.1:{port}"
+        wait_healthy(self.pool_url, proc)
+
+    def stop(self) -> None:
+        """Pool first (its graceful shutdown releases every lease), then the exec servers, then a sweep."""
+        for proc in reversed(self._procs):  # the pool was started last
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+        self._procs.clear()
+        self._sweep()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _sweep(self) -> None:
+        """Remove any container our exec servers labelled (belt and braces after a crash)."""
+        if not self.server_ids:
+            return
+        try:
+            import docker
+        except ImportError:
+            return
+        client = docker.from_env()
+        try:
+            for c in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}={MANAGED_VALUE}"},
+                                            ignore_removed=True):
+                if (c.labels or {}).get(LABEL_SERVER) in self.server_ids:
+                    try:
+                        c.remove(force=True)
+                    except docker.errors.APIError:
+                        pass
+        finally:
+            client.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Run a local swe-rl fleet (exec servers + pool) on loopback")
+    p.add_argument("--exec-servers", type=int, default=1)
+    p.add_argument("--max-containers-per-node", type=int, default=16)
+    p.add_argument("--log-dir", type=Path, default=None)
+    a = p.parse_args(argv)
+    with LocalFleet(exec_servers=a.exec_servers, max_containers_per_node=a.max_containers_per_node,
+                    log_dir=a.log_dir) as fleet:
+        for k, v in fleet.client_env().items():
+            print(f"export {k}={v}")
+        print(f"# exec servers: {' '.join(fleet.exec_urls)}; logs in {fleet.log_dir}; Ctrl-C stops everything",
+              flush=True)
+        stop = False
+
+        def _stop(*_: Any) -> None:
+            nonlocal stop
+            stop = True
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+        while not stop:
+            time.sleep(0.5)
+
+
+if __name__ == "__main__":
+    main()
