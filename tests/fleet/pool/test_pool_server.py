@@ -14,7 +14,6 @@ from typing import Any
 import docker.errors
 import httpx
 import pytest
-from conftest import ROOT
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
