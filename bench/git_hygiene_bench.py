@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
-from swe_rl.env_client import EnvClient, EnvClientConfig  # noqa: E402
+from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
 from swe_rl.environment import FleetEnvironment  # noqa: E402
 from swe_rl.git_hygiene import clean_history  # noqa: E402
 

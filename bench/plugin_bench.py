@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import httpx
 
 from swe_rl.agent import AgentConfig, run_agent
-from swe_rl.env_client import ExecResult
+from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer

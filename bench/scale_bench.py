@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet  # noqa: E402
 
-from swe_rl.env_client import EnvClient, EnvClientConfig, Lease  # noqa: E402
+from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease  # noqa: E402
 
 IMAGES = [f"swe-rl/bench-{i}:latest" for i in range(16)]
 PER_CLIENT = 100  # leases per EnvClient, like one rollout worker

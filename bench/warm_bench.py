@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
-from swe_rl.env_client import EnvClient, EnvClientConfig  # noqa: E402
+from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
 
 IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 OPTS = {"memory": "1g", "cpus": 1.0}

@@ -155,7 +155,7 @@ def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
     from eval_swe import _end_torn_line, _progress, instance_ids
 
-    from swe_rl.env_client import EnvClient, EnvClientConfig
+    from swe_rl.fleet.client import EnvClient, EnvClientConfig
     from swe_rl.grader import FleetGrader, GraderConfig
     from swe_rl.tasks import load_instances
 

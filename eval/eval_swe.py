@@ -194,7 +194,7 @@ def result_row(instance: Any, result: Any, out: Path, run_dir: Path) -> dict[str
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
               stop: CleanStop | None = None) -> dict[str, Any]:
     from swe_rl.agent import AgentConfig, run_instance
-    from swe_rl.env_client import EnvClient, EnvClientConfig
+    from swe_rl.fleet.client import EnvClient, EnvClientConfig
     from swe_rl.grader import FleetGrader, GraderConfig
     from swe_rl.harnesses.registry import harness_by_name
     from swe_rl.integrity import IntegrityConfig

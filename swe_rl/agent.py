@@ -22,13 +22,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.env_client import (
-    BadRequest,
-    EnvClient,
-    ExecResult,
-    FleetError,
-    FleetUnavailable,
-)
+from swe_rl.fleet.client import EnvClient, ExecResult
+from swe_rl.fleet.errors import BadRequest, FleetError, FleetUnavailable
 from swe_rl.environment import EnvFactory, fleet_env_factory, record_baseline
 from swe_rl.git_hygiene import GitHygieneResult, clean_history
 from swe_rl.grader import FleetGrader

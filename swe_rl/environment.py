@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from swe_rl.env_client import BadRequest, EnvClient, ExecResult, Lease
+from swe_rl.fleet.client import EnvClient, ExecResult, Lease
+from swe_rl.fleet.errors import BadRequest
 from swe_rl.networks import network_for
 from swe_rl.protocols import Environment
 from swe_rl.tasks import TaskInstance

@@ -18,7 +18,7 @@ import time
 
 from pydantic import BaseModel
 
-from swe_rl.env_client import FleetUnavailable
+from swe_rl.fleet.errors import FleetUnavailable
 from swe_rl.protocols import Environment
 
 __all__ = ["GitHygieneFailed", "GitHygieneResult", "clean_history", "hygiene_body", "hygiene_script"]

@@ -17,7 +17,8 @@ import logging
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.env_client import EnvClient, FleetError
+from swe_rl.fleet.client import EnvClient
+from swe_rl.fleet.errors import FleetError
 from swe_rl.environment import record_baseline
 from swe_rl.grading import GradeResult, GradeStatus, LogGrader, grade
 from swe_rl.integrity import IntegrityConfig

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from swe_rl.env_client import EvalResult, FileNotFound, Lease
+from swe_rl.fleet.client import EvalResult, Lease
+from swe_rl.fleet.errors import FileNotFound
 from swe_rl.grading import GradeResult, GradeStatus, grade
 from swe_rl.integrity import IntegrityConfig, OfficialVerdict, TamperReport, neutralise, section_files
 from swe_rl.tasks import TaskInstance

@@ -9,7 +9,7 @@ A UNIT-TEST TOOL, NOT A SANDBOX and never the default: commands run as this user
 with its tools and its network; only file writes are kept inside the environment's directory.
 It exists so the agent loop, the harnesses, their tools and ``apply_patch`` can be tested in
 milliseconds without Docker. It follows the fleet's semantics and raises the same errors as the
-fleet's client (`swe_rl.env_client`): a timeout is a result (return code 124, the process group
+fleet's client (`swe_rl.fleet.client`): a timeout is a result (return code 124, the process group
 killed), output keeps its head and tail when over the cap, a missing file is `FileMissing`, a
 directory `IsADirectory`, a refused command `CommandRefused`, a call after `close` `LeaseLost`.
 What it cannot copy: processes that leave the process group escape the timeout kill, and
@@ -31,14 +31,8 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from swe_rl.env_client import (
-    BadRequest,
-    CommandRefused,
-    ExecResult,
-    FileMissing,
-    IsADirectory,
-    LeaseLost,
-)
+from swe_rl.fleet.client import ExecResult
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory, LeaseLost
 from swe_rl.environment import EnvFactory
 from swe_rl.protocols import Environment
 from swe_rl.tasks import TaskInstance

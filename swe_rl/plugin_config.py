@@ -10,7 +10,7 @@ Upstream slime drops CLI flags it does not know, so the plugin reads:
 Later sources win. A few values fall back on slime's own arguments when unset:
 ``max_context_len`` ← ``--rollout-max-context-len``, ``tokenizer_path`` ← ``--hf-checkpoint``,
 the router ← ``--sglang-router-ip`` / ``--sglang-router-port``. The fleet is reached with
-``SWE_POOL_URL`` / ``SWE_POOL_TOKEN`` (see `swe_rl.env_client.EnvClientConfig`).
+``SWE_POOL_URL`` / ``SWE_POOL_TOKEN`` (see `swe_rl.fleet.client.EnvClientConfig`).
 
     config = PluginConfig.from_args(args)
 """

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.env_client import ExecResult
+from swe_rl.fleet.client import ExecResult
 from swe_rl.grading import GradeResult
 from swe_rl.tasks import TaskInstance
 
@@ -165,7 +165,7 @@ class Harness(Protocol):
 class Environment(Protocol):
     """One task container (a fleet lease, or `swe_rl.local_environment` in unit tests).
 
-    Failures are the `swe_rl.env_client` error tree: `EnvUnavailable` (infrastructure, the sample is
+    Failures are the `swe_rl.fleet.errors` tree: `EnvUnavailable` (infrastructure, the sample is
     dropped), `FileMissing`, `IsADirectory`, `CommandRefused` and other `BadRequest` (the caller's doing).
     """
 

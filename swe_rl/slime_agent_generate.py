@@ -18,7 +18,7 @@ import importlib
 import os
 from typing import Any, Callable
 
-from swe_rl.fleet_sandbox import FleetSandbox, parse_network
+from swe_rl.fleet.sandbox import FleetSandbox, parse_network
 
 UPSTREAM_GENERATE = "examples.coding_agent_rl.generate"
 UPSTREAM_TASKS = "examples.coding_agent_rl.swe"

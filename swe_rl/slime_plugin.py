@@ -44,7 +44,7 @@ import httpx
 
 from swe_rl import slime_runtime
 from swe_rl.agent import AgentConfig, AgentResult, run_agent
-from swe_rl.env_client import EnvClient, EnvClientConfig
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.certification import certification_gate
 from swe_rl.grade_artifacts import write_grade_artifacts
 from swe_rl.grader import FleetGrader, GraderConfig

@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 
-from swe_rl.env_client import EnvClient, EnvClientConfig
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.tasks import TaskInstance, load_instances
 
 FIXTURES_JSONL = ROOT / "data" / "fixtures" / "instances.jsonl"

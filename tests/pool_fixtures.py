@@ -65,7 +65,7 @@ class PoolProc:
 
     def start(self, *args: str) -> "PoolProc":
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "server/pool_server.py"), *args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "swe_rl.fleet.pool.app", *args],
                                      env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         self.started.append(self.proc)
         wait_http(self.url + "/healthz", timeout=30, proc=self.proc)

@@ -12,7 +12,7 @@ import pytest
 from agent_fixtures import client, pool  # noqa: F401
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
-from swe_rl.env_client import EnvError
+from swe_rl.fleet.errors import EnvError
 from swe_rl.environment import FleetEnvironment
 from swe_rl.harnesses.codeact import CodeActHarness
 from swe_rl.harnesses.codex import CodexHarness

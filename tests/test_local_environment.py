@@ -10,14 +10,7 @@ import time
 
 import pytest
 
-from swe_rl.env_client import (
-    BadRequest,
-    CommandRefused,
-    FileMissing,
-    FileNotFound,
-    IsADirectory,
-    LeaseLost,
-)
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, FileNotFound, IsADirectory, LeaseLost
 from swe_rl.local_environment import LocalEnvironment, init_repo, local_env_factory, local_environment
 from swe_rl.protocols import Environment
 from swe_rl.tasks import TaskInstance

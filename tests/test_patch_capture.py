@@ -13,7 +13,7 @@ from agent_fixtures import client, fixture_instances, leftover_containers, pool 
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from swe_rl.agent import AgentConfig, ExitReason, run_instance
-from swe_rl.env_client import BadRequest
+from swe_rl.fleet.errors import BadRequest
 from swe_rl.grader import FleetGrader, GraderConfig
 from swe_rl.grading import GradeStatus
 from swe_rl.harnesses import BashBlockHarness

@@ -13,7 +13,7 @@ import pytest
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 
 from swe_rl import slime_agent_generate as wrapper
-from swe_rl.fleet_sandbox import FleetSandbox
+from swe_rl.fleet.sandbox import FleetSandbox
 
 EXAMPLE = '''
 class E2BSandbox:  # what upstream boots unless told otherwise

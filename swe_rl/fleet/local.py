@@ -32,7 +32,7 @@ from swe_rl.fleet.protocol import LABEL_MANAGED, LABEL_SERVER, MANAGED_VALUE
 
 EXEC_SERVER_ARGS = ["-m", "swe_rl.fleet.exec.app"]
 """How `python` starts an exec server."""
-POOL_SERVER_ARGS = [str(Path(__file__).resolve().parents[2] / "server" / "pool_server.py")]
+POOL_SERVER_ARGS = ["-m", "swe_rl.fleet.pool.app"]
 """How `python` starts the pool server (from the repository until the pool joins the fleet package)."""
 
 

@@ -30,7 +30,8 @@ import jinja2
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from swe_rl.env_client import ExecResult, FleetError
+from swe_rl.fleet.client import ExecResult
+from swe_rl.fleet.errors import FleetError
 from swe_rl.harnesses.bash_block import (
     SUBMIT_SENTINEL,
     reminder,

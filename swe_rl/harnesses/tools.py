@@ -25,7 +25,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from swe_rl.env_client import BadRequest, CommandRefused, ExecResult, FileMissing, IsADirectory
+from swe_rl.fleet.client import ExecResult
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
 from swe_rl.protocols import Environment
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swe_rl.env_client import ExecResult
+from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses.bash_block import (
     SUBMIT_SENTINEL,
     BashBlockConfig,

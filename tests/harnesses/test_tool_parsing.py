@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from swe_rl.env_client import ExecResult
+from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses.apply_patch import (
     PatchError,
     apply_hunks,

@@ -15,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from swe_rl.env_client import EnvClient, EnvClientConfig
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from tests.conftest import ROOT
 

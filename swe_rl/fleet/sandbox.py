@@ -40,7 +40,8 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, ConfigDict
 
-from swe_rl.env_client import BadRequest, EnvClient, EnvClientConfig, FileNotFound, FleetError, Lease
+from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
+from swe_rl.fleet.errors import BadRequest, FileNotFound, FleetError
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ Used by the agent, the slime plugin and eval:
             result = await env.exec("pytest -q", timeout=600)
 
 Why it is built this way:
-- Errors are typed. Everything under `FleetUnavailable` is the fleet's fault
-  (pool unreachable, node down, container gone, fleet full, image missing,
-  timeouts): the plugin removes such samples instead of scoring them.
-  `BadRequest` (`IsADirectory`, `CommandRefused`) and `FileNotFound` (`FileMissing`) are the
-  caller's business. `EnvError` / `EnvUnavailable` name the same tree for any environment.
+- Errors are typed (`swe_rl.fleet.errors`): every HTTP answer that is not a 200 is mapped onto
+  that one tree in one place (`errors.error_for`). Everything under `FleetUnavailable` is the
+  fleet's fault: the plugin removes such samples instead of scoring them.
+- Results are decoded views of the wire types of `swe_rl.fleet.protocol` (`ExecResponse`,
+  `EvaluateResponse`): `ExecResult.from_response`, `EvalResult.from_response`.
 - Retries (exponential backoff with jitter) only where repeating is safe:
   allocate (a client-made request id makes it idempotent), heartbeat, diff,
   read_file, close. exec, write_file and evaluate change the container, so they
@@ -37,84 +37,10 @@ from typing import Any, AsyncIterator
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
+from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
+from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, EvaluateResponse, ExecResponse
 
 log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class FleetError(Exception):
-    """Any failure reported by the pool or on the way to it."""
-
-    def __init__(self, message: str, *, status: int | None = None, body: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = body or {}
-
-
-class FleetUnavailable(FleetError):
-    """Infrastructure failure (pool unreachable, node down, 5xx, timeout): not the policy's fault."""
-
-
-class LeaseLost(FleetUnavailable):
-    """The lease or its container is gone (expired, reclaimed, container died)."""
-
-
-class FleetFull(FleetUnavailable):
-    """Every node stayed at its cap until the allocate deadline."""
-
-
-class ImageNotFound(FleetUnavailable):
-    """No healthy node has the image."""
-
-
-class BadRequest(FleetError):
-    """The pool refused the request (4xx); carries the server's message."""
-
-
-class FileNotFound(FleetError):
-    """read_file of a path that does not exist in the container."""
-
-
-class IsADirectory(BadRequest):
-    """read_file or write_file of a path that is a directory."""
-
-
-class CommandRefused(BadRequest):
-    """exec refused before it ran (4xx: too large, a NUL byte, an unknown user, ...): the caller's doing."""
-
-
-# The names every environment shares (the fleet's client and `swe_rl.local_environment`): the
-# classes above under the names the agent's seams use, so old and new `except` clauses both work.
-EnvError = FleetError
-"""Any environment failure."""
-EnvUnavailable = FleetUnavailable
-"""The environment's infrastructure failed: not the policy's fault (the sample is dropped)."""
-FileMissing = FileNotFound
-"""read_file of a path that does not exist."""
-
-
-def _error_for(op: str, status: int, body: dict[str, Any]) -> FleetError:
-    """The one place HTTP answers become typed errors (the servers say "directory" only in text)."""
-    message = f"{op}: {body.get('error') or f'HTTP {status}'}"
-    if status == 404 and op == "allocate":
-        return ImageNotFound(message, status=status, body=body)
-    if status == 404 and op == "read_file" and not body.get("lease_lost"):
-        return FileNotFound(message, status=status, body=body)
-    if (status == 400 and op in ("read_file", "write_file")
-            and ("is a directory" in message or "names a directory" in message)):
-        return IsADirectory(message, status=status, body=body)
-    if op == "exec" and 400 <= status < 500 and status not in (404, 409, 410, 429):
-        return CommandRefused(message, status=status, body=body)
-    if status in (404, 409, 410) and op != "allocate":
-        return LeaseLost(message, status=status, body=body)
-    if status == 429:
-        return FleetFull(message, status=status, body=body)
-    if status >= 500:
-        return FleetUnavailable(message, status=status, body=body)
-    return BadRequest(message, status=status, body=body)
 
 
 # --------------------------------------------------------------------------- config and results
@@ -169,6 +95,8 @@ class EnvClientConfig(BaseModel):
 
 @dataclass
 class ExecResult:
+    """A command's result as the caller sees it (the wire's `ExecResponse`, decoded)."""
+
     returncode: int
     output: str
     """stdout and stderr interleaved (stdout alone with `separate_stderr`); head and tail kept when truncated."""
@@ -184,9 +112,17 @@ class ExecResult:
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
 
+    @classmethod
+    def from_response(cls, data: ExecResponse) -> "ExecResult":
+        return cls(returncode=data["returncode"], output=data["output"], timed_out=data["timed_out"],
+                   truncated=data["truncated"], output_bytes=data["output_bytes"], duration=data["duration"],
+                   stderr=data.get("stderr"))
+
 
 @dataclass
 class EvalResult:
+    """An evaluate call's result (the wire's `EvaluateResponse`, decoded; the test log is not judged here)."""
+
     apply_status: str
     """"applied", "failed" (no strategy applied the patch) or "empty" (no patch)."""
     apply_strategy: str | None
@@ -197,6 +133,10 @@ class EvalResult:
     timed_out: bool
     truncated: bool
     duration: float
+
+    @classmethod
+    def from_response(cls, data: EvaluateResponse) -> "EvalResult":
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[misc]
 
 
 class Retry(Enum):
@@ -253,9 +193,7 @@ class Lease:
             body["separate_stderr"] = True
         data = await self._call("exec", body, timeout + self.client.config.call_margin,
                                 Retry.SAFE if idempotent else Retry.UNSENT)
-        return ExecResult(returncode=data["returncode"], output=data["output"], timed_out=data["timed_out"],
-                          truncated=data["truncated"], output_bytes=data["output_bytes"], duration=data["duration"],
-                          stderr=data.get("stderr"))
+        return ExecResult.from_response(data)  # type: ignore[arg-type]
 
     async def diff(self, base: str | None = None) -> str:
         """`git diff` of the workdir against base (HEAD), new files included."""
@@ -294,7 +232,7 @@ class Lease:
         timeout = timeout or self.client.config.eval_timeout
         data = await self._call("evaluate", {"patch": patch, "eval_script": eval_script, "timeout": timeout},
                                 timeout + EVAL_APPLY_ALLOWANCE + self.client.config.call_margin, Retry.UNSENT)
-        return EvalResult(**{k: data.get(k) for k in EvalResult.__dataclass_fields__})
+        return EvalResult.from_response(data)  # type: ignore[arg-type]
 
     async def heartbeat(self) -> float:
         """Extend the lease; returns its new expiry (epoch seconds)."""
@@ -424,7 +362,7 @@ class EnvClient:
                 data = _json_or_text(resp)
                 if resp.status_code == 200:
                     return data
-                error = _error_for(op, resp.status_code, data)
+                error = error_for(op, resp.status_code, data)
                 if retry is Retry.ALLOCATE:
                     retryable = resp.status_code == 429 or resp.status_code >= 500
                     if resp.status_code == 429:

@@ -9,10 +9,9 @@ import pytest
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 
 from conftest import free_port
-from swe_rl.env_client import (
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.errors import (
     BadRequest,
-    EnvClient,
-    EnvClientConfig,
     FileNotFound,
     FleetError,
     FleetFull,

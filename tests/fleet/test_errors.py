@@ -10,11 +10,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from swe_rl.env_client import (
+from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
+from swe_rl.fleet.errors import (
     BadRequest,
     CommandRefused,
-    EnvClient,
-    EnvClientConfig,
     EnvError,
     EnvUnavailable,
     FileMissing,
@@ -22,7 +21,6 @@ from swe_rl.env_client import (
     FleetError,
     FleetUnavailable,
     IsADirectory,
-    Lease,
     LeaseLost,
 )
 

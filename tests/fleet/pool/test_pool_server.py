@@ -14,10 +14,10 @@ from typing import Any
 import docker.errors
 import httpx
 import pytest
-from conftest import ROOT
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 
-from swe_rl.env_client import EnvClient, EnvClientConfig, FleetUnavailable, Lease
+from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
+from swe_rl.fleet.errors import FleetUnavailable
 
 INIT_REPO = "git init -q && printf 'a\\n' > f.txt && git add f.txt && git commit -qm init"
 
@@ -175,13 +175,13 @@ def test_missing_image_and_full_node_try_other_nodes(fleet, pool_factory, base_i
 
 
 def test_refuses_to_start_without_token_or_nodes(tmp_path):
-    script = str(ROOT / "server/pool_server.py")
+    script = ["-m", "swe_rl.fleet.pool.app"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWE_EXEC", "SWE_POOL"))}
     env["SWE_POOL_DB"] = str(tmp_path / "x.db")
-    no_token = subprocess.run([sys.executable, script, "--exec-urls", "http://127.0.0.1:9"], env=env,
+    no_token = subprocess.run([sys.executable, *script, "--exec-urls", "http://127.0.0.1:9"], env=env,
                               capture_output=True, text=True, timeout=30)
     assert no_token.returncode != 0 and "SWE_EXEC_TOKEN" in no_token.stderr and "Traceback" not in no_token.stderr
-    no_nodes = subprocess.run([sys.executable, script], env={**env, "SWE_EXEC_TOKEN": "t"}, capture_output=True,
+    no_nodes = subprocess.run([sys.executable, *script], env={**env, "SWE_EXEC_TOKEN": "t"}, capture_output=True,
                               text=True, timeout=30)
     assert no_nodes.returncode != 0 and "SWE_EXEC_SERVER_URLS" in no_nodes.stderr
 

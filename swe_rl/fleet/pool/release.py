@@ -1,4 +1,4 @@
-"""Destroying released containers off the request path (used by pool_server.py).
+"""Destroying released containers off the request path (used by pool.py).
 
 Why: removing a container costs the Docker daemon 100-200 ms, which `close` used to wait for.
 A lease is released at once; its container is destroyed right after in the background and

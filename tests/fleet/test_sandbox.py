@@ -20,8 +20,9 @@ import pytest
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 from sever_proxy import SeverProxy
 
-from swe_rl.env_client import BadRequest, EnvClient, EnvClientConfig, FleetUnavailable
-from swe_rl.fleet_sandbox import FleetSandbox, FleetSandboxConfig, SandboxCommandError, SandboxTimeout
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.errors import BadRequest, FleetUnavailable
+from swe_rl.fleet.sandbox import FleetSandbox, FleetSandboxConfig, SandboxCommandError, SandboxTimeout
 
 # --------------------------------------------------------------------------- the contract, restated
 

@@ -1,0 +1,193 @@
+"""The pool server's HTTP face: Starlette routes, bearer auth, body limits, errors as JSON; and `main()`.
+
+Every endpoint but /healthz needs the bearer token; bad input gets a 4xx JSON error, never a stack
+trace. Run it as `swe-pool-server` or `python -m swe_rl.fleet.pool.app` (settings: `SWE_*` variables
+of `config.PoolConfig`, or flags).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hmac
+import logging
+import os
+import time
+from typing import Any, AsyncIterator
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from swe_rl.fleet.checks import BadRequest, parse_body
+from swe_rl.fleet.pool import __version__
+from swe_rl.fleet.pool.config import PoolConfig
+from swe_rl.fleet.pool.metrics import metrics_text, status_of
+from swe_rl.fleet.pool.pool import Pool
+from swe_rl.fleet.pool.routing import ROUTED_OPS
+from swe_rl.fleet.protocol import ApiError, read_token
+
+log = logging.getLogger("swe_pool_server")
+
+
+def error_response(exc: ApiError) -> JSONResponse:
+    """The JSON error answer of an ApiError (`protocol.error_body`), with its headers (Retry-After)."""
+    return JSONResponse(exc.body(), exc.status, headers=exc.headers)
+
+
+def create_app(pool: Pool) -> Starlette:
+    """The pool's routes; the lifespan starts and stops the pool."""
+    token = pool.cfg.pool_token.encode()
+    limit = pool.cfg.max_body_bytes
+
+    async def body_of(request: Request) -> dict[str, Any]:
+        declared = request.headers.get("content-length", "")
+        too_large = ApiError(413, f"request body larger than {limit} bytes", limit=limit)
+        if declared.isdigit() and int(declared) > limit:
+            log.warning("413 on %s: body of %s bytes, limit %d", request.url.path, declared, limit)
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                log.warning("413 on %s: body over %d bytes", request.url.path, limit)
+                raise too_large
+            chunks.append(chunk)
+        try:
+            return parse_body(b"".join(chunks))
+        except BadRequest as exc:
+            raise ApiError(exc.status, exc.message) from None
+
+    def endpoint(op: str, handler: Any, *, auth: bool = True, json_body: bool = True) -> Any:
+        """Wrap a handler with auth, JSON parsing, error mapping and metrics."""
+
+        async def view(request: Request) -> Response:
+            t0 = time.monotonic()
+            outcome = "ok"
+            try:
+                if auth:
+                    header = request.headers.get("authorization", "")
+                    supplied = header[7:].encode() if header.startswith("Bearer ") else b""
+                    if not hmac.compare_digest(supplied, token):
+                        raise ApiError(401, "unauthorized: missing or wrong bearer token")
+                result = await handler(await body_of(request)) if json_body else await handler()
+                if isinstance(result, Response):
+                    return result
+                status, data = result if isinstance(result, tuple) else (200, result)
+                outcome = "ok" if status < 400 else "client_error" if status < 500 else "error"
+                return JSONResponse(data, status)
+            except ApiError as exc:
+                outcome = ("unauthorized" if exc.status == 401 else "lease_lost" if exc.extra.get("lease_lost")
+                           else "node_down" if exc.extra.get("node_down") else "timeout" if exc.status == 504
+                           else "client_error" if exc.status < 500 else "error")
+                return error_response(exc)
+            except Exception as exc:  # never a stack trace to the caller
+                log.exception("unhandled error on %s", request.url.path)
+                outcome = "error"
+                return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
+            finally:
+                if json_body:
+                    pool.metrics.inc("swe_pool_calls_total", op=op, outcome=outcome)
+                    pool.metrics.observe(op, time.monotonic() - t0)
+
+        return view
+
+    async def healthz() -> Response:
+        healthy = len(pool.nodes.healthy())
+        return JSONResponse({"ok": healthy > 0, "nodes_healthy": healthy, "nodes_total": len(pool.nodes.nodes),
+                             "leases": len(pool.leases), "version": __version__})
+
+    async def status() -> dict[str, Any]:
+        return status_of(pool)
+
+    async def metrics() -> Response:
+        return PlainTextResponse(metrics_text(pool), media_type="text/plain; version=0.0.4")
+
+    async def heartbeat(body: dict[str, Any]) -> dict[str, Any]:
+        return pool.heartbeat(body)
+
+    def routed(op: str) -> Any:
+        return lambda body: pool.route(op, body)
+
+    routes = [
+        Route("/healthz", endpoint("healthz", healthz, auth=False, json_body=False), methods=["GET"]),
+        Route("/status", endpoint("status", status, json_body=False), methods=["GET"]),
+        Route("/metrics", endpoint("metrics", metrics, json_body=False), methods=["GET"]),
+        Route("/allocate", endpoint("allocate", pool.allocate), methods=["POST"]),
+        Route("/heartbeat", endpoint("heartbeat", heartbeat), methods=["POST"]),
+        Route("/close", endpoint("close", pool.close), methods=["POST"]),
+        Route("/warm", endpoint("warm", pool.warm), methods=["POST"]),
+        *(Route(f"/{op}", endpoint(op, routed(op)), methods=["POST"]) for op in ROUTED_OPS),
+    ]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return JSONResponse({"error": f"{exc.status_code}: {exc.detail}"}, exc.status_code, headers=exc.headers)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await pool.start()
+        try:
+            yield
+        finally:
+            await pool.stop()
+
+    return Starlette(routes=routes, exception_handlers={HTTPException: http_error}, lifespan=lifespan)
+
+
+def _raise_fd_limit() -> None:
+    """Thousands of leases mean thousands of sockets: lift the soft descriptor limit to the hard one."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 16, hard))
+    except (ImportError, ValueError, OSError) as exc:
+        log.warning("could not raise the open-file limit: %s", exc)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cfg = PoolConfig.from_env()
+    p = argparse.ArgumentParser(description="swe-rl pool server: leases containers over exec servers")
+    p.add_argument("--exec-urls", help="comma-separated exec server URLs (SWE_EXEC_SERVER_URLS)")
+    p.add_argument("--exec-token-file", help="file with the exec servers' token (SWE_EXEC_TOKEN_FILE)")
+    p.add_argument("--token-file", help="file with the token clients must send (SWE_POOL_TOKEN_FILE)")
+    p.add_argument("--host", default=cfg.host)
+    p.add_argument("--port", type=int, default=cfg.port)
+    p.add_argument("--pool-id", default=cfg.pool_id or None)
+    p.add_argument("--db", default=cfg.db_path or None, help="SQLite file of leases (SWE_POOL_DB)")
+    p.add_argument("--lease-ttl", type=float, default=cfg.lease_ttl)
+    p.add_argument("--max-per-node", type=int, default=cfg.max_per_node)
+    p.add_argument("--health-interval", type=float, default=cfg.health_interval)
+    p.add_argument("--node-down-after", type=int, default=cfg.node_down_after)
+    p.add_argument("--reap-interval", type=float, default=cfg.reap_interval)
+    p.add_argument("--keep-leases-on-exit", action="store_true", default=cfg.keep_leases_on_exit,
+                   help="keep containers and leases at shutdown (rolling restart)")
+    p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "INFO"))
+    a = p.parse_args(argv)
+    logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per exec call is noise
+    if a.exec_urls:
+        cfg.exec_urls = [u.strip().rstrip("/") for u in a.exec_urls.split(",") if u.strip()]
+    if a.exec_token_file:
+        cfg.exec_token = read_token("", a.exec_token_file)
+    if a.token_file:
+        cfg.pool_token = read_token("", a.token_file)
+    cfg.host, cfg.port, cfg.pool_id, cfg.db_path = a.host, a.port, a.pool_id or "", a.db or ""
+    cfg.lease_ttl, cfg.max_per_node, cfg.reap_interval = a.lease_ttl, a.max_per_node, a.reap_interval
+    cfg.health_interval, cfg.node_down_after = a.health_interval, a.node_down_after
+    cfg.keep_leases_on_exit = a.keep_leases_on_exit
+    cfg.finalize()
+    _raise_fd_limit()
+    log.info("pool %s on %s:%d over %d exec servers (ttl %.0fs, cap %d/node)", cfg.pool_id, cfg.host, cfg.port,
+             len(cfg.exec_urls), cfg.lease_ttl, cfg.max_per_node)
+    uvicorn.run(create_app(Pool(cfg)), host=cfg.host, port=cfg.port, log_level=a.log_level.lower(),
+                access_log=False, timeout_graceful_shutdown=cfg.shutdown_grace, timeout_keep_alive=30)
+
+
+if __name__ == "__main__":
+    main()

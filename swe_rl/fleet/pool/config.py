@@ -1,0 +1,123 @@
+"""Pool server settings: one dataclass, filled from `SWE_*` variables, then from flags (see app.main)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+from swe_rl.fleet.protocol import read_token
+
+
+@dataclass
+class PoolConfig:
+    """Pool server settings; each field can be set by an `SWE_*` variable or a flag."""
+
+    exec_urls: list[str] = field(default_factory=list)
+    """Exec servers to spread leases over (`SWE_EXEC_SERVER_URLS`, comma-separated, required)."""
+    exec_token: str = field(default="", repr=False)
+    """Bearer token the pool sends to exec servers (`SWE_EXEC_TOKEN` / `SWE_EXEC_TOKEN_FILE`)."""
+    pool_token: str = field(default="", repr=False)
+    """Bearer token clients must send (`SWE_POOL_TOKEN` / `SWE_POOL_TOKEN_FILE`; defaults to the exec token)."""
+    host: str = "127.0.0.1"
+    """Address to bind (`SWE_POOL_HOST`). Loopback unless told otherwise."""
+    port: int = 18090
+    """Port to bind (`SWE_POOL_PORT`)."""
+    pool_id: str = ""
+    """Owner label written on our containers (`SWE_POOL_ID`, default hostname:port); reconciliation
+    destroys containers with this owner that no lease knows, so two pools must never share it."""
+    db_path: str = ""
+    """SQLite file of live leases (`SWE_POOL_DB`, default ~/.cache/swe-rl/pool-<port>.db)."""
+    lease_ttl: float = 300.0
+    """Seconds without heartbeat or call before a lease is reclaimed (`SWE_LEASE_TTL`)."""
+    max_per_node: int = 15
+    """Leases per node at most, allocations in flight included (`SWE_MAX_CONTAINERS_PER_NODE`)."""
+    health_interval: float = 5.0
+    """Seconds between health checks of each node (`SWE_HEALTH_INTERVAL`)."""
+    node_down_after: int = 2
+    """Consecutive failed health checks that mark a node down (`SWE_NODE_DOWN_AFTER`)."""
+    reap_interval: float = 10.0
+    """Seconds between passes of the expired-lease reaper (`SWE_POOL_REAP_INTERVAL`)."""
+    touch_interval: float = 30.0
+    """Upper bound on seconds between batch touches of live containers (`SWE_POOL_TOUCH_INTERVAL`);
+    the pool touches at least every lease_ttl/4 so exec servers never reap a live container."""
+    connect_timeout: float = 5.0
+    """Seconds to connect to an exec server (`SWE_POOL_CONNECT_TIMEOUT`)."""
+    call_margin: float = 30.0
+    """Seconds added to a command's timeout for the HTTP call that carries it (`SWE_POOL_CALL_MARGIN`)."""
+    retry_after: int = 2
+    """Retry-After seconds sent with 429 when every node is at its cap (`SWE_POOL_RETRY_AFTER`)."""
+    shutdown_grace: int = 10
+    """Seconds in-flight requests get at shutdown before the pool releases everything (`SWE_POOL_SHUTDOWN_GRACE`)."""
+    keep_leases_on_exit: bool = False
+    """Keep containers and the lease table at shutdown, for a rolling restart (`SWE_POOL_KEEP_LEASES_ON_EXIT=1`)."""
+    warm_min: int = 1
+    """Warm containers asked for after an allocate that gives no `expected` (its grading container;
+    `SWE_POOL_WARM_MIN`, 0 turns implicit warming off)."""
+    warm_per_image: int = 8
+    """Warm containers of one exact request the pool asks the fleet for at most (`SWE_POOL_WARM_PER_IMAGE`)."""
+    warm_ttl: float = 600.0
+    """Lifetime of a warm target on the nodes, renewed by each allocate of the request (`SWE_POOL_WARM_TTL`)."""
+    affinity_slack: float = 0.1
+    """Fraction of a node's cap by which a node with warm containers (or the image) may be more loaded than
+    the least loaded one and still be preferred (`SWE_POOL_AFFINITY_SLACK`; 0: affinity only breaks ties)."""
+    connection_shards: int = 8
+    """Connection pools per exec server (`SWE_POOL_CONNECTION_SHARDS`): several small ones stay fast
+    with hundreds of calls in flight to one node."""
+    max_body_bytes: int = 128 << 20
+    """Largest request body accepted; larger ones get a 413 JSON error (`SWE_POOL_MAX_BODY_BYTES`)."""
+    images_interval: float = 60.0
+    """Seconds between refreshes of each node's image list, used for image affinity (`SWE_POOL_IMAGES_INTERVAL`)."""
+
+    @property
+    def idle_ttl(self) -> float:
+        """Idle TTL asked of exec servers: above the lease TTL, so only a dead pool lets them reap."""
+        return self.lease_ttl + max(120.0, self.lease_ttl)
+
+    @property
+    def effective_touch_interval(self) -> float:
+        return max(0.2, min(self.touch_interval, self.lease_ttl / 4))
+
+    @classmethod
+    def from_env(cls) -> "PoolConfig":
+        e = os.environ.get
+        cfg = cls()
+        cfg.exec_urls = [u.strip().rstrip("/") for u in e("SWE_EXEC_SERVER_URLS", "").split(",") if u.strip()]
+        cfg.exec_token = read_token(e("SWE_EXEC_TOKEN", ""), e("SWE_EXEC_TOKEN_FILE", ""))
+        cfg.pool_token = read_token(e("SWE_POOL_TOKEN", ""), e("SWE_POOL_TOKEN_FILE", ""))
+        cfg.host = e("SWE_POOL_HOST", cfg.host)
+        cfg.port = int(e("SWE_POOL_PORT", str(cfg.port)))
+        cfg.pool_id = e("SWE_POOL_ID", "")
+        cfg.db_path = e("SWE_POOL_DB", "")
+        cfg.lease_ttl = float(e("SWE_LEASE_TTL", str(cfg.lease_ttl)))
+        cfg.max_per_node = int(e("SWE_MAX_CONTAINERS_PER_NODE", str(cfg.max_per_node)))
+        cfg.health_interval = float(e("SWE_HEALTH_INTERVAL", str(cfg.health_interval)))
+        cfg.node_down_after = int(e("SWE_NODE_DOWN_AFTER", str(cfg.node_down_after)))
+        cfg.reap_interval = float(e("SWE_POOL_REAP_INTERVAL", str(cfg.reap_interval)))
+        cfg.touch_interval = float(e("SWE_POOL_TOUCH_INTERVAL", str(cfg.touch_interval)))
+        cfg.connect_timeout = float(e("SWE_POOL_CONNECT_TIMEOUT", str(cfg.connect_timeout)))
+        cfg.call_margin = float(e("SWE_POOL_CALL_MARGIN", str(cfg.call_margin)))
+        cfg.retry_after = int(e("SWE_POOL_RETRY_AFTER", str(cfg.retry_after)))
+        cfg.shutdown_grace = int(e("SWE_POOL_SHUTDOWN_GRACE", str(cfg.shutdown_grace)))
+        cfg.keep_leases_on_exit = e("SWE_POOL_KEEP_LEASES_ON_EXIT", "0") == "1"
+        cfg.warm_min = int(e("SWE_POOL_WARM_MIN", str(cfg.warm_min)))
+        cfg.warm_per_image = int(e("SWE_POOL_WARM_PER_IMAGE", str(cfg.warm_per_image)))
+        cfg.warm_ttl = float(e("SWE_POOL_WARM_TTL", str(cfg.warm_ttl)))
+        cfg.affinity_slack = float(e("SWE_POOL_AFFINITY_SLACK", str(cfg.affinity_slack)))
+        cfg.images_interval = float(e("SWE_POOL_IMAGES_INTERVAL", str(cfg.images_interval)))
+        cfg.max_body_bytes = int(e("SWE_POOL_MAX_BODY_BYTES", str(cfg.max_body_bytes)))
+        cfg.connection_shards = int(e("SWE_POOL_CONNECTION_SHARDS", str(cfg.connection_shards)))
+        return cfg
+
+    def finalize(self) -> "PoolConfig":
+        """Fill port-dependent defaults and refuse settings the pool cannot run with."""
+        self.pool_token = self.pool_token or self.exec_token
+        self.pool_id = (self.pool_id or f"{socket.gethostname()}:{self.port}")[:128]
+        self.db_path = os.path.expanduser(self.db_path or f"~/.cache/swe-rl/pool-{self.port}.db")
+        if not self.exec_urls:
+            raise SystemExit("error: no exec servers: set SWE_EXEC_SERVER_URLS (comma-separated) or --exec-urls")
+        if not self.exec_token:
+            raise SystemExit("error: no exec token: set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (or --exec-token-file)")
+        if self.lease_ttl <= 0 or self.max_per_node <= 0 or self.node_down_after <= 0:
+            raise SystemExit("error: lease TTL, per-node cap and node-down-after must be positive")
+        return self

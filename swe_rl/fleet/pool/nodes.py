@@ -1,0 +1,119 @@
+"""The exec servers as the pool sees them: each node's health and own figures, and the checks that keep them.
+
+A node that fails `node_down_after` health checks in a row (or refuses a connection mid-call) is down:
+no allocation goes there and calls on its leases fail fast, until its /healthz answers again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from swe_rl.fleet.pool.routing import json_of
+from swe_rl.fleet.protocol import ApiError
+
+log = logging.getLogger("swe_pool_server")
+
+
+@dataclass
+class Node:
+    """One exec server: up or down, its load counters, and the figures it reports on /healthz."""
+
+    url: str
+    healthy: bool = False
+    """False until the first good health check (and reconciliation) at start."""
+    failures: int = 0
+    pending: int = 0
+    """Allocations in flight to this node: counted in its load so the cap holds under bursts."""
+    last_error: str = ""
+    last_health: float = 0.0
+    """Wall time of the last successful health check."""
+    active: int = 0
+    """Leases on this node whose container is not lost (kept incrementally by the pool)."""
+    capacity: int = 0
+    """Containers the node says it holds at most (0: unknown)."""
+    memory_total: int = 0
+    memory_available: int = 0
+    cpus: int = 0
+    max_warm: int = 0
+    warm_dropped: int = 0
+    """Warm specs the node dropped after failing to start them (its own count)."""
+    warm: dict[str, int] = field(default_factory=dict)
+    """Ready warm containers per image, as of the last health check."""
+    images: frozenset[str] | None = None
+    """Images the node has, refreshed every images_interval (None: unknown)."""
+    images_at: float = 0.0
+    warm_targets: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
+    """Warm target we last sent per request key: (count, monotonic expiry)."""
+
+    def report(self, health: dict[str, Any]) -> None:
+        """Take the node's own figures from its /healthz answer."""
+        def num(key: str) -> int:
+            value = health.get(key)
+            return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+        self.capacity, self.memory_total, self.memory_available = num("capacity"), num("memory_total"), \
+            num("memory_available")
+        self.cpus, self.max_warm, self.warm_dropped = num("cpus"), num("max_warm"), num("warm_dropped")
+        warm = health.get("warm")
+        self.warm = {str(k): int(v) for k, v in warm.items() if isinstance(v, int)} if isinstance(warm, dict) else {}
+
+
+class NodeSet:
+    """Health bookkeeping of the exec servers; knows nothing of leases."""
+
+    def __init__(self, urls: list[str], down_after: int) -> None:
+        self.nodes = {url: Node(url) for url in urls}
+        self.down_after = down_after
+
+    def __iter__(self) -> Any:
+        return iter(self.nodes.values())
+
+    def get(self, url: str) -> Node:
+        return self.nodes[url]
+
+    def healthy(self) -> list[Node]:
+        return [n for n in self if n.healthy]
+
+    def failed(self, node: Node, reason: str, *, immediately: bool = False) -> None:
+        node.failures += 1
+        node.last_error = reason
+        if node.healthy and (immediately or node.failures >= self.down_after):
+            node.healthy = False
+            log.warning("node %s is down: %s", node.url, reason)
+
+    def succeeded(self, node: Node) -> None:
+        if not node.healthy:
+            log.info("node %s is up", node.url)
+        node.healthy, node.failures, node.last_health = True, 0, time.time()
+
+
+
+async def fetch_health(http: httpx.AsyncClient, node: Node, health_interval: float) -> tuple[bool, str]:
+    """GET the node's /healthz; on success its figures are taken into `node` (up/down is the caller's)."""
+    try:
+        resp = await http.get(node.url + "/healthz", timeout=min(5.0, max(1.0, health_interval)))
+        health = json_of(resp)
+        ok = resp.status_code == 200 and health.get("ok") is True
+        reason = "" if ok else f"/healthz answered {resp.status_code}"
+    except (httpx.HTTPError, ApiError) as exc:
+        return False, f"/healthz failed: {type(exc).__name__}: {exc}"
+    if ok:
+        node.report(health)
+    return ok, reason
+
+
+async def refresh_images(http: httpx.AsyncClient, node: Node) -> None:
+    """Learn which images the node has (for image affinity); None when it does not say."""
+    try:
+        resp = await http.get(node.url + "/images", timeout=30.0)
+        images = json_of(resp).get("images") if resp.status_code == 200 else None
+    except (httpx.HTTPError, ApiError) as exc:
+        log.info("image list of %s unavailable: %s", node.url, exc)
+        images = None
+    node.images = frozenset(str(i) for i in images) if isinstance(images, list) else None
+    node.images_at = time.monotonic()

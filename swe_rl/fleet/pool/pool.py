@@ -1,0 +1,484 @@
+"""The pool: leases over the exec servers: allocate, heartbeat, close, reap, reconcile, warm demand.
+
+Why it is built this way:
+- Async (one event loop, shared HTTP clients): a one-hour evaluation is just an awaiting coroutine,
+  it never blocks other calls.
+- A lease is the unit clients hold: a container on one node, kept alive by heartbeats. Leases nobody
+  heartbeats are reclaimed, so a crashed rollout worker leaks nothing.
+- Leases are persisted in SQLite (`store`) and reconciled against each node's own list of containers at
+  start and whenever a node comes back: containers labelled with our owner id that no lease knows are
+  destroyed (a restart leaks nothing), leases whose container vanished are marked lost.
+- Each allocate (or `POST /warm`) tells the nodes, fire-and-forget, how many containers of that exact
+  request to keep started ahead (`placement` decides where); a full fleet answers 429 with Retry-After
+  (back-pressure, not failure).
+- Scale: per-node lease counts and indexes are kept incrementally, so an allocate or a routed call
+  costs the same with 10 leases or 10,000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from typing import Any
+
+import httpx
+from starlette.responses import Response
+
+from swe_rl.fleet.checks import BadRequest, check_create_options
+from swe_rl.fleet.pool import placement
+from swe_rl.fleet.pool.config import PoolConfig
+from swe_rl.fleet.pool.metrics import Metrics
+from swe_rl.fleet.pool.nodes import Node, NodeSet, fetch_health, refresh_images
+from swe_rl.fleet.pool.placement import WARM_OPTIONS, Demand, WarmKey, warm_key
+from swe_rl.fleet.pool.release import DestroyQueue
+from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
+from swe_rl.fleet.pool.store import Lease, LeaseStore, LeaseTable
+from swe_rl.fleet.protocol import ApiError
+
+log = logging.getLogger("swe_pool_server")
+
+
+def _opt_str(body: dict[str, Any], key: str, limit: int = 256) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or len(value) > limit:
+        raise ApiError(400, f"{key} must be a non-empty string of at most {limit} characters")
+    return value
+
+
+def _opt_count(body: dict[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100_000:
+        raise ApiError(400, f"{key} must be a whole number from 0 to 100000")
+    return value
+
+
+def _check_create(body: dict[str, Any]) -> None:
+    try:
+        check_create_options(body)
+    except BadRequest as exc:
+        raise ApiError(exc.status, exc.message) from None
+
+
+class Pool:
+    """Leases over the nodes: allocate, route, heartbeat, close, reap, reconcile."""
+
+    def __init__(self, config: PoolConfig) -> None:
+        self.cfg = config
+        self.nodes = NodeSet(config.exec_urls, config.node_down_after)
+        self.calls = NodeCalls(config.exec_urls, self.nodes, config.exec_token,
+                               connect_timeout=config.connect_timeout, shards=config.connection_shards)
+        self.store = LeaseStore(config.db_path)
+        self.metrics = Metrics()
+        self.table = LeaseTable(self.store, self.nodes.nodes)
+        self.leases, self.by_request, self.by_node = self.table.leases, self.table.by_request, self.table.by_node
+        self.allocations: dict[str, asyncio.Task[dict[str, Any]]] = {}
+        """Allocations in flight by request id: a retry awaits the same one."""
+        self._alloc_tasks: set[asyncio.Task[dict[str, Any]]] = set()
+        self.allocating: set[str] = set()
+        """Lease ids being created: reconciliation must not take their containers for orphans."""
+        self.demand: dict[WarmKey, Demand] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        """Fire-and-forget calls (warm requests) in flight."""
+        self._tasks: list[asyncio.Task[None]] = []
+        self.destroys = DestroyQueue(self.calls.post, self.metrics)
+        """Containers of released leases being destroyed in the background (off close's path)."""
+
+    # ---- lifecycle
+
+    async def start(self) -> None:
+        self.calls.open()
+        for lease in self.store.load():
+            lease.last_seen = time.monotonic()
+            self._add(lease)
+        log.info("pool %s: %d leases loaded from %s", self.cfg.pool_id, len(self.leases), self.cfg.db_path)
+        await self.check_health()  # reconciles each reachable node before the first request
+        for loop, interval in ((self.check_health, self.cfg.health_interval),
+                               (self.reap_expired, self.cfg.reap_interval),
+                               (self.touch_live, self.cfg.effective_touch_interval)):
+            self._tasks.append(asyncio.create_task(self._every(interval, loop)))
+
+    async def stop(self) -> None:
+        for task in [*self._tasks, *self._background]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._background, return_exceptions=True)
+        if self._alloc_tasks:  # let them finish, so their containers are released below
+            await asyncio.wait(list(self._alloc_tasks), timeout=60)
+        if not self.cfg.keep_leases_on_exit:
+            await self._cancel_warm_targets()
+            leases = list(self.leases.values())
+            for lease in leases:
+                self._release(lease, "shutdown")
+            destroyed = await self.destroys.drain(max(30.0, self.cfg.shutdown_grace))
+            self.store.clear()
+            log.info("shutdown: released %d leases (%d containers destroyed)", len(leases), destroyed)
+        else:
+            await self.destroys.drain(max(30.0, self.cfg.shutdown_grace))
+        self.store.close()
+        await self.calls.aclose()
+
+    async def _cancel_warm_targets(self) -> None:
+        """Tell the nodes to stop refilling what we asked for (what is warm still expires with its TTL)."""
+        calls = []
+        for node in self.nodes.healthy():
+            for (image, options), _ in list(node.warm_targets.items()):
+                body = {"image": image, **json.loads(options), "count": 0}
+                calls.append(self._post(node, "/warm", body, 5.0))
+            node.warm_targets.clear()
+        await asyncio.gather(*calls, return_exceptions=True)
+
+    async def _every(self, interval: float, fn: Any) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await fn()
+            except Exception:  # a background loop must outlive any one bad pass
+                log.exception("background pass %s failed", fn.__name__)
+
+    # ---- bookkeeping (the table keeps the indexes, the record and the nodes' counts in step)
+
+    def _add(self, lease: Lease) -> None:
+        self.table.add(lease)
+
+    def _drop(self, lease: Lease) -> None:
+        self.table.drop(lease)
+
+    def _mark_lost(self, lease: Lease, reason: str) -> None:
+        """The container is gone: keep a tombstone so calls get a clear 410 until close or TTL."""
+        if self.table.mark_lost(lease, reason):
+            log.warning("lease %s lost: %s", lease.lease_id, reason)
+            self.metrics.inc("swe_pool_leases_reclaimed_total", reason="container_gone")
+
+    def load(self, node: Node) -> int:
+        return placement.load(node)
+
+    def cap(self, node: Node) -> int:
+        return placement.cap(node, self.cfg.max_per_node)
+
+    def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> Lease:
+        return self.table.of(body, allow_lost=allow_lost)
+
+    def _post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> Any:
+        return self.calls.post(node, path, payload, timeout)
+
+    def _release(self, lease: Lease, reason: str) -> asyncio.Task[bool]:
+        """Forget a lease now; its container is destroyed right after, in the background, until it is gone."""
+        self._drop(lease)
+        log.info("lease %s released (%s); destroying container %s on %s", lease.lease_id, reason,
+                 lease.container_id[:12], lease.node)
+        return self.destroys.submit(self.nodes.get(lease.node), lease.container_id)
+
+    # ---- allocate
+
+    async def allocate(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = await self._allocate_once(body)
+        except ApiError as exc:
+            outcome = {404: "image_not_found", 429: "full", 503: "no_node"}.get(exc.status, "error")
+            self.metrics.inc("swe_pool_allocations_total", outcome="bad_request" if exc.status in (400, 403, 422)
+                             else outcome)
+            raise
+        self.metrics.inc("swe_pool_allocations_total", outcome="ok")
+        return result
+
+    async def _allocate_once(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Run one allocation per request id: a retry gets the lease, or awaits the allocation in flight."""
+        image = _opt_str(body, "image")
+        if image is None:
+            raise ApiError(400, "missing or empty string field 'image'")
+        request_id = _opt_str(body, "request_id", 200)
+        _opt_str(body, "instance_id")
+        _opt_count(body, "expected")
+        _check_create(body)
+        if request_id and request_id in self.by_request:
+            return self.leases[self.by_request[request_id]].public(self.cfg.lease_ttl)
+        if request_id and request_id in self.allocations:
+            return await asyncio.shield(self.allocations[request_id])
+        task = asyncio.create_task(self._allocate(image, request_id, body))
+        self._alloc_tasks.add(task)
+        task.add_done_callback(self._allocation_done)
+        if request_id:
+            self.allocations[request_id] = task
+        return await asyncio.shield(task)  # a dropped connection must not leave a half-made lease
+
+    def _allocation_done(self, task: asyncio.Task[dict[str, Any]]) -> None:
+        self._alloc_tasks.discard(task)
+        for rid, t in list(self.allocations.items()):
+            if t is task:
+                del self.allocations[rid]
+        if not task.cancelled():
+            task.exception()  # retrieved here: its caller may have gone away
+
+    async def _allocate(self, image: str, request_id: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        lease_id = secrets.token_urlsafe(16)
+        payload: dict[str, Any] = {"image": image, "lease_id": lease_id, "owner": self.cfg.pool_id,
+                                   "idle_ttl": self.cfg.idle_ttl}
+        for key in ("network", "memory", "cpus", "pids_limit", "workdir", "env"):
+            if body.get(key) is not None:
+                payload[key] = body[key]
+        key = warm_key(image, payload)
+        self._plan_warm(key, payload, _opt_count(body, "expected"))  # fire-and-forget, before our own create
+        tried: set[str] = set()
+        missing: list[str] = []
+        errors: list[str] = []
+        full: set[str] = set()
+        missing_network = ""
+        while True:
+            candidates = [n for n in self.nodes.healthy() if n.url not in tried]
+            full.update(n.url for n in candidates if self.load(n) >= self.cap(n))
+            candidates = [n for n in candidates if self.load(n) < self.cap(n)]
+            if not candidates:
+                break
+            node = placement.pick_node(candidates, key, max_per_node=self.cfg.max_per_node,
+                                       affinity_slack=self.cfg.affinity_slack, now=time.monotonic())
+            tried.add(node.url)
+            node.pending += 1
+            self.allocating.add(lease_id)
+            try:
+                resp = await self._post(node, "/container/create", payload, 600.0)
+                data = json_of(resp)
+                if resp.status_code == 200:
+                    lease = Lease(lease_id, request_id, node.url, data["container_id"], image,
+                                  body.get("instance_id"), data.get("workdir") or "/testbed", time.time(),
+                                  warm=data.get("warm") is True)
+                    self._add(lease)
+                    self.store.put(lease)
+                    if lease.warm:
+                        self.metrics.inc("swe_pool_allocations_warm_total")
+                    log.info("lease %s: %s on %s (warm=%s)", lease_id, image, node.url, lease.warm)
+                    return lease.public(self.cfg.lease_ttl)
+            except ApiError as exc:
+                errors.append(f"{node.url}: {exc.message}")
+                continue
+            finally:
+                node.pending -= 1
+                self.allocating.discard(lease_id)
+            message = str(data.get("error", resp.text[:200]))
+            if resp.status_code == 404:
+                missing.append(node.url)
+                if data.get("network_missing"):
+                    missing_network = message
+            elif resp.status_code == 429:
+                full.add(node.url)
+            elif 400 <= resp.status_code < 500:  # the request's fault: same on every node
+                self._cancel_warm(key, payload)  # nothing may keep starting for a spec that cannot start
+                extra = {k: v for k, v in data.items() if k not in ("error", "node", "node_down")}
+                raise ApiError(resp.status_code, message, node=node.url, **extra)
+            else:
+                errors.append(f"{node.url}: {resp.status_code} {message}")
+        if full:
+            raise ApiError(429, f"all nodes that might hold {image} are full ({len(full)} at their cap)",
+                           headers={"Retry-After": str(self.cfg.retry_after)}, retry_after=self.cfg.retry_after)
+        if missing and not errors:
+            self._cancel_warm(key, payload)
+            if missing_network:  # a named network the nodes allow but do not have: say so, not "image"
+                raise ApiError(404, f"{missing_network} (and on every other healthy node)", image=image,
+                               nodes=missing, network_missing=True)
+            raise ApiError(404, f"image not found on any healthy node: {image}", image=image, nodes=missing)
+        if not tried:
+            raise ApiError(503, f"no healthy exec server (of {len(self.nodes.nodes)})", node_down=True)
+        raise ApiError(503, "allocation failed on every healthy node: " + "; ".join(errors), node_down=True)
+
+
+    # ---- warm pools (placement.py decides, this tells the nodes)
+
+    def _plan_warm(self, key: WarmKey, payload: dict[str, Any], expected: int | None, *,
+                   override: bool = False) -> dict[str, int]:
+        """Update the demand of one exact request and spread its warm target over the nodes.
+
+        Never waits: the nodes are told in the background. An allocate consumes one expected lease;
+        `expected` (default warm_min) raises the demand; `override` (POST /warm) sets it.
+        """
+        now = time.monotonic()
+        d = self.demand.get(key)
+        previous = d.remaining if d is not None and d.expires > now else 0
+        remaining = placement.next_demand(previous, expected, self.cfg.warm_min, override=override)
+        if remaining <= 0:
+            self.demand.pop(key, None)
+        else:
+            self.demand[key] = Demand(remaining, now + self.cfg.warm_ttl)
+        if remaining <= 0 and previous <= 0 and not any(key in n.warm_targets for n in self.nodes):
+            return {}
+        return self._spread(key, payload, min(remaining, self.cfg.warm_per_image), now)
+
+    def _spread(self, key: WarmKey, payload: dict[str, Any], desired: int, now: float) -> dict[str, int]:
+        """Move the per-node targets of key towards a total of `desired`, by free capacity; send the changes."""
+        nodes = list(self.nodes)
+        for n in nodes:
+            t = n.warm_targets.get(key)
+            if t is not None and t[1] <= now:
+                del n.warm_targets[key]
+        old = placement.current_targets(nodes, key, now)
+        new = placement.spread(nodes, old, desired, max_per_node=self.cfg.max_per_node,
+                               warm_per_image=self.cfg.warm_per_image)
+        body = {**payload, "ttl": self.cfg.warm_ttl}
+        body.pop("lease_id", None), body.pop("owner", None), body.pop("idle_ttl", None)
+        for n in nodes:
+            count = new[n.url]
+            previous = n.warm_targets.get(key)
+            renew = previous is not None and previous[1] - now < self.cfg.warm_ttl / 2
+            if count == old[n.url] and not renew:
+                continue
+            if count == 0:
+                n.warm_targets.pop(key, None)
+            else:
+                n.warm_targets[key] = (count, now + self.cfg.warm_ttl)
+            if n.healthy:
+                self._spawn(self._send_warm(n, key, {**body, "count": count}))
+        return {url: c for url, c in new.items() if c}
+
+    async def _send_warm(self, node: Node, key: tuple[str, str], body: dict[str, Any]) -> None:
+        try:
+            resp = await self._post(node, "/warm", body, 30.0)
+            ok = resp.status_code == 200
+            if not ok:
+                log.info("warm request to %s answered %d: %s", node.url, resp.status_code, resp.text[:200])
+        except ApiError as exc:
+            ok = False
+            log.info("warm request to %s failed: %s", node.url, exc.message)
+        self.metrics.inc("swe_pool_warm_requests_total", outcome="ok" if ok else "error")
+        if not ok:  # forget it: the next allocate of the request asks again
+            node.warm_targets.pop(key, None)
+
+    def _cancel_warm(self, key: tuple[str, str], payload: dict[str, Any]) -> None:
+        """Withdraw the warm targets of a request that failed as a client error (sent to the nodes at once)."""
+        self.demand.pop(key, None)
+        if any(key in n.warm_targets for n in self.nodes):
+            self._spread(key, payload, 0, time.monotonic())
+            self.metrics.inc("swe_pool_warm_cancelled_total")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def warm(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Ask the fleet to keep `count` containers of this exact request started ahead (0 cancels)."""
+        image = _opt_str(body, "image")
+        if image is None:
+            raise ApiError(400, "missing or empty string field 'image'")
+        count = _opt_count(body, "count")
+        if count is None:
+            raise ApiError(400, "missing field 'count'")
+        _check_create(body)
+        payload: dict[str, Any] = {"image": image}
+        for key in WARM_OPTIONS:
+            if body.get(key) is not None:
+                payload[key] = body[key]
+        nodes = self._plan_warm(warm_key(image, payload), payload, count, override=True)
+        return {"ok": True, "image": image, "count": min(count, self.cfg.warm_per_image), "nodes": nodes}
+
+    # ---- routed calls
+
+    async def route(self, op: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | Response:
+        lease = self.lease_of(body)
+        return await forward(self.calls, self.nodes.get(lease.node), lease, op, body,
+                             call_margin=self.cfg.call_margin, on_lost=self._mark_lost)
+
+    # ---- heartbeat / close
+
+    def heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
+        lease = self.lease_of(body)
+        lease.last_seen = time.monotonic()
+        return {"ok": True, "expires_at": lease.public(self.cfg.lease_ttl)["expires_at"],
+                "node_healthy": self.nodes.get(lease.node).healthy}
+
+    async def close(self, body: dict[str, Any]) -> dict[str, Any]:
+        request_id = _opt_str(body, "request_id", 200)
+        if request_id and not body.get("lease_id"):  # a client cancelled mid-allocate releases by request id
+            if request_id in self.allocations:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self.allocations[request_id])
+            if request_id not in self.by_request:
+                return {"ok": True, "already_closed": True}
+            body = {"lease_id": self.by_request[request_id]}
+        try:
+            lease = self.lease_of(body, allow_lost=True)
+        except ApiError as exc:
+            if exc.status == 404:
+                return {"ok": True, "already_closed": True}
+            raise
+        node = self.nodes.get(lease.node)
+        self._release(lease, "close")
+        if node.healthy:
+            return {"ok": True, "released": True}
+        return {"ok": True, "released": True, "node_down": True,
+                "message": f"node {node.url} unreachable: lease released, its container is destroyed when the node "
+                           "returns (or by the node's reaper)"}
+
+    # ---- background passes
+
+    async def check_health(self) -> None:
+        await asyncio.gather(*(self._check_node(node) for node in self.nodes))
+
+    async def _check_node(self, node: Node) -> None:
+        assert self.calls.http is not None
+        ok, reason = await fetch_health(self.calls.http, node, self.cfg.health_interval)
+        if not ok:
+            self.nodes.failed(node, reason)
+            return
+        if time.monotonic() - node.images_at > self.cfg.images_interval or not node.healthy:
+            await refresh_images(self.calls.http, node)
+        if not node.healthy:
+            try:  # a node that (re)joins is reconciled before it gets any work
+                await self.reconcile(node)
+            except (ApiError, httpx.HTTPError, KeyError, TypeError) as exc:
+                self.nodes.failed(node, f"reconciliation failed: {exc}")
+                return
+        self.nodes.succeeded(node)
+
+    async def reconcile(self, node: Node) -> None:
+        """Destroy our containers no lease knows; mark leases whose container vanished as lost."""
+        assert self.calls.http is not None
+        resp = await self.calls.http.get(node.url + "/status", timeout=30.0)
+        if resp.status_code != 200:
+            raise ApiError(502, f"/status answered {resp.status_code}")
+        containers = json_of(resp)["containers"]
+        present = {c["id"] for c in containers}
+        ours = list(self.by_node.get(node.url, {}).values())
+        known = {lease.container_id for lease in ours}
+        for c in containers:
+            if c.get("owner") == self.cfg.pool_id and c["id"] not in known and c.get("lease_id") not in self.allocating:
+                log.info("reconcile: destroying orphan container %s (lease %r) on %s", c["id"][:12],
+                         c.get("lease_id"), node.url)
+                await self._post(node, "/container/destroy", {"container_id": c["id"]}, 60.0)
+                self.metrics.inc("swe_pool_leases_reclaimed_total", reason="orphan")
+        for lease in ours:
+            if lease.container_id not in present:
+                self._mark_lost(lease, f"container {lease.container_id[:12]} no longer exists on {node.url}")
+
+    async def reap_expired(self) -> None:
+        now = time.monotonic()
+        expired = [lease for lease in self.leases.values()
+                   if lease.in_flight == 0 and now - lease.last_seen > self.cfg.lease_ttl]
+        for lease in expired:
+            if not lease.lost:
+                self.metrics.inc("swe_pool_leases_reclaimed_total", reason="ttl")
+        for lease in expired:
+            self._release(lease, f"no heartbeat for {self.cfg.lease_ttl:g}s")
+
+    async def touch_live(self) -> None:
+        """Tell each node which containers are alive (its idle reaper spares them) and learn which died."""
+        for node in self.nodes.healthy():
+            leases = {lease.container_id: lease for lease in self.by_node.get(node.url, {}).values()
+                      if not lease.lost}
+            if not leases:
+                continue
+            try:
+                resp = await self._post(node, "/containers/touch", {"container_ids": list(leases)}, 30.0)
+                missing = json_of(resp).get("missing", []) if resp.status_code == 200 else []
+            except ApiError as exc:
+                log.warning("touch on %s failed: %s", node.url, exc.message)
+                continue
+            for cid in missing:
+                lease = leases[cid]
+                if self.leases.get(lease.lease_id) is lease:
+                    self._mark_lost(lease, f"container {cid[:12]} no longer exists on {node.url}")
+

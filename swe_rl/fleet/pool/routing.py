@@ -1,0 +1,142 @@
+"""Calls from the pool to the exec servers: connection shards, timeouts, and forwarding a lease's ops.
+
+A refused connection marks the node down at once (503) and a call that outlives its timeout is a 504,
+so a caller never hangs on a dead node. A routed call's HTTP timeout is the command's own timeout
+(explicit, so a node's default cannot outlast it) plus the pool's margin.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import ssl
+from typing import TYPE_CHECKING, Any, Callable
+
+import httpx
+from starlette.responses import Response
+
+from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ApiError
+
+if TYPE_CHECKING:
+    from swe_rl.fleet.pool.nodes import Node, NodeSet
+    from swe_rl.fleet.pool.store import Lease
+
+log = logging.getLogger("swe_pool_server")
+
+ROUTED_OPS = ("exec", "diff", "evaluate", "write_file", "read_file")
+"""Container operations a lease holder calls through the pool (`POST /<op>`)."""
+DEFAULT_EXEC_TIMEOUT = 180.0
+DEFAULT_EVAL_TIMEOUT = 1800.0
+
+
+def json_of(resp: httpx.Response) -> dict[str, Any]:
+    """The JSON object an exec server answered, or a 502 when it answered something else."""
+    try:
+        data = resp.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        raise ApiError(502, f"exec server answered {resp.status_code} without a JSON object: "
+                            f"{resp.text[:200]!r}")
+    return data
+
+
+def _number(value: Any, default: float) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value > 0
+    return float(value) if ok else default
+
+
+def call_timeout(op: str, payload: dict[str, Any]) -> float:
+    """Seconds the node may take for op; sets the command's timeout in payload when it has none."""
+    if op not in ("exec", "evaluate"):
+        return PLAIN_CALL_TIMEOUT
+    default = DEFAULT_EXEC_TIMEOUT if op == "exec" else DEFAULT_EVAL_TIMEOUT
+    if payload.get("timeout") is None:
+        payload["timeout"] = default
+    return _number(payload["timeout"], default) + (EVAL_APPLY_ALLOWANCE if op == "evaluate" else 0.0)
+
+
+class NodeCalls:
+    """HTTP clients to the exec servers: one for health checks, a few connection shards per node."""
+
+    def __init__(self, urls: list[str], nodes: NodeSet, token: str, *, connect_timeout: float,
+                 shards: int) -> None:
+        self.urls, self.nodes, self.token = urls, nodes, token
+        self.connect_timeout, self.shards = connect_timeout, max(1, shards)
+        self.http: httpx.AsyncClient | None = None
+        """Client of health checks, image lists and reconciliation."""
+        self.node_http: dict[str, list[httpx.AsyncClient]] = {}
+        self._shard_counter = itertools.count()
+        self._ssl: ssl.SSLContext | None = None
+
+    def open(self) -> None:
+        self._ssl = ssl.create_default_context()  # loaded once, shared by every client
+        self.http = self._new_client()
+        # Small connection pools, several per node: httpcore's pool spends time in proportion to its
+        # connections on every request, which a single pool holding thousands turns quadratic.
+        self.node_http = {url: [self._new_client() for _ in range(self.shards)] for url in self.urls}
+
+    async def aclose(self) -> None:
+        for client in [self.http, *(c for shards in self.node_http.values() for c in shards)]:
+            if client is not None:
+                await client.aclose()
+
+    def _new_client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            verify=self._ssl, headers={"Authorization": f"Bearer {self.token}"},
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),  # reuse: no reconnect storms
+            timeout=httpx.Timeout(PLAIN_CALL_TIMEOUT, connect=self.connect_timeout))
+
+    async def post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> httpx.Response:
+        """POST to a node; a refused connection marks it down at once (503), a timeout is a 504.
+
+        A connect timeout means an overloaded node more often than a dead one: the request was never
+        sent, so it is tried once more, and then left to the health checks to judge the node.
+        """
+        shards = self.node_http[node.url]
+        http = shards[next(self._shard_counter) % len(shards)]
+        http_timeout = httpx.Timeout(timeout, connect=self.connect_timeout)
+        try:
+            try:
+                return await http.post(node.url + path, json=payload, timeout=http_timeout)
+            except httpx.ConnectTimeout:
+                return await http.post(node.url + path, json=payload, timeout=http_timeout)
+        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
+            raise ApiError(504, f"node {node.url} did not answer {path} within {timeout:.0f}s",
+                           node=node.url) from exc
+        except httpx.ConnectTimeout as exc:
+            raise ApiError(503, f"node {node.url} accepts no connection (connect timeout twice)", node=node.url,
+                           node_down=True) from exc
+        except httpx.HTTPError as exc:
+            self.nodes.failed(node, f"{type(exc).__name__}: {exc}", immediately=True)
+            raise ApiError(503, f"node {node.url} is down ({type(exc).__name__}: {exc})", node=node.url,
+                           node_down=True) from exc
+
+
+async def forward(calls: NodeCalls, node: Node, lease: Lease, op: str, body: dict[str, Any], *,
+                  call_margin: float, on_lost: Callable[[Lease, str], None]
+                  ) -> tuple[int, dict[str, Any]] | Response:
+    """Run op on the lease's container; a gone container calls on_lost and answers 410."""
+    if not node.healthy:
+        raise ApiError(503, f"node {node.url} is down ({node.last_error or 'failing health checks'}); "
+                            f"lease {lease.lease_id} is unusable until it returns", node=node.url,
+                       node_down=True, lease_id=lease.lease_id)
+    payload = {k: v for k, v in body.items() if k != "lease_id"}
+    payload["container_id"] = lease.container_id
+    timeout = call_timeout(op, payload)
+    lease.in_flight += 1
+    lease.touch()
+    try:
+        resp = await calls.post(node, f"/container/{op}", payload, timeout + call_margin)
+    finally:
+        lease.in_flight -= 1
+        lease.touch()
+    if resp.status_code == 200:  # passed through as is: no parsing and re-encoding of (large) outputs
+        return Response(resp.content, 200, media_type="application/json")
+    data = json_of(resp)
+    error = str(data.get("error", ""))
+    if resp.status_code in (409, 410) or (resp.status_code == 404 and error.startswith("unknown container")):
+        on_lost(lease, error or f"exec server answered {resp.status_code}")
+        raise ApiError(410, f"container of lease {lease.lease_id} is gone: {error}", lease_id=lease.lease_id,
+                       lease_lost=True)
+    return resp.status_code, data
