@@ -86,7 +86,7 @@ class CommandRefused(BadRequest):
     """exec refused before it ran (4xx: too large, a NUL byte, an unknown user, ...): the caller's doing."""
 
 
-# The names every environment shares (the fleet's client and `swe_rl.local_environment`): the
+# The names every environment shares (the fleet's client and `swe_rl.agent.local_environment`): the
 # classes above under the names the agent's seams use, so old and new `except` clauses both work.
 EnvError = FleetError
 """Any environment failure."""

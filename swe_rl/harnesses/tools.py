@@ -25,8 +25,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from swe_rl.agent.protocols import Environment
 from swe_rl.env_client import BadRequest, CommandRefused, ExecResult, FileMissing, IsADirectory
-from swe_rl.protocols import Environment
 
 __all__ = [
     "DEFAULT_WORKDIR",

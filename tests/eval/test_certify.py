@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "server"))
 import certify  # noqa: E402
 from local_fleet import LocalFleet  # noqa: E402
 
-from swe_rl.certification import LedgerEntry, flaky_only_failure, read_ledger  # noqa: E402
+from swe_rl.grading.certification import LedgerEntry, flaky_only_failure, read_ledger  # noqa: E402
 from swe_rl.grading import GradeResult, GradeStatus, TestsReport  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
