@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from swe_rl.agent import AgentConfig, ExitReason, run_agent
-from swe_rl.harnesses.bash_block import SUBMIT_SENTINEL
-from swe_rl.harnesses.registry import HARNESS_NAMES, harness_by_name
 from swe_rl.agent.local_environment import init_repo, local_env_factory
 from swe_rl.agent.protocols import Environment, PolicyTurn
+from swe_rl.harnesses.bash_block import SUBMIT_SENTINEL
+from swe_rl.harnesses.registry import HARNESS_NAMES, harness_by_name
 from swe_rl.tasks import TaskInstance
 
 INSTANCE = TaskInstance(instance_id="tiny__repo-1", repo="tiny/repo", problem_statement="f() must return 2",

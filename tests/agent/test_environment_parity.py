@@ -12,13 +12,13 @@ import pytest
 from agent_fixtures import client, pool  # noqa: F401
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
-from swe_rl.env_client import EnvError
 from swe_rl.agent.fleet_environment import FleetEnvironment
+from swe_rl.agent.local_environment import init_repo, local_environment
+from swe_rl.agent.protocols import Environment, PolicyTurn
+from swe_rl.env_client import EnvError
 from swe_rl.harnesses.codeact import CodeActHarness
 from swe_rl.harnesses.codex import CodexHarness
 from swe_rl.harnesses.opencode import OpenCodeHarness
-from swe_rl.agent.local_environment import init_repo, local_environment
-from swe_rl.agent.protocols import Environment, PolicyTurn
 
 pytestmark = pytest.mark.docker
 

@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from swe_rl.agent.local_environment import LocalEnvironment, init_repo, local_env_factory, local_environment
+from swe_rl.agent.protocols import Environment
 from swe_rl.env_client import (
     BadRequest,
     CommandRefused,
@@ -18,8 +20,6 @@ from swe_rl.env_client import (
     IsADirectory,
     LeaseLost,
 )
-from swe_rl.agent.local_environment import LocalEnvironment, init_repo, local_env_factory, local_environment
-from swe_rl.agent.protocols import Environment
 from swe_rl.tasks import TaskInstance
 
 FILES = {"a.py": "x = 1\n", "pkg/b.py": "def f():\n    return 2\n", "blob.bin": bytes(range(256))}

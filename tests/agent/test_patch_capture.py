@@ -14,8 +14,8 @@ from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from swe_rl.agent import AgentConfig, ExitReason, run_instance
 from swe_rl.env_client import BadRequest
-from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.grading import GradeStatus
+from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies.gold import GoldPolicy
 from swe_rl.policies.noop import SUBMIT_COMMAND, NoopPolicy, bash_turn

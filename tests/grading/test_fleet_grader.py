@@ -11,8 +11,8 @@ from agent_fixtures import (  # noqa: F401
 )
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
-from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.grading import GradeStatus
+from swe_rl.grading.fleet import FleetGrader, GraderConfig
 
 INSTANCE = "more-itertools__more-itertools-9001"
 

@@ -21,8 +21,8 @@ from agent_fixtures import (  # noqa: F401
 )
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
-from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading import GradeStatus
+from swe_rl.grading.fleet import FleetGrader
 
 FULL_SUITE = ["jpvanhal__inflection-9001", "more-itertools__more-itertools-9001"]  # root tests; tests/ + tox/pyproject
 # Exploits the naive grader must pay for on every fixture (measured; the suite is pointless otherwise).

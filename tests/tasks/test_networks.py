@@ -16,11 +16,11 @@ from agent_fixtures import client_for, fixture_instances  # noqa: F401
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from swe_rl.agent import run_instance
-from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.grading import GradeStatus
+from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.harnesses import BashBlockHarness
-from swe_rl.tasks.networks import network_for, parse_network
 from swe_rl.policies.gold import GoldPolicy
+from swe_rl.tasks.networks import network_for, parse_network
 
 NET = "pytoolz__toolz-9004"
 IDS = [json.loads(line)["instance_id"] for line in ROWS_FILE.read_text().splitlines() if line.strip()]
