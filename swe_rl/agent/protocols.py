@@ -99,7 +99,7 @@ class Action(BaseModel):
     """Bash command line (for a tool call: its command, or a readable form of the call, for records)."""
     kind: str = "bash"
     """What sort of action: ``bash`` (run by the agent with `Environment.exec`) or ``tool`` (run by the
-    harness's ``run_action(env, action, timeout)``)."""
+    `ToolHarness`'s ``run_action(env, action, timeout)``)."""
     call_id: str | None = None
     """Tool-call id the observation answers, for tool-calling harnesses."""
     name: str | None = None
