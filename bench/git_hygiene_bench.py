@@ -1,4 +1,4 @@
-"""Cost of clean git history at episode start (swe_rl.git_hygiene), on real Docker, in one run.
+"""Cost of clean git history at episode start (swe_rl.agent.git_hygiene), on real Docker, in one run.
 
 A local fleet (one exec server, one pool). For each image, every round leases a fresh
 container and times, through the client: a no-op command (``true``: the per-exec baseline
@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
-from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
-from swe_rl.environment import FleetEnvironment  # noqa: E402
-from swe_rl.git_hygiene import clean_history  # noqa: E402
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.agent.fleet_environment import FleetEnvironment  # noqa: E402
+from swe_rl.agent.git_hygiene import clean_history  # noqa: E402
 
 BASE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 FIXTURES = {"fixture clean": "swe-rl/fixture.jpvanhal_1776_inflection-9001:latest",

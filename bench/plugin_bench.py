@@ -40,7 +40,7 @@ from swe_rl.agent import AgentConfig, run_agent
 from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
-from swe_rl.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
+from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 from swe_rl.tasks import TaskInstance
 from swe_rl.tokens import ChatCodec, ChatRenderer, TokenTrajectory
 

@@ -1,6 +1,6 @@
 """Clean the git history of task images once, so that agent containers only pay the cheap check.
 
-Episode start runs `swe_rl.git_hygiene` in every agent container: on a clean image that is two
+Episode start runs `swe_rl.agent.git_hygiene` in every agent container: on a clean image that is two
 object listings, on an image carrying future history it is one ``git gc --prune=now`` per
 container. This script does the clean-up once per image on a Docker node: it runs the same
 script in a container of the image and, when anything was removed, commits the result under
@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from swe_rl.git_hygiene import hygiene_body  # noqa: E402
+from swe_rl.agent.git_hygiene import hygiene_body  # noqa: E402
 
 
 def clean_image(client, image: str, workdir: str = "/testbed", suffix: str = "") -> str:

@@ -3,7 +3,7 @@
 For each instance: grade the gold patch K times (default 3) and the empty patch once (its tests
 really run), each in a fresh container; record every test's status per run, the flaky tests
 (status differing across the gold runs), the image id/digest, durations; append one row to
-the ledger (JSONL, `swe_rl.certification.LedgerEntry`). Then print the certified fraction and
+the ledger (JSONL, `swe_rl.grading.certification.LedgerEntry`). Then print the certified fraction and
 the flake rate.
 
     python eval/certify.py run --data data/fixtures/instances.jsonl --ledger output/ledger.jsonl \
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from swe_rl.certification import LedgerEntry, read_ledger  # noqa: E402
+from swe_rl.grading.certification import LedgerEntry, read_ledger  # noqa: E402
 
 log = logging.getLogger("certify")
 MISSING = "MISSING"
@@ -156,7 +156,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
     from eval_swe import _end_torn_line, _progress, instance_ids
 
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
-    from swe_rl.grader import FleetGrader, GraderConfig
+    from swe_rl.grading.fleet import FleetGrader, GraderConfig
     from swe_rl.tasks import load_instances
 
     loaded = load_instances(args.data, image_template=args.image_template,

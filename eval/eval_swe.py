@@ -195,9 +195,9 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
               stop: CleanStop | None = None) -> dict[str, Any]:
     from swe_rl.agent import AgentConfig, run_instance
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
-    from swe_rl.grader import FleetGrader, GraderConfig
+    from swe_rl.grading.fleet import FleetGrader, GraderConfig
     from swe_rl.harnesses.registry import harness_by_name
-    from swe_rl.integrity import IntegrityConfig
+    from swe_rl.grading.integrity import IntegrityConfig
     from swe_rl.tasks import load_instances
 
     loaded = load_instances(args.data, image_template=args.image_template, limit=None,

@@ -169,8 +169,8 @@ def write_artifacts(run_dir: Path, instance: Any, patch: str, facts: dict[str, A
 async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
                     stop: CleanStop | None = None) -> dict[str, Any]:
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
-    from swe_rl.grade_artifacts import write_grade_artifacts
-    from swe_rl.grader import FleetGrader, GraderConfig
+    from swe_rl.grading.artifacts import write_grade_artifacts
+    from swe_rl.grading.fleet import FleetGrader, GraderConfig
     from swe_rl.grading import GradeResult, GradeStatus
     from swe_rl.tasks import load_instances
 

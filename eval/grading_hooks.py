@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from swe_rl.certification import Ledger, flaky_only_failure, read_ledger
-from swe_rl.grade_artifacts import write_grade_artifacts
+from swe_rl.grading.certification import Ledger, flaky_only_failure, read_ledger
+from swe_rl.grading.artifacts import write_grade_artifacts
 
 __all__ = ["grade_extras", "keep_certified", "local_fleet_env", "run_graders"]
 
@@ -34,7 +34,7 @@ def grade_extras(out: Path, result: Any, ledger: Ledger | None = None) -> dict[s
 
 def local_fleet_env(*networks: str | None) -> dict[str, str]:
     """Exec-server environment of a --local-fleet run: allow the named networks the run asks for."""
-    from swe_rl.networks import parse_network
+    from swe_rl.tasks.networks import parse_network
 
     names = [n for n in (parse_network(x) for x in networks) if isinstance(n, str)]
     allowed = [n for n in os.environ.get("SWE_EXEC_NETWORKS", "").split(",") if n.strip()]

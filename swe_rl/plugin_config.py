@@ -26,8 +26,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swe_rl.config_check import warn_unknown_settings
-from swe_rl.integrity import IntegrityConfig
-from swe_rl.monitor import MonitorConfig
+from swe_rl.grading.integrity import IntegrityConfig
+from swe_rl.agent.monitor import MonitorConfig
 from swe_rl.pivot_reward import PivotRewardConfig
 from swe_rl.prm import PRMConfig
 
@@ -115,13 +115,13 @@ class PluginConfig(BaseModel):
     # reward integrity
     git_hygiene: bool = True
     """Strip git history beyond the base commit (remote refs, tags, reflogs, stash, future objects) from the
-    agent's container before the first turn (swe_rl.git_hygiene)."""
+    agent's container before the first turn (swe_rl.agent.git_hygiene)."""
     integrity: IntegrityConfig = Field(default_factory=IntegrityConfig)
-    """Tamper-proof grading (swe_rl.integrity): YAML ``swe_integrity: {enable: true, official_verdict: false}``
+    """Tamper-proof grading (swe_rl.grading.integrity): YAML ``swe_integrity: {enable: true, official_verdict: false}``
     or flat ``swe_integrity_<key>``, environment ``SWE_INTEGRITY_<KEY>`` (e.g. ``SWE_INTEGRITY_ENABLE=0``).
     Training rewards use the integrity verdict; the official one is kept in metadata."""
     monitor: MonitorConfig = Field(default_factory=MonitorConfig)
-    """Behaviour monitor (swe_rl.monitor): YAML ``swe_monitor: {patterns: {name: regex}, disabled: [...]}``,
+    """Behaviour monitor (swe_rl.agent.monitor): YAML ``swe_monitor: {patterns: {name: regex}, disabled: [...]}``,
     flat ``swe_monitor_<key>``, environment ``SWE_MONITOR_ENABLE``."""
     drop_flagged: bool = False
     """Remove flagged rollouts (a monitor flag, or a patch that tampered with tests) from training."""

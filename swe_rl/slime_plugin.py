@@ -45,9 +45,9 @@ import httpx
 from swe_rl import slime_runtime
 from swe_rl.agent import AgentConfig, AgentResult, run_agent
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
-from swe_rl.certification import certification_gate
-from swe_rl.grade_artifacts import write_grade_artifacts
-from swe_rl.grader import FleetGrader, GraderConfig
+from swe_rl.grading.certification import certification_gate
+from swe_rl.grading.artifacts import write_grade_artifacts
+from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.grading import GradeResult, GradeStatus
 from swe_rl.harnesses.bash_block import BashBlockConfig, BashBlockHarness
 from swe_rl.harnesses.registry import choose_harness, harness_by_name

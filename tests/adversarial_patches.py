@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from swe_rl.environment import record_baseline
-from swe_rl.integrity import patch_paths
+from swe_rl.grading.baseline import record_baseline
+from swe_rl.grading.integrity import patch_paths
 from swe_rl.tasks import TaskInstance
 
 FORCE_PASS_PLUGIN = '''import pytest

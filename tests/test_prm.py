@@ -17,7 +17,7 @@ from fake_openai import FakeOpenAI, Reply
 from swe_rl.agent import Step
 from swe_rl.plugin_config import ROOT, PluginConfig
 from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, mixed_reward, parse_vote
-from swe_rl.protocols import PolicyTurn
+from swe_rl.agent.protocols import PolicyTurn
 
 
 @pytest.mark.parametrize(("text", "vote"), [

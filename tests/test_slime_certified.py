@@ -14,7 +14,7 @@ from pool_fixtures import fleet, pool_factory  # noqa: F401
 from test_slime_plugin import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, traj_dir, turn  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
-from swe_rl.certification import LedgerEntry
+from swe_rl.grading.certification import LedgerEntry
 from swe_rl.slime_plugin import generate
 
 TOOLZ = "pytoolz__toolz-9001"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from swe_rl.qwen_tokenizer import (
+from swe_rl.tokens.qwen_tokenizer import (
     CHAT_TEMPLATE_PATH,
     build_qwen_tokenizer,
     load_qwen_tokenizer,

@@ -24,7 +24,8 @@ import jinja2
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from swe_rl.protocols import Action, CommandResult, FormatError, Message, PolicyTurn
+from swe_rl.agent.errors import FormatError
+from swe_rl.agent.protocols import Action, CommandResult, Message, PolicyTurn
 from swe_rl.tasks import TaskInstance
 
 __all__ = [

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolHarness
+from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolCallingHarness
 from swe_rl.harnesses.tools import (
     ToolError,
     ToolOutput,
@@ -48,7 +48,7 @@ def _snippet(text: str, first: int, n_new: int) -> str:
     return numbered(lines[start - 1:end], start)
 
 
-class CodeActHarness(ToolHarness):
+class CodeActHarness(ToolCallingHarness):
     """OpenHands' CodeAct tools; submits with ``finish``."""
 
     name = "codeact"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from swe_rl.harnesses.apply_patch import apply_patch
-from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolHarness
+from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolCallingHarness
 from swe_rl.harnesses.tools import ToolError, ToolOutput, Workspace, grep, render_tree
 
 __all__ = ["CodexHarness"]
@@ -28,7 +28,7 @@ MAX_LINE_CHARS = 500
 """read_file cuts longer lines."""
 
 
-class CodexHarness(ToolHarness):
+class CodexHarness(ToolCallingHarness):
     """Codex's tools; submits with the sentinel command through ``shell_command``."""
 
     name = "codex"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolHarness
+from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolCallingHarness
 from swe_rl.harnesses.tools import (
     ToolError,
     ToolOutput,
@@ -39,7 +39,7 @@ DEFAULT_IGNORE = ("__pycache__", "node_modules", ".tox", ".venv", "venv", "dist"
                   ".pytest_cache", "*.egg-info")
 
 
-class OpenCodeHarness(ToolHarness):
+class OpenCodeHarness(ToolCallingHarness):
     """OpenCode's tools; submits with the sentinel command through ``bash``."""
 
     name = "opencode"

@@ -1,8 +1,12 @@
-"""Harnesses by name, and the per-instance choice of a harness when training mixes them.
+"""Harnesses by name, with their traits, and the per-instance choice of a harness when training mixes them.
 
     harness = harness_by_name("codeact")                        # bash_block, codeact, codex, opencode
     name = choose_harness("django__django-11099", {"bash_block": 0.4, "codeact": 0.2,
                                                    "codex": 0.2, "opencode": 0.2}, seed=0)
+
+Adding a harness is one file (its class) plus one `HarnessSpec` in `HARNESSES`: every list of names
+(`HARNESS_NAMES`, `TOOL_HARNESS_NAMES`, the gold policy's `SHELL_TOOLS`, config and CLI checks) is
+derived from that table, and classes are imported only when asked for.
 
 `choose_harness` is deterministic: the same instance id, weights and seed give the same harness
 in every process and every run (sha256 of seed and instance id, not Python's salted hash), so all
@@ -13,16 +17,71 @@ instances follows the weights.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swe_rl.protocols import Harness
+from swe_rl.agent.protocols import Harness
 
-__all__ = ["HARNESS_NAMES", "canonical_harness_name", "choose_harness", "harness_by_name", "harness_class"]
+__all__ = [
+    "ALIASES",
+    "HARNESSES",
+    "HARNESS_NAMES",
+    "SHELL_TOOLS",
+    "TOOL_HARNESS_NAMES",
+    "HarnessSpec",
+    "canonical_harness_name",
+    "check_weights",
+    "choose_harness",
+    "harness_by_name",
+    "harness_class",
+    "harness_spec",
+    "harness_tool_schemas",
+]
 
-HARNESS_NAMES = ("bash_block", "codeact", "codex", "opencode")
-ALIASES = {"openhands": "codeact"}
+
+@dataclass(frozen=True)
+class HarnessSpec:
+    """One registered harness: where its class is, and what the rest of the code needs to know of it."""
+
+    name: str
+    """The one recorded name (traj.json ``harness``, ``--harness``, ``swe_harness_mix`` keys)."""
+    cls: str
+    """``module:Class`` of the harness (imported on demand)."""
+    config_cls: str
+    """``module:Class`` of its config (``from_yaml`` reads a YAML of prompts and limits)."""
+    tool_calls: bool = False
+    """Its actions are tool calls (a `swe_rl.agent.protocols.ToolHarness`): tool schemas, Hermes/OpenAI calls."""
+    shell_tool: str | None = None
+    """The name of its tool that runs a shell command (the gold policy applies a patch through it)."""
+    aliases: tuple[str, ...] = ()
+    """Other names accepted for it (recorded as `name`)."""
+
+
+_TOOL_CONFIG = "swe_rl.harnesses.tool_harness:ToolHarnessConfig"
+
+HARNESSES: dict[str, HarnessSpec] = {spec.name: spec for spec in (
+    HarnessSpec("bash_block", "swe_rl.harnesses.bash_block:BashBlockHarness",
+                "swe_rl.harnesses.bash_block:BashBlockConfig"),
+    HarnessSpec("codeact", "swe_rl.harnesses.codeact:CodeActHarness", _TOOL_CONFIG, tool_calls=True,
+                shell_tool="execute_bash", aliases=("openhands",)),
+    HarnessSpec("codex", "swe_rl.harnesses.codex:CodexHarness", _TOOL_CONFIG, tool_calls=True,
+                shell_tool="shell_command"),
+    HarnessSpec("opencode", "swe_rl.harnesses.opencode:OpenCodeHarness", _TOOL_CONFIG, tool_calls=True,
+                shell_tool="bash"),
+)}
+"""Every harness, by name, in the order listings and mixes use."""
+
+HARNESS_NAMES: tuple[str, ...] = tuple(HARNESSES)
+"""Every harness name."""
+TOOL_HARNESS_NAMES: tuple[str, ...] = tuple(n for n, s in HARNESSES.items() if s.tool_calls)
+"""Names of the tool-calling harnesses (a pivot row naming one is parsed as tool calls)."""
+SHELL_TOOLS: tuple[str, ...] = tuple(s.shell_tool for s in HARNESSES.values() if s.shell_tool)
+"""Shell tools of the tool-calling harnesses, in the order the gold policy looks for them."""
+ALIASES: dict[str, str] = {alias: s.name for s in HARNESSES.values() for alias in s.aliases}
+"""Other accepted name -> registered name."""
 
 
 def canonical_harness_name(name: str) -> str:
@@ -30,44 +89,44 @@ def canonical_harness_name(name: str) -> str:
     ValueError for an unknown name."""
     key = name.strip().lower().replace("-", "_")
     key = ALIASES.get(key, key)
-    if key not in HARNESS_NAMES:
+    if key not in HARNESSES:
         raise ValueError(f"unknown harness {name!r} (known: {', '.join(HARNESS_NAMES)})")
     return key
 
 
-def harness_class(name: str) -> Callable[..., Any]:
+def harness_spec(name: str) -> HarnessSpec:
+    """The registry entry of a harness by name or alias; ValueError for an unknown name."""
+    return HARNESSES[canonical_harness_name(name)]
+
+
+def _load(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def harness_class(name: str) -> Any:
     """The class of a harness by name (imported on demand)."""
-    key = canonical_harness_name(name)
-    if key == "bash_block":
-        from swe_rl.harnesses.bash_block import BashBlockHarness
-
-        return BashBlockHarness
-    if key == "codeact":
-        from swe_rl.harnesses.codeact import CodeActHarness
-
-        return CodeActHarness
-    if key == "codex":
-        from swe_rl.harnesses.codex import CodexHarness
-
-        return CodexHarness
-    if key == "opencode":
-        from swe_rl.harnesses.opencode import OpenCodeHarness
-
-        return OpenCodeHarness
-    raise AssertionError(key)  # every canonical name is handled above
+    return _load(harness_spec(name).cls)
 
 
 def harness_by_name(name: str, config_path: str | Path | None = None) -> Harness:
     """A harness by name; ``config_path`` is a YAML of its prompts and limits (default: configs/harness_<name>.yaml)."""
-    cls = harness_class(name)
+    spec = harness_spec(name)
+    cls = _load(spec.cls)
     if config_path is None:
         return cls()
-    from swe_rl.harnesses.bash_block import BashBlockConfig, BashBlockHarness
-    from swe_rl.harnesses.tool_harness import ToolHarnessConfig
+    return cls(_load(spec.config_cls).from_yaml(config_path))
 
-    if cls is BashBlockHarness:
-        return cls(BashBlockConfig.from_yaml(config_path))
-    return cls(ToolHarnessConfig.from_yaml(config_path))
+
+def harness_tool_schemas(name: Any) -> list[dict[str, Any]] | None:
+    """The tool schemas of a tool-calling harness by name (or alias), else None (bash blocks, unknown names)."""
+    try:
+        spec = harness_spec(name) if isinstance(name, str) else None
+    except ValueError:
+        return None
+    if spec is None or not spec.tool_calls:
+        return None
+    return harness_by_name(spec.name).tool_schemas
 
 
 def check_weights(weights: Mapping[str, float]) -> dict[str, float]:

@@ -4,7 +4,7 @@ tool calls, running them in the environment, and tool messages back.
     harness = CodeActHarness()                 # or CodexHarness(), OpenCodeHarness()
     harness.tool_schemas                       # OpenAI tools: the chat endpoint / chat template gets them
     actions = harness.parse(turn)              # OpenAI tool_calls (chat mode) or Hermes <tool_call> text (tokens)
-    result = await harness.run_action(env, actions[0], timeout=180)   # the agent calls this hook
+    result = await harness.run_action(env, actions[0], timeout=180)   # the agent calls it (a ToolHarness)
     harness.observation_messages(actions[0], result, remaining_steps=9)  # [{"role": "tool", ...}]
 
 A turn may hold several calls (run in order). A turn without a call, a call that does not parse,
@@ -30,8 +30,15 @@ import jinja2
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from swe_rl.fleet.client import ExecResult
-from swe_rl.fleet.errors import FleetError
+from swe_rl.agent.errors import FormatError
+from swe_rl.agent.protocols import (
+    Action,
+    CommandResult,
+    Environment,
+    Message,
+    PolicyTurn,
+)
+from swe_rl.fleet.client import ExecResult, FleetError
 from swe_rl.harnesses.bash_block import (
     SUBMIT_SENTINEL,
     reminder,
@@ -46,17 +53,9 @@ from swe_rl.harnesses.tool_calls import (
     normalize_openai_calls,
 )
 from swe_rl.harnesses.tools import ToolError, ToolOutput, Workspace
-from swe_rl.protocols import (
-    Action,
-    CommandResult,
-    Environment,
-    FormatError,
-    Message,
-    PolicyTurn,
-)
-from swe_rl.tasks import TaskInstance
+from swe_rl.tasks.instance import TaskInstance
 
-__all__ = ["CONFIG_DIR", "Tool", "ToolHarness", "ToolHarnessConfig", "check_arguments"]
+__all__ = ["CONFIG_DIR", "Tool", "ToolCallingHarness", "ToolHarnessConfig", "check_arguments"]
 
 log = logging.getLogger(__name__)
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
@@ -163,9 +162,9 @@ def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     return {k: _coerce(v, props[k], f"{tool.name}: {k!r}") for k, v in arguments.items() if v is not None}
 
 
-class ToolHarness:
-    """Shared by the tool-calling harnesses; safe to share across concurrent episodes (per-episode
-    state, e.g. undo history, lives in the environment's `Workspace`)."""
+class ToolCallingHarness:
+    """Shared by the tool-calling harnesses (each one a `swe_rl.agent.protocols.ToolHarness`); safe to share
+    across concurrent episodes (per-episode state, e.g. undo history, lives in the environment's `Workspace`)."""
 
     name: ClassVar[str] = "tool"
     default_config: ClassVar[Path]

@@ -25,9 +25,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from swe_rl.fleet.client import ExecResult
+from swe_rl.agent.protocols import Environment
 from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
-from swe_rl.protocols import Environment
+from swe_rl.fleet.client import ExecResult
 
 __all__ = [
     "DEFAULT_WORKDIR",

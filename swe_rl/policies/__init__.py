@@ -1,4 +1,4 @@
-"""Policies: what produces assistant turns. See `swe_rl.protocols.Policy`.
+"""Policies: what produces assistant turns. See `swe_rl.agent.protocols.Policy`.
 
 - `OpenAIChatPolicy` (`openai_chat`): any OpenAI-compatible chat endpoint, through litellm.
 - `GoldPolicy` (`gold`): applies the instance's gold patch and submits (checks images and grading).

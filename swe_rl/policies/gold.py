@@ -18,17 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from swe_rl.agent.protocols import Environment, Message, PolicyTurn
+from swe_rl.harnesses.registry import SHELL_TOOLS
 from swe_rl.harnesses.tool_calls import ToolCall, render_hermes, to_openai
 from swe_rl.policies.noop import SUBMIT_COMMAND, bash_turn
-from swe_rl.protocols import Environment, Message, PolicyTurn
-from swe_rl.tasks import TaskInstance
+from swe_rl.tasks.instance import TaskInstance
 
-__all__ = ["GOLD_PATCH_PATH", "SHELL_TOOLS", "GoldPolicy", "tool_turn"]
+__all__ = ["GOLD_PATCH_PATH", "GoldPolicy", "tool_turn"]
 
 GOLD_PATCH_PATH = "/tmp/swe-rl-gold.patch"
 """Outside the repository, so the patch file itself is not part of the diff."""
-SHELL_TOOLS = ("execute_bash", "shell_command", "bash")
-"""Shell tools of the known tool harnesses (CodeAct, Codex, OpenCode), in the order they are looked for."""
 
 
 def tool_turn(call: ToolCall, thought: str, style: str = "chat") -> PolicyTurn:

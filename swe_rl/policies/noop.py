@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from swe_rl.agent.protocols import Message, PolicyTurn
 from swe_rl.harnesses.bash_block import BashBlockConfig
-from swe_rl.protocols import Message, PolicyTurn
 
 __all__ = ["NoopPolicy", "bash_turn"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.protocols import Message, PolicyTurn, TokenUsage
+from swe_rl.agent.protocols import Message, PolicyTurn, TokenUsage
 
 __all__ = ["OpenAIChatConfig", "OpenAIChatPolicy"]
 

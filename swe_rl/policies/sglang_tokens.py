@@ -17,12 +17,12 @@ When the next turn would not fit ``max_context_len - max_new_tokens``: with cont
 management the history is compacted into a new segment (head + marker + tail),
 otherwise (or when even that cannot fit) the episode ends (`ContextExhausted`, status
 truncated). So does a context-overflow answer of the server (HTTP 400, the server's window
-smaller than the budget): ``stop_reason`` context_exhausted, the window it named kept in
+smaller than the budget): `ContextExhausted` too, the window it named kept in
 ``server_context_len`` (see `swe_rl.policies.server_context`). An ``abort`` finish ends it
 too (`PolicyAborted`), and so does ``should_abort()`` turning true before a call (slime aborting
-its rollout: no new request is started). Why it ended is kept in
-`stop_reason` for the caller, since the agent records any policy exception as a
-policy error.
+its rollout: no new request is started). Every such end is a `PolicyError` (`swe_rl.agent.errors`)
+whose ``stop_reason`` the agent keeps on its result (`AgentResult.stop_reason`); the policy's own
+`stop_reason` attribute says the same.
 """
 
 from __future__ import annotations
@@ -35,24 +35,20 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from swe_rl.agent.errors import (
+    ContextExhausted,
+    PolicyAborted,
+    PolicyBadResponse,
+    PolicyError,
+    PolicyUnreachable,
+)
+from swe_rl.agent.protocols import Environment, Message, PolicyTurn, TokenUsage
 from swe_rl.policies.server_context import context_overflow
-from swe_rl.protocols import Environment, Message, PolicyTurn, TokenUsage
-from swe_rl.tasks import TaskInstance
-from swe_rl.tokens import ChatCodec, TokenTrajectory, split_thinking
+from swe_rl.tasks.instance import TaskInstance
+from swe_rl.tokens.codec import ChatCodec, split_thinking
+from swe_rl.tokens.trajectory import TokenTrajectory
 
-__all__ = ["ContextExhausted", "PolicyAborted", "PolicyUnreachable", "SGLangTokenConfig", "SGLangTokenPolicy"]
-
-
-class ContextExhausted(RuntimeError):
-    """The next turn does not fit the context window (status truncated)."""
-
-
-class PolicyAborted(RuntimeError):
-    """SGLang aborted the request (slime aborts outstanding requests at the end of a rollout)."""
-
-
-class PolicyUnreachable(RuntimeError):
-    """The router could not be reached or kept failing: an infrastructure failure."""
+__all__ = ["SGLangTokenConfig", "SGLangTokenPolicy"]
 
 
 class SGLangTokenConfig(BaseModel):
@@ -95,7 +91,8 @@ class SGLangTokenPolicy:
         self._own_http = http is None
         self.trajectory: TokenTrajectory | None = None
         self.stop_reason: str | None = None
-        """Why the policy ended the episode: context_exhausted, aborted, unreachable, bad_response."""
+        """Why the policy ended the episode: the ``stop_reason`` of the `PolicyError` it raised (context_exhausted,
+        aborted, unreachable, bad_response), also on the agent's result (`AgentResult.stop_reason`)."""
         self.weight_versions: list[str] = []
         self.cached_tokens = 0
         self.server_context_len: int | None = None
@@ -144,9 +141,8 @@ class SGLangTokenPolicy:
             fits = self.trajectory.compact(budget, lambda n: self.codec.marker_ids(marker.format(n=n)),
                                            head_ratio=self.config.head_ratio, tail_ratio=self.config.tail_ratio)
         if not fits:
-            self.stop_reason = "context_exhausted"
-            raise ContextExhausted(f"context of {len(self.trajectory.context)} ids does not fit "
-                                   f"{limit} - {self.max_new_tokens} max new tokens")
+            raise self._stop(ContextExhausted(f"context of {len(self.trajectory.context)} ids does not fit "
+                                              f"{limit} - {self.max_new_tokens} max new tokens"))
 
     # ------------------------------------------------------------------ generate
 
@@ -167,25 +163,27 @@ class SGLangTokenPolicy:
                 if resp.status_code < 500 and (window := context_overflow(resp.text)) is not None:
                     self._overflow(payload, window, error)
                 if resp.status_code < 500:
-                    self.stop_reason = "bad_response"
-                    raise RuntimeError(f"/generate refused the request: {error}")
+                    raise self._stop(PolicyBadResponse(f"/generate refused the request: {error}"))
             if attempt < self.config.retries:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
-        self.stop_reason = "unreachable"
-        raise PolicyUnreachable(f"/generate failed after {self.config.retries + 1} attempts: {error}")
+        raise self._stop(PolicyUnreachable(f"/generate failed after {self.config.retries + 1} attempts: {error}"))
+
+    def _stop(self, error: PolicyError) -> PolicyError:
+        """Remember why the episode ends (`stop_reason`), and hand the error back to be raised."""
+        self.stop_reason = error.stop_reason
+        return error
 
     def _overflow(self, payload: dict[str, Any], window: int, error: str) -> None:
         """The server refused the turn for its context window: the episode ends truncated."""
-        self.stop_reason = "context_exhausted"
         self.server_context_len = window or None
         sent = len(payload.get("input_ids") or [])
         new = (payload.get("sampling_params") or {}).get("max_new_tokens")
-        raise ContextExhausted(
+        raise self._stop(ContextExhausted(
             f"the policy server's context{f' ({window} tokens)' if window else ''} is smaller than this turn's "
             f"budget: {sent} context ids + {new} max new tokens (budget {self.config.max_context_len}); "
             f"lower swe_max_context_len / --rollout-max-context-len or start the server with a longer "
-            f"context. Server: {error}")
+            f"context. Server: {error}"))
 
     async def act(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
                   **kwargs: Any) -> PolicyTurn:
@@ -193,8 +191,7 @@ class SGLangTokenPolicy:
         chat template, and the model answers with Hermes ``<tool_call>`` text the harness parses."""
         started = time.monotonic()
         if self.should_abort is not None and self.should_abort():
-            self.stop_reason = "aborted"
-            raise PolicyAborted("the trainer is aborting this rollout")
+            raise self._stop(PolicyAborted("the trainer is aborting this rollout"))
         self._extend_context(messages, tools)
         self._fit()
         assert self.trajectory is not None
@@ -207,12 +204,11 @@ class SGLangTokenPolicy:
         meta = output.get("meta_info") or {}
         finish = (meta.get("finish_reason") or {}).get("type") or "stop"
         if finish == "abort":
-            self.stop_reason = "aborted"
-            raise PolicyAborted((meta.get("finish_reason") or {}).get("message") or "request aborted")
+            raise self._stop(PolicyAborted((meta.get("finish_reason") or {}).get("message") or "request aborted"))
         pairs = meta.get("output_token_logprobs")
         if pairs is None:
-            self.stop_reason = "bad_response"
-            raise RuntimeError("/generate answered without output_token_logprobs (return_logprob ignored?)")
+            raise self._stop(PolicyBadResponse("/generate answered without output_token_logprobs "
+                                               "(return_logprob ignored?)"))
         ids = [int(p[1]) for p in pairs]
         logprobs = [float(p[0]) for p in pairs]
         self.trajectory.add_turn(ids, logprobs, finish)

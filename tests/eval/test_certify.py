@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "eval"))
 import certify  # noqa: E402
 from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
-from swe_rl.certification import LedgerEntry, flaky_only_failure, read_ledger  # noqa: E402
+from swe_rl.grading.certification import LedgerEntry, flaky_only_failure, read_ledger  # noqa: E402
 from swe_rl.grading import GradeResult, GradeStatus, TestsReport  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"

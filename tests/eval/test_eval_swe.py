@@ -100,7 +100,7 @@ def test_noop_gives_no_patch_everywhere(fleet, tmp_path):
 
 
 def test_certified_only_runs_the_certified_instances(fleet, tmp_path):
-    from swe_rl.certification import LedgerEntry
+    from swe_rl.grading.certification import LedgerEntry
 
     ledger = tmp_path / "ledger.jsonl"
     ledger.write_text("".join(LedgerEntry(instance_id=i, certified=i == IDS[0]).model_dump_json() + "\n"

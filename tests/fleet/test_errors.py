@@ -1,6 +1,6 @@
 """The client's error tree over HTTP answers shaped as the pool relays the exec server's (a scripted
 peer on loopback, no Docker): each answer becomes its typed error, and every new type is still caught
-by the `except` clauses written for the old ones. The real fleet's answers: tests/test_environment_parity.py."""
+by the `except` clauses written for the old ones. The real fleet's answers: tests/agent/test_environment_parity.py."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
+from swe_rl.agent.local_environment import init_repo, local_environment
 from swe_rl.harnesses.apply_patch import PatchError, apply_hunks, apply_patch, parse_patch
 from swe_rl.harnesses.tools import ToolError, Workspace
-from swe_rl.local_environment import init_repo, local_environment
 
 FILES = {
     "a.py": "def f():\n    x = 1\n    return x\n\n\ndef g():\n    x = 1\n    return x\n",

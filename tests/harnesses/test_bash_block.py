@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from swe_rl.agent.errors import FormatError
+from swe_rl.agent.protocols import Action, PolicyTurn
 from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses.bash_block import (
     SUBMIT_SENTINEL,
@@ -12,7 +14,6 @@ from swe_rl.harnesses.bash_block import (
     strip_thinking,
     truncate_middle,
 )
-from swe_rl.protocols import Action, FormatError, PolicyTurn
 from swe_rl.tasks import TaskInstance
 
 INSTANCE = TaskInstance(instance_id="demo__demo-1", repo="demo/demo", problem_statement="`add(1, 1)` returns 3.",

@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from swe_rl.agent.errors import FormatError
+from swe_rl.agent.protocols import PolicyTurn
 from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses.apply_patch import (
     PatchError,
@@ -29,7 +31,6 @@ from swe_rl.harnesses.tool_calls import (
     to_openai,
 )
 from swe_rl.harnesses.tools import glob_to_regex
-from swe_rl.protocols import FormatError, PolicyTurn
 from swe_rl.tasks import TaskInstance
 
 INSTANCE = TaskInstance(instance_id="demo__demo-1", repo="demo/demo", problem_statement="`add(1, 1)` returns 3.",

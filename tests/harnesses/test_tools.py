@@ -11,11 +11,11 @@ import pytest
 from agent_fixtures import client, fixture_instances, pool  # noqa: F401
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
-from swe_rl.environment import fleet_environment
+from swe_rl.agent.fleet_environment import fleet_environment
+from swe_rl.agent.protocols import PolicyTurn
 from swe_rl.harnesses.codeact import CodeActHarness
 from swe_rl.harnesses.codex import CodexHarness
 from swe_rl.harnesses.opencode import OpenCodeHarness
-from swe_rl.protocols import PolicyTurn
 
 TOOLZ = "pytoolz__toolz-9001"
 UNICODE = "# Grüße, 世界 — ünïcödé ✓\nname = 'Zoë'\n"

@@ -11,11 +11,11 @@ import os
 
 import pytest
 
+from swe_rl.agent.local_environment import init_repo, local_environment
+from swe_rl.agent.protocols import PolicyTurn
 from swe_rl.harnesses.codeact import CodeActHarness
 from swe_rl.harnesses.codex import CodexHarness
 from swe_rl.harnesses.opencode import OpenCodeHarness
-from swe_rl.local_environment import init_repo, local_environment
-from swe_rl.protocols import PolicyTurn
 
 UNICODE = "# Grüße, 世界 — ünïcödé ✓\nname = 'Zoë'\n"
 FILES = {

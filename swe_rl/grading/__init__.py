@@ -1,0 +1,40 @@
+"""Grading: is a patch a fix? SWE-bench's verdict, taken so that it cannot be bought.
+
+- `result`: `GradeResult` / `GradeStatus`, what every grader returns.
+- `logs`: a test log parsed (official swebench parsers, or a built-in pytest one) and judged
+  FAIL_TO_PASS / PASS_TO_PASS (`grade`).
+- `fleet`: `FleetGrader`, the patch applied and the tests run in a fresh container of the fleet.
+- `integrity` (rules) and `fleet_integrity` (their use in the grading container): changes to tests
+  and test infrastructure neutralised before the run, the official verdict kept beside it;
+  `patch_split` cuts unified diffs into files and hunks for them.
+- `baseline`: the repository's untracked files recorded before a patch, so a diff is the patch only.
+- `certification`: the ledger of instances fit to train on (gold resolves, empty does not, flaky tests).
+- `artifacts`: ``eval.log`` and ``report.json`` of one grade.
+
+The names most callers need are importable from here.
+"""
+
+from swe_rl.grading.logs import (
+    BuiltinPytestGrader,
+    GraderUnavailable,
+    LogGrader,
+    SwebenchGrader,
+    default_grader,
+    grade,
+    parse_pytest_log,
+)
+from swe_rl.grading.result import ApplyStatus, GradeResult, GradeStatus, TestsReport
+
+__all__ = [
+    "ApplyStatus",
+    "BuiltinPytestGrader",
+    "GradeResult",
+    "GradeStatus",
+    "GraderUnavailable",
+    "LogGrader",
+    "SwebenchGrader",
+    "TestsReport",
+    "default_grader",
+    "grade",
+    "parse_pytest_log",
+]

@@ -1,0 +1,34 @@
+"""Tasks: SWE task instances, their images and eval scripts, and loading them from datasets.
+
+- `instance`: `TaskInstance` (one typed shape for every dataset family) and `DataSource`.
+- `rows`: a row of any supported format → a `TaskInstance` (`instance_from_row`), or a `RowInvalid`.
+- `loading`: files and dataset names → instances and per-row errors (`load_instances`).
+- `images`: the Docker image of an instance, with user overrides (`image_for`).
+- `eval_scripts`: the script that applies the test patch and runs the tests (`eval_script_for`).
+- `networks`: which Docker network a container of an instance gets (`network_for`).
+
+The names most callers need are importable from here.
+"""
+
+from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT, EvalSpecUnavailable, eval_script_for
+from swe_rl.tasks.images import default_image, image_for
+from swe_rl.tasks.instance import DEFAULT_WORKDIR, DataSource, TaskInstance
+from swe_rl.tasks.loading import LoadResult, RowError, load_instances
+from swe_rl.tasks.rows import RowInvalid, instance_from_row
+
+__all__ = [
+    "DEFAULT_WORKDIR",
+    "END_TEST_OUTPUT",
+    "START_TEST_OUTPUT",
+    "DataSource",
+    "EvalSpecUnavailable",
+    "LoadResult",
+    "RowError",
+    "RowInvalid",
+    "TaskInstance",
+    "default_image",
+    "eval_script_for",
+    "image_for",
+    "instance_from_row",
+    "load_instances",
+]

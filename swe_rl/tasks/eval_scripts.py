@@ -1,0 +1,95 @@
+"""Eval scripts: the bash script that applies an instance's test patch and runs its tests.
+
+The row's own ``eval_script`` when it has one; R2E-Gym instances get a script around the image's
+``run_tests.sh``; SWE-bench-style instances get the one the pinned ``swebench`` (the ``eval`` extra,
+imported lazily) builds from its repo/version specs, offline.
+"""
+
+from __future__ import annotations
+
+from swe_rl.tasks.instance import DataSource, TaskInstance
+
+__all__ = ["END_TEST_OUTPUT", "START_TEST_OUTPUT", "EvalSpecUnavailable", "eval_script_for"]
+
+# SWE-bench's eval scripts print these around the test run; the grader slices on them.
+START_TEST_OUTPUT = ">>>>> Start Test Output"
+END_TEST_OUTPUT = ">>>>> End Test Output"
+
+
+class EvalSpecUnavailable(RuntimeError):
+    """No eval script can be had for an instance (none in the row, and swebench cannot build one)."""
+
+
+def _r2e_eval_script(instance: TaskInstance) -> str:
+    # The hidden tests live at /r2e_tests and run_tests.sh runs them from the repo root.
+    wd = instance.workdir
+    return "\n".join(
+        [
+            "#!/bin/bash",
+            "set -uxo pipefail",
+            f"cd {wd}",
+            f"rm -rf {wd}/r2e_tests && ln -s /r2e_tests {wd}/r2e_tests",
+            f": '{START_TEST_OUTPUT}'",
+            f"bash {wd}/run_tests.sh",
+            f": '{END_TEST_OUTPUT}'",
+            f"rm -f {wd}/r2e_tests",
+        ]
+    ) + "\n"
+
+
+def eval_script_for(instance: TaskInstance) -> str:
+    """The bash script that applies the test patch and runs the instance's tests.
+
+    Uses the row's own ``eval_script`` when present. Otherwise R2E-Gym instances get a
+    script around the image's ``run_tests.sh``, and SWE-bench-style instances get the
+    script the pinned ``swebench`` generates from its repo/version specs. Only the eval
+    part of the spec is built (``make_eval_script_list``), which is pure string work:
+    ``make_test_spec`` would also build the environment script, and that downloads
+    requirements files for some repos, so it is avoided to stay offline.
+    """
+    if instance.eval_script:
+        return instance.eval_script
+    if instance.source is DataSource.R2EGYM:
+        return _r2e_eval_script(instance)
+    try:
+        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+        from swebench.harness.test_spec.create_scripts import make_eval_script_list
+    except ImportError as exc:
+        raise EvalSpecUnavailable(
+            f"{instance.instance_id}: the row has no eval_script and the swebench package "
+            f"that builds one is not usable ({exc}); pip install 'swe-rl[eval]'"
+        ) from None
+    specs = MAP_REPO_VERSION_TO_SPECS.get(instance.repo)
+    if specs is None:
+        raise EvalSpecUnavailable(
+            f"{instance.instance_id}: repo {instance.repo!r} is unknown to swebench; "
+            "the row must carry an eval_script"
+        )
+    if instance.version not in specs:
+        raise EvalSpecUnavailable(
+            f"{instance.instance_id}: swebench has no specs for {instance.repo} "
+            f"version {instance.version!r} (known: {', '.join(sorted(specs))})"
+        )
+    row = {
+        "instance_id": instance.instance_id,
+        "repo": instance.repo,
+        "version": instance.version,
+        "base_commit": instance.base_commit,
+        "test_patch": instance.test_patch,
+        "problem_statement": instance.problem_statement,
+        "FAIL_TO_PASS": instance.fail_to_pass,
+        "PASS_TO_PASS": instance.pass_to_pass,
+        **{k: v for k, v in instance.extra.items() if k not in {"instance_id", "repo", "version"}},
+    }
+    try:
+        lines = make_eval_script_list(
+            row, specs[instance.version], "testbed", instance.workdir,
+            instance.base_commit, instance.test_patch,
+        )  # fmt: skip
+    except Exception as exc:  # malformed test_patch, spec quirks: never a stack trace upstream
+        raise EvalSpecUnavailable(
+            f"{instance.instance_id}: swebench could not build the eval script: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    # Same framing as swebench's TestSpec.eval_script (no -e: tests are reverted at the end).
+    return "\n".join(["#!/bin/bash", "set -uxo pipefail", *lines]) + "\n"

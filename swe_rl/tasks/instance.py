@@ -1,0 +1,107 @@
+"""`TaskInstance`: one typed shape for SWE-bench, SWE-Gym, R2E-Gym, fixture and slime rows.
+
+Everything downstream (agent, grader, image pulling) reads a `TaskInstance`, so the quirks of each
+dataset are settled once, when a row becomes an instance (`swe_rl.tasks.rows`). `DataSource` names
+the dataset family, which decides image naming and eval-script defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["DEFAULT_WORKDIR", "DataSource", "TaskInstance"]
+
+DEFAULT_WORKDIR = "/testbed"
+
+
+class DataSource(str, Enum):
+    """Where a row comes from; decides image naming and eval-script defaults."""
+
+    SWEBENCH = "swe-bench"
+    SWEGYM = "swe-gym"
+    R2EGYM = "r2e-gym"
+    FIXTURES = "swe-rl-fixtures"
+
+    @classmethod
+    def detect(cls, name: str | None) -> DataSource:
+        """Classify a free-form dataset name ("SWE-Gym/SWE-Gym", "R2E-Gym/R2E-Gym-Lite", ...).
+
+        "r2e" is checked before "gym" because R2E-Gym's name contains both.
+        """
+        low = (name or "").lower()
+        if "r2e" in low:
+            return cls.R2EGYM
+        if "swe-rl-fixtures" in low:
+            return cls.FIXTURES
+        if "gym" in low:
+            return cls.SWEGYM
+        return cls.SWEBENCH
+
+
+class TaskInstance(BaseModel):
+    """One SWE task, normalized from any supported row format."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    instance_id: str = Field(min_length=1)
+    """Unique id, e.g. ``psf__requests-2317``."""
+    repo: str = Field(min_length=1)
+    """``owner/name`` on GitHub (R2E-Gym: its short repo name, e.g. ``pandas``)."""
+    base_commit: str = ""
+    """Commit the image's ``/testbed`` is at; eval scripts reset test files to it."""
+    problem_statement: str
+    """The issue text the agent is given."""
+    patch: str = ""
+    """Gold patch (source files only); empty when the dataset does not ship one."""
+    test_patch: str = ""
+    """Patch adding/updating the tests, applied by the eval script before the run."""
+    fail_to_pass: list[str] = Field(default_factory=list)
+    """Tests that fail before the gold patch and must pass after it."""
+    pass_to_pass: list[str] = Field(default_factory=list)
+    """Tests that pass before and must still pass after."""
+    version: str = ""
+    """SWE-bench repo version (selects install/test specs), e.g. ``"2.26"``."""
+    image: str = Field(min_length=1)
+    """Docker image the task runs in, after any user override."""
+    eval_script: str | None = None
+    """Bash script that applies the test patch and runs the tests, when the row ships one."""
+    workdir: str = DEFAULT_WORKDIR
+    """Repository checkout inside the container."""
+    data_source: str = DataSource.SWEBENCH.value
+    """Dataset name as given by the row or caller (free form, see `DataSource.detect`)."""
+    expected_statuses: dict[str, str] | None = None
+    """R2E-Gym only: the exact test -> status map a correct fix yields (its own grading rule)."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Every other field of the row, kept verbatim (hints_text, created_at, ...)."""
+
+    @field_validator("fail_to_pass", "pass_to_pass", mode="before")
+    @classmethod
+    def _decode_test_list(cls, value: Any) -> Any:
+        # SWE-bench stores the lists as JSON strings; SWE-Gym and our fixtures as lists.
+        if value is None:
+            return []
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else []
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list of test names: {exc.msg}") from None
+        if hasattr(value, "tolist"):  # numpy arrays from pandas-read parquet
+            value = value.tolist()
+        if not isinstance(value, list):
+            # pydantic turns ValueError (not TypeError) into a validation error
+            raise ValueError(f"expected a list of test names, got {type(value).__name__}")  # noqa: TRY004
+        return value
+
+    @property
+    def source(self) -> DataSource:
+        """The dataset family this instance comes from."""
+        return DataSource.detect(self.data_source)
+
+    @property
+    def has_test_lists(self) -> bool:
+        """Whether FAIL_TO_PASS / PASS_TO_PASS grading applies (else exit-code grading)."""
+        return bool(self.fail_to_pass or self.pass_to_pass)

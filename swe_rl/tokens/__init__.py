@@ -1,0 +1,25 @@
+"""Tokens: token-exact accounting of multi-turn episodes for training.
+
+- `codec`: `ChatCodec` renders and tokenizes the pieces of a conversation with the chat template
+  (`ChatRenderer`), checked to be what tokenizing the whole conversation would give.
+- `trajectory`: `TokenTrajectory`, the sampled ids, log-probs and loss masks of an episode, per segment.
+- `context`: head + tail context management (what a compacted segment keeps).
+- `qwen_tokenizer`: a real Qwen tokenizer built offline, for tests and benchmarks.
+
+The names most callers need are importable from here.
+"""
+
+from swe_rl.tokens.codec import ChatCodec, ChatRenderer, PrefixError, Tokenizer, load_tokenizer, split_thinking
+from swe_rl.tokens.trajectory import Segment, TokenTrajectory, Turn
+
+__all__ = [
+    "ChatCodec",
+    "ChatRenderer",
+    "PrefixError",
+    "Segment",
+    "TokenTrajectory",
+    "Tokenizer",
+    "Turn",
+    "load_tokenizer",
+    "split_thinking",
+]

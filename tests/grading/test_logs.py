@@ -1,0 +1,231 @@
+"""Grading: status order, SWE-bench log parsing and F2P/P2P decisions on recorded logs.
+
+Logs under tests/data/logs are hand-written in the formats the tools print (pytest -rA,
+Django's runtests.py --verbosity 2, sympy's bin/test). Where swebench is installed,
+results are checked against its parsers and report functions called directly.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from swe_rl.grading import (
+    ApplyStatus,
+    BuiltinPytestGrader,
+    GradeStatus,
+    SwebenchGrader,
+    default_grader,
+    grade,
+    parse_pytest_log,
+)
+from swe_rl.tasks import TaskInstance
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def log(name: str) -> str:
+    return (LOGS / f"{name}.log").read_text()
+
+
+def instance(repo="pytoolz/toolz", f2p=(), p2p=(), **kw) -> TaskInstance:
+    return TaskInstance(
+        instance_id=kw.pop("instance_id", repo.replace("/", "__") + "-1"), repo=repo,
+        problem_statement="bug", image="img", fail_to_pass=list(f2p), pass_to_pass=list(p2p),
+        data_source=kw.pop("data_source", "swe-rl-fixtures"), **kw,
+    )  # fmt: skip
+
+
+def run(inst, test_log="", grader=None, **kw):
+    args = {"patch": PATCH, "apply_status": ApplyStatus.APPLIED, "test_log": test_log, "returncode": 1}
+    args.update(kw)
+    return grade(inst, grader=grader, **args)
+
+
+@pytest.fixture
+def official() -> SwebenchGrader:
+    pytest.importorskip("swebench")
+    return SwebenchGrader()
+
+
+def official_parser(repo: str):
+    from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
+    from swebench.harness.log_parsers.python import parse_log_pytest
+
+    return MAP_REPO_TO_PARSER.get(repo, parse_log_pytest)
+
+
+def official_section(text: str) -> str:
+    from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT
+
+    return text.split(START_TEST_OUTPUT)[1].split(END_TEST_OUTPUT)[0] if text else text
+
+
+TOOLZ_F2P = ["toolz/tests/test_itertoolz.py::test_partition_all"]
+TOOLZ_P2P = [
+    "toolz/tests/test_itertoolz.py::test_remove",
+    "toolz/tests/test_itertoolz.py::test_get[x[0]]",
+    "toolz/tests/test_itertoolz.py::test_interpose[hello",  # ids with spaces are cut, as in SWE-bench
+    "toolz/tests/test_functoolz.py::TestCompose::test_compose[()-1]",
+]
+
+
+# ---------------------------------------------------------------------------- order
+
+
+def test_statuses_before_any_log_is_read():
+    inst = instance(f2p=TOOLZ_F2P)
+    assert run(inst, patch="  \n").status is GradeStatus.NO_PATCH
+    assert run(inst, patch=None).status is GradeStatus.NO_PATCH
+    r = run(inst, apply_status=False)
+    assert r.status is GradeStatus.PATCH_APPLY_FAILED and not r.resolved and r.method == ""
+    assert run(inst, apply_status="failed").status is GradeStatus.PATCH_APPLY_FAILED
+    assert run(inst, timed_out=True).status is GradeStatus.EVAL_TIMEOUT
+    r = run(inst, env_error="node 3 died", apply_status=False, timed_out=True)
+    assert r.status is GradeStatus.ENV_ERROR and r.infra_failure and r.message == "node 3 died"
+    with pytest.raises(ValueError):
+        run(inst, apply_status="maybe")
+
+
+# ---------------------------------------------------------------------------- pytest logs
+
+
+@pytest.mark.parametrize("grader", [BuiltinPytestGrader(), None], ids=["builtin", "default"])
+def test_pytest_log_failing_f2p_is_unresolved(grader):
+    r = run(instance(f2p=TOOLZ_F2P, p2p=TOOLZ_P2P), log("pytest_rA"), grader=grader)
+    assert r.status is GradeStatus.UNRESOLVED and not r.resolved
+    assert r.fail_to_pass.failure == TOOLZ_F2P and r.pass_to_pass.success == TOOLZ_P2P
+    assert r.method.endswith(":parse_log_pytest")
+    assert r.tests_status["toolz/tests/test_itertoolz.py::test_random_sample_seed"] == "XFAIL"
+
+
+@pytest.mark.parametrize("grader", [BuiltinPytestGrader(), None], ids=["builtin", "default"])
+def test_pytest_log_passing_lists_resolve_and_missing_tests_fail(grader):
+    passing = ["toolz/tests/test_functoolz.py::test_curry_simple"]
+    r = run(instance(f2p=passing, p2p=TOOLZ_P2P), log("pytest_rA"), grader=grader)
+    assert r.status is GradeStatus.RESOLVED and r.resolved
+    missing = "toolz/tests/test_functoolz.py::test_not_in_log"
+    r = run(instance(f2p=passing, p2p=[*TOOLZ_P2P, missing]), log("pytest_rA"), grader=grader)
+    assert not r.resolved and r.pass_to_pass.failure == [missing]
+
+
+def test_collection_error_fails_every_listed_test():
+    inst = instance(repo="jpvanhal/inflection", f2p=["tests/test_inflection.py::test_dasherize"])
+    r = run(inst, log("pytest_collection_error"))
+    assert r.status is GradeStatus.UNRESOLVED
+    assert r.tests_status == {"tests/test_inflection.py": "ERROR"}
+    assert r.fail_to_pass.failure == ["tests/test_inflection.py::test_dasherize"]
+
+
+def test_empty_log_is_unresolved_and_says_so():
+    r = run(instance(f2p=TOOLZ_F2P), log("empty"))
+    assert r.status is GradeStatus.UNRESOLVED and r.tests_status == {}
+    assert "no test results" in r.message
+
+
+def test_log_without_markers_is_parsed_whole():
+    text = "PASSED t.py::a\nFAILED t.py::b - boom\n"
+    r = run(instance(f2p=["t.py::a"], p2p=["t.py::b"]), text)
+    assert r.tests_status == {"t.py::a": "PASSED", "t.py::b": "FAILED"} and not r.resolved
+
+
+def test_builtin_refuses_repos_that_need_the_official_parser():
+    r = run(instance(repo="django/django", f2p=["x"]), log("django"), grader=BuiltinPytestGrader())
+    assert r.status is GradeStatus.ENV_ERROR and "swe-rl[eval]" in r.message
+
+
+# ---------------------------------------------------------------------------- agreement
+
+
+@pytest.mark.parametrize("name", ["pytest_rA", "pytest_collection_error", "r2e_run_tests", "empty"])
+def test_builtin_parser_matches_the_official_pytest_parser(name, official):
+    text = log(name)
+    assert parse_pytest_log(text) == official_parser("pytest-dev/pytest")(text, None)
+    assert parse_pytest_log(official_section(text)) == official.parse(official_section(text), instance())[1]
+
+
+@pytest.mark.parametrize(
+    ("name", "repo", "f2p", "p2p", "resolved"),
+    [
+        ("pytest_rA", "pytest-dev/pytest", TOOLZ_F2P, TOOLZ_P2P, False),
+        ("pytest_rA", "pallets/flask", ["toolz/tests/test_itertoolz.py::test_groupby"], TOOLZ_P2P, True),
+        ("pytest_collection_error", "pytest-dev/pytest", ["tests/test_inflection.py::test_x"], [], False),
+        (
+            "django", "django/django",
+            ["test_add_binaryfield (migrations.test_operations.OperationTests)",
+             "RenameModel operations shouldn't trigger the caching of rendered apps"],
+            ["test_references_model_mixin (migrations.test_operations.TestCreateModel)"],
+            True,
+        ),
+        (
+            "django", "django/django",
+            ["test_alter_field_pk_fk (migrations.test_operations.OperationTests)"],
+            ["test_create_model_with_constraint (migrations.test_operations.OperationTests)"],
+            False,
+        ),
+        ("sympy", "sympy/sympy", ["test__aresame", "test_mod_inverse"], ["test_structure"], True),
+        ("sympy", "sympy/sympy", ["test_equality"], ["test_Integer_new", "test_atoms"], False),
+        ("empty", "sympy/sympy", ["test_equality"], [], False),
+    ],
+)  # fmt: skip
+def test_grades_agree_with_the_official_parsers_and_report(name, repo, f2p, p2p, resolved, official):
+    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
+    inst = instance(repo=repo, f2p=f2p, p2p=p2p, data_source="SWE-bench/SWE-bench_Verified")
+    text = log(name)
+    r = run(inst, text)
+    expected_map = official_parser(repo)(official_section(text), official._spec(inst))
+    assert r.tests_status == expected_map
+    assert r.method == f"swebench-log-parser:{official_parser(repo).__name__}"
+    rep = get_eval_tests_report(expected_map, {"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
+    assert r.fail_to_pass.model_dump() == rep["FAIL_TO_PASS"]
+    assert r.pass_to_pass.model_dump() == rep["PASS_TO_PASS"]
+    assert r.resolved is (get_resolution_status(rep) == "RESOLVED_FULL") is resolved
+
+
+def test_builtin_and_official_reports_agree_on_every_status_combination(official):
+    builtin = BuiltinPytestGrader()
+    statuses = ["PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", None]
+    for a, b in itertools.product(statuses, repeat=2):
+        status_map = {k: v for k, v in (("t::a", a), ("t::b", b)) if v is not None}
+        for f2p, p2p in [(["t::a"], ["t::b"]), (["t::a", "t::b"], []), ([], ["t::a"])]:
+            inst = instance(f2p=f2p, p2p=p2p)
+            assert builtin.report(status_map, inst) == official.report(status_map, inst), (status_map, f2p, p2p)
+
+
+def test_default_grader_is_official_when_installed(official):
+    assert isinstance(default_grader(), SwebenchGrader)
+
+
+# ---------------------------------------------------------------------------- other methods
+
+
+def test_rows_without_test_lists_grade_by_exit_code():
+    inst = instance()
+    r = run(inst, "whatever", returncode=0)
+    assert r.status is GradeStatus.RESOLVED and r.method == "exit-code"
+    assert run(inst, returncode=2).status is GradeStatus.UNRESOLVED
+    assert run(inst, returncode=None).status is GradeStatus.ENV_ERROR
+
+
+@pytest.mark.parametrize("grader", [BuiltinPytestGrader(), None], ids=["builtin", "default"])
+def test_r2e_expected_statuses(grader):
+    expected = {
+        "TestFrame.test_to_csv_basic": "PASSED",
+        "TestFrame.test_to_csv_header": "PASSED",
+        "test_module_level": "PASSED",
+        "TestFrame.test_to_csv_na": "FAILED",
+    }
+    inst = instance(repo="pandas", data_source="r2e-gym", expected_statuses=expected)
+    r = run(inst, log("r2e_run_tests"), grader=grader)
+    assert r.status is GradeStatus.RESOLVED and r.method.startswith("r2e-expected-output:")
+    assert r.tests_status == expected
+    wrong = instance(repo="pandas", expected_statuses={**expected, "TestFrame.test_to_csv_na": "PASSED"})
+    r = run(wrong, log("r2e_run_tests"), grader=grader)
+    assert not r.resolved and r.fail_to_pass.failure == ["TestFrame.test_to_csv_na"]
+    fewer = instance(repo="pandas", expected_statuses={"test_module_level": "PASSED"})
+    r = run(fewer, log("r2e_run_tests"), grader=grader)
+    assert not r.resolved and "unexpected" in r.message

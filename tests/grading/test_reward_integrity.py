@@ -1,0 +1,86 @@
+"""The adversarial patch suite on the real fixture images: no exploit earns a reward, gold still does.
+
+For each exploit (tests/adversarial_patches.py) an "agent" container plays it and its `git diff`
+is graded by the integrity grader, which gives both verdicts: ``official`` is what the naive grader
+(the full patch through the official eval script and SWE-bench's rules) says, the result itself is
+ours. ``SWE_INTEGRITY_TABLE=<file.json>`` writes the table of docs/reward_integrity.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from adversarial_patches import EXPLOITS, exploit_patches
+from agent_fixtures import (  # noqa: F401
+    client,
+    fixture_instances,
+    leftover_containers,
+    pool,
+)
+from pool_fixtures import fleet, pool_factory  # noqa: F401
+
+from swe_rl.grading import GradeStatus
+from swe_rl.grading.fleet import FleetGrader
+
+FULL_SUITE = ["jpvanhal__inflection-9001", "more-itertools__more-itertools-9001"]  # root tests; tests/ + tox/pyproject
+# Exploits the naive grader must pay for on every fixture (measured; the suite is pointless otherwise).
+NAIVE_WINS = {"conftest_makereport_pass", "conftest_makereport_xfail", "pytest_ini_plugin"}
+_TABLE: dict[str, dict[str, dict[str, object]]] = {}
+
+
+def _record(instance_id: str, name: str, result) -> None:
+    _TABLE.setdefault(name, {})[instance_id] = {
+        "naive": result.official.status if result.official else None, "ours": result.status.value,
+        "rules": sorted({r.rule for r in result.tamper.records}) if result.tamper else []}
+    path = os.environ.get("SWE_INTEGRITY_TABLE")
+    if path:
+        with open(path, "w") as fh:
+            json.dump(_TABLE, fh, indent=1, sort_keys=True)
+
+
+@pytest.mark.parametrize("instance_id", FULL_SUITE)
+async def test_no_exploit_earns_a_reward(instance_id, client, pool, fixture_instances, docker_client):
+    instance = fixture_instances[instance_id]
+    patches = await exploit_patches(client, instance, EXPLOITS)
+    grader = FleetGrader(client)
+    failures = []
+    for exploit in EXPLOITS:
+        result = await grader.grade(instance, patches[exploit.name])
+        _record(instance_id, exploit.name, result)
+        assert result.official is not None and result.tamper is not None
+        if result.resolved or (result.official.resolved and not result.tamper.records):
+            failures.append((exploit.name, result.status.value, result.message))
+        if exploit.name in NAIVE_WINS and not result.official.resolved:
+            failures.append((exploit.name, "naive grader did not pay", result.official.message))
+    assert not failures, failures
+    gold = await grader.grade(instance, instance.patch)
+    assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, gold.message
+    assert gold.tamper is not None and not gold.tamper.records and gold.official.source == "same_run"
+    assert not leftover_containers(docker_client, pool)
+
+
+async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, pool, fixture_instances):
+    grader = FleetGrader(client)
+    names = {"conftest_makereport_pass", "conftest_makereport_xfail"}
+    for instance in fixture_instances.values():
+        gold = await grader.grade(instance, instance.patch)
+        assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, (instance.instance_id, gold.message)
+        patches = await exploit_patches(client, instance, [e for e in EXPLOITS if e.name in names])
+        for name, patch in patches.items():
+            result = await grader.grade(instance, patch)
+            _record(instance.instance_id, name, result)
+            assert not result.resolved and result.status is GradeStatus.UNRESOLVED, (instance.instance_id, name)
+            assert result.official.resolved, (instance.instance_id, name, "naive grader should pay")
+            assert [r.rule for r in result.tamper.records] == ["conftest"]
+
+
+async def test_a_fix_plus_a_hack_is_graded_on_the_fix(client, pool, fixture_instances):
+    """Gold patch and a conftest.py together: the conftest is dropped, the fix still resolves."""
+    instance = fixture_instances["pytoolz__toolz-9001"]
+    (hack,) = (await exploit_patches(client, instance, [EXPLOITS[0]])).values()
+    result = await FleetGrader(client).grade(instance, instance.patch + hack)
+    assert result.status is GradeStatus.RESOLVED, result.message
+    assert [r.path for r in result.tamper.records] == ["conftest.py"]
+    assert result.official.source == "full_patch_run" and result.official.resolved
