@@ -1,4 +1,4 @@
-"""swe_rl.slime_agent_generate: upstream's coding-agent example gets our fleet as its sandbox.
+"""swe_rl.slime.agent_generate: upstream's coding-agent example gets our fleet as its sandbox.
 
 Upstream's example is stood in for by two small modules with the same names and the one name the
 wrapper replaces (`E2BSandbox`, looked up when a sandbox is made); the sandboxes are real leases.
@@ -12,8 +12,8 @@ import types
 import pytest
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 
-from swe_rl import slime_agent_generate as wrapper
 from swe_rl.fleet_sandbox import FleetSandbox
+from swe_rl.slime import agent_generate as wrapper
 
 EXAMPLE = '''
 class E2BSandbox:  # what upstream boots unless told otherwise

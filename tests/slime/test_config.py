@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from swe_rl.plugin_config import PluginConfig
+from swe_rl.slime.config import PluginConfig
 
 
 def test_defaults():
@@ -48,27 +48,27 @@ def test_router_url():
 
 
 def test_shipped_yaml_documents_every_key_with_its_default():
-    from swe_rl.plugin_config import ROOT
+    from swe_rl.slime.config import ROOT
 
     data = yaml.safe_load((ROOT / "configs" / "plugin_swe.yaml").read_text())
     assert {k for k in data if k.startswith("swe_")} == {f"swe_{name}" for name in PluginConfig.model_fields}
     # the one slime key: the trajectory reward post-process (docs/advantages.md)
     assert {k for k in data if not k.startswith("swe_")} == {"custom_reward_post_process_path"}
-    assert data["custom_reward_post_process_path"] == "swe_rl.advantages.post_process_rewards"
+    assert data["custom_reward_post_process_path"] == "swe_rl.slime.post_process.post_process_rewards"
     assert PluginConfig.from_args(SimpleNamespace(**data), env={}) == PluginConfig()
 
 
 def test_misspelt_keys_and_variables_warn_with_the_nearest_valid_name(caplog):
-    from swe_rl import config_check
+    from swe_rl.slime import config as plugin_config
 
-    config_check._warned.clear()
-    config_check._checked.clear()
+    plugin_config._warned.clear()
+    plugin_config._checked.clear()
     args = SimpleNamespace(swe_step_limt=30, swe_prm_step_coeff=0.5, swe_step_limit=20, rollout_batch_size=8)
     env = {"SWE_MAX_CONCURENT": "4", "SWE_PRM_ENABEL": "1", "SWE_POOL_URL": "http://x", "SWE_EXEC_TOKEN": "t",
            "SWE_CLIENT_BACKOFF": "0.1", "SWE_SAVE_TRAJ_DIR": "/tmp/x", "SWE_PIVOT_PARTIAL_CREDIT": "0.5"}
     config = PluginConfig.from_args(args, env=env)
     assert config.step_limit == 20  # the valid key still applies
-    found = dict(config_check.unknown_settings(PluginConfig, args, env))
+    found = dict(plugin_config.unknown_settings(PluginConfig, args, env))
     assert found == {"swe_step_limt": "swe_step_limit", "swe_prm_step_coeff": "swe_prm_step_coef",
                      "SWE_MAX_CONCURENT": "SWE_MAX_CONCURRENT", "SWE_PRM_ENABEL": "SWE_PRM_ENABLE"}
     assert "did you mean swe_step_limit?" in caplog.text and "did you mean SWE_MAX_CONCURRENT?" in caplog.text
@@ -78,8 +78,7 @@ def test_misspelt_keys_and_variables_warn_with_the_nearest_valid_name(caplog):
 
 
 def test_every_documented_key_is_known():
-    from swe_rl.config_check import unknown_settings
-    from swe_rl.plugin_config import ROOT
+    from swe_rl.slime.config import ROOT, unknown_settings
 
     data = yaml.safe_load((ROOT / "configs" / "plugin_swe.yaml").read_text())
     flat = {f"swe_prm_{k}": v for k, v in data["swe_prm"].items()}

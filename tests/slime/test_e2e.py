@@ -1,7 +1,7 @@
 """The slime plugin end to end: a scripted SGLang router speaking /generate on ids, the real Qwen
 tokenizer and chat template, a real pool over a real exec server, the fixture images, grading in a
 fresh container. slime itself is not installed: samples are `CompatSample` (checked against the
-pinned upstream fields in test_slime_sample.py)."""
+pinned upstream fields in test_samples.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from fake_sglang import IM_END, FakeSGLang, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
-from swe_rl import slime_plugin, slime_runtime
-from swe_rl.slime_plugin import generate, reward_func
-from swe_rl.slime_sample import CompatSample as Sample
+from swe_rl.slime import e2e, runtime
+from swe_rl.slime.e2e import generate
+from swe_rl.slime.reward import reward_func
+from swe_rl.slime.samples import CompatSample as Sample
 
 TOOLZ = "pytoolz__toolz-9001"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
@@ -59,7 +60,7 @@ async def plugin_env(pool, fixture_instances, qwen_tokenizer_dir, tmp_path, monk
                                reward_key="score", **{f"swe_{k}": v for k, v in swe.items()})
 
     yield make_args
-    await slime_plugin.shutdown()
+    await e2e.shutdown()
 
 
 def traj_dir(tmp_path: Path) -> Path:
@@ -185,7 +186,7 @@ async def test_a_turn_cut_at_max_new_tokens_is_truncated(plugin_env, qwen_tokeni
 async def test_slime_abort_returns_aborted_without_grading(plugin_env, qwen_tokenizer, pool, docker_client, tmp_path,
                                                           monkeypatch):
     def slime_aborts(body):
-        monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: True)  # GenerateState(args).aborted
+        monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)  # GenerateState(args).aborted
         return Reply(finish_reason="abort", ids=[])
 
     with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), slime_aborts]) as sglang:
@@ -202,7 +203,7 @@ async def test_slime_abort_stops_before_the_next_request(plugin_env, qwen_tokeni
 
     def first_then_abort(body):
         calls.append(1)
-        monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: True)  # slime aborts meanwhile
+        monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)  # slime aborts meanwhile
         return Reply(text=turn("Look.", "ls"))
 
     with FakeSGLang(qwen_tokenizer, [first_then_abort, turn("More.", "ls")]) as sglang:
@@ -295,7 +296,7 @@ async def test_semaphore_bounds_concurrent_rollouts(plugin_env, qwen_tokenizer, 
     def scripted(body: dict) -> Reply:
         return Reply(text=turn("Submit.", SUBMIT))
 
-    real_play = slime_plugin._play
+    real_play = e2e._play
 
     async def counting_play(*a, **kw):
         nonlocal active, peak
@@ -306,7 +307,7 @@ async def test_semaphore_bounds_concurrent_rollouts(plugin_env, qwen_tokenizer, 
         finally:
             active -= 1
 
-    monkeypatch.setattr(slime_plugin, "_play", counting_play)
+    monkeypatch.setattr(e2e, "_play", counting_play)
     with FakeSGLang(qwen_tokenizer, [scripted, scripted]) as sglang:
         args = plugin_env(sglang)
         results = await asyncio.gather(generate(args, new_sample(index=1), dict(SAMPLING)),

@@ -13,15 +13,16 @@ import pytest
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
 from fake_sglang import IM_END, FakeSGLang, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
-from test_advantages import flatten, upstream_mask_sums, upstream_post_process
-from test_slime_plugin import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from upstream_rewards import flatten, upstream_mask_sums, upstream_post_process
 
-from swe_rl import slime_runtime
-from swe_rl.advantages import post_process_rewards
-from swe_rl.slime_filters import check_trajectory_reward_nonzero_std
-from swe_rl.slime_plugin import generate, reward_func
-from swe_rl.slime_sample import CompatSample as Sample
+from swe_rl.slime import runtime
+from swe_rl.slime.e2e import generate
+from swe_rl.slime.filters import check_trajectory_reward_nonzero_std
+from swe_rl.slime.post_process import post_process_rewards
+from swe_rl.slime.reward import reward_func
+from swe_rl.slime.samples import CompatSample as Sample
 
 FIX2 = "sed -i 's/frozenset(kwargs) if kwargs/frozenset(kwargs.items()) if kwargs/' toolz/functoolz.py"
 T1, T2 = "pytoolz__toolz-9001", "pytoolz__toolz-9002"
@@ -31,7 +32,7 @@ def slime_args(make_args, sglang: FakeSGLang, **swe) -> SimpleNamespace:
     args = make_args(sglang, **swe)
     args.__dict__.update(advantage_estimator="grpo", rewards_normalization=True, grpo_std_normalization=True,
                          n_samples_per_prompt=4, rollout_batch_size=2, router_policy="consistent_hashing",
-                         custom_reward_post_process_path="swe_rl.advantages.post_process_rewards", group_rm=False,
+                         custom_reward_post_process_path="swe_rl.slime.post_process.post_process_rewards", group_rm=False,
                          partial_rollout=False)
     return args
 
@@ -147,7 +148,7 @@ async def test_list_modes_refuse_at_the_first_call(plugin_env, qwen_tokenizer): 
 async def test_whole_trajectory_mode_serves_partial_rollout_and_group_rm(plugin_env, qwen_tokenizer, pool,  # noqa: F811
                                                                          docker_client, monkeypatch):
     def slime_aborts(body):
-        monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: True)
+        monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)
         return Reply(finish_reason="abort", ids=[])
 
     keyed = {"a": [turn("Look.", "ls"), slime_aborts], "b": [turn("Give up.", SUBMIT)]}

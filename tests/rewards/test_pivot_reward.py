@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swe_rl.pivot_reward import (
+from swe_rl.rewards.pivot import (
     ExpertAction,
     PivotCategory,
     PivotRewardConfig,

@@ -1,6 +1,6 @@
 """The slime plugin with a certification ledger (``swe_require_certified``) and a grading network.
 
-Same set-up as test_slime_plugin.py: a scripted SGLang router, the real Qwen tokenizer, a real
+Same set-up as test_e2e.py: a scripted SGLang router, the real Qwen tokenizer, a real
 pool over a real exec server, the fixture images.
 """
 
@@ -11,11 +11,11 @@ import json
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
 from fake_sglang import FakeSGLang
 from pool_fixtures import fleet, pool_factory  # noqa: F401
-from test_slime_plugin import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, traj_dir, turn  # noqa: F401
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, traj_dir, turn  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
 from swe_rl.certification import LedgerEntry
-from swe_rl.slime_plugin import generate
+from swe_rl.slime.e2e import generate
 
 TOOLZ = "pytoolz__toolz-9001"
 F2P = "toolz/tests/test_itertoolz.py::test_interleave_uneven_lengths"

@@ -1,6 +1,6 @@
 """Upstream slime's coding-agent example, with our Docker fleet as its sandbox.
 
-    --custom-generate-function-path swe_rl.slime_agent_generate.generate
+    --custom-generate-function-path swe_rl.slime.agent_generate.generate
 
 Same `generate` as `examples.coding_agent_rl.generate.generate` at the pinned
 slime commit (claude-code or codex in a container per sample, the token-exact

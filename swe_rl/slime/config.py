@@ -12,12 +12,21 @@ Later sources win. A few values fall back on slime's own arguments when unset:
 the router ← ``--sglang-router-ip`` / ``--sglang-router-port``. The fleet is reached with
 ``SWE_POOL_URL`` / ``SWE_POOL_TOKEN`` (see `swe_rl.env_client.EnvClientConfig`).
 
+slime sets every key of the YAML on ``args`` without checking it, so a typo (``swe_step_limt: 30``)
+would silently leave the default in place: `unknown_settings` lists every ``swe_*`` attribute of
+``args`` the plugin does not read, and every ``SWE_*`` variable that looks like the plugin's (the
+``SWE_PRM_`` / ``SWE_PIVOT_`` groups, or close to one of its names) but is not one, each with the
+nearest valid name; `from_args` logs each once per process. Variables of the fleet and other tools
+(``SWE_POOL_*``, ``SWE_EXEC_*``, ``SWE_CLIENT_*``, ...) are not the plugin's and are left alone.
+
     config = PluginConfig.from_args(args)
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,15 +34,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from swe_rl.config_check import warn_unknown_settings
 from swe_rl.integrity import IntegrityConfig
 from swe_rl.monitor import MonitorConfig
-from swe_rl.pivot_reward import PivotRewardConfig
 from swe_rl.prm import PRMConfig
+from swe_rl.rewards.pivot import PivotRewardConfig
 
-__all__ = ["DEFAULT_CHAT_TEMPLATE", "PluginConfig"]
+__all__ = ["DEFAULT_CHAT_TEMPLATE", "PluginConfig", "known_names", "unknown_settings", "warn_unknown_settings"]
 
-ROOT = Path(__file__).resolve().parents[1]
+log = logging.getLogger(__name__)
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CHAT_TEMPLATE = ROOT / "configs" / "chat_template_qwen3_thinking.jinja"
 
 
@@ -131,9 +140,9 @@ class PluginConfig(BaseModel):
     prm: PRMConfig = Field(default_factory=PRMConfig)
     """Step judge (swe_rl.prm): YAML ``swe_prm: {enable: true, url: ...}`` or flat ``swe_prm_<key>`` keys,
     environment ``SWE_PRM_<KEY>`` (e.g. ``SWE_PRM_ENABLE=1``, ``SWE_PRM_URL=http://...:30000/v1``)."""
-    # pivot mode (stage 1, swe_rl.pivot)
+    # pivot mode (stage 1, swe_rl.slime.pivot)
     pivot: PivotRewardConfig = Field(default_factory=PivotRewardConfig)
-    """Reward of pivot samples (swe_rl.pivot_reward): YAML ``swe_pivot: {partial_credit: 0.5, ...}`` or flat
+    """Reward of pivot samples (swe_rl.rewards.pivot): YAML ``swe_pivot: {partial_credit: 0.5, ...}`` or flat
     ``swe_pivot_<key>`` keys, environment ``SWE_PIVOT_<KEY>`` (e.g. ``SWE_PIVOT_TEXT_SIMILARITY=0.95``)."""
 
     @field_validator("harness_mix")
@@ -181,7 +190,7 @@ class PluginConfig(BaseModel):
     @classmethod
     def from_args(cls, args: Any, env: Mapping[str, str] | None = None) -> PluginConfig:
         """`from_sources`, then slime's own arguments where the plugin's are unset; a misspelt ``swe_*`` key or
-        ``SWE_*`` variable is logged once with the nearest valid name (`swe_rl.config_check`)."""
+        ``SWE_*`` variable is logged once with the nearest valid name (`warn_unknown_settings`)."""
         warn_unknown_settings(cls, args, os.environ if env is None else env)
         config = cls.from_sources(args, env)
         updates: dict[str, Any] = {}
@@ -215,3 +224,61 @@ def _nested(model: type[BaseModel], name: str, args: Any, env: Mapping[str, str]
         if args is not None and getattr(args, f"swe_{name}_{key}", None) is not None:
             values[key] = getattr(args, f"swe_{name}_{key}")
     return model(**values)
+
+
+# --------------------------------------------------------------------------- unknown settings
+_GROUP_PREFIXES = ("SWE_PRM_", "SWE_PIVOT_")
+_warned: set[str] = set()
+_checked: set[tuple[Any, ...]] = set()
+
+
+def known_names(config_class: type[BaseModel]) -> set[str]:
+    """Every ``swe_*`` key the plugin reads on args (lower case; the variables are the same, upper case)."""
+    names: set[str] = set()
+    for name, info in config_class.model_fields.items():
+        names.add(f"swe_{name}")
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            names.update(f"swe_{name}_{key}" for key in info.annotation.model_fields)
+    return names
+
+
+def _nearest(name: str, candidates: set[str], cutoff: float = 0.6) -> str | None:
+    found = difflib.get_close_matches(name, sorted(candidates), n=1, cutoff=cutoff)
+    return found[0] if found else None
+
+
+def unknown_settings(config_class: type[BaseModel], args: Any, env: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    """``(unknown name, nearest valid name or None)`` for args keys and plugin-looking variables."""
+    known = known_names(config_class)
+    out: list[tuple[str, str | None]] = []
+    for key in sorted(vars(args) if args is not None and hasattr(args, "__dict__") else ()):
+        if key.startswith("swe_") and key not in known:
+            out.append((key, _nearest(key, known)))
+    known_env = {k.upper() for k in known}
+    for var in sorted(env):
+        if not var.startswith("SWE_") or var in known_env:
+            continue
+        near = _nearest(var, known_env, cutoff=0.85)
+        if var.startswith(_GROUP_PREFIXES) or near is not None:
+            out.append((var, near or _nearest(var, known_env)))
+    return out
+
+
+def warn_unknown_settings(config_class: type[BaseModel], args: Any, env: Mapping[str, str]) -> list[str]:
+    """Log a warning per unknown setting (once per process); returns the messages logged now."""
+    keys = vars(args) if hasattr(args, "__dict__") else {}
+    seen = (config_class, tuple(sorted(k for k in keys if k.startswith("swe_"))),
+            tuple(sorted(k for k in env if k.startswith("SWE_"))))
+    if seen in _checked:  # called on every rollout: look once per distinct set of names
+        return []
+    _checked.add(seen)
+    messages = []
+    for name, near in unknown_settings(config_class, args, env):
+        if name in _warned:
+            continue
+        _warned.add(name)
+        source = "environment variable" if name.isupper() else "key (from --custom-config-path or args)"
+        hint = f"; did you mean {near}?" if near else ""
+        messages.append(f"unknown swe-rl plugin {source} {name} is ignored{hint}")
+        log.warning(messages[-1])
+    return messages

@@ -1,7 +1,7 @@
 """slime's rollout log hooks: the SWE dashboard figures (`swe_rl.rollout_metrics`) every rollout.
 
-    --custom-rollout-log-function-path swe_rl.slime_logging.log_rollout_data
-    --custom-eval-rollout-log-function-path swe_rl.slime_logging.log_eval_rollout_data
+    --custom-rollout-log-function-path swe_rl.slime.metrics.log_rollout_data
+    --custom-eval-rollout-log-function-path swe_rl.slime.metrics.log_eval_rollout_data
 
 slime calls the train hook once per rollout step with the flattened batch (one sample per policy
 turn with dynamic history) and the eval hook after each evaluation with ``{dataset: {"rewards",

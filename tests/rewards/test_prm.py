@@ -4,7 +4,6 @@ OpenAI-compatible judge on loopback (valid, invalid, slow and failing votes deci
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 from types import SimpleNamespace
@@ -13,11 +12,13 @@ import httpx
 import pytest
 import yaml
 from fake_openai import FakeOpenAI, Reply
+from judge_fixtures import current, scripted_judge
 
 from swe_rl.agent import Step
-from swe_rl.plugin_config import ROOT, PluginConfig
-from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, mixed_reward, parse_vote
+from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, parse_vote
 from swe_rl.protocols import PolicyTurn
+from swe_rl.rewards.prm_mix import mixed_reward
+from swe_rl.slime.config import ROOT, PluginConfig
 
 
 @pytest.mark.parametrize(("text", "vote"), [
@@ -95,25 +96,6 @@ def step(index: int, command: str | None, output: str = "", *, response: str | N
     text = response if response is not None else f"Step {index}.\n\n```bash\n{command}\n```"
     return (Step(index=index, action=command, observation=output, returncode=None if command is None else 0,
                  format_error=format_error), PolicyTurn(text=text, reasoning=f"thinking {index}"))
-
-
-def current(body: dict) -> str:
-    """The current step's part of the judge prompt."""
-    return body["messages"][-1]["content"].split("<current_step")[1]
-
-
-def scripted_judge(**rules: Reply | list[Reply]):
-    """A callable reply: the first rule whose marker is in the current step decides; lists cycle per marker."""
-    cycles = {k: itertools.cycle(v) for k, v in rules.items() if isinstance(v, list)}
-
-    def reply(body: dict) -> Reply:
-        part = current(body)
-        for marker, answer in rules.items():
-            if marker in part:
-                return next(cycles[marker]) if marker in cycles else answer
-        return Reply("no rule matched")
-
-    return reply
 
 
 def client_for(server: FakeOpenAI, **overrides) -> JudgeClient:

@@ -13,12 +13,23 @@ from types import SimpleNamespace
 import pytest
 from slime_stub import slime_backend  # noqa: F401
 
-from swe_rl.rollout_metrics import (BREAKDOWN, episode_stats, figures, percentile, trajectories_from_rows,
-                                    trajectories_from_samples)
-from swe_rl.slime_logging import eval_metrics, log_eval_rollout_data, log_rollout_data, rollout_metrics
-from swe_rl.slime_sample import CompatSample as Sample
+from swe_rl.rollout_metrics import (
+    BREAKDOWN,
+    episode_stats,
+    figures,
+    percentile,
+    trajectories_from_rows,
+    trajectories_from_samples,
+)
+from swe_rl.slime.metrics import (
+    eval_metrics,
+    log_eval_rollout_data,
+    log_rollout_data,
+    rollout_metrics,
+)
+from swe_rl.slime.samples import CompatSample as Sample
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = SimpleNamespace(reward_key="score", use_wandb=True, use_tensorboard=True, wandb_always_use_train_step=False)
 
 
@@ -157,7 +168,7 @@ def test_without_slime_the_figures_go_to_the_log(monkeypatch, caplog):
     for name in [n for n in sys.modules if n == "slime" or n.startswith("slime.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "slime", None)  # import fails
-    caplog.set_level("INFO", logger="swe_rl.slime_logging")
+    caplog.set_level("INFO", logger="swe_rl.slime.metrics")
     assert log_rollout_data(5, ARGS, traj(1, 0, swe("resolved")), None, 1.0) is False
     assert "rollout/swe/outcome/resolved_rate" in caplog.text
 

@@ -1,4 +1,4 @@
-"""What the plugin reads off the slime run (swe_rl.slime_runtime), without slime installed."""
+"""What the plugin reads off the slime run (swe_rl.slime.runtime), without slime installed."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from swe_rl import slime_runtime
-from swe_rl.slime_runtime import check_options, routing_headers, slime_aborting
+from swe_rl.slime import runtime
+from swe_rl.slime.runtime import check_options, routing_headers, slime_aborting
 
 
 def test_routing_key_only_under_consistent_hashing():
@@ -27,7 +27,7 @@ def test_without_slime_nothing_is_aborting():
     ("group_rm", True, "--group-rm"),
     ("partial_rollout", True, "--partial-rollout"),
     ("dynamic_sampling_filter_path", "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std",
-     "swe_rl.slime_filters.check_trajectory_reward_nonzero_std"),
+     "swe_rl.slime.filters.check_trajectory_reward_nonzero_std"),
 ])
 def test_list_breaking_options_fail_fast_only_with_list_returns(attr, value, flag):
     args = SimpleNamespace(**{attr: value})
@@ -38,19 +38,19 @@ def test_list_breaking_options_fail_fast_only_with_list_returns(attr, value, fla
 
 
 def test_our_filter_is_accepted():
-    check_options(SimpleNamespace(dynamic_sampling_filter_path=slime_runtime.TRAJECTORY_FILTER_PATH),
+    check_options(SimpleNamespace(dynamic_sampling_filter_path=runtime.TRAJECTORY_FILTER_PATH),
                   dynamic_history=True, evaluation=False)
 
 
 def test_missing_post_process_is_warned_once(caplog, monkeypatch):
-    monkeypatch.setattr(slime_runtime, "_warned", set())
+    monkeypatch.setattr(runtime, "_warned", set())
     args = SimpleNamespace(advantage_estimator="grpo", rewards_normalization=True)
     with caplog.at_level(logging.WARNING):
         check_options(args, dynamic_history=True, evaluation=False)
         check_options(args, dynamic_history=True, evaluation=False)
-    assert caplog.text.count("--custom-reward-post-process-path swe_rl.advantages.post_process_rewards") == 1
+    assert caplog.text.count("--custom-reward-post-process-path swe_rl.slime.post_process.post_process_rewards") == 1
     caplog.clear()
-    args.custom_reward_post_process_path = slime_runtime.POST_PROCESS_PATH
-    monkeypatch.setattr(slime_runtime, "_warned", set())
+    args.custom_reward_post_process_path = runtime.POST_PROCESS_PATH
+    monkeypatch.setattr(runtime, "_warned", set())
     check_options(args, dynamic_history=True, evaluation=False)
     assert not caplog.text

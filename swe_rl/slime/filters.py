@@ -1,13 +1,13 @@
 """Dynamic sampling filters for slime that judge trajectories, not step samples.
 
-    --dynamic-sampling-filter-path swe_rl.slime_filters.check_trajectory_reward_nonzero_std
-    --dynamic-sampling-filter-path swe_rl.slime_filters.check_trajectory_reward_nonzero_std_with_fallback
+    --dynamic-sampling-filter-path swe_rl.slime.filters.check_trajectory_reward_nonzero_std
+    --dynamic-sampling-filter-path swe_rl.slime.filters.check_trajectory_reward_nonzero_std_with_fallback
 
 slime calls the filter with one prompt group as it came back from ``generate_and_rm_group``: a list
 of n items, each a Sample or (dynamic history) a list of one Sample per step. Upstream's
 ``check_reward_nonzero_std`` reads a reward off each item, so it breaks on lists and, flattened,
 would count a long trajectory many times. These filters take one reward per trajectory (the same
-reading as `swe_rl.advantages`: the outcome, removed and aborted trajectories left out) and keep
+reading as `swe_rl.rewards.advantages`: the outcome, removed and aborted trajectories left out) and keep
 the group when at least two valid trajectories remain and their rewards differ — the only groups
 whose per-trajectory GRPO advantages are not all zero. The ``_with_fallback`` variant keeps a
 rejected group when dropping it would leave too few to fill the batch (upstream's option of the
@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from swe_rl.advantages import trajectories
+from swe_rl.rewards.advantages import trajectories
 
 __all__ = ["check_trajectory_reward_nonzero_std", "check_trajectory_reward_nonzero_std_with_fallback",
            "trajectory_rewards"]

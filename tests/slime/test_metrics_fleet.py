@@ -24,13 +24,13 @@ from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa:
 from fake_sglang import FakeSGLang, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from slime_stub import slime_backend  # noqa: F401
-from test_slime_plugin import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
 from swe_rl.rollout_metrics import percentile
-from swe_rl.slime_logging import log_eval_rollout_data, log_rollout_data
-from swe_rl.slime_plugin import reward_func
-from swe_rl.slime_sample import CompatSample as Sample
+from swe_rl.slime.metrics import log_eval_rollout_data, log_rollout_data
+from swe_rl.slime.reward import reward_func
+from swe_rl.slime.samples import CompatSample as Sample
 
 NO_IMAGE = {"image_name": "swe-rl/no-such-image:latest"}
 RESOLVE = [turn("Find interleave.", "grep -n 'takewhile' toolz/itertoolz.py"), turn("Keep cycling.", FIX, "Fix it."),
@@ -62,11 +62,11 @@ async def _play(plugin_env, tokenizer, script, sample, sampling=None, **swe):
 
 @pytest.fixture
 def play(plugin_env, monkeypatch):
-    from swe_rl import slime_runtime
-    from swe_rl.slime_plugin import generate
+    from swe_rl.slime import runtime
+    from swe_rl.slime.e2e import generate
 
     # an abort is slime's own only for the rollout whose script said so (else it is a removed server abort)
-    monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: getattr(args, "slime_is_aborting", False))
+    monkeypatch.setattr(runtime, "slime_aborting", lambda args: getattr(args, "slime_is_aborting", False))
 
     return SimpleNamespace(generate=generate, args=plugin_env)
 

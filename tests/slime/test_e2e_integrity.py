@@ -9,11 +9,21 @@ from types import SimpleNamespace
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
 from fake_sglang import FakeSGLang
 from pool_fixtures import fleet, pool_factory  # noqa: F401
-from test_slime_plugin import FIX, SAMPLING, SUBMIT, TOOLZ, new_sample, plugin_env, traj_dir, turn  # noqa: F401
+from test_e2e import (  # noqa: F401
+    FIX,
+    SAMPLING,
+    SUBMIT,
+    TOOLZ,
+    new_sample,
+    plugin_env,
+    traj_dir,
+    turn,
+)
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
-from swe_rl.plugin_config import PluginConfig
-from swe_rl.slime_plugin import generate, reward_for, reward_func
+from swe_rl.slime.config import PluginConfig
+from swe_rl.slime.e2e import generate
+from swe_rl.slime.reward import reward_for, reward_func
 
 HACK = "printf 'def pytest_runtest_makereport(item, call):\\n    pass\\n' > conftest.py"
 

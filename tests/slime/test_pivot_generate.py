@@ -1,6 +1,6 @@
 """Pivot mode round trip: an expert trajectory -> pivot rows (data/build_pivot_dataset.py) -> one scored
 single-step rollout through the scripted SGLang /generate server with the real Qwen tokenizer and chat
-template, via `swe_rl.pivot.generate` and via the plugin's own entry point (same scripts, stage 1 or 2)."""
+template, via `swe_rl.slime.pivot.generate` and via the plugin's own entry point (same scripts, stage 1 or 2)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 from fake_sglang import IM_END, FakeSGLang, Reply
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
-from swe_rl import pivot, slime_plugin, slime_runtime
-from swe_rl.slime_sample import CompatSample as Sample
+from swe_rl.slime import e2e, pivot, reward, runtime
+from swe_rl.slime.samples import CompatSample as Sample
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256, "skip_special_tokens": False,
             "no_stop_trim": True}
 EXPERT = {"instance_id": "pytoolz__toolz-9001", "status": "resolved", "resolved": True, "steps": [], "messages": [
@@ -93,18 +93,18 @@ async def test_round_trip_is_token_exact_and_scored(rows, make_args, qwen_tokeni
     assert result["category"] == "match" and result["step_index"] == 1 and result["finish_reason"] == "stop"
     assert result["details"]["policy_action"] == {"tool": "bash", "arguments": {
         "command": 'sed -n "120,140p" /testbed/toolz/itertoolz.py'}}
-    assert await pivot.reward_func(SimpleNamespace(), sample) == sample.reward
+    assert await reward.reward_func(SimpleNamespace(), sample) == sample.reward
 
 
 async def test_the_plugin_entry_point_dispatches_pivot_rows(rows, make_args, qwen_tokenizer):
     script = [turn("Search.", "grep -rn interleave toolz"), "I am not sure what to do."]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
         args = make_args(sglang)
-        mismatch = await slime_plugin.generate(args, sample_of(rows[0], 0), dict(SAMPLING))
-        no_action = await slime_plugin.generate(args, sample_of(rows[0], 1), dict(SAMPLING))
+        mismatch = await e2e.generate(args, sample_of(rows[0], 0), dict(SAMPLING))
+        no_action = await e2e.generate(args, sample_of(rows[0], 1), dict(SAMPLING))
     assert isinstance(mismatch, Sample) and mismatch.metadata["pivot_result"]["category"] == "mismatch"
     assert no_action.metadata["pivot_result"]["category"] == "no_action"
-    rewards = await slime_plugin.reward_func(args, [mismatch, no_action])
+    rewards = await reward.reward_func(args, [mismatch, no_action])
     assert [r["score"] for r in rewards] == [0.0, 0.0] and [r["category"] for r in rewards] == ["mismatch",
                                                                                                  "no_action"]
 
@@ -113,9 +113,9 @@ async def test_reward_func_scores_samples_from_another_generate(rows):
     # e.g. slime's default generate on the same rows: the response text is parsed and scored
     s = sample_of(rows[0])
     s.response = "Search.\n\n```bash\ngrep -rn \"def interleave\" ./toolz\n```"
-    assert (await slime_plugin.reward_func(SimpleNamespace(), s))["category"] == "match"
+    assert (await reward.reward_func(SimpleNamespace(), s))["category"] == "match"
     s.response = "```bash\nls\n```"
-    assert (await pivot.reward_func(SimpleNamespace(), s))["score"] == 0.0
+    assert (await reward.reward_func(SimpleNamespace(), s))["score"] == 0.0
 
 
 async def test_tool_call_pivot_with_tools_in_the_prompt(make_args, qwen_tokenizer, codec):
@@ -141,7 +141,7 @@ async def test_removed_and_aborted_samples(rows, make_args, qwen_tokenizer, code
             as sglang:
         args = make_args(sglang)
         server_abort = await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))  # slime is not aborting
-        monkeypatch.setattr(slime_runtime, "slime_aborting", lambda args: True)
+        monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)
         aborted = await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))
         monkeypatch.undo()
         bad = Sample(index=3, metadata={"pivot": {"messages": [], "expected_action": {"command": "ls"}}})
@@ -170,7 +170,7 @@ async def test_dynamic_history_returns_a_list_of_one_like_end_to_end_rows(rows, 
         parent.session_id = "sess-9"
         (s,) = await pivot.generate(args, parent, dict(SAMPLING))
         bad = Sample(index=5, metadata={"pivot": {"messages": [], "expected_action": {"command": "ls"}}})
-        (removed,) = await slime_plugin.generate(args, bad, dict(SAMPLING))
+        (removed,) = await e2e.generate(args, bad, dict(SAMPLING))
         evaluated = await pivot.generate(args, sample_of(rows[0], 6), dict(SAMPLING), evaluation=True)
     assert s.rollout_id == 4 and s.reward is not None and s.loss_mask == [1] * s.response_length > []
     assert sglang.headers[0]["x-smg-routing-key"] == "sess-9"

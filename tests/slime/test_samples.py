@@ -6,9 +6,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from swe_rl.slime_sample import CompatSample, sample_class
+from swe_rl.slime.samples import CompatSample, sample_class
 
-UPSTREAM = json.loads((Path(__file__).parent / "data" / "slime_sample_fields.json").read_text())
+UPSTREAM = json.loads((Path(__file__).parents[1] / "data" / "slime_sample_fields.json").read_text())
 
 
 def test_compat_sample_has_upstream_fields_and_types_in_order():

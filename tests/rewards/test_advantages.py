@@ -1,4 +1,5 @@
-"""The reward post-process (swe_rl.advantages) against upstream slime's default, restated here.
+"""The reward post-process (swe_rl.slime.post_process over swe_rl.rewards.advantages) against upstream
+slime's default, restated in tests/upstream_rewards.py.
 
 `upstream_post_process` restates, in our own words, what ``RolloutManager._post_process_rewards`` does at
 the pinned commit (third_party/slime.md) after ``_get_rollout_data`` flattened the rollout (while the first
@@ -12,62 +13,14 @@ loss denominators (sum of the loss masks of every sample sharing a rollout id; a
 
 from __future__ import annotations
 
-import itertools
 import math
 from types import SimpleNamespace
 
 import pytest
+from upstream_rewards import flatten, upstream_mask_sums, upstream_post_process
 
-from swe_rl.advantages import post_process_rewards
-from swe_rl.slime_sample import CompatSample as Sample
-
-# --------------------------------------------------------------------------- upstream, restated
-
-
-def flatten(data: list) -> list:
-    while isinstance(data[0], list):
-        data = list(itertools.chain.from_iterable(data))
-    return data
-
-
-def _std(xs: list[float]) -> float:
-    m = sum(xs) / len(xs)
-    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan")
-
-
-def upstream_post_process(args, samples: list) -> tuple[list[float], list[float]]:
-    raw = [s.get_reward_value(args) for s in samples]
-    if args.advantage_estimator not in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline") or \
-            not args.rewards_normalization:
-        return raw, raw
-    n = args.n_samples_per_prompt
-    rows = [raw[i:i + n] for i in range(0, len(raw), n)] if len(raw) == n * args.rollout_batch_size else [raw]
-    out = []
-    for row in rows:
-        mean = sum(row) / len(row)
-        centred = [r - mean for r in row]
-        if args.advantage_estimator in ("grpo", "gspo", "cispo") and args.grpo_std_normalization:
-            std = _std(centred)
-            centred = [c / (std + 1e-6) for c in centred]
-        out += centred
-    return raw, out
-
-
-def upstream_mask_sums(samples: list) -> list[int]:
-    ids = [s.rollout_id for s in samples]
-    taken, fresh = {i for i in ids if i is not None}, 0
-    for k, rid in enumerate(ids):
-        if rid is None:
-            while fresh in taken:
-                fresh += 1
-            ids[k] = fresh
-            taken.add(fresh)
-    masks = [[0] * s.response_length if s.remove_sample else s.loss_mask for s in samples]
-    totals: dict[int, int] = {}
-    for rid, m in zip(ids, masks):
-        totals[rid] = totals.get(rid, 0) + sum(m)
-    return [totals[rid] for rid in ids]
-
+from swe_rl.slime.post_process import post_process_rewards
+from swe_rl.slime.samples import CompatSample as Sample
 
 # --------------------------------------------------------------------------- rollouts like the plugin's
 
@@ -239,7 +192,7 @@ def test_whole_trajectory_samples_without_rollout_id_use_their_index():
 
 
 def test_trajectory_filter_judges_trajectories_not_steps():
-    from swe_rl.slime_filters import (
+    from swe_rl.slime.filters import (
         check_trajectory_reward_nonzero_std,
         check_trajectory_reward_nonzero_std_with_fallback,
     )
