@@ -51,7 +51,8 @@ def reward_for(sample: Any, config: PluginConfig) -> dict[str, Any]:
     record = RolloutRecord.from_sample(sample)
     if record is None:
         raise ValueError("sample has no metadata['swe']: it was not produced by swe_rl.slime.e2e.generate")
-    return rollout_reward(record, StepRecord.from_sample(sample), config, remove_sample=getattr(sample, "remove_sample", False))
+    removed = getattr(sample, "remove_sample", False)
+    return rollout_reward(record, StepRecord.from_sample(sample), config, remove_sample=removed)
 
 
 # --------------------------------------------------------------------------- end-to-end

@@ -144,7 +144,9 @@ class ProcessState:
         if key not in self.codecs:
             if not config.tokenizer_path:
                 raise ValueError("no tokenizer: set --hf-checkpoint or swe_tokenizer_path")
-            kwargs: dict[str, Any] = {} if config.enable_thinking is None else {"enable_thinking": config.enable_thinking}
+            kwargs: dict[str, Any] = {}
+            if config.enable_thinking is not None:
+                kwargs["enable_thinking"] = config.enable_thinking
             if tools:
                 kwargs["tools"] = tools
             if len(self.codecs) > _CODEC_CACHE:  # rows of many different tool sets: keep the cache bounded

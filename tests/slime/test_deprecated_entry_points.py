@@ -36,6 +36,7 @@ def test_the_package_imports_none_of_the_aliases():
             f"print(sorted(m for m in {sorted(OLD)!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
-    found = subprocess.run(["git", "grep", "-l", "-E", r"(from|import) swe_rl(\.| import )(slime_plugin|pivot|advantages)\b",
-                            "--", "swe_rl", "eval", "data", "bench", "server"], cwd=ROOT, capture_output=True, text=True)
+    pattern = r"(from|import) swe_rl(\.| import )(slime_plugin|pivot|advantages)\b"
+    found = subprocess.run(["git", "grep", "-l", "-E", pattern, "--", "swe_rl", "eval", "data", "bench", "server"],
+                           cwd=ROOT, capture_output=True, text=True)
     assert found.stdout.split() == []
