@@ -1,6 +1,6 @@
 """Dashboard figures on hand-built batches: the metadata other parts add (PRM, integrity,
 certification), mixes of harnesses and data sources, eval rows, and everything missing or broken.
-Batches from the real fleet: test_rollout_metrics_fleet.py."""
+Batches from the real fleet: tests/slime/test_metrics_fleet.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The training signal end to end: two prompts × n=4 through the plugin on the real local fleet (a real pool
 over a real exec server, the fixture images, grading in a fresh container) with the scripted SGLang, then
-slime's rollout plumbing as restated in test_advantages (group generation and reward, flattening, the
+slime's rollout plumbing as restated in tests/upstream_rewards.py (group generation and reward, flattening, the
 rollout-id rule, the reward post-process, loss masks and per-rollout denominators). slime itself is not
 installed; the list-aware slime options are exercised on the same shapes."""
 
