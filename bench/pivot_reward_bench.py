@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from swe_rl import pivot_reward
-from swe_rl.pivot_reward import ExpertAction, PivotRewardConfig, score_turn
+from swe_rl.rewards import pivot as pivot_reward
+from swe_rl.rewards.pivot import ExpertAction, PivotRewardConfig, score_turn
 
 THINK = "<think>\n" + " ".join(["the", "interleave", "function", "stops", "early", "so", "we", "look"] * 19) + "\n</think>\n\n"
 CODE = [f"    value_{i} = compute(items[{i}], key=key, default=None)  # step {i}" for i in range(80)]

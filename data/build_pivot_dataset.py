@@ -13,7 +13,7 @@ Inputs (files or directories, mixed freely):
 
 Every assistant turn with exactly one action becomes a pivot: the messages before it (thinking
 kept), the tools, and the action (a bash block → tool ``bash`` with ``{"command"}``; a tool call
-→ its name and decoded arguments). Output rows (format in ``swe_rl/pivot.py``)::
+→ its name and decoded arguments). Output rows (format in ``swe_rl/slime/pivot.py``)::
 
     {"text": "<last user message>",
      "metadata": {"pivot": {"messages", "tools", "expected_action", "harness", "workdir", "instance_id",
@@ -44,7 +44,7 @@ try:
 except ImportError:  # run from a checkout without installing: python data/<this>.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from swe_rl.pivot_reward import ExpertAction, parse_action
+from swe_rl.rewards.pivot import ExpertAction, parse_action
 
 Message = dict[str, Any]
 _KEEP = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "name")
@@ -294,7 +294,7 @@ class TokenCounter:
     def __init__(self, tokenizer_path: str, chat_template: str | None) -> None:
         from transformers import AutoTokenizer
 
-        from swe_rl.plugin_config import DEFAULT_CHAT_TEMPLATE
+        from swe_rl.slime.config import DEFAULT_CHAT_TEMPLATE
         from swe_rl.tokens import ChatRenderer
 
         self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_path, trust_remote_code=True)

@@ -3,7 +3,7 @@
 
 For every pivot row (``data/build_pivot_dataset.py`` output) it samples ``--k`` actions from an
 OpenAI-compatible chat endpoint (the reference policy), scores each with the pivot reward
-(`swe_rl.pivot_reward`, settings from ``--reward-config``, the plugin YAML's ``swe_pivot``), and
+(`swe_rl.rewards.pivot`, settings from ``--reward-config``, the plugin YAML's ``swe_pivot``), and
 keeps the row when the outcomes are mixed — at least one match and one miss — and the mean
 score is below ``--max-mean``. Kept rows get ``metadata.pivot.profile``::
 
@@ -40,7 +40,7 @@ except ImportError:  # run from a checkout without installing: python data/<this
 import httpx
 import yaml
 
-from swe_rl.pivot_reward import (
+from swe_rl.rewards.pivot import (
     ExpertAction,
     PivotCategory,
     PivotRewardConfig,

@@ -2,7 +2,7 @@
 # shellcheck disable=SC2034  # the settings below are read by lib/swe_rl_common.sh
 # Upstream slime's coding-agent RL (examples/coding_agent_rl: claude-code or codex CLIs in a sandbox,
 # the token-exact adapter on the training host) with our Docker fleet as the sandbox instead of E2B:
-# --custom-generate-function-path swe_rl.slime_agent_generate.generate (docs/slime_agent_sandbox.md).
+# --custom-generate-function-path swe_rl.slime.agent_generate.generate (docs/slime_agent_sandbox.md).
 # The example sets each sample's reward itself (grading in a fresh container), so no custom rm.
 # Qwen3-30B-A3B, 4 nodes x 8 GPUs (actor nodes 0-1, 4 SGLang engines of TP 4 on nodes 2-3).
 # Required: HF_CKPT, PROMPT_DATA (upstream's row format: prompt, label, metadata.image/workdir/...),
@@ -32,7 +32,7 @@ FREEZE_MOE_ROUTER=1
 KL_COEF=0
 
 # upstream's example: its generate, its row keys, its parsers; the reward comes with the samples
-GENERATE_PATH=swe_rl.slime_agent_generate.generate
+GENERATE_PATH=swe_rl.slime.agent_generate.generate
 RM_PATH=""
 REWARD_KEY=""
 INPUT_KEY=prompt

@@ -2,7 +2,7 @@
 # shellcheck disable=SC2034  # the settings below are read by lib/swe_rl_common.sh
 # Two-stage SWE RL for Qwen3-30B-A3B-Thinking-2507, stage 1: pivot. Single-turn decision points
 # cut from expert trajectories (PROMPT_DATA from data/ pivot building), no sandbox; the reward
-# compares the policy's action with the expert's (swe_rl.pivot.generate / reward_func).
+# compares the policy's action with the expert's (swe_rl.slime.pivot.generate / swe_rl.slime.reward.reward_func).
 # Recipe where slime supports it: GRPO without KL, clip 0.2 / 0.28, constant lr 1e-6, MoE router
 # frozen (--freeze-params-name-list) and aux loss 0, async non-colocated generation (train_async.py),
 # thinking chat template (configs/chat_template_qwen3_thinking.jinja via the plugin YAML),
@@ -25,8 +25,8 @@ ROLLOUT_GPUS="${ROLLOUT_GPUS:-16}"
 ROLLOUT_GPUS_PER_ENGINE="${ROLLOUT_GPUS_PER_ENGINE:-4}"
 TP="${TP:-2}"
 EP="${EP:-8}"
-GENERATE_PATH="${GENERATE_PATH:-swe_rl.pivot.generate}"
-RM_PATH="${RM_PATH:-swe_rl.pivot.reward_func}"
+GENERATE_PATH="${GENERATE_PATH:-swe_rl.slime.pivot.generate}"
+RM_PATH="${RM_PATH:-swe_rl.slime.reward.reward_func}"
 ROLLOUT_BATCH_SIZE="${ROLLOUT_BATCH_SIZE:-64}"
 N_SAMPLES_PER_PROMPT="${N_SAMPLES_PER_PROMPT:-8}"
 MAX_CONTEXT_LEN="${MAX_CONTEXT_LEN:-32768}"

@@ -40,7 +40,7 @@ from pydantic import (
 )
 
 __all__ = ["DEFAULT_TEMPLATE", "JudgeClient", "JudgeTemplate", "PRMConfig", "PRMResult", "StepJudge",
-           "StepJudgment", "Vote", "clip", "mixed_reward", "parse_vote"]
+           "StepJudgment", "Vote", "clip", "parse_vote"]
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,11 +138,6 @@ def clip(text: str, limit: int | None) -> str:
     head = limit // 2
     tail = limit - head
     return f"{text[:head]}\n[... {len(text) - limit} characters omitted ...]\n{text[len(text) - tail:]}"
-
-
-def mixed_reward(outcome: float, step_score: float | None, coef: float) -> float:
-    """outcome + coef × step_score; a missing score leaves the outcome alone."""
-    return float(outcome) if step_score is None else float(outcome) + coef * float(step_score)
 
 
 # --------------------------------------------------------------------------- records

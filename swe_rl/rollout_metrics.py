@@ -4,7 +4,7 @@ Pure functions, no slime: a batch is first turned into `Trajectory` records, the
 turns the records into a flat ``{name: number}`` dict. Two sources give the same records, so
 training and the standalone eval show the same figures under the same names:
 
-- `trajectories_from_samples` — slime samples made by `swe_rl.slime_plugin.generate`, grouped by
+- `trajectories_from_samples` — slime samples made by `swe_rl.slime.e2e.generate`, grouped by
   ``rollout_id`` (else ``index``): with dynamic history a trajectory is one sample per policy turn;
 - `trajectories_from_rows` — the rows of an eval run's ``results.jsonl`` (`eval/eval_swe.py`).
 

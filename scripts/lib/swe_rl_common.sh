@@ -172,14 +172,14 @@ swe_defaults() {
   CKPT_MODE="${CKPT_MODE:-hf}"                  # hf: fresh start from HF_CKPT; resume: fixed dir + REF_LOAD
   EXPORT_ROOT="${EXPORT_ROOT:-$SWE_ROOT/output}"
   RUN_TS="${RUN_TS:-$(date +%Y%m%d_%H%M%S)}"
-  PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/configs/swe_rl_plugin.yaml}"
-  GENERATE_PATH="${GENERATE_PATH:-swe_rl.slime_plugin.generate}"
-  RM_PATH="${RM_PATH-swe_rl.slime_plugin.reward_func}"
-  ROLLOUT_LOG_PATH="${ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_rollout_data}"
-  EVAL_ROLLOUT_LOG_PATH="${EVAL_ROLLOUT_LOG_PATH:-swe_rl.slime_logging.log_eval_rollout_data}"
+  PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/configs/plugin_launch.yaml}"
+  GENERATE_PATH="${GENERATE_PATH:-swe_rl.slime.e2e.generate}"
+  RM_PATH="${RM_PATH-swe_rl.slime.reward.reward_func}"
+  ROLLOUT_LOG_PATH="${ROLLOUT_LOG_PATH:-swe_rl.slime.metrics.log_rollout_data}"
+  EVAL_ROLLOUT_LOG_PATH="${EVAL_ROLLOUT_LOG_PATH:-swe_rl.slime.metrics.log_eval_rollout_data}"
   REWARD_KEY="${REWARD_KEY-score}"
   # advantages per trajectory, normalised within each prompt group (docs/advantages.md)
-  REWARD_POST_PROCESS_PATH="${REWARD_POST_PROCESS_PATH:-swe_rl.advantages.post_process_rewards}"
+  REWARD_POST_PROCESS_PATH="${REWARD_POST_PROCESS_PATH:-swe_rl.slime.post_process.post_process_rewards}"
   N_SAMPLES_PER_PROMPT="${N_SAMPLES_PER_PROMPT:-8}"
   MAX_CONTEXT_LEN="${MAX_CONTEXT_LEN:-16384}"
   MAX_RESPONSE_LEN="${MAX_RESPONSE_LEN:-4096}"
@@ -279,7 +279,7 @@ swe_train_args() {
     --custom-rollout-log-function-path "$ROLLOUT_LOG_PATH"
     --custom-eval-rollout-log-function-path "$EVAL_ROLLOUT_LOG_PATH"
   )
-  if [[ -n "${DYNAMIC_SAMPLING_FILTER_PATH:-}" ]]; then  # e.g. swe_rl.slime_filters.check_trajectory_reward_nonzero_std
+  if [[ -n "${DYNAMIC_SAMPLING_FILTER_PATH:-}" ]]; then  # e.g. swe_rl.slime.filters.check_trajectory_reward_nonzero_std
     TRAIN_ARGS+=(--dynamic-sampling-filter-path "$DYNAMIC_SAMPLING_FILTER_PATH")
   fi
   if [[ -n "${EVAL_PROMPT_DATA:-}" ]]; then

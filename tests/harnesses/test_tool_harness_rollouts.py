@@ -20,14 +20,14 @@ from fake_sglang import FakeSGLang
 from pool_fixtures import fleet, pool_factory
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer
 
-from swe_rl import slime_plugin
 from swe_rl.agent import AgentConfig, ExitReason, run_instance
 from swe_rl.grading import GradeStatus
 from swe_rl.harnesses import CodeActHarness, CodexHarness
 from swe_rl.harnesses.registry import choose_harness
 from swe_rl.policies import OpenAIChatConfig, OpenAIChatPolicy
-from swe_rl.slime_plugin import generate
-from swe_rl.slime_sample import CompatSample as Sample
+from swe_rl.slime import e2e
+from swe_rl.slime.e2e import generate
+from swe_rl.slime.samples import CompatSample as Sample
 
 TOOLZ = "pytoolz__toolz-9001"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
@@ -79,7 +79,7 @@ async def test_token_mode_codex_rollout_is_token_exact_and_resolved(pool, fixtur
             sample = await generate(plugin_args(sglang, qwen_tokenizer_dir, harness_mix=mix, harness_seed=seed,
                                                 dynamic_history=False), new_sample(), dict(SAMPLING))
     finally:
-        await slime_plugin.shutdown()
+        await e2e.shutdown()
     info = sample.metadata["swe"]
     assert info["status"] == "resolved" and info["harness"] == "codex", info
     assert info["format_errors"] == 1 and info["steps"] == 4 and info["prefix_breaks"] == 0
@@ -112,7 +112,7 @@ async def test_eval_rollouts_use_the_eval_harness(pool, fixture_instances, qwen_
                                                 harness_mix={"codex": 1.0}), new_sample(), dict(SAMPLING),
                                     evaluation=True)
     finally:
-        await slime_plugin.shutdown()
+        await e2e.shutdown()
     info = sample.metadata["swe"]
     assert info["harness"] == "codeact" and info["exit_reason"] == "submitted" and info["status"] == "no_patch"
     assert "str_replace_editor" in qwen_tokenizer.decode(sglang.requests[0]["input_ids"])

@@ -15,8 +15,8 @@ sys.path.insert(0, str(ROOT / "data"))
 import build_pivot_dataset as builder
 
 from swe_rl.harnesses import CodexHarness, OpenCodeHarness
-from swe_rl.pivot import PivotRow
-from swe_rl.pivot_reward import score_turn
+from swe_rl.rewards.pivot import score_turn
+from swe_rl.slime.records import PivotRow
 
 
 def hermes(name: str, **arguments) -> str:

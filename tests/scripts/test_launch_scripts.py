@@ -109,13 +109,13 @@ def test_dry_run_prints_the_slime_command(script, env):
     want = TRAIN_SCRIPTS[script]
     stage1 = "stage1" in script
     assert train_py == f"{env['SLIME_DIR']}/train_async.py" and "--colocate" not in v
-    assert v["--custom-generate-function-path"] == ["swe_rl.pivot.generate" if stage1 else "swe_rl.slime_plugin.generate"]
-    assert v["--custom-rm-path"] == ["swe_rl.pivot.reward_func" if stage1 else "swe_rl.slime_plugin.reward_func"]
+    assert v["--custom-generate-function-path"] == ["swe_rl.slime.pivot.generate" if stage1 else "swe_rl.slime.e2e.generate"]
+    assert v["--custom-rm-path"] == ["swe_rl.slime.reward.reward_func" if stage1 else "swe_rl.slime.reward.reward_func"]
     assert v["--reward-key"] == ["score"]
-    assert v["--custom-rollout-log-function-path"] == ["swe_rl.slime_logging.log_rollout_data"]
-    assert v["--custom-eval-rollout-log-function-path"] == ["swe_rl.slime_logging.log_eval_rollout_data"]
-    assert v["--custom-config-path"] == [str(ROOT / "configs/swe_rl_plugin.yaml")]
-    assert v["--custom-reward-post-process-path"] == ["swe_rl.advantages.post_process_rewards"]
+    assert v["--custom-rollout-log-function-path"] == ["swe_rl.slime.metrics.log_rollout_data"]
+    assert v["--custom-eval-rollout-log-function-path"] == ["swe_rl.slime.metrics.log_eval_rollout_data"]
+    assert v["--custom-config-path"] == [str(ROOT / "configs/plugin_launch.yaml")]
+    assert v["--custom-reward-post-process-path"] == ["swe_rl.slime.post_process.post_process_rewards"]
     assert "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v
     assert v["--n-samples-per-prompt"] == ["8"]
     assert v["--actor-num-nodes"] == [str(want["actor"])] and v["--actor-num-gpus-per-node"] == ["8"]
@@ -220,13 +220,13 @@ def test_overrides_reach_the_command(env):
                                                    "EVAL_PROMPT_DATA": env["PROMPT_DATA"],
                                                    "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor",
                                                    "DYNAMIC_SAMPLING_FILTER_PATH":
-                                                       "swe_rl.slime_filters.check_trajectory_reward_nonzero_std"})
+                                                       "swe_rl.slime.filters.check_trajectory_reward_nonzero_std"})
     assert p.returncode == 0, p.stderr
     args, _, _ = submitted(p.stdout)
     assert not sorted({a for a in args if a.startswith("--")} - FLAGS)
     v = flag_values(args)
     assert v["--kl-loss-coef"] == ["0.001"] and "--use-kl-loss" in v and "--use-tis" in v
-    assert v["--dynamic-sampling-filter-path"] == ["swe_rl.slime_filters.check_trajectory_reward_nonzero_std"]
+    assert v["--dynamic-sampling-filter-path"] == ["swe_rl.slime.filters.check_trajectory_reward_nonzero_std"]
     assert v["--wandb-project"] == ["swe"] and v["--eval-prompt-data"] == ["swe", env["PROMPT_DATA"]]
 
 
@@ -282,7 +282,7 @@ def test_coding_agent_variant_runs_upstreams_example_on_the_fleet(agent_env):
     args, runtime_env, train_py = submitted(p.stdout)
     assert not sorted({a for a in args if a.startswith("--")} - FLAGS)
     v = flag_values(args)
-    assert v["--custom-generate-function-path"] == ["swe_rl.slime_agent_generate.generate"]
+    assert v["--custom-generate-function-path"] == ["swe_rl.slime.agent_generate.generate"]
     assert "--custom-rm-path" not in v and "--reward-key" not in v  # the example rewards its samples itself
     assert v["--input-key"] == ["prompt"] and v["--label-key"] == ["label"] and v["--metadata-key"] == ["metadata"]
     assert v["--sglang-tool-call-parser"] == ["qwen3_coder"] and v["--sglang-reasoning-parser"] == ["qwen3"]
@@ -310,7 +310,7 @@ def test_coding_agent_variant_runs_upstreams_example_on_the_fleet(agent_env):
 
 def test_plugin_scripts_still_pass_their_rm(env):
     v = flag_values(submitted(dry_run("run_swe_rl_8b_remote_2nodes.sh", env).stdout)[0])
-    assert v["--custom-rm-path"] == ["swe_rl.slime_plugin.reward_func"] and v["--reward-key"] == ["score"]
+    assert v["--custom-rm-path"] == ["swe_rl.slime.reward.reward_func"] and v["--reward-key"] == ["score"]
     assert "--label-key" not in v
 
 

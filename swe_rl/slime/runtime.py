@@ -1,0 +1,182 @@
+"""The slime run this process is in, and the state its rollouts share (both modes, one per process).
+
+- `ProcessState` / `state(config)` / `shutdown()`: what every rollout of one rollout process (slime's
+  Ray actor, one event loop) shares: the HTTP pool to the router, the fleet client (made at first
+  use: pivot mode never leases), the concurrency bound, chat codecs, PRM judge clients and the policy
+  server's context length. A new event loop (tests) gets a new state.
+
+- `slime_aborting(args)`: slime itself is aborting this rollout (``GenerateState(args).aborted``, read
+  without creating the state). An SGLang abort while this is false (router restart, engine crash) is
+  not slime's doing: the plugin then removes the rollout instead of handing back an ABORTED sample.
+- `check_options(args, dynamic_history, evaluation)`: refuses, at the first call, slime options that
+  cannot work with list returns (one sample per step): ``--group-rm``, ``--partial-rollout`` and
+  upstream's step-level dynamic sampling filters; warns when the trajectory reward post-process is
+  not configured for a group-normalising estimator.
+- `routing_headers(args, sample)`: slime's routing key header when the router hashes consistently,
+  so every turn of one trajectory reaches the same SGLang engine (prefix cache).
+slime is imported lazily; without it nothing is aborting and every check is on ``args`` alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.policies.server_context import ContextBudget
+from swe_rl.prm import JudgeClient, StepJudge
+from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
+
+if TYPE_CHECKING:
+    from swe_rl.slime.config import PluginConfig
+    from swe_rl.tasks import TaskInstance
+
+__all__ = ["POST_PROCESS_PATH", "ROUTING_KEY_HEADER", "TRAJECTORY_FILTER_PATH", "ProcessState", "check_options",
+           "routing_headers", "shutdown", "slime_aborting", "state"]
+
+log = logging.getLogger(__name__)
+ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
+"""Header slime sends with ``--router-policy consistent_hashing`` (its value: the sample's session_id)."""
+POST_PROCESS_PATH = "swe_rl.slime.post_process.post_process_rewards"
+TRAJECTORY_FILTER_PATH = "swe_rl.slime.filters.check_trajectory_reward_nonzero_std"
+_STEP_FILTERS = "slime.rollout.filter_hub.dynamic_sampling_filters."
+_warned: set[str] = set()
+
+
+@functools.lru_cache(maxsize=1)
+def _generate_state() -> tuple[Any, Any] | None:
+    try:
+        from slime.rollout.sglang_rollout import GenerateState
+        from slime.utils.misc import SingletonMeta
+    except ImportError:
+        return None
+    return GenerateState, SingletonMeta
+
+
+def slime_aborting(args: Any) -> bool:
+    """True while slime aborts the rollout's outstanding requests (end of a rollout, dynamic sampling)."""
+    found = _generate_state()
+    if found is None:
+        return False
+    cls, meta = found
+    state = getattr(meta, "_instances", {}).get(cls)
+    return bool(state is not None and getattr(state, "aborted", False))
+
+
+def routing_headers(args: Any, sample: Any) -> dict[str, str]:
+    """``{X-SMG-Routing-Key: session_id}`` under ``--router-policy consistent_hashing``, else nothing."""
+    session = getattr(sample, "session_id", None)
+    if session and getattr(args, "router_policy", None) == "consistent_hashing":
+        return {ROUTING_KEY_HEADER: str(session)}
+    return {}
+
+
+def check_options(args: Any, *, dynamic_history: bool, evaluation: bool) -> None:
+    """Fail fast (ValueError naming the flag) on options that break with one sample per step."""
+    if evaluation or not dynamic_history:
+        return
+    why = "swe_dynamic_history returns a list of samples per rollout (one per step)"
+    if getattr(args, "group_rm", False):
+        raise ValueError(f"--group-rm is not supported: {why}, and upstream's group reward assigns one reward per "
+                         "group item. The SWE reward needs no group: drop --group-rm (or set swe_dynamic_history: "
+                         "false).")
+    if getattr(args, "partial_rollout", False):
+        raise ValueError(f"--partial-rollout is not supported: {why}; upstream's abort walks group items as "
+                         "single samples, and an agent episode cannot resume anyway (its container is gone). Drop "
+                         "--partial-rollout (or set swe_dynamic_history: false: aborted episodes are then replayed "
+                         "from the start).")
+    path = getattr(args, "dynamic_sampling_filter_path", None) or ""
+    if path.startswith(_STEP_FILTERS):
+        raise ValueError(f"--dynamic-sampling-filter-path {path} judges single samples but {why}: use "
+                         f"--dynamic-sampling-filter-path {TRAJECTORY_FILTER_PATH} (or its _with_fallback variant), "
+                         "which judges trajectories.")
+    estimator = getattr(args, "advantage_estimator", None)
+    if (estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
+            and getattr(args, "rewards_normalization", True)
+            and getattr(args, "custom_reward_post_process_path", None) is None and "post_process" not in _warned):
+        _warned.add("post_process")
+        log.warning("--advantage-estimator %s with swe_dynamic_history but no --custom-reward-post-process-path: "
+                    "upstream normalises step samples batch-wide, not trajectories per prompt group; pass "
+                    "--custom-reward-post-process-path %s (docs/advantages.md)", estimator, POST_PROCESS_PATH)
+
+
+# --------------------------------------------------------------------------- process state
+
+_CODEC_CACHE = 256
+"""Codecs kept per process at most (pivot rows of many different tool sets each need their own)."""
+
+
+class ProcessState:
+    """Shared by all rollouts of one process (slime's rollout Ray actor) on one event loop."""
+
+    def __init__(self, config: PluginConfig) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(config.generate_timeout, connect=30.0),
+                                      limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+        self.semaphore = asyncio.Semaphore(max(1, config.max_concurrent))
+        self.codecs: dict[tuple[Any, ...], ChatCodec] = {}
+        self.judges: dict[str, JudgeClient] = {}  # PRM clients; each one's semaphore bounds the process's requests
+        self.context = ContextBudget()  # the policy server's context length, asked once; the budget clamped to it
+        self._client: EnvClient | None = None
+
+    @property
+    def client(self) -> EnvClient:
+        """The fleet client (``SWE_POOL_URL``, ``SWE_POOL_TOKEN``), made at first use."""
+        if self._client is None:
+            self._client = EnvClient(EnvClientConfig.from_env())
+        return self._client
+
+    def step_judge(self, config: PluginConfig, instance: TaskInstance) -> StepJudge:
+        key = config.prm.model_dump_json()
+        if key not in self.judges:
+            self.judges[key] = JudgeClient(config.prm)
+        return StepJudge(self.judges[key], issue=instance.problem_statement, repo=instance.repo)
+
+    def codec(self, config: PluginConfig, tools: list[dict[str, Any]] | None = None) -> ChatCodec:
+        """The chat codec of the config's tokenizer and template (with ``tools`` rendered, pivot rows)."""
+        tools_key = json.dumps(tools, sort_keys=True) if tools else None
+        key = (config.tokenizer_path, config.chat_template, config.enable_thinking, tools_key)
+        if key not in self.codecs:
+            if not config.tokenizer_path:
+                raise ValueError("no tokenizer: set --hf-checkpoint or swe_tokenizer_path")
+            kwargs: dict[str, Any] = {}
+            if config.enable_thinking is not None:
+                kwargs["enable_thinking"] = config.enable_thinking
+            if tools:
+                kwargs["tools"] = tools
+            if len(self.codecs) > _CODEC_CACHE:  # rows of many different tool sets: keep the cache bounded
+                self.codecs.clear()
+            self.codecs[key] = ChatCodec(load_tokenizer(config.tokenizer_path),
+                                         ChatRenderer.from_file(config.chat_template), **kwargs)
+        return self.codecs[key]
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+        await self.http.aclose()
+        for judge in self.judges.values():
+            await judge.aclose()
+
+
+_STATE: ProcessState | None = None
+
+
+def state(config: PluginConfig) -> ProcessState:
+    """This process's state, made on first use (again on a new event loop: the old clients belong to the old one)."""
+    global _STATE
+    if _STATE is None or _STATE.loop is not asyncio.get_running_loop():
+        _STATE = ProcessState(config)
+    return _STATE
+
+
+async def shutdown() -> None:
+    """Close the shared fleet client, HTTP pool and judge clients of this process (tests, clean exits)."""
+    global _STATE
+    if _STATE is not None and _STATE.loop is asyncio.get_running_loop():
+        await _STATE.aclose()
+    _STATE = None
