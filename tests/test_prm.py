@@ -80,7 +80,7 @@ def test_enabled_without_url_and_bad_values_are_clear_errors():
 
 
 def test_shipped_yaml_documents_every_prm_key_with_its_default_and_the_key_is_never_written():
-    data = yaml.safe_load((ROOT / "configs" / "plugin_swe.yaml").read_text())
+    data = yaml.safe_load((ROOT / "swe_rl" / "configs" / "plugin_swe.yaml").read_text())
     assert set(data["swe_prm"]) == set(PRMConfig.model_fields)
     assert PRMConfig(**data["swe_prm"]) == PRMConfig()
     config = PluginConfig.from_sources(None, env={"SWE_PRM_API_KEY": "sk-secret"})

@@ -55,8 +55,7 @@ def run_graders(main: Callable[..., Awaitable[Any]], *, local_fleet: bool, max_c
     against the pool the environment names."""
     if not local_fleet:
         return asyncio.run(main())
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-    from local_fleet import LocalFleet
+    from server.local_fleet import LocalFleet
 
     with LocalFleet(exec_servers=1, max_containers_per_node=max(4, 2 * max_concurrent),
                     exec_env=local_fleet_env(network)) as fleet:

@@ -15,15 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-import report_extras  # noqa: E402
-import run_history  # noqa: E402
-from report_metrics import metrics_table_html, run_metrics  # noqa: E402
-
-from swe_rl.integrity_metrics import integrity_rates  # noqa: E402
+from swe_rl.eval import report_extras, run_history
+from swe_rl.eval.report_metrics import metrics_table_html, run_metrics
+from swe_rl.integrity_metrics import integrity_rates
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {"resolved": "#2e7d32", "unresolved": "#c62828", "no_patch": "#9e9e9e", "patch_apply_failed": "#ef6c00",
