@@ -15,9 +15,10 @@ import yaml
 from fake_openai import FakeOpenAI, Reply
 
 from swe_rl.agent import Step
-from swe_rl.plugin_config import ROOT, PluginConfig
+from swe_rl.plugin_config import PluginConfig
 from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, mixed_reward, parse_vote
 from swe_rl.protocols import PolicyTurn
+from swe_rl.resources import config_text
 
 
 @pytest.mark.parametrize(("text", "vote"), [
@@ -80,7 +81,7 @@ def test_enabled_without_url_and_bad_values_are_clear_errors():
 
 
 def test_shipped_yaml_documents_every_prm_key_with_its_default_and_the_key_is_never_written():
-    data = yaml.safe_load((ROOT / "swe_rl" / "configs" / "plugin_swe.yaml").read_text())
+    data = yaml.safe_load(config_text("plugin_swe.yaml"))
     assert set(data["swe_prm"]) == set(PRMConfig.model_fields)
     assert PRMConfig(**data["swe_prm"]) == PRMConfig()
     config = PluginConfig.from_sources(None, env={"SWE_PRM_API_KEY": "sk-secret"})

@@ -9,20 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 
 import pytest
 
+from server.local_fleet import LocalFleet
+from swe_rl.certification import LedgerEntry, flaky_only_failure, read_ledger
+from swe_rl.eval import certify
+from swe_rl.grading import GradeResult, GradeStatus, TestsReport
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
-
-import certify  # noqa: E402
-from local_fleet import LocalFleet  # noqa: E402
-
-from swe_rl.certification import LedgerEntry, flaky_only_failure, read_ledger  # noqa: E402
-from swe_rl.grading import GradeResult, GradeStatus, TestsReport  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 IDS = [json.loads(line)["instance_id"] for line in FIXTURES.read_text().splitlines() if line.strip()]

@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
+from server.local_fleet import LocalFleet
+from swe_rl.eval import eval_swe
+from swe_rl.eval.report_metrics import run_metrics
+from swe_rl.rollout_metrics import percentile
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
-
-import eval_swe  # noqa: E402
-from local_fleet import LocalFleet  # noqa: E402
-from report_metrics import run_metrics  # noqa: E402
-
-from swe_rl.rollout_metrics import percentile  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 

@@ -18,16 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_openai import FakeOpenAI
 
+from server.local_fleet import LocalFleet
+from swe_rl.eval import grade_predictions
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "server"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-import grade_predictions  # noqa: E402
-from fake_openai import FakeOpenAI  # noqa: E402
-from local_fleet import LocalFleet  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 ROWS = {r["instance_id"]: r for r in map(json.loads, FIXTURES.read_text().splitlines()) if r}
@@ -72,7 +67,7 @@ def minisweagent():
 
 @pytest.fixture(scope="module")
 def run_mini(minisweagent):
-    import run_minisweagent
+    from swe_rl.eval import run_minisweagent
 
     return run_minisweagent
 
@@ -328,7 +323,7 @@ class _Env:
     config = None
 
     def execute(self, action, cwd=""):
-        import run_minisweagent
+        from swe_rl.eval import run_minisweagent
 
         run_minisweagent._STOP.set()
         return {"output": "hi\n", "returncode": 0, "exception_info": ""}

@@ -15,13 +15,9 @@ import time
 import httpx
 import pytest
 
+from server.memory_fleet import MemoryFleet
+from swe_rl.env_client import EnvClient, EnvClientConfig
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "server"))
-
-from memory_fleet import MemoryFleet  # noqa: E402
-
-from swe_rl.env_client import EnvClient, EnvClientConfig  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]  # a simulated 20-node fleet: the fleet tier, not the fast one
 
@@ -104,8 +100,9 @@ def test_memory_backend_is_never_the_default_and_says_so(tmp_path):
     import os
     import subprocess
 
-    import exec_server
     from conftest import free_port, wait_http
+
+    from server import exec_server
 
     assert exec_server.ExecConfig.from_env().backend == "docker" or os.environ.get("SWE_EXEC_BACKEND")
     port = free_port()
