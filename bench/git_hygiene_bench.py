@@ -19,19 +19,12 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "server"))
-sys.path.insert(0, str(ROOT))
-
-from local_fleet import LocalFleet  # noqa: E402
-
-from swe_rl.env_client import EnvClient, EnvClientConfig  # noqa: E402
-from swe_rl.environment import FleetEnvironment  # noqa: E402
-from swe_rl.git_hygiene import clean_history  # noqa: E402
+from server.local_fleet import LocalFleet
+from swe_rl.env_client import EnvClient, EnvClientConfig
+from swe_rl.environment import FleetEnvironment
+from swe_rl.git_hygiene import clean_history
 
 BASE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 FIXTURES = {"fixture clean": "swe-rl/fixture.jpvanhal_1776_inflection-9001:latest",
