@@ -3,15 +3,15 @@
 Both read `results.jsonl` (the last row per instance counts), so they can be
 rebuilt for any run, finished or interrupted:
 
-    python eval/report.py output/eval_runs/my_run
+    swe-eval-report output/eval_runs/my_run          # or: python eval/report.py DIR
 """
 
 from __future__ import annotations
 
+import argparse
 import html
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +195,9 @@ def _integrity_cell(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    run_dir = Path((argv or sys.argv[1:])[0])
+    p = argparse.ArgumentParser(description="Rebuild summary.json and report.html of an eval run from its results.")
+    p.add_argument("run_dir", type=Path, help="the run's output directory (holds results.jsonl)")
+    run_dir = p.parse_args(argv).run_dir
     meta = {}
     if (run_dir / "run.json").exists():
         meta = json.loads((run_dir / "run.json").read_text())
