@@ -53,13 +53,11 @@ from swe_rl.protocols import (
     Message,
     PolicyTurn,
 )
-from swe_rl.resources import config_path
 from swe_rl.tasks import TaskInstance
 
-__all__ = ["CONFIG_DIR", "Tool", "ToolHarness", "ToolHarnessConfig", "check_arguments"]
+__all__ = ["Tool", "ToolHarness", "ToolHarnessConfig", "check_arguments"]
 
 log = logging.getLogger(__name__)
-CONFIG_DIR = config_path("harness_codex.yaml").parent  # the shipped configs (swe_rl/configs/)
 
 ToolRun = Callable[[Workspace, dict[str, Any], float | None], Awaitable[ToolOutput]]
 """A tool's body: (workspace, checked arguments, the command time limit) → output; raises ToolError."""
