@@ -12,11 +12,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.conftest import ROOT
 
