@@ -19,22 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import statistics
 import re
+import statistics
 import subprocess
-import urllib.request
-import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import docker
 
-import docker  # noqa: E402
-
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
-from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
+from swe_rl.fleet.local import LocalFleet
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
 
 IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 TRIVIAL = "true"

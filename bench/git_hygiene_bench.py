@@ -19,18 +19,12 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
-
+from swe_rl.fleet.local import LocalFleet
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
-from swe_rl.agent.fleet_environment import FleetEnvironment  # noqa: E402
-from swe_rl.agent.git_hygiene import clean_history  # noqa: E402
+from swe_rl.agent.fleet_environment import FleetEnvironment
+from swe_rl.agent.git_hygiene import clean_history
 
 BASE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 FIXTURES = {"fixture clean": "swe-rl/fixture.jpvanhal_1776_inflection-9001:latest",

@@ -17,12 +17,8 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from collections import Counter
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from swe_rl.rewards import pivot as pivot_reward
 from swe_rl.rewards.pivot import ExpertAction, PivotRewardConfig, score_turn

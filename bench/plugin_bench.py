@@ -26,13 +26,8 @@ import contextlib
 import itertools
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import httpx
 

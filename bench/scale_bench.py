@@ -24,18 +24,12 @@ import argparse
 import asyncio
 import os
 import random
-import sys
 import time
-from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet  # noqa: E402
-
-from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease  # noqa: E402
+from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
+from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 
 IMAGES = [f"swe-rl/bench-{i}:latest" for i in range(16)]
 PER_CLIENT = 100  # leases per EnvClient, like one rollout worker

@@ -22,18 +22,12 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
-
-from swe_rl.fleet.client import EnvClient, EnvClientConfig  # noqa: E402
+from swe_rl.fleet.local import LocalFleet
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
 
 IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 OPTS = {"memory": "1g", "cpus": 1.0}

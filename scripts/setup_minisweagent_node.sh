@@ -74,7 +74,7 @@ if [[ "$check_only" != "1" ]]; then
 # mini-swe-agent global settings for this venv (written by scripts/setup_minisweagent_node.sh).
 # scripts/run_minisweagent_eval.sh points MSWEA_GLOBAL_CONFIG_DIR here.
 MSWEA_COST_TRACKING=ignore_errors
-LITELLM_MODEL_REGISTRY_PATH=$root/configs/litellm.json
+LITELLM_MODEL_REGISTRY_PATH=$root/swe_rl/configs/litellm.json
 LITELLM_LOCAL_MODEL_COST_MAP=True
 MSWEA_SILENT_STARTUP=1
 EOF
@@ -82,9 +82,8 @@ EOF
 fi
 
 # The installed version is the pinned one, and our config layers load with it.
-check_py="import sys, minisweagent
-sys.path.insert(0, '$root/eval')
-import run_minisweagent as r
+check_py="import minisweagent
+from swe_rl.eval import run_minisweagent as r
 assert minisweagent.__version__ == '$pin', f'mini-swe-agent {minisweagent.__version__} installed, $pin pinned'
 args = r.parse_args(['--data', 'x.jsonl', '-o', '/tmp/unused', '--model', 'openai/check'])
 cfg = r.build_config(args, 'check')

@@ -8,7 +8,7 @@
 
 `StepJudge.on_step` is the agent's step observer: it copies what the step did and schedules
 one asyncio task, so the agent loop never waits for the judge. The task renders the judge
-prompt (`configs/prm_judge.yaml`: the issue, a window of earlier steps, the current step's
+prompt (`swe_rl/configs/prm_judge.yaml`: the issue, a window of earlier steps, the current step's
 response and its execution result, every part cut to its cap), asks the judge for ``m``
 votes (``m`` parallel requests, or one with ``n=m``) through an OpenAI-compatible
 ``/chat/completions`` and reads each vote from the last ``\\boxed{}`` of its answer
@@ -39,12 +39,13 @@ from pydantic import (
     model_validator,
 )
 
+from swe_rl.resources import config_path, resolve_config
+
 __all__ = ["DEFAULT_TEMPLATE", "JudgeClient", "JudgeTemplate", "PRMConfig", "PRMResult", "StepJudge",
            "StepJudgment", "Vote", "clip", "parse_vote"]
 
 log = logging.getLogger(__name__)
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TEMPLATE = ROOT / "configs" / "prm_judge.yaml"
+DEFAULT_TEMPLATE = config_path("prm_judge.yaml")
 
 
 class PRMConfig(BaseModel):
@@ -96,18 +97,14 @@ class PRMConfig(BaseModel):
     """Seconds to wait at the end of an episode (after grading) for judgments still running;
     those not done then are cancelled and their steps' scores are missing (``timeout``)."""
     template: str = str(DEFAULT_TEMPLATE)
-    """YAML with the judge's ``system_template`` and ``user_template`` (Jinja2); relative paths are
-    also looked up from the repository root."""
+    """YAML with the judge's ``system_template`` and ``user_template`` (Jinja2); a relative path
+    missing from the working directory may name a shipped config (``configs/prm_judge.yaml``)."""
 
     @field_validator("template")
     @classmethod
-    def _repo_relative(cls, value: str) -> str:
-        """A relative path that does not exist from the working directory is taken from the repository root."""
-        if not value or Path(value).is_absolute():
-            return value
-        if Path(value).exists():
-            return str(Path(value).resolve())
-        return str(ROOT / value) if (ROOT / value).exists() else value
+    def _shipped_or_relative(cls, value: str) -> str:
+        """A relative path that does not exist from the working directory may name a shipped config."""
+        return resolve_config(value)
 
     @model_validator(mode="after")
     def _needs_url(self) -> PRMConfig:

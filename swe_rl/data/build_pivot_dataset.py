@@ -39,11 +39,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-try:
-    import swe_rl  # noqa: F401
-except ImportError:  # run from a checkout without installing: python data/<this>.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from swe_rl.rewards.pivot import ExpertAction, parse_action
 
 Message = dict[str, Any]
@@ -371,7 +366,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-context-tokens", type=int, default=None,
                    help="longest prompt in tokens (needs --tokenizer; rendered with the chat template)")
     p.add_argument("--tokenizer", default=None, help="tokenizer directory for --max-context-tokens")
-    p.add_argument("--chat-template", default=None, help="chat template (default: configs/chat_template_qwen3_thinking.jinja)")
+    p.add_argument("--chat-template", default=None, help="chat template (default: the shipped swe_rl/configs/chat_template_qwen3_thinking.jinja)")
     p.add_argument("--max-action-chars", type=int, default=None, help="longest expert action (JSON characters)")
     p.add_argument("--val-size", type=int, default=100, help="pivots held out at the end (default 100)")
     p.add_argument("--shuffle", action="store_true", help="shuffle before the split")

@@ -13,13 +13,9 @@ the same tag (or ``--suffix``), keeping the image's configuration. Run it after 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from swe_rl.agent.git_hygiene import hygiene_body  # noqa: E402
+from swe_rl.agent.git_hygiene import hygiene_body
 
 
 def clean_image(client, image: str, workdir: str = "/testbed", suffix: str = "") -> str:

@@ -22,9 +22,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling preprocess module
-
-from preprocess_swe_dataset import (
+from swe_rl.data.preprocess_swe_dataset import (
     SourceUnreadable,
     image_override,
     instance_record,

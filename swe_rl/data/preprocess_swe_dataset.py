@@ -30,11 +30,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-try:
-    import swe_rl  # noqa: F401
-except ImportError:  # run from a checkout without installing: python data/<this>.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from swe_rl.tasks import LoadResult, TaskInstance, load_instances
 
 MAX_ERRORS_SHOWN = 10

@@ -32,11 +32,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-try:
-    import swe_rl  # noqa: F401
-except ImportError:  # run from a checkout without installing: python data/<this>.py
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import httpx
 import yaml
 

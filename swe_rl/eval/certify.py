@@ -28,11 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from swe_rl.grading.certification import LedgerEntry, read_ledger  # noqa: E402
+from swe_rl.grading.certification import LedgerEntry, read_ledger
 
 log = logging.getLogger("certify")
 MISSING = "MISSING"
@@ -153,9 +149,8 @@ def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[
 
 
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
-    from eval_swe import _end_torn_line, _progress, instance_ids
-
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
+    from swe_rl.eval.eval_swe import _end_torn_line, _progress, instance_ids
     from swe_rl.grading.fleet import FleetGrader, GraderConfig
     from swe_rl.tasks import load_instances
 
@@ -231,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kept {kept} of {total} rows (certified) in {args.output}")
         return 0
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from grading_hooks import run_graders
+    from swe_rl.eval.grading_hooks import run_graders
 
     summary = run_graders(lambda *env: run(args, *env), local_fleet=args.local_fleet,
                           max_concurrent=args.max_concurrent, network=args.network)

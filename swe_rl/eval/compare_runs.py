@@ -18,9 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from report import last_rows, summarize  # noqa: E402
+from swe_rl.eval.report import last_rows, summarize
 
 RATES = [("resolve_rate", "resolve rate"), ("no_patch_rate", "no-patch rate"),
          ("patch_apply_failed_rate", "patch-apply-failed rate"), ("error_rate", "env-error rate")]

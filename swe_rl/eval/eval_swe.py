@@ -33,18 +33,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from grading_hooks import grade_extras, local_fleet_env  # noqa: E402
-from clean_stop import EXIT_INTERRUPTED, CleanStop, command_line, resume_line, sigterm_as_interrupt  # noqa: E402,E501
-from report import summarize, write_report  # noqa: E402
-from run_history import RunHistory  # noqa: E402
-from tool_call_watch import ToolCallWatch  # noqa: E402
-
-from swe_rl.integrity_metrics import rollout_integrity  # noqa: E402
-from swe_rl.rollout_metrics import episode_stats  # noqa: E402
+from swe_rl.eval.clean_stop import (
+    EXIT_INTERRUPTED,
+    CleanStop,
+    command_line,
+    resume_line,
+    sigterm_as_interrupt,
+)
+from swe_rl.eval.grading_hooks import grade_extras, local_fleet_env
+from swe_rl.eval.report import summarize, write_report
+from swe_rl.eval.run_history import RunHistory
+from swe_rl.eval.tool_call_watch import ToolCallWatch
+from swe_rl.integrity_metrics import rollout_integrity
+from swe_rl.rollout_metrics import episode_stats
 
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
@@ -207,7 +208,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
     instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
     ledger = None
     if args.certified_only:
-        from grading_hooks import keep_certified
+        from swe_rl.eval.grading_hooks import keep_certified
 
         instances, ledger = keep_certified(instances, args.certified_only)
     run_dir: Path = args.output_dir

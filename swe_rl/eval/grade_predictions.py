@@ -34,13 +34,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from clean_stop import EXIT_INTERRUPTED, CleanStop, command_line, resume_line, sigterm_as_interrupt  # noqa: E402,E501
-from report import last_rows, summarize, write_report  # noqa: E402
-from run_history import RunHistory  # noqa: E402
+from swe_rl.eval.clean_stop import (
+    EXIT_INTERRUPTED,
+    CleanStop,
+    command_line,
+    resume_line,
+    sigterm_as_interrupt,
+)
+from swe_rl.eval.report import last_rows, summarize, write_report
+from swe_rl.eval.run_history import RunHistory
 
 log = logging.getLogger("grade_predictions")
 
@@ -283,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     sigterm_as_interrupt()  # start-up: a SIGTERM still lets the local fleet clean up
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        from grading_hooks import run_graders
+        from swe_rl.eval.grading_hooks import run_graders
 
         summary = run_graders(lambda *env: grade_all(args, *env), local_fleet=args.local_fleet,
                               max_concurrent=args.max_concurrent, network=args.grading_network)

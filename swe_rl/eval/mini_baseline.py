@@ -11,13 +11,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from swe_rl.fleet.patch_baseline import BASELINE_SCRIPT, DIFF_SCRIPT  # noqa: E402
 
 __all__ = ["agent_patch", "record_baseline"]
 
@@ -38,6 +32,8 @@ def _sh(env: Any, script: str, cwd: str, timeout: float) -> subprocess.Completed
 
 def record_baseline(env: Any, cwd: str, timeout: float = 600.0) -> bool:
     """Record the work tree before the agent's first step; False (logged) when it cannot be."""
+    from swe_rl.fleet.patch_baseline import BASELINE_SCRIPT
+
     res = _sh(env, BASELINE_SCRIPT, cwd, timeout)
     if res is None or res.returncode != 0:
         log.warning("no patch baseline in %s: %s", cwd, (res.stderr.strip() if res else "no container")[:500])
@@ -47,6 +43,8 @@ def record_baseline(env: Any, cwd: str, timeout: float = 600.0) -> bool:
 
 def agent_patch(env: Any, cwd: str, timeout: float = 600.0) -> str | None:
     """The agent's changes since the baseline, or None when they cannot be had (keep mini's submission)."""
+    from swe_rl.fleet.patch_baseline import DIFF_SCRIPT
+
     res = _sh(env, DIFF_SCRIPT, cwd, timeout)
     if res is None or res.returncode != 0:
         log.warning("no baseline diff in %s: %s", cwd, (res.stderr.strip() if res else "no container")[:500])

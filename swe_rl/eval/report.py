@@ -3,27 +3,21 @@
 Both read `results.jsonl` (the last row per instance counts), so they can be
 rebuilt for any run, finished or interrupted:
 
-    python eval/report.py output/eval_runs/my_run
+    swe-eval-report output/eval_runs/my_run          # or: python eval/report.py DIR
 """
 
 from __future__ import annotations
 
+import argparse
 import html
 import json
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-import report_extras  # noqa: E402
-import run_history  # noqa: E402
-from report_metrics import metrics_table_html, run_metrics  # noqa: E402
-
-from swe_rl.integrity_metrics import integrity_rates  # noqa: E402
+from swe_rl.eval import report_extras, run_history
+from swe_rl.eval.report_metrics import metrics_table_html, run_metrics
+from swe_rl.integrity_metrics import integrity_rates
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {"resolved": "#2e7d32", "unresolved": "#c62828", "no_patch": "#9e9e9e", "patch_apply_failed": "#ef6c00",
@@ -201,7 +195,9 @@ def _integrity_cell(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    run_dir = Path((argv or sys.argv[1:])[0])
+    p = argparse.ArgumentParser(description="Rebuild summary.json and report.html of an eval run from its results.")
+    p.add_argument("run_dir", type=Path, help="the run's output directory (holds results.jsonl)")
+    run_dir = p.parse_args(argv).run_dir
     meta = {}
     if (run_dir / "run.json").exists():
         meta = json.loads((run_dir / "run.json").read_text())

@@ -7,12 +7,9 @@ The names are the ones training logs under ``rollout/swe/`` and ``eval/<dataset>
 from __future__ import annotations
 
 import html
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from swe_rl.rollout_metrics import figures, trajectories_from_rows  # noqa: E402
+from swe_rl.rollout_metrics import figures, trajectories_from_rows
 
 __all__ = ["metrics_table_html", "run_metrics"]
 

@@ -38,14 +38,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from mini_baseline import agent_patch, record_baseline  # noqa: E402
+from swe_rl.eval.mini_baseline import agent_patch, record_baseline
+from swe_rl.resources import config_path, resolve_config
 
 log = logging.getLogger("run_minisweagent")
 
-DEFAULT_CONFIG = ROOT / "configs" / "minisweagent_sglang_swebench.yaml"
+DEFAULT_CONFIG = config_path("minisweagent_sglang_swebench.yaml")
 # The text-based SWE-bench prompts shipped with the pinned mini-swe-agent; our config is layered on them.
 PROMPTS_CONFIG = "swebench_backticks.yaml"
 LABEL_KEY = "swe-rl.minisweagent-run"
@@ -72,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-o", "--output", required=True, type=Path, help="run directory (preds.json, trajectories)")
     p.add_argument("--config", action="append", default=None,
                    help="mini-swe-agent config file(s), merged in order (default: the pinned release's "
-                   f"{PROMPTS_CONFIG} then {DEFAULT_CONFIG.relative_to(ROOT)})")
+                   f"{PROMPTS_CONFIG} then swe_rl/configs/{DEFAULT_CONFIG.name})")
     p.add_argument("-c", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="config override, e.g. agent.step_limit=50 (JSON values), applied last")
     p.add_argument("--model", default=os.environ.get("MSWEA_MODEL_NAME"),
@@ -163,8 +161,8 @@ def build_config(args: argparse.Namespace, run_label: str) -> dict[str, Any]:
 
     model = config.setdefault("model", {})
     registry = model.get("litellm_model_registry")
-    if registry and not Path(registry).is_absolute():  # repo-relative in our config file
-        model["litellm_model_registry"] = str((ROOT / registry) if (ROOT / registry).exists() else Path(registry))
+    if registry:  # our config file names the shipped registry (swe_rl/configs/litellm.json)
+        model["litellm_model_registry"] = resolve_config(registry)
     if not model.get("model_name"):
         raise SystemExit("error: no model name: pass --model (e.g. openai/<served name>) or set model.model_name")
     env = config.setdefault("environment", {})

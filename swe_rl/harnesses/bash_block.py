@@ -1,6 +1,6 @@
 """The bash-block harness: each assistant turn carries exactly one ```bash fenced block.
 
-    harness = BashBlockHarness()                       # templates from configs/harness_bash_block.yaml
+    harness = BashBlockHarness()                       # templates from swe_rl/configs/harness_bash_block.yaml
     messages = harness.initial_messages(instance)      # system + instance prompt
     actions = harness.parse(turn)                      # [Action] or raises FormatError
     harness.submission(action, result)                 # submitted text, or None
@@ -24,8 +24,8 @@ import jinja2
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from swe_rl.agent.errors import FormatError
-from swe_rl.agent.protocols import Action, CommandResult, Message, PolicyTurn
+from swe_rl.agent.protocols import Action, CommandResult, FormatError, Message, PolicyTurn
+from swe_rl.resources import config_path
 from swe_rl.tasks import TaskInstance
 
 __all__ = [
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 SUBMIT_SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "configs" / "harness_bash_block.yaml"
+DEFAULT_CONFIG_PATH = config_path("harness_bash_block.yaml")
 
 _BLOCK = re.compile(r"```bash[ \t]*\r?\n(.*?)```", re.DOTALL)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)

@@ -1,6 +1,6 @@
 """OpenHands CodeAct-style harness: ``execute_bash``, ``str_replace_editor``, ``finish``.
 
-    harness = CodeActHarness()          # prompts: configs/harness_codeact.yaml
+    harness = CodeActHarness()          # prompts: swe_rl/configs/harness_codeact.yaml
 
 Tools (argument shapes as OpenHands has them):
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolCallingHarness
+from swe_rl.harnesses.tool_harness import Tool, ToolHarness
 from swe_rl.harnesses.tools import (
     ToolError,
     ToolOutput,
@@ -26,6 +26,7 @@ from swe_rl.harnesses.tools import (
     numbered,
     replace_text,
 )
+from swe_rl.resources import config_path
 
 __all__ = ["CodeActHarness"]
 
@@ -52,7 +53,7 @@ class CodeActHarness(ToolCallingHarness):
     """OpenHands' CodeAct tools; submits with ``finish``."""
 
     name = "codeact"
-    default_config = CONFIG_DIR / "harness_codeact.yaml"
+    default_config = config_path("harness_codeact.yaml")
 
     def _tools(self) -> list[Tool]:
         return [

@@ -1,6 +1,6 @@
 """Codex CLI-style harness: ``shell_command``, ``apply_patch``, ``read_file``, ``list_dir``, ``grep_files``.
 
-    harness = CodexHarness()            # prompts: configs/harness_codex.yaml
+    harness = CodexHarness()            # prompts: swe_rl/configs/harness_codex.yaml
 
 Tools (argument shapes as Codex has them):
 
@@ -19,8 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 from swe_rl.harnesses.apply_patch import apply_patch
-from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolCallingHarness
+from swe_rl.harnesses.tool_harness import Tool, ToolHarness
 from swe_rl.harnesses.tools import ToolError, ToolOutput, Workspace, grep, render_tree
+from swe_rl.resources import config_path
 
 __all__ = ["CodexHarness"]
 
@@ -32,7 +33,7 @@ class CodexHarness(ToolCallingHarness):
     """Codex's tools; submits with the sentinel command through ``shell_command``."""
 
     name = "codex"
-    default_config = CONFIG_DIR / "harness_codex.yaml"
+    default_config = config_path("harness_codex.yaml")
 
     def _tools(self) -> list[Tool]:
         return [

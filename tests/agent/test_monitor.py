@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from types import SimpleNamespace
 
 import pytest
-from conftest import ROOT
 
-from swe_rl.agent.monitor import MonitorConfig, flag_action, flag_counts
+from swe_rl.eval import report
 from swe_rl.integrity_metrics import integrity_rates, is_flagged, rollout_integrity
-
-sys.path.insert(0, str(ROOT / "eval"))
-import report  # noqa: E402
 
 
 @pytest.mark.parametrize(("action", "flags"), [

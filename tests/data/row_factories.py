@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import subprocess
@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "data"
+DATA = ROOT / "data"  # the old script paths (thin wrappers of swe_rl.data) and the fixtures
 FIXTURE_INSTANCES = DATA / "fixtures" / "instances.jsonl"
 
 TEST_PATCH = (
@@ -91,8 +91,10 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def tool_env(**extra: str) -> dict[str, str]:
-    """The caller's environment without image overrides, plus ``extra``; the hub is never tried."""
+    """The caller's environment without image overrides, plus ``extra``; the hub is never tried; the
+    package is this checkout's."""
     env = {k: v for k, v in os.environ.items() if k not in {"SWE_IMAGE_TEMPLATE", "SWE_IMAGE_PREFIX"}}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     env.update({"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}, **extra)
     return env
 
@@ -106,9 +108,5 @@ def run_tool(script: str, *args: str, env: dict | None = None, cwd: Path | None 
 
 
 def load_tool(script: str) -> ModuleType:
-    """Import a data/ tool in-process (for tests that patch the `datasets` package)."""
-    name = Path(script).stem
-    spec = importlib.util.spec_from_file_location(f"swe_rl_data_{name}", DATA / script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """A data tool's module (``swe_rl.data.<name>``), for in-process tests that patch the `datasets` package."""
+    return importlib.import_module(f"swe_rl.data.{Path(script).stem}")

@@ -9,19 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 
 import pytest
 
+from swe_rl.fleet.local import LocalFleet
+from swe_rl.grading.certification import LedgerEntry, flaky_only_failure, read_ledger
+from swe_rl.eval import certify
+from swe_rl.grading import GradeResult, GradeStatus, TestsReport
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-
-import certify  # noqa: E402
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
-
-from swe_rl.grading.certification import LedgerEntry, flaky_only_failure, read_ledger  # noqa: E402
-from swe_rl.grading import GradeResult, GradeStatus, TestsReport  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 IDS = [json.loads(line)["instance_id"] for line in FIXTURES.read_text().splitlines() if line.strip()]

@@ -7,11 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from swe_rl.eval import compare_runs
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-
-import compare_runs
 
 OURS = {"a__x-1": "resolved", "a__x-2": "resolved", "a__x-3": "no_patch", "a__x-4": "unresolved",
         "a__x-5": "env_error"}

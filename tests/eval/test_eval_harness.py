@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-import eval_swe
 from swe_rl.fleet.local import LocalFleet
+from swe_rl.eval import eval_swe
+from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 TOOLZ = "pytoolz__toolz-9001"

@@ -14,14 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fake_openai import FakeOpenAI, Reply
 
+from swe_rl.fleet.local import LocalFleet
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from fake_openai import FakeOpenAI, Reply  # noqa: E402
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
 ALL_FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 # The five plain fixtures (the others need a named network, are flaky on purpose, or carry exploits' bait):

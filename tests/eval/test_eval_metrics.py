@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from pathlib import Path
 
+from swe_rl.fleet.local import LocalFleet
+from swe_rl.eval import eval_swe
+from swe_rl.eval.report_metrics import run_metrics
+from swe_rl.rollout_metrics import percentile
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-
-import eval_swe  # noqa: E402
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
-from report_metrics import run_metrics  # noqa: E402
-
-from swe_rl.rollout_metrics import percentile  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 

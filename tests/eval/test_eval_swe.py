@@ -5,18 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from swe_rl.fleet.local import LocalFleet
+from swe_rl.eval import eval_swe
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-import eval_swe  # noqa: E402
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 IDS = [json.loads(line)["instance_id"] for line in FIXTURES.read_text().splitlines() if line.strip()]

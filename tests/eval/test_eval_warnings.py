@@ -6,21 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from swe_rl.fleet.local import LocalFleet
+from swe_rl.eval import eval_swe, report_extras
+from swe_rl.eval.tool_call_watch import ToolCallWatch
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-import eval_swe  # noqa: E402
-import report_extras  # noqa: E402
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
-from tool_call_watch import ToolCallWatch  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 THREE = "pytoolz__toolz-9001,jpvanhal__inflection-9001,more-itertools__more-itertools-9001"

@@ -18,15 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_openai import FakeOpenAI
 
+from swe_rl.fleet.local import LocalFleet
+from swe_rl.eval import grade_predictions
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-import grade_predictions  # noqa: E402
-from fake_openai import FakeOpenAI  # noqa: E402
-from swe_rl.fleet.local import LocalFleet  # noqa: E402
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 ROWS = {r["instance_id"]: r for r in map(json.loads, FIXTURES.read_text().splitlines()) if r}
@@ -71,7 +67,7 @@ def minisweagent():
 
 @pytest.fixture(scope="module")
 def run_mini(minisweagent):
-    import run_minisweagent
+    from swe_rl.eval import run_minisweagent
 
     return run_minisweagent
 
@@ -223,12 +219,12 @@ def test_config_layers_on_the_pinned_prompts(run_mini, tmp_path):
     cfg = run_mini.build_config(args, "run-1")
     assert cfg["model"]["model_class"] == "litellm_textbased" and cfg["model"]["cost_tracking"] == "ignore_errors"
     assert cfg["model"]["model_kwargs"]["api_base"] == "http://router:30000/v1"
-    assert Path(cfg["model"]["litellm_model_registry"]) == ROOT / "configs/litellm.json"
+    assert Path(cfg["model"]["litellm_model_registry"]) == ROOT / "swe_rl/configs/litellm.json"
     assert cfg["agent"]["step_limit"] == 7 and cfg["agent"]["cost_limit"] == 0
     assert "mswea_bash_command" in cfg["agent"]["instance_template"]  # the release's prompts
     assert cfg["environment"]["run_args"][-2:] == ["--label", "swe-rl.minisweagent-run=run-1"]
     # The registry gives local models a context size and no price.
-    registry = json.loads((ROOT / "configs/litellm.json").read_text())
+    registry = json.loads((ROOT / "swe_rl/configs/litellm.json").read_text())
     assert registry["openai/Qwen3-32B"]["input_cost_per_token"] == 0.0
     assert all(e["max_input_tokens"] > 0 and e["litellm_provider"] == "openai" for e in registry.values())
 
@@ -327,7 +323,7 @@ class _Env:
     config = None
 
     def execute(self, action, cwd=""):
-        import run_minisweagent
+        from swe_rl.eval import run_minisweagent
 
         run_minisweagent._STOP.set()
         return {"output": "hi\n", "returncode": 0, "exception_info": ""}

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 
-from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "eval"))
-
-from clean_stop import CleanStop, command_line, resume_line  # noqa: E402
-from run_history import RunHistory, read_runs, summary_fields  # noqa: E402
+from swe_rl.eval.clean_stop import CleanStop, command_line, resume_line
+from swe_rl.eval.run_history import RunHistory, read_runs, summary_fields
 
 
 def test_runs_add_up_and_a_torn_line_is_skipped(tmp_path):

@@ -5,15 +5,9 @@ tool harness (traj.json with ``harness``) carry the tools and the expert's calls
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 
-from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "data"))
-
-import build_pivot_dataset as builder
-
+from swe_rl.data import build_pivot_dataset as builder
 from swe_rl.harnesses import CodexHarness, OpenCodeHarness
 from swe_rl.rewards.pivot import score_turn
 from swe_rl.slime.records import PivotRow

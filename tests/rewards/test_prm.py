@@ -15,10 +15,10 @@ from fake_openai import FakeOpenAI, Reply
 from judge_fixtures import current, scripted_judge
 
 from swe_rl.agent import Step
-from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, parse_vote
+from swe_rl.slime.config import PluginConfig
+from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, mixed_reward, parse_vote
 from swe_rl.agent.protocols import PolicyTurn
-from swe_rl.rewards.prm_mix import mixed_reward
-from swe_rl.slime.config import ROOT, PluginConfig
+from swe_rl.resources import config_text
 
 
 @pytest.mark.parametrize(("text", "vote"), [
@@ -81,7 +81,7 @@ def test_enabled_without_url_and_bad_values_are_clear_errors():
 
 
 def test_shipped_yaml_documents_every_prm_key_with_its_default_and_the_key_is_never_written():
-    data = yaml.safe_load((ROOT / "configs" / "plugin_swe.yaml").read_text())
+    data = yaml.safe_load(config_text("plugin_swe.yaml"))
     assert set(data["swe_prm"]) == set(PRMConfig.model_fields)
     assert PRMConfig(**data["swe_prm"]) == PRMConfig()
     config = PluginConfig.from_sources(None, env={"SWE_PRM_API_KEY": "sk-secret"})

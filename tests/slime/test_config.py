@@ -48,9 +48,9 @@ def test_router_url():
 
 
 def test_shipped_yaml_documents_every_key_with_its_default():
-    from swe_rl.slime.config import ROOT
+    from swe_rl.resources import config_text
 
-    data = yaml.safe_load((ROOT / "configs" / "plugin_swe.yaml").read_text())
+    data = yaml.safe_load(config_text("plugin_swe.yaml"))
     assert {k for k in data if k.startswith("swe_")} == {f"swe_{name}" for name in PluginConfig.model_fields}
     # the one slime key: the trajectory reward post-process (docs/advantages.md)
     assert {k for k in data if not k.startswith("swe_")} == {"custom_reward_post_process_path"}
@@ -78,8 +78,9 @@ def test_misspelt_keys_and_variables_warn_with_the_nearest_valid_name(caplog):
 
 
 def test_every_documented_key_is_known():
-    from swe_rl.slime.config import ROOT, unknown_settings
+    from swe_rl.slime.config import unknown_settings
+    from swe_rl.resources import config_text
 
-    data = yaml.safe_load((ROOT / "configs" / "plugin_swe.yaml").read_text())
+    data = yaml.safe_load(config_text("plugin_swe.yaml"))
     flat = {f"swe_prm_{k}": v for k, v in data["swe_prm"].items()}
     assert unknown_settings(PluginConfig, SimpleNamespace(**data, **flat), {}) == []
