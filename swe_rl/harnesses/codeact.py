@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from swe_rl.harnesses.tool_harness import Tool, ToolHarness
+from swe_rl.harnesses.tool_harness import Tool, ToolCallingHarness
 from swe_rl.harnesses.tools import (
     ToolError,
     ToolOutput,

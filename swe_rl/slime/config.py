@@ -37,6 +37,7 @@ from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.agent.monitor import MonitorConfig
 from swe_rl.prm import PRMConfig
 from swe_rl.resources import config_path, resolve_config
+from swe_rl.rewards.pivot import PivotRewardConfig
 
 __all__ = ["DEFAULT_CHAT_TEMPLATE", "PluginConfig", "known_names", "unknown_settings", "warn_unknown_settings"]
 
