@@ -27,12 +27,15 @@ SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scrip
 # Run inside the venv, from a directory outside the checkout.
 CHECK_INSTALLED = """
 import json, sys
+# An editable install of a checkout on this machine (seen through --system-site-packages) adds a
+# meta-path finder that would quietly serve modules missing from the wheel: take it out.
+sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
 from pathlib import Path
 from importlib.metadata import distribution
-import swe_rl, swe_rl.eval.eval_swe, swe_rl.data.preprocess_swe_dataset
+import swe_rl, swe_rl.fleet.exec.app, swe_rl.fleet.pool.app, swe_rl.slime.e2e, swe_rl.eval.eval_swe, swe_rl.data.preprocess_swe_dataset
 from swe_rl.resources import config_path, config_text
 from swe_rl.harnesses import BashBlockHarness
-from swe_rl.plugin_config import PluginConfig
+from swe_rl.slime.config import PluginConfig
 from swe_rl.prm import PRMConfig
 
 prefix = Path(sys.prefix).resolve()
