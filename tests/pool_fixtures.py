@@ -27,7 +27,7 @@ FLEET_TOKEN = "pytest-fleet-" + secrets.token_hex(8)
 FAST = {"SWE_HEALTH_INTERVAL": "0.5", "SWE_NODE_DOWN_AFTER": "2", "SWE_POOL_REAP_INTERVAL": "0.5",
         "SWE_POOL_CONNECT_TIMEOUT": "2", "SWE_POOL_SHUTDOWN_GRACE": "3",
         # No implicit warming: these tests count containers by their owner label, which a claimed warm
-        # container cannot carry, and time allocations. Warm pools have their own tests (tests/server/test_warm_pool.py).
+        # container cannot carry, and time allocations. Warm pools have their own tests (tests/fleet/exec/test_warm_pool.py).
         "SWE_POOL_WARM_MIN": "0"}
 
 

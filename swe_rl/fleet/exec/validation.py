@@ -1,7 +1,7 @@
 """Checks of the exec server's request bodies, field by field, into the typed requests of the protocol.
 
 Every refusal is an `ApiError` 400 (403 for what this node does not allow) naming the field, with
-the same words the servers have always used (tests/fleet/exec/test_bad_input.py is the contract).
+the same words the servers have always used (tests/fleet/test_bad_input.py is the contract).
 Fields are checked in a fixed order, so a body with several mistakes always gets the same answer.
 The container id's syntax is checked here; whether this node knows the container, by the operation.
 """
