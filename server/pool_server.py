@@ -1,3 +1,5 @@
-"""Pool server entry point kept for `python server/pool_server.py`: the code is swe_rl/fleet/pool/."""
+"""Pool server entry point kept at its old path; the code is `swe_rl.fleet.pool` (needs the package installed)."""
 from swe_rl.fleet.pool.app import main
-main()
+
+if __name__ == "__main__":
+    main()

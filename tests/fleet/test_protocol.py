@@ -36,6 +36,8 @@ def test_requests_are_frozen_with_server_defaults_left_open():
 
 def test_one_value_for_what_pool_and_client_share():
     from swe_rl.fleet import client
+    from swe_rl.fleet.pool import routing
 
     assert client.EVAL_APPLY_ALLOWANCE is protocol.EVAL_APPLY_ALLOWANCE == 900.0
+    assert routing.EVAL_APPLY_ALLOWANCE is protocol.EVAL_APPLY_ALLOWANCE
     assert protocol.LABEL_MANAGED == "swe-rl.managed-by" and protocol.MANAGED_VALUE == "swe-rl"
