@@ -230,11 +230,9 @@ def trajectory_of_row(row: Any, source: str, skip: Counter) -> Trajectory | None
 
 def _harness_tools(name: Any) -> list[dict[str, Any]] | None:
     """The tool schemas of a tool-calling harness named in a traj.json (``harness``), else None."""
-    if name in ("codeact", "codex", "opencode"):
-        from swe_rl.harnesses.registry import harness_by_name
+    from swe_rl.harnesses.registry import harness_tool_schemas
 
-        return harness_by_name(name).tool_schemas
-    return None
+    return harness_tool_schemas(name)
 
 
 def read_trajectories(paths: Iterable[Path], skip: Counter, source_name: str | None = None) -> Iterator[Trajectory]:

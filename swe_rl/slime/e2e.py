@@ -45,7 +45,6 @@ from swe_rl.grading.certification import certification_gate
 from swe_rl.grading.artifacts import write_grade_artifacts
 from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.grading import GradeResult, GradeStatus
-from swe_rl.harnesses.bash_block import BashBlockConfig, BashBlockHarness
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.integrity_metrics import is_flagged, rollout_integrity
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
@@ -120,7 +119,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
                                                   timeout=config.rollout_timeout)
         info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
-        if policy.stop_reason == "aborted":
+        if agent.stop_reason == "aborted":
             if not runtime.slime_aborting(args):  # not slime's abort (router restart, engine crash)
                 raise Removed(f"server_abort: {agent.error or 'request aborted'}")
             # slime aborted the request: handed back as ABORTED, neither graded nor removed
@@ -128,7 +127,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             raise Removed(f"env_error: {agent.error or (grade.message if grade else '')}")
         elif gate is not None and gate.flaky_only(grade):  # a flaky-only difference is no failure to learn
             raise Removed(f"flaky_only: failed only on tests the ledger marks flaky ({grade.message})")
-        elif policy.stop_reason in ("unreachable", "bad_response"):
+        elif agent.stop_reason in ("unreachable", "bad_response"):
             raise Removed(f"policy_server: {agent.error}")
         elif not policy.trajectory or not policy.trajectory.turns:
             raise Removed(f"no_turns: {agent.error or agent.exit_reason.value}")
@@ -149,7 +148,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
                     instance.instance_id if instance else "?", sample.group_index, sample.index,
                     info["removed_reason"])
 
-    aborted = policy.stop_reason == "aborted" and not info["removed"]
+    aborted = agent is not None and agent.stop_reason == "aborted" and not info["removed"]
     if policy.server_context_len:  # an overflow answer named the server's window: clamp the next rollouts
         state.context.learn(url, policy.server_context_len)
     if judge is not None:  # after grading: the judge had the grading time too
@@ -186,9 +185,7 @@ def _harness(config: PluginConfig, instance: TaskInstance, evaluation: bool) -> 
         name = choose_harness(instance.instance_id, config.harness_mix, config.harness_seed)
     else:
         name = "bash_block"
-    if name == "bash_block":
-        return BashBlockHarness(BashBlockConfig.from_yaml(config.harness_config) if config.harness_config else None)
-    return harness_by_name(name)
+    return harness_by_name(name, config.harness_config if name == "bash_block" else None)
 
 
 async def _play(instance: TaskInstance, policy: SGLangTokenPolicy, harness: Any, state: ProcessState,
@@ -197,7 +194,7 @@ async def _play(instance: TaskInstance, policy: SGLangTokenPolicy, harness: Any,
                                deadline=config.episode_deadline, env_options=dict(config.container_options),
                                git_hygiene=config.git_hygiene, monitor=config.monitor)
     agent = await run_agent(instance, policy, harness, client=state.client, config=agent_config, on_step=judge)
-    if agent.infra_failure or policy.stop_reason in ("aborted", "unreachable", "bad_response"):
+    if agent.infra_failure or agent.stop_reason in ("aborted", "unreachable", "bad_response"):
         return agent, None  # nothing worth grading
     grader = FleetGrader(state.client, GraderConfig(eval_timeout=config.eval_timeout, network=config.grading_network,
                                                     test_empty_patch=False,  # training: no_patch needs no run
@@ -214,7 +211,7 @@ def _summary(instance: TaskInstance | None, agent: AgentResult | None, grade: Gr
         "resolved": bool(grade and grade.resolved),
         "exit_reason": agent.exit_reason.value if agent else None,
         "error": agent.error if agent else None,
-        "stop_reason": policy.stop_reason,
+        "stop_reason": agent.stop_reason if agent else None,
         "steps": len(agent.steps) if agent else 0,
         "format_errors": agent.format_errors if agent else 0,
         "patch_bytes": len(agent.patch.encode()) if agent else 0,

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from swe_rl.harnesses.registry import TOOL_HARNESS_NAMES, harness_tool_schemas
 from swe_rl.rewards.pivot import ExpertAction
 
 __all__ = ["PIVOT_RESULT_KEY", "PIVOT_ROW_KEY", "SEGMENT_KEY", "STEP_KEY", "SWE_KEY", "TOOL_HARNESSES", "PivotRecord",
@@ -26,7 +27,7 @@ __all__ = ["PIVOT_RESULT_KEY", "PIVOT_ROW_KEY", "SEGMENT_KEY", "STEP_KEY", "SWE_
 
 SWE_KEY, STEP_KEY, SEGMENT_KEY = "swe", "swe_step", "swe_segment"
 PIVOT_ROW_KEY, PIVOT_RESULT_KEY = "pivot", "pivot_result"
-TOOL_HARNESSES = ("codeact", "codex", "opencode")
+TOOL_HARNESSES = TOOL_HARNESS_NAMES  # the registry's tool-calling harnesses
 """Harness names a pivot row may give: their tool calls are Hermes / OpenAI tool calls."""
 
 
@@ -151,10 +152,8 @@ class PivotRow(BaseModel):
 
     @model_validator(mode="after")
     def _harness_tools(self) -> PivotRow:
-        if self.harness in TOOL_HARNESSES and self.tools is None:
-            from swe_rl.harnesses.registry import harness_by_name
-
-            self.tools = harness_by_name(self.harness).tool_schemas
+        if self.tools is None:
+            self.tools = harness_tool_schemas(self.harness)
         return self
 
     @property
