@@ -63,7 +63,7 @@ SYSTEMD_RUN_FLAGS = ["--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/c
 
 
 def _sh(*cmd: str, timeout: float = 120, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, **kw)
+    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, check=False, **kw)
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
     return p
