@@ -180,6 +180,8 @@ async def main_async(args: argparse.Namespace) -> None:
 
 
 async def report_loop(n: int, rates: dict[int, float], parallel: str = "") -> None:
+    if n <= 0:
+        return
     for p in parallel.split(",") if parallel else [""]:
         await report_one_loop(n, rates, {"SWE_EXEC_WARM_PARALLEL": p} if p else {})
 
