@@ -13,7 +13,13 @@ Then a tight loop on a second fleet with the pool's default warming (no hints, n
 /warm call): allocate -> close -> allocate ... with no sleep, as a worker that runs
 episodes back to back. Target: after the first (cold) allocate, p50 <= 30 ms.
 
-    python bench/warm_bench.py [--group 8] [--rounds 3] [--loop 40]
+Before the loop, in the same run (the machine's load is the same for both), Docker's own
+create+start and remove throughput at parallelism 1/4/8 (the exec server's container
+arguments, straight through the Docker SDK), and the allocate floor it implies: a warm pool
+cannot hand out containers faster than the daemon starts them, so a loop turning at one
+allocate + one close per lease waits about (1 / start rate - close time) per allocate.
+
+    python bench/warm_bench.py [--group 8] [--rounds 3] [--loop 40] [--loop-only] [--throughput 8]
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import statistics
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
@@ -72,9 +80,9 @@ async def group(client: EnvClient, n: int, concurrent: bool, check_warm: bool | 
     return times
 
 
-async def tight_loop(n: int) -> tuple[float, list[float], list[float], dict]:
+async def tight_loop(n: int, exec_env: dict[str, str]) -> tuple[float, list[float], list[float], dict]:
     """Sequential allocate -> close on one image, no sleep, default warming; (first, allocates, closes, stats)."""
-    with LocalFleet(exec_servers=1, max_containers_per_node=16) as fleet:
+    with LocalFleet(exec_servers=1, max_containers_per_node=16, exec_env=exec_env) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300)
         headers = {"Authorization": f"Bearer {fleet.token}"}
         allocs: list[float] = []
@@ -91,9 +99,53 @@ async def tight_loop(n: int) -> tuple[float, list[float], list[float], dict]:
     return allocs[0], allocs[1:], closes, stats
 
 
+def docker_throughput(parallel: int, n: int) -> tuple[float, float]:
+    """Containers per second Docker creates+starts, then removes, `parallel` at a time (n containers)."""
+    import docker
+
+    client = docker.from_env()
+    label = {"swe-rl.bench": f"throughput-{secrets.token_hex(4)}"}
+
+    def start(_: int) -> str:
+        c = client.containers.create(IMAGE, command=["sleep", "infinity"], labels=label, detach=True,
+                                     init=True, mem_limit=OPTS["memory"], memswap_limit=OPTS["memory"],
+                                     nano_cpus=int(OPTS["cpus"] * 1e9), pids_limit=1024,
+                                     security_opt=["no-new-privileges"])
+        c.start()
+        return c.id
+
+    ids: list[str] = []
+    try:
+        with ThreadPoolExecutor(parallel) as pool:
+            t = time.perf_counter()
+            ids = list(pool.map(start, range(n)))
+            started = n / (time.perf_counter() - t)
+            t = time.perf_counter()
+            list(pool.map(lambda cid: client.api.remove_container(cid, force=True), ids))
+            removed = n / (time.perf_counter() - t)
+            ids = []
+        return started, removed
+    finally:
+        for c in client.containers.list(all=True, filters={"label": f"swe-rl.bench={label['swe-rl.bench']}"}):
+            c.remove(force=True)
+        client.close()
+
+
+def report_throughput(n: int) -> dict[int, float]:
+    print(f"\ndocker create+start / remove throughput ({n} containers each, cores={os.cpu_count()}):")
+    rates: dict[int, float] = {}
+    for parallel in (1, 4, 8):
+        started, removed = docker_throughput(parallel, n)
+        rates[parallel] = started
+        print(f"  parallel {parallel}: start {started:5.2f}/s ({1000 / started:6.1f} ms per container), "
+              f"remove {removed:5.2f}/s ({1000 / removed:6.1f} ms per container)")
+    return rates
+
+
 async def main_async(args: argparse.Namespace) -> None:
+    rates = report_throughput(args.throughput) if args.throughput else {}
     if args.loop_only:
-        await report_loop(args.loop)
+        await report_loop(args.loop, rates, args.loop_parallel)
         return
     results: dict[tuple[str, str], list[float]] = {}
     with LocalFleet(exec_servers=1, max_containers_per_node=args.group * 2 + 4,
@@ -124,16 +176,30 @@ async def main_async(args: argparse.Namespace) -> None:
               f"{pct(c, .5) / pct(w, .5):.0f}x faster")
     print(f"  exec server warm stats: {stats}")
     if args.loop:
-        await report_loop(args.loop)
+        await report_loop(args.loop, rates, args.loop_parallel)
 
 
-async def report_loop(n: int) -> None:
-    first, allocs, closes, loop_stats = await tight_loop(n)
-    print(f"\ntight loop (allocate -> close, no sleep, default warming): {len(allocs)} allocates after a cold "
-          f"one of {first * 1000:.0f} ms")
-    print(f"  allocate p50 {pct(allocs, .5):.1f} ms p99 {pct(allocs, .99):.1f} ms (target p50 <= 30 ms); "
+async def report_loop(n: int, rates: dict[int, float], parallel: str = "") -> None:
+    if n <= 0:
+        return
+    for p in parallel.split(",") if parallel else [""]:
+        await report_one_loop(n, rates, {"SWE_EXEC_WARM_PARALLEL": p} if p else {})
+
+
+async def report_one_loop(n: int, rates: dict[int, float], exec_env: dict[str, str]) -> None:
+    first, allocs, closes, loop_stats = await tight_loop(n, exec_env)
+    settings = "".join(f", {k}={v}" for k, v in exec_env.items())
+    print(f"\ntight loop (allocate -> close, no sleep, default warming{settings}): "
+          f"{len(allocs)} allocates after a cold one of {first * 1000:.0f} ms")
+    print(f"  allocate p50 {pct(allocs, .5):.1f} ms p99 {pct(allocs, .99):.1f} ms "
+          f"mean {statistics.fmean(allocs) * 1000:.1f} ms (target p50 <= 30 ms); "
           f"close p50 {pct(closes, .5):.1f} ms p99 {pct(closes, .99):.1f} ms")
     print(f"  exec server warm stats: {loop_stats}")
+    close_ms = pct(closes, .5)
+    for parallel, rate in rates.items():
+        floor = max(0.0, 1000 / rate - close_ms)
+        print(f"  floor at Docker parallel {parallel}: {1000 / rate:.0f} ms per start - close p50 "
+              f"{close_ms:.0f} ms = allocate mean >= ~{floor:.0f} ms once the warm pool is drawn down")
 
 
 def main() -> None:
@@ -142,6 +208,10 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--loop", type=int, default=40, help="allocates in the tight loop (0: skip it)")
     p.add_argument("--loop-only", action="store_true", help="run only the tight loop")
+    p.add_argument("--loop-parallel", default="",
+                   help="comma-separated SWE_EXEC_WARM_PARALLEL values, one tight loop each (default: the server's)")
+    p.add_argument("--throughput", type=int, default=8,
+                   help="containers per Docker throughput measurement at parallelism 1/4/8 (0: skip it)")
     asyncio.run(main_async(p.parse_args()))
 
 

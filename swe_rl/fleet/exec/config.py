@@ -72,8 +72,10 @@ class ExecConfig:
     warm_ttl: float = 600.0
     """Default lifetime of a /warm target and of each warm container (a request may ask up to
     max_lifetime)."""
-    warm_parallel: int = 4
-    """Warm containers being started at once (keeps the Docker daemon responsive)."""
+    warm_parallel: int = 0
+    """Warm containers being started at once; 0: 4 per CPU core, at most max_warm (Docker's create+start
+    is mostly waiting on runc and the kernel, so a tight allocate loop needs more than one start per core;
+    bench/warm_bench.py measures it)."""
     warm_burst_window: float = 10.0
     """Claims of the last this many seconds raise a warm target to twice their number (at most max_warm),
     so the refill keeps up with back-to-back allocations; 0 keeps targets as asked."""

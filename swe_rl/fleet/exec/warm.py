@@ -201,8 +201,9 @@ class WarmPool:
         now = time.time()
         rec: ContainerRecord | None = None
         start: WarmStart | None = None
+        burst = self.config.warm_burst_window > 0
         with self.registry.lock:
-            if self.config.warm_burst_window > 0:
+            if burst:
                 self._claims.setdefault(key, []).append(now)
             ids = self._ready.get(key)
             while ids and rec is None:
@@ -213,6 +214,10 @@ class WarmPool:
                 start = next((s for s in self._starting.get(key, []) if not s.promised), None)
                 if start is not None:
                     start.promised = True
+        if burst and rec is None:
+            # This create waits (on a start, or cold): let the refiller start the burst's extra containers
+            # now, in parallel with it, rather than after it.
+            self._wake.set()
         if rec is None and start is not None:
             start.done.wait(300.0)
             with self.registry.lock:
@@ -302,7 +307,7 @@ class WarmPool:
                 )
                 for _ in range(self._wanted_locked(key, target, now) - have):
                     if (
-                        in_flight >= cfg.warm_parallel
+                        in_flight >= self.parallel()
                         or warm_total >= cfg.max_warm
                         or len(reg.records) + reg.reserved >= cfg.max_containers
                     ):
@@ -335,9 +340,15 @@ class WarmPool:
             return target.count
         return max(target.count, min(self.config.max_warm, 2 * len(claims)))
 
+    def parallel(self) -> int:
+        """Warm starts at once: `warm_parallel`, or when 0, 4 per CPU core capped by max_warm."""
+        if self.config.warm_parallel > 0:
+            return self.config.warm_parallel
+        return max(1, min(self.config.max_warm, 4 * (os.cpu_count() or 1)))
+
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max(1, self.config.warm_parallel), thread_name_prefix="warm")
+            self._pool = ThreadPoolExecutor(self.parallel(), thread_name_prefix="warm")
         return self._pool
 
     def _start_one(self, start: WarmStart) -> None:

@@ -215,3 +215,23 @@ def test_pool_warm_endpoint_and_node_report(fleet, pool_factory, base_image):
     assert pool.terminate()  # graceful stop cancels its warm targets
     time.sleep(1)
     assert srv.get("/status").json()["warm_targets"] == []
+
+
+def test_warm_parallel_defaults_to_four_starts_per_core_within_max_warm(monkeypatch):
+    """No Docker: SWE_EXEC_WARM_PARALLEL=0 (the default) derives the parallelism; a set value wins."""
+    from types import SimpleNamespace
+
+    from swe_rl.fleet.exec.config import ExecConfig
+    from swe_rl.fleet.exec.warm import WarmPool
+
+    def parallel(**fields: Any) -> int:
+        return WarmPool.parallel(SimpleNamespace(config=ExecConfig(**fields)))  # type: ignore[arg-type]
+
+    assert ExecConfig().warm_parallel == 0
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert parallel() == 8
+    assert parallel(max_warm=3) == 3
+    assert parallel(warm_parallel=5) == 5
+    monkeypatch.setattr("os.cpu_count", lambda: 1)
+    assert parallel(max_warm=16) == 4
+    assert parallel(max_warm=0) == 1
