@@ -7,13 +7,20 @@ import warnings
 
 import pytest
 
+from swe_rl.fleet import settings
 from swe_rl.fleet.client import EnvClientConfig
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.pool.config import ENV as POOL_ENV
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.sandbox import FleetSandboxConfig
-from swe_rl.fleet import settings
-from swe_rl.fleet.settings import EnvVar, fleet_env_vars, parse_value, prefixed, read_env, renamed_vars
+from swe_rl.fleet.settings import (
+    EnvVar,
+    fleet_env_vars,
+    parse_value,
+    prefixed,
+    read_env,
+    renamed_vars,
+)
 from swe_rl.slime.config import PluginConfig, unknown_settings
 
 RENAMED = {"SWE_EXEC_SERVER_URLS": "SWE_POOL_EXEC_URLS", "SWE_LEASE_TTL": "SWE_POOL_LEASE_TTL",
