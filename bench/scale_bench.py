@@ -143,7 +143,7 @@ async def memory_probe(fleet: MemoryFleet, n: int) -> tuple[int, float]:
 
 async def main_async(args: argparse.Namespace) -> None:
     with MemoryFleet(nodes=args.nodes, max_per_node=max(args.leases) // args.nodes + 20, latency_ms=args.latency_ms,
-                     pool_env={"SWE_LEASE_TTL": "900"}) as fleet:
+                     pool_env={"SWE_POOL_LEASE_TTL": "900"}) as fleet:
         warmup = await run_level(fleet, 20, argparse.Namespace(**{**vars(args), "execs": 2, "single": 5}))
         del warmup
         memory = await memory_probe(fleet, max(args.leases))  # on a pool that has held no more than 20 leases

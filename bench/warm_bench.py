@@ -151,7 +151,7 @@ async def main_async(args: argparse.Namespace) -> None:
     with LocalFleet(exec_servers=1, max_containers_per_node=args.group * 2 + 4,
                     exec_env={"SWE_EXEC_WARM_INTERVAL": "0.1", "SWE_EXEC_MAX_WARM": str(args.group),
                               "SWE_EXEC_WARM_PARALLEL": "4"},
-                    pool_env={"SWE_POOL_WARM_MIN": "0", "SWE_HEALTH_INTERVAL": "1"}) as fleet:
+                    pool_env={"SWE_POOL_WARM_MIN": "0", "SWE_POOL_HEALTH_INTERVAL": "1"}) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300)
         headers = {"Authorization": f"Bearer {fleet.token}"}
         async with EnvClient(cfg) as client, httpx.AsyncClient(headers=headers, timeout=60) as http:

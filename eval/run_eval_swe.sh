@@ -4,7 +4,7 @@
 #
 # Required:  PROMPT_DATA (instances: slime JSONL, SWE-bench JSONL, ...), OUTPUT_DIR, and either
 #            EVAL_MODEL_PATH (SGLang is started here) or SGLANG_URL (an OpenAI-compatible /v1 base
-#            already serving the model); either SWE_POOL_URL (a running pool) or SWE_EXEC_SERVER_URLS
+#            already serving the model); either SWE_POOL_URL (a running pool) or SWE_POOL_EXEC_URLS
 #            + SWE_EXEC_TOKEN (a pool is started here).
 # Optional:  SERVED_MODEL_NAME, CHAT_TEMPLATE (SGLang --chat-template), SGLANG_PORT (30000), SGLANG_TP (1), SGLANG_ARGS, POOL_PORT (18090),
 #            MAX_CONCURRENT (8), STEP_LIMIT (50), MAX_TOKENS (8192), TEMPERATURE (0), MAX_INSTANCES,
@@ -20,7 +20,11 @@ die() { echo "error: $*" >&2; exit 2; }
 [[ -n "${PROMPT_DATA:-}" ]] || die "set PROMPT_DATA to the instances file"
 [[ -n "${OUTPUT_DIR:-}" ]] || die "set OUTPUT_DIR"
 [[ -n "${EVAL_MODEL_PATH:-}" || -n "${SGLANG_URL:-}" ]] || die "set EVAL_MODEL_PATH (start SGLang here) or SGLANG_URL"
-[[ -n "${SWE_POOL_URL:-}" || -n "${SWE_EXEC_SERVER_URLS:-}" ]] || die "set SWE_POOL_URL or SWE_EXEC_SERVER_URLS"
+if [[ -z "${SWE_POOL_EXEC_URLS:-}" && -n "${SWE_EXEC_SERVER_URLS:-}" ]]; then  # the old name still works
+  echo "warning: SWE_EXEC_SERVER_URLS is deprecated, set SWE_POOL_EXEC_URLS instead" >&2
+  export SWE_POOL_EXEC_URLS="$SWE_EXEC_SERVER_URLS"
+fi
+[[ -n "${SWE_POOL_URL:-}" || -n "${SWE_POOL_EXEC_URLS:-}" ]] || die "set SWE_POOL_URL or SWE_POOL_EXEC_URLS"
 
 python="${PYTHON:-python3}"
 sglang_port="${SGLANG_PORT:-30000}"

@@ -6,7 +6,7 @@
 # The example sets each sample's reward itself (grading in a fresh container), so no custom rm.
 # Qwen3-30B-A3B, 4 nodes x 8 GPUs (actor nodes 0-1, 4 SGLang engines of TP 4 on nodes 2-3).
 # Required: HF_CKPT, PROMPT_DATA (upstream's row format: prompt, label, metadata.image/workdir/...),
-# SLIME_DIR (with examples/coding_agent_rl), MEGATRON_DIR, SWE_EXEC_SERVER_URLS, SWE_EXEC_TOKEN(_FILE),
+# SLIME_DIR (with examples/coding_agent_rl), MEGATRON_DIR, SWE_POOL_EXEC_URLS, SWE_EXEC_TOKEN(_FILE),
 # SLIME_AGENT_NODE_TARBALL and the CLI tarball (SLIME_AGENT_CC_TARBALL, or SLIME_AGENT_CODEX_TARBALL
 # with SWE_AGENT=codex). ADAPTER_PUBLIC_HOST (default MASTER_ADDR) must be reachable from the
 # containers on the Docker nodes. DRY_RUN=1 or --dry-run prints, runs nothing.

@@ -9,7 +9,7 @@
 # Megatron TP 4 x EP 8 x CP 2, long context (64K per turn window, 8K per response).
 # Default layout: 4 nodes (actor nodes 0-1, 4 SGLang engines of TP 4 on nodes 2-3).
 # Required: HF_CKPT (stage-1 result in HF format), PROMPT_DATA, SLIME_DIR, MEGATRON_DIR,
-# SWE_EXEC_SERVER_URLS, SWE_EXEC_TOKEN(_FILE). DRY_RUN=1 or --dry-run prints, runs nothing.
+# SWE_POOL_EXEC_URLS, SWE_EXEC_TOKEN(_FILE). DRY_RUN=1 or --dry-run prints, runs nothing.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/swe_rl_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/swe_rl_common.sh"

@@ -3,7 +3,7 @@
 # Qwen3-32B, 4 nodes x 8 GPUs, fresh start from the HF checkpoint, SWE rollouts on the remote fleet.
 # Layout: actor on nodes 0-1 (TP 8, DP 2, optimizer on CPU), 4 SGLang engines (TP 4) on nodes 2-3.
 # Run the same command on every node (NODE_RANK 0..3, MASTER_ADDR = node 0).
-# Required: HF_CKPT, PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_EXEC_SERVER_URLS, SWE_EXEC_TOKEN(_FILE).
+# Required: HF_CKPT, PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_POOL_EXEC_URLS, SWE_EXEC_TOKEN(_FILE).
 # DRY_RUN=1 or --dry-run prints the commands, runs nothing. See docs/training.md.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/swe_rl_common.sh

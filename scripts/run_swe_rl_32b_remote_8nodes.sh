@@ -3,7 +3,7 @@
 # Qwen3-32B, 8 nodes x 8 GPUs, fresh start from the HF checkpoint (timestamped checkpoint folder).
 # Layout: actor on nodes 0-3 (TP 8, DP 4), 8 SGLang engines (TP 4) on nodes 4-7.
 # Run the same command on every node (NODE_RANK 0..7, MASTER_ADDR = node 0).
-# Required: HF_CKPT, PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_EXEC_SERVER_URLS, SWE_EXEC_TOKEN(_FILE).
+# Required: HF_CKPT, PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_POOL_EXEC_URLS, SWE_EXEC_TOKEN(_FILE).
 # To continue a run later, use run_swe_rl_32b_remote_8nodes_resume.sh. See docs/training.md.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/swe_rl_common.sh

@@ -12,7 +12,7 @@
 #
 # REF_LOAD defaults to that output path ($EXPORT_ROOT/ckpt/qwen3-32b_torch_dist).
 # Rollout artifacts still go to a timestamped output/swe_rollouts/... folder per launch.
-# Required: HF_CKPT (tokenizer, SGLang), PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_EXEC_SERVER_URLS,
+# Required: HF_CKPT (tokenizer, SGLang), PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_POOL_EXEC_URLS,
 # SWE_EXEC_TOKEN(_FILE); REF_LOAD must exist. DRY_RUN=1 or --dry-run prints, runs nothing.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/swe_rl_common.sh

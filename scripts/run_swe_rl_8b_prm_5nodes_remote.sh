@@ -7,7 +7,7 @@
 # waits for the judge at SWE_PRM_URL (e.g. http://<node-4>:30010/v1) before submitting.
 # The PRM settings reach the plugin as SWE_PRM_ENABLE=1, SWE_PRM_URL, SWE_PRM_MODEL,
 # SWE_PRM_M (votes, 3) and SWE_PRM_STEP_COEF (1.0).
-# Required: HF_CKPT, PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_EXEC_SERVER_URLS, SWE_EXEC_TOKEN(_FILE),
+# Required: HF_CKPT, PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_POOL_EXEC_URLS, SWE_EXEC_TOKEN(_FILE),
 # PRM_MODEL_PATH, SWE_PRM_URL. DRY_RUN=1 or --dry-run prints, runs nothing.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/swe_rl_common.sh

@@ -3,7 +3,7 @@
 # Qwen3-8B, 2 nodes x 8 GPUs, fresh start from the HF checkpoint, SWE rollouts on the remote fleet.
 # Layout: actor (Megatron) on node 0, 4 SGLang engines (TP 2) on node 1; async, non-colocated.
 # Run the same command on both nodes (NODE_RANK=0 on the head, 1 on the worker; MASTER_ADDR = head).
-# Required: HF_CKPT, PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_EXEC_SERVER_URLS, SWE_EXEC_TOKEN(_FILE).
+# Required: HF_CKPT, PROMPT_DATA, SLIME_DIR, MEGATRON_DIR, SWE_POOL_EXEC_URLS, SWE_EXEC_TOKEN(_FILE).
 # Everything else has a default (docs/training.md); DRY_RUN=1 or --dry-run prints, runs nothing.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/swe_rl_common.sh

@@ -39,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 
+from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_async
 from swe_rl.resources import config_path, resolve_config
 
 __all__ = ["DEFAULT_TEMPLATE", "JudgeClient", "JudgeTemplate", "PRMConfig", "PRMResult", "StepJudge",
@@ -274,28 +275,32 @@ class JudgeClient:
                                 "max_tokens": c.max_tokens}
         if n > 1:
             body["n"] = n
-        delay, error = 0.5, ""
-        for attempt in range(c.retries + 1):
-            try:
-                async with self.semaphore:
-                    resp = await self.http.post(self.url, json=body, headers=self.headers or None,
-                                                timeout=c.request_timeout)
-            except (httpx.TransportError, httpx.TimeoutException) as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            else:
-                if resp.status_code == 200:
-                    try:
-                        choices = resp.json()["choices"]
-                        return [_vote(choice) for choice in choices[:n]]
-                    except (ValueError, KeyError, TypeError) as exc:
-                        return [Vote(error=f"bad response: {type(exc).__name__}: {exc}") for _ in range(n)]
-                error = f"HTTP {resp.status_code}: {resp.text[:300]}"
-                if resp.status_code < 500:
-                    break
-            if attempt < c.retries:
-                await asyncio.sleep(delay)
-                delay *= 2
-        return [Vote(error=error) for _ in range(n)]
+
+        async def attempt() -> list[Vote]:
+            async with self.semaphore:
+                resp = await self.http.post(self.url, json=body, headers=self.headers or None,
+                                            timeout=c.request_timeout)
+            if resp.status_code == 200:
+                try:
+                    choices = resp.json()["choices"]
+                    return [_vote(choice) for choice in choices[:n]]
+                except (ValueError, KeyError, TypeError) as exc:
+                    return [Vote(error=f"bad response: {type(exc).__name__}: {exc}") for _ in range(n)]
+            failure = _JudgeFailed(f"HTTP {resp.status_code}: {resp.text[:300]}")
+            raise TryAgain(failure) if resp.status_code >= 500 else failure
+
+        try:
+            return await retry_async(attempt, RetryPolicy(retries=c.retries, backoff=0.5), name="judge",
+                                     retryable=lambda exc: isinstance(exc, (httpx.TransportError,
+                                                                            httpx.TimeoutException)))
+        except _JudgeFailed as exc:
+            return [Vote(error=str(exc)) for _ in range(n)]
+        except (httpx.TransportError, httpx.TimeoutException) as exc:
+            return [Vote(error=f"{type(exc).__name__}: {exc}") for _ in range(n)]
+
+
+class _JudgeFailed(Exception):
+    """The judge answered with an error status (its text is the vote's error)."""
 
 
 def _vote(choice: dict[str, Any]) -> Vote:

@@ -24,7 +24,7 @@ from conftest import ROOT, ExecServerProc, free_port, wait_http
 FLEET_TOKEN = "pytest-fleet-" + secrets.token_hex(8)
 """One token for every exec server of a test: the pool sends a single exec token."""
 
-FAST = {"SWE_HEALTH_INTERVAL": "0.5", "SWE_NODE_DOWN_AFTER": "2", "SWE_POOL_REAP_INTERVAL": "0.5",
+FAST = {"SWE_POOL_HEALTH_INTERVAL": "0.5", "SWE_POOL_NODE_DOWN_AFTER": "2", "SWE_POOL_REAP_INTERVAL": "0.5",
         "SWE_POOL_CONNECT_TIMEOUT": "2", "SWE_POOL_SHUTDOWN_GRACE": "3",
         # No implicit warming: these tests count containers by their owner label, which a claimed warm
         # container cannot carry, and time allocations. Warm pools have their own tests (tests/fleet/exec/test_warm_pool.py).
@@ -129,7 +129,7 @@ def pool_factory(exec_server_factory, tmp_path) -> Any:
             pool_id=f"pytest-pool-{tag}", db_path=tmp_path / f"pool-{tag}.db", log_path=tmp_path / f"pool-{tag}.log",
             env={},
         )
-        pool.env = {"SWE_EXEC_SERVER_URLS": ",".join(s.url for s in servers), "SWE_EXEC_TOKEN": FLEET_TOKEN,
+        pool.env = {"SWE_POOL_EXEC_URLS": ",".join(s.url for s in servers), "SWE_EXEC_TOKEN": FLEET_TOKEN,
                     "SWE_POOL_TOKEN": pool.token, "SWE_POOL_PORT": str(port), "SWE_POOL_HOST": "127.0.0.1",
                     "SWE_POOL_ID": pool.pool_id, "SWE_POOL_DB": str(pool.db_path), **FAST, **env}
         pools.append(pool)

@@ -93,6 +93,21 @@ swe_load_env_file() {  # .env.swe at the repository root (or SWE_ENV_FILE), when
   fi
 }
 
+# Pool settings renamed to one SWE_POOL_* prefix: an old name still works (the pool warns too).
+SWE_RENAMED_VARS=(SWE_EXEC_SERVER_URLS:SWE_POOL_EXEC_URLS SWE_LEASE_TTL:SWE_POOL_LEASE_TTL
+                  SWE_MAX_CONTAINERS_PER_NODE:SWE_POOL_MAX_PER_NODE SWE_HEALTH_INTERVAL:SWE_POOL_HEALTH_INTERVAL
+                  SWE_NODE_DOWN_AFTER:SWE_POOL_NODE_DOWN_AFTER)
+swe_accept_renamed() {  # NEW takes OLD's value when only OLD is set
+  local pair old new
+  for pair in "${SWE_RENAMED_VARS[@]}"; do
+    old="${pair%%:*}" new="${pair#*:}"
+    if [[ -n "${!old:-}" && -z "${!new:-}" ]]; then
+      swe_log "warning: $old is deprecated, set $new instead (using its value)"
+      export "$new=${!old}"
+    fi
+  done
+}
+
 swe_require() {  # swe_require VAR "what it is"
   [[ -n "${!1:-}" ]] || swe_die "set $1 ($2); see .env.swe.example and docs/training.md"
 }
@@ -131,7 +146,7 @@ swe_validate() {
   if [[ "$CKPT_MODE" != "resume" && "$DRY_RUN" != "1" && ! -f "$HF_CKPT/config.json" ]]; then
     swe_die "HF_CKPT=$HF_CKPT has no config.json"
   fi
-  swe_require SWE_EXEC_SERVER_URLS "comma-separated exec server URLs of the Docker fleet"
+  swe_require SWE_POOL_EXEC_URLS "comma-separated exec server URLs of the Docker fleet"
   [[ -n "${SWE_EXEC_TOKEN:-}${SWE_EXEC_TOKEN_FILE:-}" ]] \
     || swe_die "set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (the fleet's bearer token)"
   swe_require_file PLUGIN_CONFIG "plugin settings YAML given to slime with --custom-config-path"
@@ -347,8 +362,8 @@ swe_print_env() {
   local name
   echo "# role: $ROLE (node rank ${NODE_RANK:-0} of $NUM_NODES, head $MASTER_ADDR)"
   for name in RUN_NAME MODEL_NAME HF_CKPT REF_LOAD PROMPT_DATA SLIME_DIR MEGATRON_DIR PLUGIN_CONFIG \
-              SWE_EXEC_SERVER_URLS SWE_EXEC_TOKEN SWE_EXEC_TOKEN_FILE SWE_POOL_URL SWE_POOL_TOKEN \
-              SWE_MAX_CONCURRENT SWE_MAX_CONTAINERS_PER_NODE SWE_SAVE_TRAJ_DIR CKPT_DIR LOG_DIR \
+              SWE_POOL_EXEC_URLS SWE_EXEC_TOKEN SWE_EXEC_TOKEN_FILE SWE_POOL_URL SWE_POOL_TOKEN \
+              SWE_MAX_CONCURRENT SWE_POOL_MAX_PER_NODE SWE_SAVE_TRAJ_DIR CKPT_DIR LOG_DIR \
               SWE_PRM_URL PRM_MODEL_PATH; do
     [[ -n "${!name:-}" ]] && swe_mask "# env: $name=${!name}"
   done
@@ -391,14 +406,14 @@ swe_ray_worker() {
 
 swe_check_exec_servers() {  # every exec server's /healthz; fail when none (or, strict, any) is down
   local url ok=0 bad=0 urls
-  IFS=, read -r -a urls <<<"$SWE_EXEC_SERVER_URLS"
+  IFS=, read -r -a urls <<<"$SWE_POOL_EXEC_URLS"
   for url in "${urls[@]}"; do
     url="${url// /}"; url="${url%/}"
     [[ -z "$url" ]] && continue
     if [[ "$DRY_RUN" == "1" ]]; then echo "+ curl -fsS $url/healthz"; ok=$((ok + 1)); continue; fi
     if curl -fsS --max-time 10 "$url/healthz" >/dev/null; then ok=$((ok + 1)); else bad=$((bad + 1)); swe_log "exec server down: $url"; fi
   done
-  (( ok > 0 )) || swe_die "no exec server answered /healthz (SWE_EXEC_SERVER_URLS=$SWE_EXEC_SERVER_URLS)"
+  (( ok > 0 )) || swe_die "no exec server answered /healthz (SWE_POOL_EXEC_URLS=$SWE_POOL_EXEC_URLS)"
   if (( bad > 0 )) && [[ "${SWE_REQUIRE_ALL_EXEC:-0}" == "1" ]]; then swe_die "$bad exec server(s) down"; fi
   [[ "$DRY_RUN" == "1" ]] || swe_log "exec servers healthy: $ok, down: $bad"
 }
@@ -406,12 +421,12 @@ swe_check_exec_servers() {  # every exec server's /healthz; fail when none (or, 
 swe_start_pool() {  # the pool server on the head, reachable from every ray node
   export SWE_POOL_HOST="${SWE_POOL_HOST:-$MASTER_ADDR}" SWE_POOL_PORT="$POOL_PORT"
   export SWE_POOL_DB="${SWE_POOL_DB:-$LOG_DIR/leases.db}" SWE_POOL_ID="${SWE_POOL_ID:-${RUN_NAME}_${RUN_TS}}"
-  export SWE_MAX_CONTAINERS_PER_NODE="${SWE_MAX_CONTAINERS_PER_NODE:-15}"
+  export SWE_POOL_MAX_PER_NODE="${SWE_POOL_MAX_PER_NODE:-15}"
   if [[ -z "${SWE_POOL_TOKEN:-}${SWE_POOL_TOKEN_FILE:-}" ]]; then
     if [[ -n "${SWE_EXEC_TOKEN:-}" ]]; then export SWE_POOL_TOKEN="$SWE_EXEC_TOKEN"; else export SWE_POOL_TOKEN_FILE="$SWE_EXEC_TOKEN_FILE"; fi
   fi
   swe_run_bg "$LOG_DIR/pool_server.log" env SWE_POOL_HOST="$SWE_POOL_HOST" SWE_POOL_PORT="$SWE_POOL_PORT" \
-    SWE_POOL_DB="$SWE_POOL_DB" SWE_POOL_ID="$SWE_POOL_ID" SWE_MAX_CONTAINERS_PER_NODE="$SWE_MAX_CONTAINERS_PER_NODE" \
+    SWE_POOL_DB="$SWE_POOL_DB" SWE_POOL_ID="$SWE_POOL_ID" SWE_POOL_MAX_PER_NODE="$SWE_POOL_MAX_PER_NODE" \
     "$PYTHON" "$SWE_ROOT/server/pool_server.py"
   export SWE_POOL_URL="http://$SWE_POOL_HOST:$POOL_PORT"
   swe_wait_http "$SWE_POOL_URL/healthz" "${POOL_START_TIMEOUT:-120}" "pool server"
@@ -458,6 +473,7 @@ swe_head() {
 swe_main() {
   swe_parse_args "$@"
   swe_load_env_file
+  swe_accept_renamed
   swe_defaults
   ROLE="$(swe_node_role)"
   export SWE_SAVE_TRAJ_DIR="$TRAJ_DIR"

@@ -27,11 +27,10 @@ import asyncio
 import base64
 import contextlib
 import logging
-import os
-import random
 import secrets
 from dataclasses import dataclass
 from enum import Enum
+from collections.abc import Mapping
 from typing import Any, AsyncIterator
 
 import httpx
@@ -39,6 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, EvaluateResponse, ExecResponse
+from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_after_seconds, retry_async
+from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 
 log = logging.getLogger(__name__)
 
@@ -77,20 +78,18 @@ class EnvClientConfig(BaseModel):
     """Seconds allocate keeps retrying a full or unavailable fleet before giving up."""
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "EnvClientConfig":
-        values: dict[str, Any] = {}
-        if os.environ.get("SWE_POOL_URL"):
-            values["pool_url"] = os.environ["SWE_POOL_URL"]
-        if os.environ.get("SWE_POOL_TOKEN"):
-            values["token"] = os.environ["SWE_POOL_TOKEN"].strip()
-        elif os.environ.get("SWE_POOL_TOKEN_FILE"):
-            with open(os.path.expanduser(os.environ["SWE_POOL_TOKEN_FILE"]), encoding="utf-8") as fh:
-                values["token"] = fh.read().strip()
-        for name in cls.model_fields:
-            env = os.environ.get(f"SWE_CLIENT_{name.upper()}")
-            if env is not None and name not in ("pool_url", "token"):
-                values[name] = env
-        return cls(**{**values, **overrides})
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "EnvClientConfig":
+        """Defaults < the variables of `CLIENT_ENV` (from `env`, default the process environment) < overrides."""
+        return cls(**{**read_env(CLIENT_ENV, field_types(cls), env), **overrides})
+
+
+CLIENT_ENV: dict[str, EnvVar] = prefixed(
+    "SWE_CLIENT_", EnvClientConfig.model_fields,
+    pool_url=EnvVar("SWE_POOL_URL"),
+    token=EnvVar("SWE_POOL_TOKEN", file="SWE_POOL_TOKEN_FILE", parse=str.strip),
+)
+"""The variable of each `EnvClientConfig` field: `SWE_CLIENT_<FIELD>`, and the pool's address and token
+under the names the pool's own settings use (`SWE_POOL_URL`, `SWE_POOL_TOKEN` / `SWE_POOL_TOKEN_FILE`)."""
 
 
 @dataclass
@@ -343,47 +342,41 @@ class EnvClient:
 
     async def _call(self, op: str, body: dict[str, Any] | None, *, timeout: float, retry: Retry) -> dict[str, Any]:
         """One pool call with the retry policy of its kind; raises a FleetError subclass."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.allocate_deadline
         http_timeout = httpx.Timeout(timeout, connect=self.config.connect_timeout)
-        attempt = 0
-        while True:
-            retry_after: float | None = None
+        cfg = self.config
+
+        async def attempt() -> dict[str, Any]:
             try:
                 if body is None:
                     resp = await self._http.get(f"/{op}", timeout=http_timeout)
                 else:
                     resp = await self._http.post(f"/{op}", json=body, timeout=http_timeout)
             except httpx.HTTPError as exc:
-                error: FleetError = FleetUnavailable(f"{op}: pool {self.config.pool_url} unreachable or too slow: "
+                error: FleetError = FleetUnavailable(f"{op}: pool {cfg.pool_url} unreachable or too slow: "
                                                      f"{type(exc).__name__}: {exc}")
-                retryable = retry is not Retry.UNSENT or isinstance(exc, _NEVER_SENT)
-            else:
-                data = _json_or_text(resp)
-                if resp.status_code == 200:
-                    return data
-                error = error_for(op, resp.status_code, data)
-                if retry is Retry.ALLOCATE:
-                    retryable = resp.status_code == 429 or resp.status_code >= 500
-                    if resp.status_code == 429:
-                        retry_after = _retry_after(resp)
-                else:
-                    retryable = (retry is Retry.SAFE and resp.status_code in (502, 503, 504)
-                                 and not data.get("node_down"))
-            if not retryable:
-                raise error
-            delay = min(self.config.backoff_max, self.config.backoff * 2 ** attempt)
-            delay = retry_after if retry_after is not None else random.uniform(delay / 2, delay)
-            attempt += 1
+                error.__cause__ = exc
+                if retry is not Retry.UNSENT or isinstance(exc, _NEVER_SENT):
+                    raise TryAgain(error) from exc
+                raise error from exc
+            data = _json_or_text(resp)
+            if resp.status_code == 200:
+                return data
+            error = error_for(op, resp.status_code, data)
             if retry is Retry.ALLOCATE:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise error
-                delay = min(delay, remaining)
-            elif attempt > self.config.retries:
-                raise error
-            log.debug("%s failed (%s); retry %d in %.1fs", op, error, attempt, delay)
-            await asyncio.sleep(delay)
+                if resp.status_code == 429:
+                    raise TryAgain(error, retry_after_seconds(resp.headers.get("retry-after")))
+                if resp.status_code >= 500:
+                    raise TryAgain(error)
+            elif retry is Retry.SAFE and resp.status_code in (502, 503, 504) and not data.get("node_down"):
+                raise TryAgain(error)
+            raise error
+
+        if retry is Retry.ALLOCATE:
+            policy = RetryPolicy(retries=None, deadline=cfg.allocate_deadline, backoff=cfg.backoff,
+                                 backoff_max=cfg.backoff_max, jitter=True)
+        else:
+            policy = RetryPolicy(retries=cfg.retries, backoff=cfg.backoff, backoff_max=cfg.backoff_max, jitter=True)
+        return await retry_async(attempt, policy, name=op)
 
 
 def _json_or_text(resp: httpx.Response) -> dict[str, Any]:
@@ -392,10 +385,3 @@ def _json_or_text(resp: httpx.Response) -> dict[str, Any]:
     except ValueError:
         data = None
     return data if isinstance(data, dict) else {"error": resp.text[:500]}
-
-
-def _retry_after(resp: httpx.Response) -> float:
-    try:
-        return max(0.1, float(resp.headers.get("retry-after", "1"))) * random.uniform(1.0, 1.2)
-    except ValueError:
-        return 1.0

@@ -137,11 +137,11 @@ class LocalFleet:
         for url, proc in pending:
             wait_healthy(url, proc)
         port = free_port()
-        env = {"SWE_EXEC_SERVER_URLS": ",".join(self.exec_urls), "SWE_EXEC_TOKEN": self.token,
+        env = {"SWE_POOL_EXEC_URLS": ",".join(self.exec_urls), "SWE_EXEC_TOKEN": self.token,
                "SWE_POOL_TOKEN": self.token, "SWE_POOL_HOST": "127.0.0.1", "SWE_POOL_PORT": str(port),
                "SWE_POOL_ID": f"local-pool-{run_id}", "SWE_POOL_DB": str(self.log_dir / "leases.db"),
-               "SWE_MAX_CONTAINERS_PER_NODE": str(self.max_containers_per_node),
-               "SWE_LEASE_TTL": str(self.lease_ttl), **self.pool_env}
+               "SWE_POOL_MAX_PER_NODE": str(self.max_containers_per_node),
+               "SWE_POOL_LEASE_TTL": str(self.lease_ttl), **self.pool_env}
         proc = self._spawn(POOL_SERVER_ARGS, env, "pool.log")
         self.pool_url = f"http://127.0.0.1:{port}"
         wait_healthy(self.pool_url, proc)

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import posixpath
 import secrets
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -42,6 +42,7 @@ from pydantic import BaseModel, ConfigDict
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.errors import BadRequest, FileNotFound, FleetError
+from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +94,9 @@ class FleetSandboxConfig(BaseModel):
     """Timeout used for `timeout <= 0` (no limit asked); at most the node's max_timeout."""
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "FleetSandboxConfig":
-        values: dict[str, Any] = {}
-        for name in cls.model_fields:
-            env = os.environ.get(f"SWE_FLEET_SANDBOX_{name.upper()}")
-            if env is not None and env.strip():
-                values[name] = parse_network(env) if name == "network" else env.strip()
-        return cls(**{**values, **overrides})
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "FleetSandboxConfig":
+        """Defaults < the variables of `SANDBOX_ENV` (from `env`, default the process environment) < overrides."""
+        return cls(**{**read_env(SANDBOX_ENV, field_types(cls), env), **overrides})
 
 
 def parse_network(text: str) -> bool | str:
@@ -110,6 +107,17 @@ def parse_network(text: str) -> bool | str:
     if lowered in ("0", "false", "no", "off", "none"):
         return False
     return text.strip()
+
+
+SANDBOX_ENV: dict[str, EnvVar] = prefixed(
+    "SWE_FLEET_SANDBOX_", FleetSandboxConfig.model_fields, network=EnvVar("SWE_FLEET_SANDBOX_NETWORK", parse=parse_network)
+)
+"""The variable of each `FleetSandboxConfig` field: `SWE_FLEET_SANDBOX_<FIELD>`."""
+AGENT_GENERATE_ENV: dict[str, EnvVar] = {
+    "network": EnvVar("SWE_FLEET_SANDBOX_NETWORK", parse=parse_network),
+    "eval_network": EnvVar("SWE_FLEET_SANDBOX_EVAL_NETWORK", parse=parse_network),
+}
+"""Read by `swe_rl.slime.agent_generate`: networks of the agent's and of the grading container."""
 
 
 class FleetSandbox:

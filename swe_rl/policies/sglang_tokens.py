@@ -27,7 +27,6 @@ whose ``stop_reason`` the agent keeps on its result (`AgentResult.stop_reason`);
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +42,7 @@ from swe_rl.agent.errors import (
     PolicyUnreachable,
 )
 from swe_rl.agent.protocols import Environment, Message, PolicyTurn, TokenUsage
+from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_async
 from swe_rl.policies.server_context import context_overflow
 from swe_rl.tasks.instance import TaskInstance
 from swe_rl.tokens.codec import ChatCodec, split_thinking
@@ -149,25 +149,30 @@ class SGLangTokenPolicy:
     async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
         if self._http is None:
             self._http = httpx.AsyncClient(timeout=httpx.Timeout(self.config.timeout, connect=30.0))
-        delay = 1.0
-        for attempt in range(self.config.retries + 1):
+        http = self._http
+        attempts = self.config.retries + 1
+
+        async def attempt() -> dict[str, Any]:
             try:
-                resp = await self._http.post(self.config.url, json=payload, headers=self.config.headers or None,
-                                             timeout=self.config.timeout)
+                resp = await http.post(self.config.url, json=payload, headers=self.config.headers or None,
+                                       timeout=self.config.timeout)
             except (httpx.TransportError, httpx.TimeoutException) as exc:
                 error = f"{type(exc).__name__}: {exc}"
-            else:
-                if resp.status_code == 200:
-                    return resp.json()
-                error = f"HTTP {resp.status_code}: {resp.text[:300]}"
-                if resp.status_code < 500 and (window := context_overflow(resp.text)) is not None:
-                    self._overflow(payload, window, error)
-                if resp.status_code < 500:
-                    raise self._stop(PolicyBadResponse(f"/generate refused the request: {error}"))
-            if attempt < self.config.retries:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-        raise self._stop(PolicyUnreachable(f"/generate failed after {self.config.retries + 1} attempts: {error}"))
+                raise TryAgain(PolicyUnreachable(f"/generate failed after {attempts} attempts: {error}")) from exc
+            if resp.status_code == 200:
+                return resp.json()
+            error = f"HTTP {resp.status_code}: {resp.text[:300]}"
+            if resp.status_code < 500 and (window := context_overflow(resp.text)) is not None:
+                self._overflow(payload, window, error)
+            if resp.status_code < 500:
+                raise self._stop(PolicyBadResponse(f"/generate refused the request: {error}"))
+            raise TryAgain(PolicyUnreachable(f"/generate failed after {attempts} attempts: {error}"))
+
+        try:
+            return await retry_async(attempt, RetryPolicy(retries=self.config.retries, backoff=1.0, backoff_max=10.0),
+                                     name="/generate")
+        except PolicyUnreachable as exc:
+            raise self._stop(exc) from None
 
     def _stop(self, error: PolicyError) -> PolicyError:
         """Remember why the episode ends (`stop_reason`), and hand the error back to be raised."""

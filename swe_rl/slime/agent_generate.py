@@ -15,10 +15,10 @@ module imports without it. See docs/slime_agent_sandbox.md.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any, Callable
 
-from swe_rl.fleet.sandbox import FleetSandbox, parse_network
+from swe_rl.fleet.sandbox import AGENT_GENERATE_ENV, FleetSandbox
+from swe_rl.fleet.settings import read_env
 
 UPSTREAM_GENERATE = "examples.coding_agent_rl.generate"
 UPSTREAM_TASKS = "examples.coding_agent_rl.swe"
@@ -28,12 +28,12 @@ _upstream_generate: Callable[..., Any] | None = None
 
 def agent_network() -> bool | str:
     """Network of the agent's container (`SWE_FLEET_SANDBOX_NETWORK`, default: the node's bridge)."""
-    return parse_network(os.environ.get("SWE_FLEET_SANDBOX_NETWORK") or "true")
+    return read_env(AGENT_GENERATE_ENV, {}).get("network", True)
 
 
 def eval_network() -> bool | str:
     """Network of the grading container (`SWE_FLEET_SANDBOX_EVAL_NETWORK`, default: none)."""
-    return parse_network(os.environ.get("SWE_FLEET_SANDBOX_EVAL_NETWORK") or "false")
+    return read_env(AGENT_GENERATE_ENV, {}).get("eval_network", False)
 
 
 def agent_sandbox(image: str) -> FleetSandbox:

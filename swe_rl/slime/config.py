@@ -16,8 +16,9 @@ slime sets every key of the YAML on ``args`` without checking it, so a typo (``s
 would silently leave the default in place: `unknown_settings` lists every ``swe_*`` attribute of
 ``args`` the plugin does not read, and every ``SWE_*`` variable that looks like the plugin's (the
 ``SWE_PRM_`` / ``SWE_PIVOT_`` groups, or close to one of its names) but is not one, each with the
-nearest valid name; `from_args` logs each once per process. Variables of the fleet and other tools
-(``SWE_POOL_*``, ``SWE_EXEC_*``, ``SWE_CLIENT_*``, ...) are not the plugin's and are left alone.
+nearest valid name; `from_args` logs each once per process. Variables of the fleet (every name, old
+ones included, of `swe_rl.fleet.settings.fleet_env_vars`: ``SWE_POOL_*``, ``SWE_EXEC_*``, ``SWE_CLIENT_*``,
+``SWE_FLEET_SANDBOX_*``) are not the plugin's and are left alone (the fleet warns about its old names).
 
     config = PluginConfig.from_args(args)
 """
@@ -25,7 +26,6 @@ nearest valid name; `from_args` logs each once per process. Variables of the fle
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 import os
 from collections.abc import Mapping
@@ -33,6 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from swe_rl.fleet.settings import EnvVar, field_types, fleet_env_vars, prefixed, read_env
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.agent.monitor import MonitorConfig
 from swe_rl.prm import PRMConfig
@@ -169,16 +170,13 @@ class PluginConfig(BaseModel):
     @classmethod
     def from_sources(cls, args: Any = None, env: Mapping[str, str] | None = None) -> PluginConfig:
         """Defaults < ``SWE_<FIELD>`` environment variables < ``swe_<field>`` keys on args."""
-        env = os.environ if env is None else env
-        values: dict[str, Any] = {}
-        for name, info in cls.model_fields.items():
-            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
-                values[name] = _nested(info.annotation, name, args, env)
-                continue
-            raw = env.get(f"SWE_{name.upper()}")
-            if raw is not None and raw != "":
-                values[name] = json.loads(raw) if info.annotation in (dict[str, Any],) else raw
-            if args is not None and getattr(args, f"swe_{name}", None) is not None:
+        groups = _groups(cls)
+        flat = {name: var for name, var in prefixed("SWE_", cls.model_fields).items() if name not in groups}
+        values: dict[str, Any] = read_env(flat, field_types(cls), env)
+        for name in cls.model_fields:
+            if name in groups:
+                values[name] = _nested(groups[name], name, args, env)
+            elif args is not None and getattr(args, f"swe_{name}", None) is not None:
                 values[name] = getattr(args, f"swe_{name}")
         return cls(**values)
 
@@ -204,13 +202,24 @@ class PluginConfig(BaseModel):
         return f"http://{ip}:{port}/generate"
 
 
-def _nested(model: type[BaseModel], name: str, args: Any, env: Mapping[str, str]) -> BaseModel:
+def _groups(config_class: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The nested settings groups (``prm``, ``pivot``, ``integrity``, ``monitor``): name -> model."""
+    return {name: info.annotation for name, info in config_class.model_fields.items()
+            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)}
+
+
+def plugin_env_vars(config_class: type[BaseModel] = PluginConfig) -> dict[str, EnvVar]:
+    """The variable of each plugin setting: ``SWE_<FIELD>``, and ``SWE_<GROUP>_<KEY>`` (keyed ``group.key``)
+    for the keys of the nested groups."""
+    out = prefixed("SWE_", config_class.model_fields)
+    for group, model in _groups(config_class).items():
+        out.update({f"{group}.{k}": v for k, v in prefixed(f"SWE_{group.upper()}_", model.model_fields).items()})
+    return out
+
+
+def _nested(model: type[BaseModel], name: str, args: Any, env: Mapping[str, str] | None) -> BaseModel:
     """Settings group ``name``: ``SWE_<NAME>_<KEY>`` < mapping ``swe_<name>`` < flat ``swe_<name>_<key>`` on args."""
-    values: dict[str, Any] = {}
-    for key, info in model.model_fields.items():
-        raw = env.get(f"SWE_{name}_{key}".upper())
-        if raw is not None and raw != "":
-            values[key] = json.loads(raw) if info.annotation in (dict[str, Any],) else raw
+    values: dict[str, Any] = read_env(prefixed(f"SWE_{name.upper()}_", model.model_fields), field_types(model), env)
     mapping = getattr(args, f"swe_{name}", None) if args is not None else None
     if isinstance(mapping, BaseModel):
         mapping = mapping.model_dump(exclude_unset=True)
@@ -250,8 +259,9 @@ def unknown_settings(config_class: type[BaseModel], args: Any, env: Mapping[str,
         if key.startswith("swe_") and key not in known:
             out.append((key, _nearest(key, known)))
     known_env = {k.upper() for k in known}
+    fleet = {name for spec in fleet_env_vars().values() for var in spec.values() for name in var.names}
     for var in sorted(env):
-        if not var.startswith("SWE_") or var in known_env:
+        if not var.startswith("SWE_") or var in known_env or var in fleet:
             continue
         near = _nearest(var, known_env, cutoff=0.85)
         if var.startswith(_GROUP_PREFIXES) or near is not None:

@@ -87,7 +87,7 @@ def test_verified_local_dry_run(tmp_path):
         assert part in line
 
     p = bash("scripts/eval_swe_verified_local.sh", "--dry-run", "--verified-dir", str(tmp_path / "v"),
-             "--model-path", "/models/Qwen3-8B", "--output", str(out_dir), SWE_EXEC_SERVER_URLS="http://n1:5000",
+             "--model-path", "/models/Qwen3-8B", "--output", str(out_dir), SWE_POOL_EXEC_URLS="http://n1:5000",
              SWE_EXEC_TOKEN="t")
     assert p.returncode == 0, p.stderr
     assert "sglang.launch_server --model-path /models/Qwen3-8B --served-model-name Qwen3-8B" in p.stdout

@@ -107,7 +107,7 @@ async def test_lease_closed_on_exception_and_cancellation(pool, docker_client, b
 
 
 async def test_full_fleet_retries_until_deadline(fleet, pool_factory, base_image):
-    pool = pool_factory(fleet(1), SWE_MAX_CONTAINERS_PER_NODE="1", SWE_POOL_RETRY_AFTER="1")
+    pool = pool_factory(fleet(1), SWE_POOL_MAX_PER_NODE="1", SWE_POOL_RETRY_AFTER="1")
     async with client_for(pool, allocate_deadline=3.5) as client:
         held = await client.allocate(base_image)
         t0 = time.monotonic()

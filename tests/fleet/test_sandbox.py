@@ -349,7 +349,7 @@ async def test_network_lets_the_container_reach_an_adapter_on_the_host(pool, bas
 
 
 async def test_cancelled_while_waiting_for_room_leaves_nothing(fleet, pool_factory, base_image):
-    pool = pool_factory(fleet(1), SWE_MAX_CONTAINERS_PER_NODE="1")
+    pool = pool_factory(fleet(1), SWE_POOL_MAX_PER_NODE="1")
     async with sandbox(pool, base_image) as first:
         waiting = asyncio.create_task(sandbox(pool, base_image).__aenter__())
         await asyncio.sleep(2)  # the fleet is full: the second allocate keeps retrying

@@ -36,7 +36,7 @@ def node_health(urls: list[str]) -> list[dict]:
 def test_2000_concurrent_leases_over_20_nodes():
     t_start = time.monotonic()
     with MemoryFleet(nodes=NODES, max_per_node=CAP, latency_ms="5,1,2", threads=8,
-                     pool_env={"SWE_LEASE_TTL": "600", "SWE_HEALTH_INTERVAL": "2"}) as fleet:
+                     pool_env={"SWE_POOL_LEASE_TTL": "600", "SWE_POOL_HEALTH_INTERVAL": "2"}) as fleet:
         config = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300,
                                  heartbeat_interval=60, allocate_deadline=240, backoff=0.2)
         peak: dict = {}

@@ -44,7 +44,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SWE_ENV_FILE": "", "SLIME_DIR": str(slime),
             "MEGATRON_DIR": str(megatron), "HF_CKPT": str(hf), "REF_LOAD": str(ref),
             "PROMPT_DATA": str(tmp_path / "train.jsonl"), "EXPORT_ROOT": str(tmp_path / "output"),
-            "SWE_EXEC_SERVER_URLS": "http://10.0.0.2:5000,http://10.0.0.3:5000", "SWE_EXEC_TOKEN": TOKEN,
+            "SWE_POOL_EXEC_URLS": "http://10.0.0.2:5000,http://10.0.0.3:5000", "SWE_EXEC_TOKEN": TOKEN,
             "MASTER_ADDR": "10.0.0.1", "RUN_TS": "20260101_000000", "PRM_MODEL_PATH": str(hf),
             "SWE_PRM_URL": "http://10.0.0.5:30010/v1"}
 
@@ -181,12 +181,21 @@ def test_prm_node_serves_the_judge(env):
 
 @pytest.mark.parametrize("missing, message", [
     ("HF_CKPT", "set HF_CKPT"), ("PROMPT_DATA", "set PROMPT_DATA"), ("SLIME_DIR", "set SLIME_DIR"),
-    ("MEGATRON_DIR", "set MEGATRON_DIR"), ("SWE_EXEC_SERVER_URLS", "set SWE_EXEC_SERVER_URLS"),
+    ("MEGATRON_DIR", "set MEGATRON_DIR"), ("SWE_POOL_EXEC_URLS", "set SWE_POOL_EXEC_URLS"),
     ("SWE_EXEC_TOKEN", "set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE")])
 def test_missing_input_is_a_clear_error(env, missing, message):
     p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {k: v for k, v in env.items() if k != missing})
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
     assert "ray" not in p.stdout
+
+
+def test_old_pool_variable_names_still_work(env):
+    old = {k: v for k, v in env.items() if k != "SWE_POOL_EXEC_URLS"}
+    p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {**old, "SWE_EXEC_SERVER_URLS": env["SWE_POOL_EXEC_URLS"],
+                                                   "SWE_MAX_CONTAINERS_PER_NODE": "9"})
+    assert p.returncode == 0, p.stderr
+    assert "SWE_EXEC_SERVER_URLS is deprecated, set SWE_POOL_EXEC_URLS" in p.stderr
+    assert "SWE_POOL_MAX_PER_NODE=9" in p.stdout and "curl -fsS http://10.0.0.2:5000/healthz" in p.stdout
 
 
 def test_bad_inputs_are_clear_errors(env, tmp_path):

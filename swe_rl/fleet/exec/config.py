@@ -6,18 +6,14 @@ other part of the exec server gets the same object.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 
-from swe_rl.fleet.protocol import read_token
+from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 
 MEMORY_RE = re.compile(r"^[0-9]+[bkmgBKMG]?$")
-
-
-def _env(name: str, default: str) -> str:
-    return os.environ.get(name, default)
 
 
 @dataclass
@@ -90,43 +86,17 @@ class ExecConfig:
     containers)."""
 
     @classmethod
-    def from_env(cls) -> "ExecConfig":
-        cfg = cls()
-        cfg.host = _env("SWE_EXEC_HOST", cfg.host)
-        cfg.port = int(_env("SWE_EXEC_PORT", str(cfg.port)))
-        cfg.token = read_token(
-            os.environ.get("SWE_EXEC_TOKEN", ""), os.environ.get("SWE_EXEC_TOKEN_FILE", "")
-        )
-        cfg.server_id = _env("SWE_EXEC_SERVER_ID", cfg.server_id)
-        cfg.max_containers = int(_env("SWE_EXEC_MAX_CONTAINERS", str(cfg.max_containers)))
-        cfg.memory = _env("SWE_EXEC_MEMORY", cfg.memory)
-        cfg.cpus = float(_env("SWE_EXEC_CPUS", str(cfg.cpus)))
-        cfg.pids_limit = int(_env("SWE_EXEC_PIDS_LIMIT", str(cfg.pids_limit)))
-        cfg.max_output_bytes = int(_env("SWE_EXEC_MAX_OUTPUT_BYTES", str(cfg.max_output_bytes)))
-        cfg.max_eval_output_bytes = int(
-            _env("SWE_EXEC_MAX_EVAL_OUTPUT_BYTES", str(cfg.max_eval_output_bytes))
-        )
-        cfg.max_file_bytes = int(_env("SWE_EXEC_MAX_FILE_BYTES", str(cfg.max_file_bytes)))
-        cfg.max_body_bytes = int(_env("SWE_EXEC_MAX_BODY_BYTES", str(cfg.max_body_bytes)))
-        cfg.default_timeout = float(_env("SWE_EXEC_DEFAULT_TIMEOUT", str(cfg.default_timeout)))
-        cfg.max_timeout = float(_env("SWE_EXEC_MAX_TIMEOUT", str(cfg.max_timeout)))
-        cfg.idle_ttl = float(_env("SWE_EXEC_IDLE_TTL", str(cfg.idle_ttl)))
-        cfg.max_lifetime = float(_env("SWE_EXEC_MAX_LIFETIME", str(cfg.max_lifetime)))
-        cfg.reap_interval = float(_env("SWE_EXEC_REAP_INTERVAL", str(cfg.reap_interval)))
-        cfg.threads = int(_env("SWE_EXEC_THREADS", str(cfg.threads)))
-        cfg.allow_pull = _env("SWE_EXEC_ALLOW_PULL", "0") == "1"
-        cfg.allow_network = _env("SWE_EXEC_ALLOW_NETWORK", "1") == "1"
-        cfg.networks = tuple(n.strip() for n in _env("SWE_EXEC_NETWORKS", "").split(",") if n.strip())
-        cfg.max_warm = int(_env("SWE_EXEC_MAX_WARM", str(cfg.max_warm)))
-        cfg.warm_min_free_memory = _env("SWE_EXEC_WARM_MIN_FREE_MEMORY", cfg.warm_min_free_memory)
-        cfg.warm_ttl = float(_env("SWE_EXEC_WARM_TTL", str(cfg.warm_ttl)))
-        cfg.warm_parallel = int(_env("SWE_EXEC_WARM_PARALLEL", str(cfg.warm_parallel)))
-        cfg.warm_interval = float(_env("SWE_EXEC_WARM_INTERVAL", str(cfg.warm_interval)))
-        cfg.warm_burst_window = float(_env("SWE_EXEC_WARM_BURST_WINDOW", str(cfg.warm_burst_window)))
-        cfg.warm_max_failures = int(_env("SWE_EXEC_WARM_MAX_FAILURES", str(cfg.warm_max_failures)))
-        cfg.state_dir = _env("SWE_EXEC_STATE_DIR", cfg.state_dir)
-        cfg.backend = _env("SWE_EXEC_BACKEND", cfg.backend)
-        return cfg
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "ExecConfig":
+        """Defaults, then the `SWE_EXEC_*` variables of `ENV` (from `env`, default the process environment)."""
+        return cls(**read_env(ENV, field_types(cls), env))
+
+
+ENV: dict[str, EnvVar] = prefixed(
+    "SWE_EXEC_", [f.name for f in fields(ExecConfig)],
+    token=EnvVar("SWE_EXEC_TOKEN", file="SWE_EXEC_TOKEN_FILE", parse=str.strip),
+    keepalive_command=None,
+)
+"""The variable of each `ExecConfig` field: `SWE_EXEC_<FIELD>`; the token also from `SWE_EXEC_TOKEN_FILE`."""
 
 
 def parse_bytes(value: str | int) -> int:

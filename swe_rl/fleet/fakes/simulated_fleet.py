@@ -156,10 +156,10 @@ class MemoryFleet:
             raise RuntimeError(f"memory exec servers did not start; see {self.log_dir / 'exec-nodes.log'}")
         self.exec_urls = json.loads(line)["urls"]
         port = free_port()
-        pool_env = {**os.environ, "SWE_EXEC_SERVER_URLS": ",".join(self.exec_urls), "SWE_EXEC_TOKEN": self.token,
+        pool_env = {**os.environ, "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls), "SWE_EXEC_TOKEN": self.token,
                     "SWE_POOL_TOKEN": self.token, "SWE_POOL_HOST": "127.0.0.1", "SWE_POOL_PORT": str(port),
                     "SWE_POOL_ID": f"memory-pool-{secrets.token_hex(3)}", "SWE_POOL_DB": str(self.log_dir / "leases.db"),
-                    "SWE_MAX_CONTAINERS_PER_NODE": str(self.max_per_node), "SWE_LOG_LEVEL": "WARNING",
+                    "SWE_POOL_MAX_PER_NODE": str(self.max_per_node), "SWE_LOG_LEVEL": "WARNING",
                     **self.pool_env}
         self.pool = subprocess.Popen([self.python, *POOL_SERVER_ARGS], env=pool_env,
                                      stdout=open(self.log_dir / "pool.log", "ab"), stderr=subprocess.STDOUT,

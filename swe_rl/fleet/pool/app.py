@@ -153,7 +153,7 @@ def _raise_fd_limit() -> None:
 def main(argv: list[str] | None = None) -> None:
     cfg = PoolConfig.from_env()
     p = argparse.ArgumentParser(description="swe-rl pool server: leases containers over exec servers")
-    p.add_argument("--exec-urls", help="comma-separated exec server URLs (SWE_EXEC_SERVER_URLS)")
+    p.add_argument("--exec-urls", help="comma-separated exec server URLs (SWE_POOL_EXEC_URLS)")
     p.add_argument("--exec-token-file", help="file with the exec servers' token (SWE_EXEC_TOKEN_FILE)")
     p.add_argument("--token-file", help="file with the token clients must send (SWE_POOL_TOKEN_FILE)")
     p.add_argument("--host", default=cfg.host)

@@ -1,20 +1,21 @@
-"""Pool server settings: one dataclass, filled from `SWE_*` variables, then from flags (see app.main)."""
+"""Pool server settings: one dataclass, filled from `SWE_POOL_*` variables (`ENV`), then from flags (see app.main)."""
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 
-from swe_rl.fleet.protocol import read_token
+from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 
 
 @dataclass
 class PoolConfig:
-    """Pool server settings; each field can be set by an `SWE_*` variable or a flag."""
+    """Pool server settings; each field can be set by an `SWE_POOL_*` variable (see `ENV`) or a flag."""
 
     exec_urls: list[str] = field(default_factory=list)
-    """Exec servers to spread leases over (`SWE_EXEC_SERVER_URLS`, comma-separated, required)."""
+    """Exec servers to spread leases over (`SWE_POOL_EXEC_URLS`, comma-separated, required)."""
     exec_token: str = field(default="", repr=False)
     """Bearer token the pool sends to exec servers (`SWE_EXEC_TOKEN` / `SWE_EXEC_TOKEN_FILE`)."""
     pool_token: str = field(default="", repr=False)
@@ -29,13 +30,13 @@ class PoolConfig:
     db_path: str = ""
     """SQLite file of live leases (`SWE_POOL_DB`, default ~/.cache/swe-rl/pool-<port>.db)."""
     lease_ttl: float = 300.0
-    """Seconds without heartbeat or call before a lease is reclaimed (`SWE_LEASE_TTL`)."""
+    """Seconds without heartbeat or call before a lease is reclaimed (`SWE_POOL_LEASE_TTL`)."""
     max_per_node: int = 15
-    """Leases per node at most, allocations in flight included (`SWE_MAX_CONTAINERS_PER_NODE`)."""
+    """Leases per node at most, allocations in flight included (`SWE_POOL_MAX_PER_NODE`)."""
     health_interval: float = 5.0
-    """Seconds between health checks of each node (`SWE_HEALTH_INTERVAL`)."""
+    """Seconds between health checks of each node (`SWE_POOL_HEALTH_INTERVAL`)."""
     node_down_after: int = 2
-    """Consecutive failed health checks that mark a node down (`SWE_NODE_DOWN_AFTER`)."""
+    """Consecutive failed health checks that mark a node down (`SWE_POOL_NODE_DOWN_AFTER`)."""
     reap_interval: float = 10.0
     """Seconds between passes of the expired-lease reaper (`SWE_POOL_REAP_INTERVAL`)."""
     touch_interval: float = 30.0
@@ -79,35 +80,9 @@ class PoolConfig:
         return max(0.2, min(self.touch_interval, self.lease_ttl / 4))
 
     @classmethod
-    def from_env(cls) -> "PoolConfig":
-        e = os.environ.get
-        cfg = cls()
-        cfg.exec_urls = [u.strip().rstrip("/") for u in e("SWE_EXEC_SERVER_URLS", "").split(",") if u.strip()]
-        cfg.exec_token = read_token(e("SWE_EXEC_TOKEN", ""), e("SWE_EXEC_TOKEN_FILE", ""))
-        cfg.pool_token = read_token(e("SWE_POOL_TOKEN", ""), e("SWE_POOL_TOKEN_FILE", ""))
-        cfg.host = e("SWE_POOL_HOST", cfg.host)
-        cfg.port = int(e("SWE_POOL_PORT", str(cfg.port)))
-        cfg.pool_id = e("SWE_POOL_ID", "")
-        cfg.db_path = e("SWE_POOL_DB", "")
-        cfg.lease_ttl = float(e("SWE_LEASE_TTL", str(cfg.lease_ttl)))
-        cfg.max_per_node = int(e("SWE_MAX_CONTAINERS_PER_NODE", str(cfg.max_per_node)))
-        cfg.health_interval = float(e("SWE_HEALTH_INTERVAL", str(cfg.health_interval)))
-        cfg.node_down_after = int(e("SWE_NODE_DOWN_AFTER", str(cfg.node_down_after)))
-        cfg.reap_interval = float(e("SWE_POOL_REAP_INTERVAL", str(cfg.reap_interval)))
-        cfg.touch_interval = float(e("SWE_POOL_TOUCH_INTERVAL", str(cfg.touch_interval)))
-        cfg.connect_timeout = float(e("SWE_POOL_CONNECT_TIMEOUT", str(cfg.connect_timeout)))
-        cfg.call_margin = float(e("SWE_POOL_CALL_MARGIN", str(cfg.call_margin)))
-        cfg.retry_after = int(e("SWE_POOL_RETRY_AFTER", str(cfg.retry_after)))
-        cfg.shutdown_grace = int(e("SWE_POOL_SHUTDOWN_GRACE", str(cfg.shutdown_grace)))
-        cfg.keep_leases_on_exit = e("SWE_POOL_KEEP_LEASES_ON_EXIT", "0") == "1"
-        cfg.warm_min = int(e("SWE_POOL_WARM_MIN", str(cfg.warm_min)))
-        cfg.warm_per_image = int(e("SWE_POOL_WARM_PER_IMAGE", str(cfg.warm_per_image)))
-        cfg.warm_ttl = float(e("SWE_POOL_WARM_TTL", str(cfg.warm_ttl)))
-        cfg.affinity_slack = float(e("SWE_POOL_AFFINITY_SLACK", str(cfg.affinity_slack)))
-        cfg.images_interval = float(e("SWE_POOL_IMAGES_INTERVAL", str(cfg.images_interval)))
-        cfg.max_body_bytes = int(e("SWE_POOL_MAX_BODY_BYTES", str(cfg.max_body_bytes)))
-        cfg.connection_shards = int(e("SWE_POOL_CONNECTION_SHARDS", str(cfg.connection_shards)))
-        return cfg
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "PoolConfig":
+        """Defaults, then the variables of `ENV` (from `env`, default the process environment)."""
+        return cls(**read_env(ENV, field_types(cls), env))
 
     def finalize(self) -> "PoolConfig":
         """Fill port-dependent defaults and refuse settings the pool cannot run with."""
@@ -115,9 +90,29 @@ class PoolConfig:
         self.pool_id = (self.pool_id or f"{socket.gethostname()}:{self.port}")[:128]
         self.db_path = os.path.expanduser(self.db_path or f"~/.cache/swe-rl/pool-{self.port}.db")
         if not self.exec_urls:
-            raise SystemExit("error: no exec servers: set SWE_EXEC_SERVER_URLS (comma-separated) or --exec-urls")
+            raise SystemExit("error: no exec servers: set SWE_POOL_EXEC_URLS (comma-separated) or --exec-urls")
         if not self.exec_token:
             raise SystemExit("error: no exec token: set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (or --exec-token-file)")
         if self.lease_ttl <= 0 or self.max_per_node <= 0 or self.node_down_after <= 0:
             raise SystemExit("error: lease TTL, per-node cap and node-down-after must be positive")
         return self
+
+
+def _urls(text: str) -> list[str]:
+    return [u.strip().rstrip("/") for u in text.split(",") if u.strip()]
+
+
+ENV: dict[str, EnvVar] = prefixed(
+    "SWE_POOL_", [f.name for f in fields(PoolConfig)],
+    exec_urls=EnvVar("SWE_POOL_EXEC_URLS", old=("SWE_EXEC_SERVER_URLS",), parse=_urls),
+    exec_token=EnvVar("SWE_EXEC_TOKEN", file="SWE_EXEC_TOKEN_FILE", parse=str.strip),
+    pool_token=EnvVar("SWE_POOL_TOKEN", file="SWE_POOL_TOKEN_FILE", parse=str.strip),
+    pool_id=EnvVar("SWE_POOL_ID"),
+    db_path=EnvVar("SWE_POOL_DB"),
+    lease_ttl=EnvVar("SWE_POOL_LEASE_TTL", old=("SWE_LEASE_TTL",)),
+    max_per_node=EnvVar("SWE_POOL_MAX_PER_NODE", old=("SWE_MAX_CONTAINERS_PER_NODE",)),
+    health_interval=EnvVar("SWE_POOL_HEALTH_INTERVAL", old=("SWE_HEALTH_INTERVAL",)),
+    node_down_after=EnvVar("SWE_POOL_NODE_DOWN_AFTER", old=("SWE_NODE_DOWN_AFTER",)),
+)
+"""The variable of each `PoolConfig` field: `SWE_POOL_<FIELD>`, except the exec servers' shared token
+(`SWE_EXEC_TOKEN` / `SWE_EXEC_TOKEN_FILE`, the names the exec servers read) and the renamed ones."""

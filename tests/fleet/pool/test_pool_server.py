@@ -143,7 +143,7 @@ async def test_request_id_makes_allocate_idempotent(fleet, pool_factory, docker_
 
 async def test_least_loaded_placement_and_cap(fleet, pool_factory, base_image):
     a, b = fleet(2)
-    pool = pool_factory([a, b], SWE_MAX_CONTAINERS_PER_NODE="2", SWE_POOL_RETRY_AFTER="3")
+    pool = pool_factory([a, b], SWE_POOL_MAX_PER_NODE="2", SWE_POOL_RETRY_AFTER="3")
     async with httpx.AsyncClient(base_url=pool.url, headers=pool.headers, timeout=120) as http:
         # six at once against a capacity of four: allocations in flight count against the cap
         resps = await asyncio.gather(*(http.post("/allocate", json={"image": base_image}) for _ in range(6)))
@@ -183,12 +183,12 @@ def test_refuses_to_start_without_token_or_nodes(tmp_path):
     assert no_token.returncode != 0 and "SWE_EXEC_TOKEN" in no_token.stderr and "Traceback" not in no_token.stderr
     no_nodes = subprocess.run([sys.executable, *script], env={**env, "SWE_EXEC_TOKEN": "t"}, capture_output=True,
                               text=True, timeout=30)
-    assert no_nodes.returncode != 0 and "SWE_EXEC_SERVER_URLS" in no_nodes.stderr
+    assert no_nodes.returncode != 0 and "SWE_POOL_EXEC_URLS" in no_nodes.stderr
 
 
 def test_ttl_reaping_and_lost_containers(fleet, pool_factory, docker_client, base_image):
     (srv,) = fleet(1, SWE_EXEC_REAP_INTERVAL="1")  # the exec server soon notices a container removed under it
-    pool = pool_factory([srv], SWE_LEASE_TTL="3")
+    pool = pool_factory([srv], SWE_POOL_LEASE_TTL="3")
     idle, kept, busy, doomed = (pool.call("/allocate", {"image": base_image}) for _ in range(4))
     # busy runs one call longer than the TTL: an in-flight call keeps its lease
     busy_result: dict[str, Any] = {}
