@@ -21,8 +21,7 @@ smaller than the budget): `ContextExhausted` too, the window it named kept in
 ``server_context_len`` (see `swe_rl.policies.server_context`). An ``abort`` finish ends it
 too (`PolicyAborted`), and so does ``should_abort()`` turning true before a call (slime aborting
 its rollout: no new request is started). Every such end is a `PolicyError` (`swe_rl.agent.errors`)
-whose ``stop_reason`` the agent keeps on its result (`AgentResult.stop_reason`); the policy's own
-`stop_reason` attribute says the same.
+whose ``stop_reason`` the agent keeps on its result (`AgentResult.stop_reason`).
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ from swe_rl.agent.errors import (
     ContextExhausted,
     PolicyAborted,
     PolicyBadResponse,
-    PolicyError,
     PolicyUnreachable,
 )
 from swe_rl.agent.protocols import Environment, Message, PolicyTurn, TokenUsage
@@ -90,9 +88,6 @@ class SGLangTokenPolicy:
         self._http = http
         self._own_http = http is None
         self.trajectory: TokenTrajectory | None = None
-        self.stop_reason: str | None = None
-        """Why the policy ended the episode: the ``stop_reason`` of the `PolicyError` it raised (context_exhausted,
-        aborted, unreachable, bad_response), also on the agent's result (`AgentResult.stop_reason`)."""
         self.weight_versions: list[str] = []
         self.cached_tokens = 0
         self.server_context_len: int | None = None
@@ -100,7 +95,7 @@ class SGLangTokenPolicy:
         self._seen = 0
 
     async def start_episode(self, instance: TaskInstance, env: Environment) -> None:
-        self.trajectory, self.stop_reason, self._seen = None, None, 0
+        self.trajectory, self._seen = None, 0
         self.weight_versions, self.cached_tokens = [], 0
 
     async def aclose(self) -> None:
@@ -141,8 +136,8 @@ class SGLangTokenPolicy:
             fits = self.trajectory.compact(budget, lambda n: self.codec.marker_ids(marker.format(n=n)),
                                            head_ratio=self.config.head_ratio, tail_ratio=self.config.tail_ratio)
         if not fits:
-            raise self._stop(ContextExhausted(f"context of {len(self.trajectory.context)} ids does not fit "
-                                              f"{limit} - {self.max_new_tokens} max new tokens"))
+            raise ContextExhausted(f"context of {len(self.trajectory.context)} ids does not fit "
+                                              f"{limit} - {self.max_new_tokens} max new tokens")
 
     # ------------------------------------------------------------------ generate
 
@@ -165,30 +160,25 @@ class SGLangTokenPolicy:
             if resp.status_code < 500 and (window := context_overflow(resp.text)) is not None:
                 self._overflow(payload, window, error)
             if resp.status_code < 500:
-                raise self._stop(PolicyBadResponse(f"/generate refused the request: {error}"))
+                raise PolicyBadResponse(f"/generate refused the request: {error}")
             raise TryAgain(PolicyUnreachable(f"/generate failed after {attempts} attempts: {error}"))
 
         try:
             return await retry_async(attempt, RetryPolicy(retries=self.config.retries, backoff=1.0, backoff_max=10.0),
                                      name="/generate")
         except PolicyUnreachable as exc:
-            raise self._stop(exc) from None
-
-    def _stop(self, error: PolicyError) -> PolicyError:
-        """Remember why the episode ends (`stop_reason`), and hand the error back to be raised."""
-        self.stop_reason = error.stop_reason
-        return error
+            raise exc from None
 
     def _overflow(self, payload: dict[str, Any], window: int, error: str) -> None:
         """The server refused the turn for its context window: the episode ends truncated."""
         self.server_context_len = window or None
         sent = len(payload.get("input_ids") or [])
         new = (payload.get("sampling_params") or {}).get("max_new_tokens")
-        raise self._stop(ContextExhausted(
+        raise ContextExhausted(
             f"the policy server's context{f' ({window} tokens)' if window else ''} is smaller than this turn's "
             f"budget: {sent} context ids + {new} max new tokens (budget {self.config.max_context_len}); "
             f"lower swe_max_context_len / --rollout-max-context-len or start the server with a longer "
-            f"context. Server: {error}"))
+            f"context. Server: {error}")
 
     async def act(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
                   **kwargs: Any) -> PolicyTurn:
@@ -196,7 +186,7 @@ class SGLangTokenPolicy:
         chat template, and the model answers with Hermes ``<tool_call>`` text the harness parses."""
         started = time.monotonic()
         if self.should_abort is not None and self.should_abort():
-            raise self._stop(PolicyAborted("the trainer is aborting this rollout"))
+            raise PolicyAborted("the trainer is aborting this rollout")
         self._extend_context(messages, tools)
         self._fit()
         assert self.trajectory is not None
@@ -209,11 +199,11 @@ class SGLangTokenPolicy:
         meta = output.get("meta_info") or {}
         finish = (meta.get("finish_reason") or {}).get("type") or "stop"
         if finish == "abort":
-            raise self._stop(PolicyAborted((meta.get("finish_reason") or {}).get("message") or "request aborted"))
+            raise PolicyAborted((meta.get("finish_reason") or {}).get("message") or "request aborted")
         pairs = meta.get("output_token_logprobs")
         if pairs is None:
-            raise self._stop(PolicyBadResponse("/generate answered without output_token_logprobs "
-                                               "(return_logprob ignored?)"))
+            raise PolicyBadResponse("/generate answered without output_token_logprobs "
+                                               "(return_logprob ignored?)")
         ids = [int(p[1]) for p in pairs]
         logprobs = [float(p[0]) for p in pairs]
         self.trajectory.add_turn(ids, logprobs, finish)
