@@ -11,7 +11,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from agent_fixtures import fixture_instances  # noqa: F401
@@ -310,9 +309,8 @@ def test_profiling_runs_requests_concurrently(tmp_path):
     pivots = marked_pivots(tmp_path, 4)
     policy = Policy({i: 1 for i in range(4)}, delay=0.4)
     with FakeOpenAI([policy] * 16) as server:
-        started = time.monotonic()
         proc, kept, _ = profile(tmp_path, server, pivots, "--k", 4, "--concurrency", 8)
-        took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
+    # concurrency by overlap of the requests' in-flight intervals (not wall time, which a loaded
+    # machine stretches): more than one pivot's k requests open at once, never more than the limit
     assert len(kept) == 4 and 4 < policy.peak <= 8
-    assert took < 16 * 0.4 / 2  # far from one request at a time
