@@ -135,6 +135,7 @@ def test_eval_traj_becomes_one_pivot_per_assistant_turn(gold_run, tmp_path):
     assert len(train) == 1 and stats["skipped"] == {"submit": 1}
 
 
+@pytest.mark.slow  # runs build_pivot_dataset.py as a subprocess
 def test_thinking_kept_unparsed_turns_skipped_and_resolved_filter(tmp_path):
     good = tmp_path / "runs" / "a" / "traj.json"
     bad = tmp_path / "runs" / "b" / "traj.json"
@@ -263,6 +264,7 @@ def profile(tmp_path, server, pivots, *extra):
     return proc, (read_jsonl(out) if out.exists() else []), out
 
 
+@pytest.mark.slow  # runs profile_pivots.py as a subprocess
 def test_profiling_keeps_mixed_pivots_with_pass_rates(tmp_path):
     pivots = marked_pivots(tmp_path, 4)
     policy = Policy({0: 0, 1: 2, 2: 4, 3: 3})  # of k=4: never, half, always, 3/4
@@ -281,6 +283,7 @@ def test_profiling_keeps_mixed_pivots_with_pass_rates(tmp_path):
     assert body["messages"][2]["reasoning_content"] == "List files."  # the expert's thinking is in the context
 
 
+@pytest.mark.slow  # runs profile_pivots.py three times as a subprocess
 def test_profiling_resumes_and_never_counts_failures_as_zero(tmp_path):
     pivots = marked_pivots(tmp_path, 3)
     policy = Policy({0: 1, 1: 1, 2: 1})
@@ -305,6 +308,7 @@ def test_profiling_resumes_and_never_counts_failures_as_zero(tmp_path):
     assert len(kept) == 3 and {r["metadata"]["pivot"]["profile"]["pass_rate"] for r in kept} == {0.5}
 
 
+@pytest.mark.slow  # runs profile_pivots.py as a subprocess
 def test_profiling_runs_requests_concurrently(tmp_path):
     pivots = marked_pivots(tmp_path, 4)
     policy = Policy({i: 1 for i in range(4)}, delay=0.4)
