@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.package_sources import parse
 
 PACKAGE = ROOT / "swe_rl"
 
@@ -61,7 +62,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
     rel = path.relative_to(ROOT).with_suffix("").parts
     package = list(rel[:-1])
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse(path.read_text())):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -12,13 +12,14 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.package_sources import parse
 
 PACKAGE = ROOT / "swe_rl"
 TEST_DOUBLES = ("swe_rl.testing", "swe_rl.fleet.fakes")
 
 
 def class_names(source: str) -> list[str]:
-    return [node.name for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ClassDef)]
+    return [node.name for node in ast.walk(parse(source)) if isinstance(node, ast.ClassDef)]
 
 
 def duplicate_classes(files: dict[str, str]) -> dict[str, list[str]]:
@@ -38,7 +39,7 @@ def module_of(path: Path) -> str:
 def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
     """(line, absolute module) of every import in `source`, relative imports resolved against `module`."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

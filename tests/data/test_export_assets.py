@@ -14,6 +14,8 @@ from row_factories import (
 
 from swe_rl.tasks import load_instances
 
+pytestmark = pytest.mark.slow  # runs the tool as a subprocess, as users do
+
 TOOL = "export_swebench_verified_assets.py"
 IDS = ["django__django-11099", "astropy__astropy-12907", "sympy__sympy-20590"]
 
@@ -85,7 +87,6 @@ def test_fixture_rows_keep_their_own_images(tmp_path):
     assert [r["eval_script"] for r in read_jsonl(out / "verified_eval.jsonl")] == [i.eval_script for i in fixtures]
 
 
-@pytest.mark.slow  # runs the tool as a subprocess
 def test_prefix_template_and_instance_ids(tmp_path):
     src = write_jsonl(tmp_path / "verified.jsonl", verified_rows())
     proc, out = export(tmp_path, "--dataset", src, "--image-prefix", "docker.io/swebench",
@@ -103,7 +104,6 @@ def test_prefix_template_and_instance_ids(tmp_path):
     assert read_jsonl(out / "verified_eval.jsonl")[0]["image_name"] == "reg:5000/sweb.eval.x86_64.django_1776_django-11099:v1"
 
 
-@pytest.mark.slow  # runs the tool as a subprocess
 def test_nothing_exported_is_an_error(tmp_path):
     src = write_jsonl(tmp_path / "bad.jsonl", ['{"x', {"repo": "a/b"}])
     proc, out = export(tmp_path, "--dataset", src)

@@ -19,6 +19,8 @@ from token_fixtures import qwen_tokenizer_dir  # noqa: F401
 
 from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
+pytestmark = pytest.mark.slow  # runs the data tools as subprocesses, as users do
+
 BUILD, PROFILE = "build_pivot_dataset.py", "profile_pivots.py"
 EDITOR = {"type": "function", "function": {"name": "str_replace_editor", "description": "view or edit files",
                                            "parameters": {"type": "object", "required": ["command", "path"],
@@ -135,7 +137,6 @@ def test_eval_traj_becomes_one_pivot_per_assistant_turn(gold_run, tmp_path):
     assert len(train) == 1 and stats["skipped"] == {"submit": 1}
 
 
-@pytest.mark.slow  # runs build_pivot_dataset.py as a subprocess
 def test_thinking_kept_unparsed_turns_skipped_and_resolved_filter(tmp_path):
     good = tmp_path / "runs" / "a" / "traj.json"
     bad = tmp_path / "runs" / "b" / "traj.json"
@@ -186,7 +187,6 @@ def test_responses_rows_are_pivots_already(tmp_path):
     assert pivot["step_index"] == 1 and train[0]["text"] == "src"
 
 
-@pytest.mark.slow  # tokenizes and dedupes a dataset: ~20 s
 def test_dedupe_length_limits_and_split(tmp_path, qwen_tokenizer_dir):
     rows = [responses_row(f"grep -rn foo{i} src") for i in range(6)] + [responses_row("grep -rn foo0 src")]
     src = write_jsonl(tmp_path / "swe1.jsonl", rows)
@@ -264,7 +264,6 @@ def profile(tmp_path, server, pivots, *extra):
     return proc, (read_jsonl(out) if out.exists() else []), out
 
 
-@pytest.mark.slow  # runs profile_pivots.py as a subprocess
 def test_profiling_keeps_mixed_pivots_with_pass_rates(tmp_path):
     pivots = marked_pivots(tmp_path, 4)
     policy = Policy({0: 0, 1: 2, 2: 4, 3: 3})  # of k=4: never, half, always, 3/4
@@ -283,7 +282,6 @@ def test_profiling_keeps_mixed_pivots_with_pass_rates(tmp_path):
     assert body["messages"][2]["reasoning_content"] == "List files."  # the expert's thinking is in the context
 
 
-@pytest.mark.slow  # runs profile_pivots.py three times as a subprocess
 def test_profiling_resumes_and_never_counts_failures_as_zero(tmp_path):
     pivots = marked_pivots(tmp_path, 3)
     policy = Policy({0: 1, 1: 1, 2: 1})
@@ -308,7 +306,6 @@ def test_profiling_resumes_and_never_counts_failures_as_zero(tmp_path):
     assert len(kept) == 3 and {r["metadata"]["pivot"]["profile"]["pass_rate"] for r in kept} == {0.5}
 
 
-@pytest.mark.slow  # runs profile_pivots.py as a subprocess
 def test_profiling_runs_requests_concurrently(tmp_path):
     pivots = marked_pivots(tmp_path, 4)
     policy = Policy({i: 1 for i in range(4)}, delay=0.4)

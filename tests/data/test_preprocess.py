@@ -24,6 +24,8 @@ from row_factories import (
 
 from swe_rl.tasks import DataSource, load_instances
 
+pytestmark = pytest.mark.slow  # runs the tool as a subprocess, as users do
+
 TOOL = "preprocess_swe_dataset.py"
 INSTANCE_KEYS = {
     "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
@@ -140,7 +142,6 @@ def test_swegym_json_file_named_by_data_source_gets_swegym_images(tmp_path):
     assert all(i.source is DataSource.SWEGYM for i in loaded)
 
 
-@pytest.mark.slow  # runs the tool as a subprocess (pyarrow)
 def test_r2e_parquet_keeps_image_and_expected_statuses(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
@@ -198,7 +199,6 @@ def test_a_val_split_with_nothing_usable_fails_but_train_is_written(tmp_path):
     assert "error: val: cannot read" in proc.stderr and "no such file" in proc.stderr
 
 
-@pytest.mark.slow  # runs the tool as a subprocess several times
 def test_image_prefix_and_template(tmp_path):
     src = write_jsonl(tmp_path / "s.jsonl", [swebench_row("django__django-11099", repo="django/django")])
     proc, out = convert(tmp_path, "--train-data-source", src, "--image-prefix", "mirror.local:5000/swebench/")
@@ -219,7 +219,6 @@ def test_image_prefix_and_template(tmp_path):
         assert proc.returncode != 0 and "error" in proc.stderr.lower(), bad
 
 
-@pytest.mark.slow  # runs the tool as a subprocess (datasets import)
 def test_unreachable_hub_dataset_fails_clearly(tmp_path):
     # Real `datasets` (or its absence) with the hub switched off: one clear line, exit 1.
     proc, out = convert(tmp_path, "--train-data-source", "princeton-nlp/SWE-bench_Verified", "--train-split", "test")

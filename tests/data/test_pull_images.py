@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from row_factories import DATA, FIXTURE_INSTANCES, run_tool, write_jsonl
 
+pytestmark = pytest.mark.slow  # bash and a stub docker CLI per test: seconds
+
 SCRIPT = DATA / "pull_swe_images.sh"
 
 FAKE_DOCKER = r'''#!@PYTHON@
@@ -150,7 +152,6 @@ def summary(proc: subprocess.CompletedProcess) -> str:
 # ---------------------------------------------------------------------------- with the CLI stub
 
 
-@pytest.mark.slow  # bash and a stub CLI per pull: seconds
 def test_pulls_missing_images_retries_flaky_ones_and_lists_failures(tmp_path, fake):
     fake.set_present("local/present:1")
     fake.plan = {"reg/flaky:1": 2, "reg/broken:1": "fail"}
@@ -227,7 +228,6 @@ def test_train_jsonl_images_and_first_n(tmp_path, fake):
     assert "2 row(s) without an image name skipped" in proc.stderr
 
 
-@pytest.mark.slow  # bash and a stub CLI per pull: seconds
 def test_proxy_prefix_pulls_from_the_mirror_and_keeps_the_original_name(tmp_path, fake):
     images = image_list(tmp_path, "swebench/sweb.eval.x86_64.a_1776_b-1:latest\n"
                                   "docker.io/swebench/sweb.eval.x86_64.c_1776_d-2:latest\nother/img:1\n")  # fmt: skip
@@ -266,7 +266,6 @@ def test_dry_run_prints_the_commands_and_changes_nothing(tmp_path, fake):
     assert fake.present() == {"have/it:1"}
 
 
-@pytest.mark.slow  # timed parallel pulls: seconds
 def test_pulls_run_in_parallel_up_to_concurrency(tmp_path, fake):
     fake.pull_seconds = 0.8
     images = image_list(tmp_path, "".join(f"r/img{i}:1\n" for i in range(4)))

@@ -13,6 +13,8 @@ from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies import OpenAIChatConfig, OpenAIChatPolicy
 from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
+pytestmark = pytest.mark.slow  # imports litellm (~6 CPU-s), once in a fresh interpreter too
+
 HELLO = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 
 

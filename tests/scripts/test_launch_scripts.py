@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # bash dry runs of every launch script: seconds
+
 FLAGS = {line.strip() for line in (ROOT / "tests/data/slime_flags.txt").read_text().splitlines()
          if line.startswith("--")}
 TRAIN_SCRIPTS = {
@@ -265,7 +267,6 @@ def agent_env(env, tmp_path):
             "SLIME_AGENT_CC_TARBALL": str(tmp_path / "cc.tgz")}
 
 
-@pytest.mark.slow  # dry runs of a launch script: seconds
 def test_coding_agent_variant_runs_upstreams_example_on_the_fleet(agent_env):
     p = dry_run(CODING_AGENT_SCRIPT, agent_env)
     assert p.returncode == 0, p.stderr

@@ -71,6 +71,7 @@ def turn(reasoning: str, command: str) -> str:
     return f"<think>\n{reasoning}\n</think>\n\nNext.\n\n```bash\n{command}\n```"
 
 
+@pytest.mark.slow  # a scripted SGLang server and the real tokenizer through slime's generate: seconds
 async def test_round_trip_is_token_exact_and_scored(rows, make_args, qwen_tokenizer, codec):
     row = rows[1]  # the second decision point: context = system, user, turn 0 (with thinking), observation
     with FakeSGLang(qwen_tokenizer, [turn("Look at it.", 'sed -n "120,140p" /testbed/toolz/itertoolz.py')]) as sglang:
