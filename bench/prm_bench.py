@@ -33,10 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
 
 import httpx
 
@@ -45,9 +42,9 @@ from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.prm import JudgeClient, PRMConfig, StepJudge
-from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 from swe_rl.tasks import TaskInstance
 from swe_rl.tokens import ChatCodec, ChatRenderer
+from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 
 CODE = "".join(f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n" for i in range(30))
 THINK = " ".join(["the", "iterator", "is", "exhausted", "so", "interleave", "stops", "early"] * 18)
@@ -62,15 +59,14 @@ def turn_text(i: int) -> str:
 
 def serve(policy_delay: float, judge_delay: float) -> None:
     """Run the scripted /generate and judge servers until stdin closes; print their ports first."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from fake_openai import FakeOpenAI
-    from fake_openai import Reply as Judged
-    from fake_sglang import FakeSGLang, Reply
+    from swe_rl.testing.fake_openai import ChatReply as Judged
+    from swe_rl.testing.fake_openai import FakeOpenAI
+    from swe_rl.testing.fake_sglang import FakeSGLang, TokenReply
 
     counter = itertools.count()
 
-    def policy(body: dict) -> Reply:
-        return Reply(text=turn_text(next(counter) % 97), delay=policy_delay)
+    def policy(body: dict) -> TokenReply:
+        return TokenReply(text=turn_text(next(counter) % 97), delay=policy_delay)
 
     def judge(body: dict) -> Judged:
         return Judged("The step reads the code it needs next. \\boxed{+1}", delay=judge_delay)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The test command: sets up the machine (scripts/setup_machine.sh), then runs the whole suite.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/server -x`.
-# SWE_TEST_TIER=fast runs only the fast tier (-m "not docker": no daemon, no machine set-up).
+# SWE_TEST_TIER=fast runs only the fast tier (-m "not docker and not slow": no daemon, no machine set-up,
+# no packaging/shellcheck/subprocess-heavy tests); the default runs everything, both markers included.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 if [[ "${SWE_TEST_TIER:-all}" == fast ]]; then
-    exec "${PYTHON:-python3}" -m pytest -q -ra -m "not docker" "$@"
+    exec "${PYTHON:-python3}" -m pytest -q -ra -m "not docker and not slow" "$@"
 fi
 bash scripts/setup_machine.sh
 exec "${PYTHON:-python3}" -m pytest -q -ra "$@"

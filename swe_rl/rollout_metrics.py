@@ -1,6 +1,6 @@
 """The figures a SWE-RL run is watched by, computed per trajectory (never per step sample).
 
-Pure functions, no slime: a batch is first turned into `Trajectory` records, then `figures()`
+Pure functions, no slime: a batch is first turned into `TrajectorySummary` records, then `figures()`
 turns the records into a flat ``{name: number}`` dict. Two sources give the same records, so
 training and the standalone eval show the same figures under the same names:
 
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["STATUSES", "Trajectory", "episode_stats", "figures", "percentile", "trajectories_from_rows",
+__all__ = ["STATUSES", "TrajectorySummary", "episode_stats", "figures", "percentile", "trajectories_from_rows",
            "trajectories_from_samples"]
 
 STATUSES = ("resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error")
@@ -37,7 +37,7 @@ BREAKDOWN = {"trajectories": "trajectories", "resolved_rate": "outcome/resolved_
 
 
 @dataclass
-class Trajectory:
+class TrajectorySummary:
     """One played episode, whatever the number of samples it was handed to slime as."""
 
     key: Any
@@ -151,7 +151,7 @@ def _prm(info: Mapping[str, Any]) -> tuple[list[float] | None, int | None]:
     return scores, failures
 
 
-def _from_info(traj: Trajectory, info: Mapping[str, Any]) -> None:
+def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
     """Fill the SWE fields from ``metadata["swe"]`` (the plugin's) or an eval results row."""
     traj.harness = info.get("harness") or traj.harness
     traj.status = info.get("status")
@@ -187,7 +187,7 @@ def _from_info(traj: Trajectory, info: Mapping[str, Any]) -> None:
     traj.prm_scores, traj.prm_failures = _prm(info)
 
 
-def trajectories_from_samples(samples: Iterable[Any], reward_key: str | None = "score") -> list[Trajectory]:
+def trajectories_from_samples(samples: Iterable[Any], reward_key: str | None = "score") -> list[TrajectorySummary]:
     """Group a flat batch of slime samples into trajectories by ``rollout_id`` (``index`` when unset)."""
     grouped: dict[Any, list[Any]] = {}
     for sample in samples:
@@ -201,7 +201,7 @@ def trajectories_from_samples(samples: Iterable[Any], reward_key: str | None = "
         metadata = first.metadata if isinstance(getattr(first, "metadata", None), Mapping) else {}
         info = metadata.get("swe") if isinstance(metadata.get("swe"), Mapping) else None
         statuses = [_status_name(getattr(s, "status", None)) for s in members]
-        traj = Trajectory(key=key, group=getattr(first, "group_index", None), samples=len(members),
+        traj = TrajectorySummary(key=key, group=getattr(first, "group_index", None), samples=len(members),
                           swe=info is not None, data_source=_data_source(metadata),
                           removed=any(bool(getattr(s, "remove_sample", False)) for s in members),
                           aborted="aborted" in statuses, truncated="truncated" in statuses)
@@ -225,12 +225,12 @@ def _data_source(metadata: Mapping[str, Any]) -> str | None:
     return None if source is None else str(source)
 
 
-def trajectories_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trajectory]:
+def trajectories_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[TrajectorySummary]:
     """One trajectory per eval results row. The standalone eval has no groups or aborts; an ``env_error``
     row (the fleet failed) counts as removed, as training removes such a rollout."""
     out = []
     for row in rows:
-        traj = Trajectory(key=row.get("instance_id"), data_source=row.get("data_source"))
+        traj = TrajectorySummary(key=row.get("instance_id"), data_source=row.get("data_source"))
         infra = row.get("status") == "env_error"
         _from_info(traj, {**row, "removed": infra, "removed_reason": "env_error" if infra else None, "aborted": False})
         if traj.sampled_tokens is None and isinstance(row.get("completion_tokens"), int):
@@ -268,7 +268,7 @@ def _key(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]+", "_", str(name)).strip("_") or "unknown"
 
 
-def figures(trajectories: Sequence[Trajectory], *, breakdowns: bool = True) -> dict[str, float]:
+def figures(trajectories: Sequence[TrajectorySummary], *, breakdowns: bool = True) -> dict[str, float]:
     """Every dashboard figure of a batch of trajectories (names: ``docs/metrics.md``); with `breakdowns`,
     the `BREAKDOWN` figures again per harness and per data source when the batch mixes several."""
     out: dict[str, float] = {"trajectories": float(len(trajectories)),
@@ -295,7 +295,7 @@ def figures(trajectories: Sequence[Trajectory], *, breakdowns: bool = True) -> d
     return out
 
 
-def _outcome(out: dict[str, float], swe: list[Trajectory], scored: list[Trajectory]) -> None:
+def _outcome(out: dict[str, float], swe: list[TrajectorySummary], scored: list[TrajectorySummary]) -> None:
     graded = [t for t in swe if t.status]
     if graded:
         for status in STATUSES:
@@ -306,7 +306,7 @@ def _outcome(out: dict[str, float], swe: list[Trajectory], scored: list[Trajecto
         rewards = [t.reward for t in rewarded]
         out["outcome/reward_mean"] = statistics.fmean(rewards)
         out["outcome/reward_std"] = statistics.pstdev(rewards)
-    groups: dict[Any, list[Trajectory]] = {}
+    groups: dict[Any, list[TrajectorySummary]] = {}
     for t in rewarded:
         if t.group is not None:
             groups.setdefault(t.group, []).append(t)
@@ -322,7 +322,7 @@ def _outcome(out: dict[str, float], swe: list[Trajectory], scored: list[Trajecto
                                                len(groups))
 
 
-def _behaviour(out: dict[str, float], swe: list[Trajectory], scored: list[Trajectory]) -> None:
+def _behaviour(out: dict[str, float], swe: list[TrajectorySummary], scored: list[TrajectorySummary]) -> None:
     kept = [t for t in scored if t.swe]
     _spread(out, "behaviour/turns", [t.turns for t in kept if t.turns is not None], ("mean", "p50", "p90", "max"))
     counted = [t for t in kept if t.turns is not None and t.format_errors is not None]
@@ -342,7 +342,7 @@ def _behaviour(out: dict[str, float], swe: list[Trajectory], scored: list[Trajec
             ("mean", "p50", "p90", "max"))
 
 
-def _infra(out: dict[str, float], swe: list[Trajectory]) -> None:
+def _infra(out: dict[str, float], swe: list[TrajectorySummary]) -> None:
     for name in ("allocate_seconds", "exec_seconds", "grade_seconds"):
         _spread(out, f"infra/{name}", [getattr(t, name) for t in swe if getattr(t, name) is not None], ("p50", "p90"))
     _spread(out, "infra/model_seconds_per_turn", [x for t in swe for x in t.model_seconds_per_turn],
@@ -352,7 +352,7 @@ def _infra(out: dict[str, float], swe: list[Trajectory]) -> None:
         out["infra/warm_hit_rate"] = _rate(sum(1 for w in known if w), len(known))
 
 
-def _integrity_figures(out: dict[str, float], swe: list[Trajectory]) -> None:
+def _integrity_figures(out: dict[str, float], swe: list[TrajectorySummary]) -> None:
     known = [t for t in swe if t.tampered is not None]
     if known:
         out["integrity/tampered_rate"] = _rate(sum(1 for t in known if t.tampered), len(known))
@@ -366,7 +366,7 @@ def _integrity_figures(out: dict[str, float], swe: list[Trajectory]) -> None:
         out["integrity/certification_skips"] = float(skips)
 
 
-def _prm_figures(out: dict[str, float], scored: list[Trajectory]) -> None:
+def _prm_figures(out: dict[str, float], scored: list[TrajectorySummary]) -> None:
     judged = [t for t in scored if t.prm_scores is not None]
     if not judged:
         return
@@ -379,7 +379,7 @@ def _prm_figures(out: dict[str, float], scored: list[Trajectory]) -> None:
         out["prm/step_score_mean"] = statistics.fmean(scores)
 
 
-def _breakdown(out: dict[str, float], finished: list[Trajectory], field_name: str, prefix: str) -> None:
+def _breakdown(out: dict[str, float], finished: list[TrajectorySummary], field_name: str, prefix: str) -> None:
     values = sorted({getattr(t, field_name) for t in finished if getattr(t, field_name)})
     if len(values) < 2:
         return

@@ -184,5 +184,3 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.docker)
-        if item.originalname == "test_shellcheck_clean":  # lint of every shell script: seconds each
-            item.add_marker(pytest.mark.slow)

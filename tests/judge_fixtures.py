@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 
-from fake_openai import Reply
+from swe_rl.testing.fake_openai import ChatReply
 
 
 def current(body: dict) -> str:
@@ -15,15 +15,15 @@ def current(body: dict) -> str:
     return body["messages"][-1]["content"].split("<current_step")[1]
 
 
-def scripted_judge(**rules: Reply | list[Reply]):
+def scripted_judge(**rules: ChatReply | list[ChatReply]):
     """A callable reply: the first rule whose marker is in the current step decides; lists cycle per marker."""
     cycles = {k: itertools.cycle(v) for k, v in rules.items() if isinstance(v, list)}
 
-    def reply(body: dict) -> Reply:
+    def reply(body: dict) -> ChatReply:
         part = current(body)
         for marker, answer in rules.items():
             if marker in part:
                 return next(cycles[marker]) if marker in cycles else answer
-        return Reply("no rule matched")
+        return ChatReply("no rule matched")
 
     return reply

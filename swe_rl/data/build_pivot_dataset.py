@@ -48,7 +48,7 @@ _KEEP = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "
 # --------------------------------------------------------------------------- trajectories → pivots
 
 
-class Trajectory:
+class ExpertTrajectory:
     """Messages of one expert episode, with what we know about it."""
 
     def __init__(self, messages: list[Message], *, tools: list[dict[str, Any]] | None = None,
@@ -104,7 +104,7 @@ def expert_action(message: Message, harness: str) -> tuple[dict[str, Any] | None
     return {"tool": parsed.action.tool, "arguments": parsed.action.arguments}, None
 
 
-def harness_of(traj: Trajectory) -> str:
+def harness_of(traj: ExpertTrajectory) -> str:
     if traj.tools or any(m.get("tool_calls") for m in traj.messages) or any(
             m.get("role") == "tool" for m in traj.messages):
         return "tool_call"
@@ -116,7 +116,7 @@ def pivot_id(messages: list[Message], tools: Any, action: dict[str, Any]) -> str
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
-def pivots(traj: Trajectory, *, workdir: str, skip: Counter) -> Iterator[dict[str, Any]]:
+def pivots(traj: ExpertTrajectory, *, workdir: str, skip: Counter) -> Iterator[dict[str, Any]]:
     """The pivots of one trajectory (``skip`` counts the assistant turns that are none)."""
     harness = harness_of(traj)
     messages = [_clean(m) for m in traj.messages if isinstance(m, dict) and m.get("role")]
@@ -199,7 +199,7 @@ def _resolved(row: dict[str, Any]) -> bool | None:
     return None
 
 
-def trajectory_of_row(row: Any, source: str, skip: Counter) -> Trajectory | None:
+def trajectory_of_row(row: Any, source: str, skip: Counter) -> ExpertTrajectory | None:
     if not isinstance(row, dict):
         skip["bad_row"] += 1
         return None
@@ -218,10 +218,10 @@ def trajectory_of_row(row: Any, source: str, skip: Counter) -> Trajectory | None
             return None
         items = params.get("input")
         items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
-        return Trajectory(_responses_messages(items), tools=_responses_tools(params.get("tools")),
+        return ExpertTrajectory(_responses_messages(items), tools=_responses_tools(params.get("tools")),
                           instance_id=instance_id, resolved=_resolved(row), source=source, expected_action=expected)
     if isinstance(row.get("messages"), list):
-        return Trajectory(row["messages"], tools=row.get("tools") or _harness_tools(row.get("harness")),
+        return ExpertTrajectory(row["messages"], tools=row.get("tools") or _harness_tools(row.get("harness")),
                           instance_id=instance_id, resolved=_resolved(row),
                           source=source)
     skip["bad_row"] += 1
@@ -235,7 +235,8 @@ def _harness_tools(name: Any) -> list[dict[str, Any]] | None:
     return harness_tool_schemas(name)
 
 
-def read_trajectories(paths: Iterable[Path], skip: Counter, source_name: str | None = None) -> Iterator[Trajectory]:
+def read_trajectories(paths: Iterable[Path], skip: Counter,
+                      source_name: str | None = None) -> Iterator[ExpertTrajectory]:
     """Trajectories of every input; unreadable ones are counted in ``skip``."""
     for path in paths:
         files = sorted(path.rglob("traj.json")) if path.is_dir() else [path]

@@ -26,7 +26,7 @@ _HOST_PATH = re.compile(r"(?:/var/lib/docker|/var/run/docker|/run/docker|/run/co
                         r"|/[^\s\"']*/overlay2)[^\s\"',;)]*")
 
 
-class BadRequest(ValueError):
+class InvalidRequest(ValueError):
     """A request the server must refuse; `status` is the HTTP status to answer with."""
 
     def __init__(self, message: str, status: int = 400) -> None:
@@ -35,15 +35,15 @@ class BadRequest(ValueError):
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The request body as a JSON object whose every value a server can pass on, or BadRequest."""
+    """The request body as a JSON object whose every value a server can pass on, or InvalidRequest."""
     try:
         data = json.loads(raw)
     except RecursionError:
-        raise BadRequest(f"request body is nested too deeply (at most {MAX_DEPTH} levels)") from None
+        raise InvalidRequest(f"request body is nested too deeply (at most {MAX_DEPTH} levels)") from None
     except (ValueError, UnicodeDecodeError):
-        raise BadRequest("request body must be a JSON object") from None
+        raise InvalidRequest("request body must be a JSON object") from None
     if not isinstance(data, dict):
-        raise BadRequest("request body must be a JSON object")
+        raise InvalidRequest("request body must be a JSON object")
     check_values(data, strings=bool(_SURROGATE_ESCAPE.search(raw)))
     return data
 
@@ -51,16 +51,16 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 def check_values(value: Any, path: str = "", depth: int = 0, *, strings: bool = True) -> None:
     """Refuse non-finite numbers, lone surrogates and deep nesting, naming the field they are in."""
     if depth > MAX_DEPTH:
-        raise BadRequest(f"request body is nested too deeply at {path or 'the top'} (at most {MAX_DEPTH} levels)")
+        raise InvalidRequest(f"request body is nested too deeply at {path or 'the top'} (at most {MAX_DEPTH} levels)")
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise BadRequest(f"field {path!r} must be a finite number")
+            raise InvalidRequest(f"field {path!r} must be a finite number")
     elif isinstance(value, str):
         if strings and not value.isascii():
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
-                raise BadRequest(f"field {path!r} is not valid Unicode (lone surrogate)") from None
+                raise InvalidRequest(f"field {path!r} is not valid Unicode (lone surrogate)") from None
     elif isinstance(value, dict):
         for key, item in value.items():
             sub = f"{path}.{key}" if path else str(key)
@@ -86,8 +86,8 @@ _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 def check_create_options(body: dict[str, Any]) -> None:
     """Types of the create options a pool forwards (the node checks ranges against its own capacity)."""
-    def bad(key: str, what: str) -> BadRequest:
-        return BadRequest(f"{key} must be {what}")
+    def bad(key: str, what: str) -> InvalidRequest:
+        return InvalidRequest(f"{key} must be {what}")
 
     value = body.get("network")  # a name: a Docker network the node allows (SWE_EXEC_NETWORKS)
     if value is not None and not isinstance(value, bool) and not (

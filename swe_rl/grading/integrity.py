@@ -42,7 +42,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.grading.patch_split import FileDiff, Hunk, join_patch, split_patch
+from swe_rl.grading.patch_split import DiffHunk, FileDiff, join_patch, split_patch
 
 __all__ = ["IntegrityConfig", "OfficialVerdict", "TamperRecord", "TamperReport", "neutralise", "section_files",
            "strict_report"]
@@ -214,7 +214,7 @@ def _trim_sectioned(fd: FileDiff, original: str | None, known: bool) -> list[str
     if fd.is_new or original is not None or known:
         orig_lines = original.split("\n") if original is not None and not fd.is_new else []
     trimmed: list[str] = []
-    kept_hunks: list[Hunk] = []
+    kept_hunks: list[DiffHunk] = []
     shift = 0  # new-side offset of later hunks after lines were removed
     for hunk in fd.hunks:
         before = hunk.text()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["FileDiff", "Hunk", "join_patch", "split_patch"]
+__all__ = ["DiffHunk", "FileDiff", "join_patch", "split_patch"]
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
@@ -27,7 +27,7 @@ def _ranges(header: str) -> tuple[int, int, int, int] | None:
 
 
 @dataclass
-class Hunk:
+class DiffHunk:
     """One ``@@`` block: its line ranges and its body lines (each with its ' ', '+', '-' or '\\' mark)."""
 
     old_start: int
@@ -65,7 +65,7 @@ class FileDiff:
 
     header: list[str]
     """``diff --git``, mode, index, rename, ``---``/``+++`` lines (binary patches: everything)."""
-    hunks: list[Hunk] = field(default_factory=list)
+    hunks: list[DiffHunk] = field(default_factory=list)
     old_path: str | None = None
     """Path before the change (None for a new file)."""
     new_path: str | None = None
@@ -147,7 +147,7 @@ def split_patch(patch: str) -> tuple[str, list[FileDiff]]:
         if current is not None and m:
             old_len = int(m.group(2)) if m.group(2) is not None else 1
             new_len = int(m.group(4)) if m.group(4) is not None else 1
-            hunk = Hunk(int(m.group(1)), old_len, int(m.group(3)), new_len, m.group(5), raw=line)
+            hunk = DiffHunk(int(m.group(1)), old_len, int(m.group(3)), new_len, m.group(5), raw=line)
             i += 1
             old_left, new_left = old_len, new_len
             while i < n and (old_left > 0 or new_left > 0 or lines[i].startswith("\\")):

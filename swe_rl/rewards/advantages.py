@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GROUP_ESTIMATORS", "STD_ESTIMATORS", "Trajectory", "sample_advantages", "trajectories"]
+__all__ = ["GROUP_ESTIMATORS", "STD_ESTIMATORS", "TrajectorySamples", "sample_advantages", "trajectories"]
 
 log = logging.getLogger(__name__)
 GROUP_ESTIMATORS = ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
@@ -44,7 +44,7 @@ EPS = 1e-6
 
 
 @dataclass
-class Trajectory:
+class TrajectorySamples:
     """The step samples of one rollout, by position in slime's flat list."""
 
     group: Any
@@ -86,19 +86,19 @@ def _exclusion(args: Any, sample: Any) -> str | None:
     return None
 
 
-def trajectories(args: Any, samples: Sequence[Any]) -> list[Trajectory]:
+def trajectories(args: Any, samples: Sequence[Any]) -> list[TrajectorySamples]:
     """Samples grouped into trajectories, in order of first appearance."""
     n = max(1, int(getattr(args, "n_samples_per_prompt", 1) or 1))
-    found: dict[tuple[Any, Any], Trajectory] = {}
+    found: dict[tuple[Any, Any], TrajectorySamples] = {}
     for pos, sample in enumerate(samples):
         rid = sample.rollout_id if sample.rollout_id is not None else sample.index
         key = rid if rid is not None else ("position", pos)
         group = sample.group_index
         if group is None:  # no group annotation: consecutive runs of n trajectories, as upstream's rows
             group = ("row", len(found) // n) if (None, key) not in found else found[(None, key)].group
-            traj = found.setdefault((None, key), Trajectory(group=group, key=key))
+            traj = found.setdefault((None, key), TrajectorySamples(group=group, key=key))
         else:
-            traj = found.setdefault((group, key), Trajectory(group=group, key=key))
+            traj = found.setdefault((group, key), TrajectorySamples(group=group, key=key))
         traj.positions.append(pos)
     for traj in found.values():
         last = samples[traj.positions[-1]]
@@ -108,12 +108,12 @@ def trajectories(args: Any, samples: Sequence[Any]) -> list[Trajectory]:
     return list(found.values())
 
 
-def _normalised(args: Any, trajs: list[Trajectory]) -> dict[int, float]:
+def _normalised(args: Any, trajs: list[TrajectorySamples]) -> dict[int, float]:
     """Advantage of each trajectory (by id()), normalised within its group over valid trajectories."""
     estimator = getattr(args, "advantage_estimator", "grpo")
     normalise = estimator in GROUP_ESTIMATORS and getattr(args, "rewards_normalization", True)
     use_std = estimator in STD_ESTIMATORS and getattr(args, "grpo_std_normalization", True)
-    groups: dict[Any, list[Trajectory]] = {}
+    groups: dict[Any, list[TrajectorySamples]] = {}
     for traj in trajs:
         if traj.excluded is None:
             groups.setdefault(traj.group, []).append(traj)

@@ -15,13 +15,13 @@ from agent_fixtures import (  # noqa: F401
     leftover_containers,
     pool,
 )
-from fake_openai import FakeOpenAI, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from swe_rl.agent import AgentConfig, ExitReason, run_agent, run_instance
 from swe_rl.grading import GradeStatus
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies import OpenAIChatConfig, OpenAIChatPolicy
+from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
 TOOLZ = "pytoolz__toolz-9001"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
@@ -30,8 +30,8 @@ FIX = ("sed -i 's/iters = itertools.takewhile(predicate, iters)/"
 REPRO = "python3 -c \"from toolz import interleave; print(''.join(interleave(('A', '123'))))\""
 
 
-def bash(command: str, thought: str = "Next step.", **kw) -> Reply:
-    return Reply(f"{thought}\n\n```bash\n{command}\n```", **kw)
+def bash(command: str, thought: str = "Next step.", **kw) -> ChatReply:
+    return ChatReply(f"{thought}\n\n```bash\n{command}\n```", **kw)
 
 
 def policy_for(server: FakeOpenAI) -> OpenAIChatPolicy:
@@ -48,7 +48,7 @@ async def test_scripted_agent_fixes_an_instance_and_is_resolved(client, pool, fi
         bash("grep -n 'takewhile' toolz/itertoolz.py", "Find the code.", reasoning_content="R1: look at interleave"),
         bash(REPRO, "Reproduce.", reasoning_content="R2: reproduce"),
         bash(FIX, "Keep cycling over the remaining iterators."),
-        Reply("Check with python.\n\n```bash\npython3 - <<'EOF'\nfrom toolz import interleave\n"
+        ChatReply("Check with python.\n\n```bash\npython3 - <<'EOF'\nfrom toolz import interleave\n"
               "print(list(interleave([[1, 2, 3], [4], [5, 6, 7]])))\nEOF\n```"),
         bash(SUBMIT, "Submit."),
     ]
@@ -87,10 +87,10 @@ async def test_scripted_agent_fixes_an_instance_and_is_resolved(client, pool, fi
 async def test_format_errors_get_feedback_and_too_many_end_the_episode(client, pool, fixture_instances,
                                                                        docker_client):
     script = [
-        Reply("I believe the bug is in interleave."),                       # no block
-        Reply("```bash\nls\n```\nand\n```bash\npwd\n```"),                   # two blocks
+        ChatReply("I believe the bug is in interleave."),                       # no block
+        ChatReply("```bash\nls\n```\nand\n```bash\npwd\n```"),                   # two blocks
         bash("echo ok"),                                                     # fine: the count restarts
-        Reply("no block"), Reply("still none"), Reply("nothing again"),      # three in a row
+        ChatReply("no block"), ChatReply("still none"), ChatReply("nothing again"),      # three in a row
     ]
     with FakeOpenAI(script) as server:
         result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client,
@@ -144,7 +144,7 @@ async def test_deadline_ends_the_episode_and_keeps_the_diff(client, pool, fixtur
 
 
 async def test_policy_failure_is_a_policy_error(client, pool, fixture_instances, docker_client):
-    with FakeOpenAI([bash("true"), Reply("overloaded", status=500)]) as server:
+    with FakeOpenAI([bash("true"), ChatReply("overloaded", status=500)]) as server:
         result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client)
     assert result.agent.exit_reason is ExitReason.POLICY_ERROR and "overloaded" in result.agent.error
     assert result.status is GradeStatus.NO_PATCH and not result.infra_failure
@@ -177,7 +177,7 @@ async def test_node_dying_mid_episode_is_an_env_error_not_a_score(fleet, pool_fa
     (srv,) = fleet(1)
     pool = pool_factory([srv])
 
-    def kill_node_then_answer(request: dict) -> Reply:
+    def kill_node_then_answer(request: dict) -> ChatReply:
         srv.kill()
         return bash(FIX, "Fix it.")
 

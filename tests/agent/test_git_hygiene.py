@@ -10,7 +10,6 @@ from agent_fixtures import (  # noqa: F401
     leftover_containers,
     pool,
 )
-from fake_openai import FakeOpenAI, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from swe_rl.agent import AgentConfig, run_agent, run_instance
@@ -18,6 +17,7 @@ from swe_rl.agent.fleet_environment import fleet_environment
 from swe_rl.agent.git_hygiene import clean_history
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies import OpenAIChatConfig, OpenAIChatPolicy
+from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
 FUTURE, CLEAN = "jpvanhal__inflection-9002", "jpvanhal__inflection-9001"
 STATE = ("git for-each-ref --format='%(refname)'; git stash list; git remote; git log --all --oneline | wc -l; "
@@ -57,8 +57,8 @@ def _policy(server: FakeOpenAI) -> OpenAIChatPolicy:
     return OpenAIChatPolicy(OpenAIChatConfig(model="fake/p", api_base=server.base_url, retries=0))
 
 
-def _bash(command: str) -> Reply:
-    return Reply(f"Next.\n\n```bash\n{command}\n```")
+def _bash(command: str) -> ChatReply:
+    return ChatReply(f"Next.\n\n```bash\n{command}\n```")
 
 
 async def test_agent_sees_no_future_and_its_probing_is_flagged(client, pool, fixture_instances, docker_client):

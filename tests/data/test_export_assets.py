@@ -14,6 +14,8 @@ from row_factories import (
 
 from swe_rl.tasks import load_instances
 
+pytestmark = pytest.mark.slow  # runs the tool as a subprocess, as users do
+
 TOOL = "export_swebench_verified_assets.py"
 IDS = ["django__django-11099", "astropy__astropy-12907", "sympy__sympy-20590"]
 

@@ -11,13 +11,15 @@ import json
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from agent_fixtures import fixture_instances  # noqa: F401
-from fake_openai import FakeOpenAI, Reply
 from row_factories import FIXTURE_INSTANCES, ROOT, read_jsonl, run_tool, write_jsonl
 from token_fixtures import qwen_tokenizer_dir  # noqa: F401
+
+from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
+
+pytestmark = pytest.mark.slow  # runs the data tools as subprocesses, as users do
 
 BUILD, PROFILE = "build_pivot_dataset.py", "profile_pivots.py"
 EDITOR = {"type": "function", "function": {"name": "str_replace_editor", "description": "view or edit files",
@@ -185,7 +187,6 @@ def test_responses_rows_are_pivots_already(tmp_path):
     assert pivot["step_index"] == 1 and train[0]["text"] == "src"
 
 
-@pytest.mark.slow  # tokenizes and dedupes a dataset: ~20 s
 def test_dedupe_length_limits_and_split(tmp_path, qwen_tokenizer_dir):
     rows = [responses_row(f"grep -rn foo{i} src") for i in range(6)] + [responses_row("grep -rn foo0 src")]
     src = write_jsonl(tmp_path / "swe1.jsonl", rows)
@@ -212,10 +213,10 @@ def test_dedupe_length_limits_and_split(tmp_path, qwen_tokenizer_dir):
 # --------------------------------------------------------------------------- profiling
 
 
-def answer(command: str) -> Reply:
+def answer(command: str) -> ChatReply:
     call = {"id": "x", "type": "function", "function": {"name": "execute_bash", "arguments": json.dumps(
         {"command": command})}}
-    return Reply(content="", tool_calls=[call])
+    return ChatReply(content="", tool_calls=[call])
 
 
 class Policy:
@@ -227,7 +228,7 @@ class Policy:
         self.lock = threading.Lock()
         self.active = self.peak = 0
 
-    def __call__(self, body: dict) -> Reply:
+    def __call__(self, body: dict) -> ChatReply:
         i = body["messages"][1]["content"].count("!")  # which pivot (see marked_pivots)
         with self.lock:
             n = self.seen.get(i, 0)
@@ -285,12 +286,12 @@ def test_profiling_resumes_and_never_counts_failures_as_zero(tmp_path):
     pivots = marked_pivots(tmp_path, 3)
     policy = Policy({0: 1, 1: 1, 2: 1})
 
-    def flaky(body: dict) -> Reply:
+    def flaky(body: dict) -> ChatReply:
         if body["messages"][1]["content"].count("!") == 2:
-            return Reply(status=500, content="boom")
+            return ChatReply(status=500, content="boom")
         return policy(body)
 
-    with FakeOpenAI([flaky] * 6 + [Reply(status=500)] * 2) as server:
+    with FakeOpenAI([flaky] * 6 + [ChatReply(status=500)] * 2) as server:
         proc, kept, out = profile(tmp_path, server, pivots, "--k", 2, "--retries", 0, "--concurrency", 1)
     assert proc.returncode == 1 and "error on pivot" in proc.stderr
     assert len(kept) == 2 and json.loads(proc.stdout.strip().splitlines()[-1])["errors"] == {"RuntimeError": 1}
@@ -309,9 +310,8 @@ def test_profiling_runs_requests_concurrently(tmp_path):
     pivots = marked_pivots(tmp_path, 4)
     policy = Policy({i: 1 for i in range(4)}, delay=0.4)
     with FakeOpenAI([policy] * 16) as server:
-        started = time.monotonic()
         proc, kept, _ = profile(tmp_path, server, pivots, "--k", 4, "--concurrency", 8)
-        took = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
+    # concurrency by overlap of the requests' in-flight intervals (not wall time, which a loaded
+    # machine stretches): more than one pivot's k requests open at once, never more than the limit
     assert len(kept) == 4 and 4 < policy.peak <= 8
-    assert took < 16 * 0.4 / 2  # far from one request at a time

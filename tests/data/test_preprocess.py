@@ -24,6 +24,8 @@ from row_factories import (
 
 from swe_rl.tasks import DataSource, load_instances
 
+pytestmark = pytest.mark.slow  # runs the tool as a subprocess, as users do
+
 TOOL = "preprocess_swe_dataset.py"
 INSTANCE_KEYS = {
     "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.eval import eval_swe
+from swe_rl.fleet.local import LocalFleet
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
@@ -52,7 +52,7 @@ def test_gold_through_a_tool_harness(fleet, tmp_path, harness):
 
 
 def test_chat_model_with_tool_calls_under_codex(fleet, tmp_path):
-    from fake_openai import FakeOpenAI, Reply
+    from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
     patch = ("*** Begin Patch\n*** Update File: toolz/itertoolz.py\n@@\n"
              "-            iters = itertools.takewhile(predicate, iters)\n"
@@ -62,9 +62,9 @@ def test_chat_model_with_tool_calls_under_codex(fleet, tmp_path):
     def call(call_id, name, **arguments):
         return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
-    script = [Reply("Patch.", finish_reason="tool_calls", tool_calls=[call("a", "apply_patch", input=patch)]),
-              Reply("No call, just words."),
-              Reply("Submit.", finish_reason="tool_calls", tool_calls=[call("b", "shell_command", command=submit)])]
+    script = [ChatReply("Patch.", finish_reason="tool_calls", tool_calls=[call("a", "apply_patch", input=patch)]),
+              ChatReply("No call, just words."),
+              ChatReply("Submit.", finish_reason="tool_calls", tool_calls=[call("b", "shell_command", command=submit)])]
     with FakeOpenAI(script) as server:
         summary = run_eval(fleet, tmp_path, "--model", "openai/fake-policy", "--api-base", server.base_url,
                            "--instance-ids", TOOLZ, "--harness", "codex")

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fake_openai import FakeOpenAI, Reply
 
 from swe_rl.fleet.local import LocalFleet
+from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 from tests.conftest import ROOT
 
 ALL_FIXTURES = ROOT / "data/fixtures/instances.jsonl"
@@ -70,11 +70,11 @@ class Gate:
         self.fast, self.count, self.open = fast, 0, threading.Event()
         self.lock = threading.Lock()
 
-    def __call__(self, body: dict) -> Reply:
+    def __call__(self, body: dict) -> ChatReply:
         with self.lock:
             self.count += 1
             n = self.count
-        return Reply(SUBMIT) if n <= self.fast or self.open.is_set() else Reply(SUBMIT, delay=25.0)
+        return ChatReply(SUBMIT) if n <= self.fast or self.open.is_set() else ChatReply(SUBMIT, delay=25.0)
 
 
 def eval_cmd(out: Path, api_base: str) -> list[str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.eval import eval_swe
+from swe_rl.fleet.local import LocalFleet
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
@@ -151,13 +151,13 @@ def test_chat_policy_needs_an_endpoint():
 
 def test_chat_model_through_an_openai_endpoint(fleet, tmp_path):
     """The CLI's chat path against a real HTTP server speaking OpenAI chat (scripted turns)."""
-    from fake_openai import FakeOpenAI, Reply
+    from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
     fix = ("sed -i 's/iters = itertools.takewhile(predicate, iters)/"
            "iters = itertools.cycle(itertools.takewhile(predicate, iters))/' toolz/itertoolz.py")
     submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
-    script = [Reply(f"Fix it.\n\n```bash\n{fix}\n```", reasoning_content="the cycle is lost"),
-              Reply(f"Submit.\n\n```bash\n{submit}\n```")]
+    script = [ChatReply(f"Fix it.\n\n```bash\n{fix}\n```", reasoning_content="the cycle is lost"),
+              ChatReply(f"Submit.\n\n```bash\n{submit}\n```")]
     with FakeOpenAI(script) as server:
         summary = run_eval(fleet, tmp_path, "--model", "openai/fake-policy", "--api-base", server.base_url,
                            "--instance-ids", "pytoolz__toolz-9001", "--temperature", "0.3", "--max-tokens", "512")

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.eval import eval_swe, report_extras
 from swe_rl.eval.tool_call_watch import ToolCallWatch
+from swe_rl.fleet.local import LocalFleet
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"
@@ -63,7 +63,7 @@ def test_canonical_harness_name_in_every_artifact(fleet, tmp_path):
 def test_tool_harness_against_an_endpoint_that_ignores_tools(fleet, tmp_path, capsys):
     """The model answers in prose every time (its server dropped `tools`): a warning after the first
     N episodes naming the likely cause, and format-error totals that show it."""
-    from fake_openai import FakeOpenAI
+    from swe_rl.testing.fake_openai import FakeOpenAI
 
     with FakeOpenAI(["I would look at the code first."] * 40) as server:
         summary = run_eval(fleet, tmp_path, "--model", "openai/prose", "--api-base", server.base_url,

@@ -5,7 +5,6 @@ by the `except` clauses written for the old ones. The real fleet's answers: test
 from __future__ import annotations
 
 import pytest
-from loopback_server import LoopbackServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -23,6 +22,7 @@ from swe_rl.fleet.errors import (
     IsADirectory,
     LeaseLost,
 )
+from swe_rl.testing.loopback_server import LoopbackServer
 
 
 class ScriptedPool(LoopbackServer):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from tests.conftest import ROOT
+from tests.package_sources import parse
 
 FLEET = ROOT / "swe_rl" / "fleet"
 
@@ -12,7 +13,7 @@ FLEET = ROOT / "swe_rl" / "fleet"
 def outside_imports(source: str, depth: int = 0) -> list[tuple[int, str]]:
     """(line, module) of each import of swe_rl outside swe_rl.fleet; `depth`: packages below swe_rl/fleet."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0:

@@ -15,8 +15,6 @@ from agent_fixtures import (
     leftover_containers,
     pool,
 )
-from fake_openai import FakeOpenAI, Reply
-from fake_sglang import FakeSGLang
 from pool_fixtures import fleet, pool_factory
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer
 
@@ -28,6 +26,8 @@ from swe_rl.policies import OpenAIChatConfig, OpenAIChatPolicy
 from swe_rl.slime import e2e
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.samples import CompatSample as Sample
+from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
+from swe_rl.testing.fake_sglang import FakeSGLang
 
 TOOLZ = "pytoolz__toolz-9001"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
@@ -123,17 +123,17 @@ async def test_chat_mode_codeact_episode_with_openai_tool_calls(client, pool, fi
         return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
     script = [
-        Reply("Let me look.", reasoning_content="R1", finish_reason="tool_calls", tool_calls=[
+        ChatReply("Let me look.", reasoning_content="R1", finish_reason="tool_calls", tool_calls=[
             tool_call("c1", "str_replace_editor", command="view", path="/testbed/toolz/itertoolz.py",
                       view_range=[244, 246])]),
-        Reply("", finish_reason="tool_calls", tool_calls=[tool_call("c2", "str_replace_editor", command="str_replace",
+        ChatReply("", finish_reason="tool_calls", tool_calls=[tool_call("c2", "str_replace_editor", command="str_replace",
                                                                     path="/testbed/toolz/itertoolz.py")]),
-        Reply("Fix.", finish_reason="tool_calls", tool_calls=[
+        ChatReply("Fix.", finish_reason="tool_calls", tool_calls=[
             tool_call("c3", "str_replace_editor", command="str_replace", path="/testbed/toolz/itertoolz.py",
                       old_str=OLD, new_str=NEW),
             tool_call("c4", "execute_bash", command="python3 -c \"from toolz import interleave; "
                       "print(list(interleave([[1, 2, 3], [4], [5, 6, 7]])))\"")]),
-        Reply("Done.", finish_reason="tool_calls", tool_calls=[tool_call("c5", "finish", message="fixed")]),
+        ChatReply("Done.", finish_reason="tool_calls", tool_calls=[tool_call("c5", "finish", message="fixed")]),
     ]
     with FakeOpenAI(script) as server:
         policy = OpenAIChatPolicy(OpenAIChatConfig(model="fake/swe-policy", api_base=server.base_url, retries=0))

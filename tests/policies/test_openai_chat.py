@@ -8,10 +8,12 @@ import sys
 import time
 
 import pytest
-from fake_openai import FakeOpenAI, Reply
 
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies import OpenAIChatConfig, OpenAIChatPolicy
+from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
+
+pytestmark = pytest.mark.slow  # imports litellm (~6 CPU-s), once in a fresh interpreter too
 
 HELLO = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 
@@ -22,7 +24,7 @@ def policy(server: FakeOpenAI, **overrides) -> OpenAIChatPolicy:
 
 
 async def test_turn_carries_text_reasoning_usage_and_finish_reason(caplog):
-    reply = Reply("```bash\nls\n```", reasoning_content="look around first", finish_reason="stop",
+    reply = ChatReply("```bash\nls\n```", reasoning_content="look around first", finish_reason="stop",
                   usage={"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150,
                          "completion_tokens_details": {"reasoning_tokens": 12}})
     with FakeOpenAI([reply]) as server:
@@ -54,7 +56,7 @@ async def test_unset_sampling_parameters_are_left_to_the_server():
 
 async def test_reasoning_content_is_sent_back_in_the_history():
     harness = BashBlockHarness()
-    with FakeOpenAI([Reply("```bash\nls\n```", reasoning_content="step one thinking"), "done"]) as server:
+    with FakeOpenAI([ChatReply("```bash\nls\n```", reasoning_content="step one thinking"), "done"]) as server:
         chat = policy(server)
         messages = list(HELLO)
         first = await chat.act(messages)
@@ -65,15 +67,15 @@ async def test_reasoning_content_is_sent_back_in_the_history():
 
 
 async def test_failed_requests_are_retried():
-    with FakeOpenAI([Reply("busy", status=503), "ok"]) as server:
+    with FakeOpenAI([ChatReply("busy", status=503), "ok"]) as server:
         turn = await policy(server, retries=1).act(HELLO)
     assert turn.text == "ok" and server.calls == 2
 
 
 async def test_errors_and_timeouts_raise():
-    with FakeOpenAI([Reply("bad request", status=400)]) as server, pytest.raises(Exception, match="bad request"):
+    with FakeOpenAI([ChatReply("bad request", status=400)]) as server, pytest.raises(Exception, match="bad request"):
         await policy(server).act(HELLO)
-    with FakeOpenAI([Reply("late", delay=2.5)]) as server:
+    with FakeOpenAI([ChatReply("late", delay=2.5)]) as server:
         started = time.monotonic()
         with pytest.raises(Exception, match="(?i)timeout|timed out"):
             await policy(server, timeout=0.5).act(HELLO)

@@ -11,15 +11,15 @@ from types import SimpleNamespace
 import httpx
 import pytest
 import yaml
-from fake_openai import FakeOpenAI, Reply
 from judge_fixtures import current, scripted_judge
 
 from swe_rl.agent import Step
-from swe_rl.slime.config import PluginConfig
-from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, parse_vote
-from swe_rl.rewards.prm_mix import mixed_reward
 from swe_rl.agent.protocols import PolicyTurn
+from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, parse_vote
 from swe_rl.resources import config_text
+from swe_rl.rewards.prm_mix import mixed_reward
+from swe_rl.slime.config import PluginConfig
+from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
 
 @pytest.mark.parametrize(("text", "vote"), [
@@ -105,12 +105,12 @@ def client_for(server: FakeOpenAI, **overrides) -> JudgeClient:
 
 async def test_votes_scores_and_alignment_with_valid_invalid_slow_and_failing_judges():
     judge_fn = scripted_judge(
-        GOOD=Reply("Useful. \\boxed{+1}"),
-        MIXED=[Reply("\\boxed{+1}"), Reply("Hmm. \\boxed{-1}"), Reply("I cannot decide.")],
-        BAD=Reply("<think>\\boxed{+1}?</think> Wrong file. \\boxed{-1}"),
-        GARBLED=Reply("\\boxed{0}"),
-        FAIL=Reply("judge down", status=500),
-        SLOW=Reply("\\boxed{+1}", delay=3),
+        GOOD=ChatReply("Useful. \\boxed{+1}"),
+        MIXED=[ChatReply("\\boxed{+1}"), ChatReply("Hmm. \\boxed{-1}"), ChatReply("I cannot decide.")],
+        BAD=ChatReply("<think>\\boxed{+1}?</think> Wrong file. \\boxed{-1}"),
+        GARBLED=ChatReply("\\boxed{0}"),
+        FAIL=ChatReply("judge down", status=500),
+        SLOW=ChatReply("\\boxed{+1}", delay=3),
     )
     with FakeOpenAI([judge_fn] * 100) as server:
         client = client_for(server)
@@ -143,7 +143,7 @@ async def test_votes_scores_and_alignment_with_valid_invalid_slow_and_failing_ju
 
 
 async def test_prompt_has_the_issue_a_bounded_window_and_capped_parts():
-    with FakeOpenAI([Reply("\\boxed{+1}")] * 50) as server:
+    with FakeOpenAI([ChatReply("\\boxed{+1}")] * 50) as server:
         client = client_for(server, m=1, history_steps=2, issue_max_chars=200, history_max_chars=100,
                             response_max_chars=300, observation_max_chars=400, temperature=0.3, max_tokens=77,
                             model="prm-8b", extra_body={"chat_template_kwargs": {"enable_thinking": False}})
@@ -170,7 +170,7 @@ async def test_prompt_has_the_issue_a_bounded_window_and_capped_parts():
 
 
 async def test_thinking_is_shown_when_asked_and_the_submit_step_when_not_skipped():
-    with FakeOpenAI([Reply("\\boxed{-1}")] * 10) as server:
+    with FakeOpenAI([ChatReply("\\boxed{-1}")] * 10) as server:
         client = client_for(server, m=1, include_reasoning=True, skip_submit=False)
         judge = StepJudge(client, issue="bug")
         judge.on_step(*step(0, "echo COMPLETE && git diff"), submitted=True)
@@ -182,9 +182,9 @@ async def test_thinking_is_shown_when_asked_and_the_submit_step_when_not_skipped
 async def test_requests_to_the_judge_are_bounded_per_process():
     arrivals: list[float] = []
 
-    def slow(body: dict) -> Reply:
+    def slow(body: dict) -> ChatReply:
         arrivals.append(time.monotonic())
-        return Reply("\\boxed{+1}", delay=0.3)
+        return ChatReply("\\boxed{+1}", delay=0.3)
 
     with FakeOpenAI([slow] * 20) as server:
         client = client_for(server, max_concurrent=2)
@@ -223,7 +223,7 @@ async def test_unreachable_judge_and_cancel_never_raise():
     result = await judge.finish(timeout=10)
     assert result.steps[0].status == "failed" and "ConnectError" in result.steps[0].reason
 
-    with FakeOpenAI([Reply("\\boxed{+1}", delay=5)] * 3) as server:
+    with FakeOpenAI([ChatReply("\\boxed{+1}", delay=5)] * 3) as server:
         server_client = client_for(server)
         judge = StepJudge(server_client, issue="bug")
         judge.on_step(*step(0, "ls"), submitted=False)

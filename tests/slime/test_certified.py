@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from fake_sglang import FakeSGLang
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, traj_dir, turn  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
 from swe_rl.grading.certification import LedgerEntry
 from swe_rl.slime.e2e import generate
+from swe_rl.testing.fake_sglang import FakeSGLang
 
 TOOLZ = "pytoolz__toolz-9001"
 F2P = "toolz/tests/test_itertoolz.py::test_interleave_uneven_lengths"

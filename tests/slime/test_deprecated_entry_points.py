@@ -29,6 +29,7 @@ def test_old_path_resolves_to_the_new_function_and_warns(module):
         assert getattr(old, name) is new
 
 
+@pytest.mark.slow  # imports every module of the package in a fresh interpreter
 def test_the_package_imports_none_of_the_aliases():
     code = ("import sys, warnings; warnings.simplefilter('error', DeprecationWarning); "
             "import swe_rl.slime.e2e, swe_rl.slime.pivot, swe_rl.slime.reward, swe_rl.slime.post_process, "

@@ -12,7 +12,6 @@ from types import SimpleNamespace
 
 import pytest
 from agent_fixtures import FIXTURES_JSONL, fixture_instances, leftover_containers, pool  # noqa: F401
-from fake_sglang import IM_END, FakeSGLang, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
@@ -20,6 +19,7 @@ from swe_rl.slime import e2e, runtime
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample
+from swe_rl.testing.fake_sglang import IM_END, FakeSGLang, TokenReply
 
 TOOLZ = "pytoolz__toolz-9001"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
@@ -187,7 +187,7 @@ async def test_slime_abort_returns_aborted_without_grading(plugin_env, qwen_toke
                                                           monkeypatch):
     def slime_aborts(body):
         monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)  # GenerateState(args).aborted
-        return Reply(finish_reason="abort", ids=[])
+        return TokenReply(finish_reason="abort", ids=[])
 
     with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), slime_aborts]) as sglang:
         samples = await generate(plugin_env(sglang), new_sample(), dict(SAMPLING))
@@ -204,7 +204,7 @@ async def test_slime_abort_stops_before_the_next_request(plugin_env, qwen_tokeni
     def first_then_abort(body):
         calls.append(1)
         monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)  # slime aborts meanwhile
-        return Reply(text=turn("Look.", "ls"))
+        return TokenReply(text=turn("Look.", "ls"))
 
     with FakeSGLang(qwen_tokenizer, [first_then_abort, turn("More.", "ls")]) as sglang:
         samples = await generate(plugin_env(sglang), new_sample(), dict(SAMPLING))
@@ -215,7 +215,7 @@ async def test_slime_abort_stops_before_the_next_request(plugin_env, qwen_tokeni
 async def test_an_abort_slime_did_not_ask_for_is_removed(plugin_env, qwen_tokenizer, codec, pool, docker_client,
                                                          caplog):
     # e.g. the router restarted: slime is not aborting, so the rollout is an infrastructure failure
-    with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), Reply(finish_reason="abort", ids=[])]) as sglang:
+    with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), TokenReply(finish_reason="abort", ids=[])]) as sglang:
         samples = await generate(plugin_env(sglang), new_sample(index=9), dict(SAMPLING))
     (s,) = samples
     assert s.remove_sample and s.status is Sample.Status.FAILED and s.rollout_id == 9
@@ -264,7 +264,7 @@ async def test_bad_row_is_removed_without_touching_the_fleet(plugin_env, qwen_to
 
 async def test_rollout_timeout_removes_the_sample_and_releases_the_container(plugin_env, qwen_tokenizer, pool,
                                                                             docker_client):
-    with FakeSGLang(qwen_tokenizer, [Reply(text=turn("Slow.", "ls"), delay=6)]) as sglang:
+    with FakeSGLang(qwen_tokenizer, [TokenReply(text=turn("Slow.", "ls"), delay=6)]) as sglang:
         (s,) = await generate(plugin_env(sglang, rollout_timeout=3), new_sample(), dict(SAMPLING))
     assert s.remove_sample and s.metadata["swe"]["removed_reason"].startswith("rollout_timeout")
     await asyncio.sleep(0.5)
@@ -272,7 +272,7 @@ async def test_rollout_timeout_removes_the_sample_and_releases_the_container(plu
 
 
 async def test_cancelled_rollout_releases_its_container(plugin_env, qwen_tokenizer, pool, docker_client):
-    with FakeSGLang(qwen_tokenizer, [Reply(text=turn("Slow.", "ls"), delay=8)]) as sglang:
+    with FakeSGLang(qwen_tokenizer, [TokenReply(text=turn("Slow.", "ls"), delay=8)]) as sglang:
         task = asyncio.create_task(generate(plugin_env(sglang), new_sample(), dict(SAMPLING)))
         for _ in range(200):
             if sglang.requests:
@@ -293,8 +293,8 @@ async def test_semaphore_bounds_concurrent_rollouts(plugin_env, qwen_tokenizer, 
     monkeypatch.setenv("SWE_MAX_CONCURRENT", "1")
     active, peak = 0, 0
 
-    def scripted(body: dict) -> Reply:
-        return Reply(text=turn("Submit.", SUBMIT))
+    def scripted(body: dict) -> TokenReply:
+        return TokenReply(text=turn("Submit.", SUBMIT))
 
     real_play = e2e._play
 

@@ -8,7 +8,6 @@ import logging
 
 import pytest
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from fake_sglang import FakeSGLang
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from test_e2e import SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
@@ -16,6 +15,7 @@ from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  
 from swe_rl.policies.server_context import context_overflow
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func
+from swe_rl.testing.fake_sglang import FakeSGLang
 
 BIG_BUDGET = 32768
 LOOK = turn("Look around the repository first, " * 12, "ls")

@@ -7,7 +7,6 @@ import json
 from types import SimpleNamespace
 
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from fake_sglang import FakeSGLang
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from test_e2e import (  # noqa: F401
     FIX,
@@ -24,6 +23,7 @@ from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_for, reward_func
+from swe_rl.testing.fake_sglang import FakeSGLang
 
 HACK = "printf 'def pytest_runtest_makereport(item, call):\\n    pass\\n' > conftest.py"
 

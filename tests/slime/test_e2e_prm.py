@@ -11,9 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from fake_openai import FakeOpenAI
-from fake_openai import Reply as Judged
-from fake_sglang import FakeSGLang
 from judge_fixtures import current, scripted_judge
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
@@ -22,6 +19,9 @@ from token_fixtures import qwen_tokenizer, qwen_tokenizer_dir  # noqa: F401
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample
+from swe_rl.testing.fake_openai import ChatReply as Judged
+from swe_rl.testing.fake_openai import FakeOpenAI
+from swe_rl.testing.fake_sglang import FakeSGLang
 
 GREP = "grep -n 'takewhile' toolz/itertoolz.py"
 

@@ -21,7 +21,6 @@ from types import SimpleNamespace
 
 import pytest
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from fake_sglang import FakeSGLang, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from slime_stub import slime_backend  # noqa: F401
 from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
@@ -31,6 +30,7 @@ from swe_rl.rollout_metrics import percentile
 from swe_rl.slime.metrics import log_eval_rollout_data, log_rollout_data
 from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample
+from swe_rl.testing.fake_sglang import FakeSGLang, TokenReply
 
 NO_IMAGE = {"image_name": "swe-rl/no-such-image:latest"}
 RESOLVE = [turn("Find interleave.", "grep -n 'takewhile' toolz/itertoolz.py"), turn("Keep cycling.", FIX, "Fix it."),
@@ -48,7 +48,7 @@ async def _play(plugin_env, tokenizer, script, sample, sampling=None, **swe):
 
         def slime_aborts(body):
             args.slime_is_aborting = True  # read by the `play` fixture's slime_aborting: this rollout only
-            return Reply(finish_reason="abort", ids=[])
+            return TokenReply(finish_reason="abort", ids=[])
 
         sglang.add(*(slime_aborts if item == SLIME_ABORT else item for item in script))
         out = await plugin_env.generate(args, sample, {**SAMPLING, **(sampling or {})})

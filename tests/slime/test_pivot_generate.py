@@ -11,11 +11,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from fake_sglang import IM_END, FakeSGLang, Reply
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
 from swe_rl.slime import e2e, pivot, reward, runtime
 from swe_rl.slime.samples import CompatSample as Sample
+from swe_rl.testing.fake_sglang import IM_END, FakeSGLang, TokenReply
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256, "skip_special_tokens": False,
@@ -71,6 +71,7 @@ def turn(reasoning: str, command: str) -> str:
     return f"<think>\n{reasoning}\n</think>\n\nNext.\n\n```bash\n{command}\n```"
 
 
+@pytest.mark.slow  # a scripted SGLang server and the real tokenizer through slime's generate: seconds
 async def test_round_trip_is_token_exact_and_scored(rows, make_args, qwen_tokenizer, codec):
     row = rows[1]  # the second decision point: context = system, user, turn 0 (with thinking), observation
     with FakeSGLang(qwen_tokenizer, [turn("Look at it.", 'sed -n "120,140p" /testbed/toolz/itertoolz.py')]) as sglang:
@@ -137,7 +138,7 @@ async def test_truncated_turn_scores_zero_and_is_marked(rows, make_args, qwen_to
 
 
 async def test_removed_and_aborted_samples(rows, make_args, qwen_tokenizer, codec, monkeypatch):
-    with FakeSGLang(qwen_tokenizer, [Reply(finish_reason="abort", ids=[]), Reply(finish_reason="abort", ids=[])]) \
+    with FakeSGLang(qwen_tokenizer, [TokenReply(finish_reason="abort", ids=[]), TokenReply(finish_reason="abort", ids=[])]) \
             as sglang:
         args = make_args(sglang)
         server_abort = await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))  # slime is not aborting

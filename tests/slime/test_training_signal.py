@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from fake_sglang import IM_END, FakeSGLang, Reply
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
@@ -23,6 +22,7 @@ from swe_rl.slime.filters import check_trajectory_reward_nonzero_std
 from swe_rl.slime.post_process import post_process_rewards
 from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample
+from swe_rl.testing.fake_sglang import IM_END, FakeSGLang, TokenReply
 
 FIX2 = "sed -i 's/frozenset(kwargs) if kwargs/frozenset(kwargs.items()) if kwargs/' toolz/functoolz.py"
 T1, T2 = "pytoolz__toolz-9001", "pytoolz__toolz-9002"
@@ -72,7 +72,7 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_en
         "g0-3": [turn("Look.", "ls"), turn("Give up.", SUBMIT)],
         # prompt 1: one image missing (removed), one aborted by the server (removed), one resolved, one not
         "g1-4": [],
-        "g1-5": [turn("Look.", "ls"), Reply(finish_reason="abort", ids=[])],
+        "g1-5": [turn("Look.", "ls"), TokenReply(finish_reason="abort", ids=[])],
         "g1-6": [turn("Fix.", FIX2), turn("Submit.", SUBMIT)],
         "g1-7": [turn("Give up.", SUBMIT)],
     }
@@ -149,7 +149,7 @@ async def test_whole_trajectory_mode_serves_partial_rollout_and_group_rm(plugin_
                                                                          docker_client, monkeypatch):
     def slime_aborts(body):
         monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)
-        return Reply(finish_reason="abort", ids=[])
+        return TokenReply(finish_reason="abort", ids=[])
 
     keyed = {"a": [turn("Look.", "ls"), slime_aborts], "b": [turn("Give up.", SUBMIT)]}
     with FakeSGLang(qwen_tokenizer, [], keyed=keyed) as sglang:

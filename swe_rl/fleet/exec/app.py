@@ -23,7 +23,7 @@ import docker.errors
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from swe_rl.fleet.checks import BadRequest, parse_body
+from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.exec import validation as v
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.manager import ContainerManager
@@ -59,8 +59,8 @@ def create_app(manager: ContainerManager) -> Flask:
             resp.headers["Retry-After"] = "2"
         return resp
 
-    @app.errorhandler(BadRequest)
-    def _bad_request(exc: BadRequest) -> Any:
+    @app.errorhandler(InvalidRequest)
+    def _bad_request(exc: InvalidRequest) -> Any:
         return jsonify(error=exc.message), exc.status
 
     @app.errorhandler(HTTPException)

@@ -73,7 +73,7 @@ def decode_text(data: bytes) -> str:
 
 
 @dataclass
-class ExecResult:
+class CommandOutcome:
     returncode: int
     output: bytes
     stderr: bytes
@@ -170,7 +170,7 @@ class DockerExecutor:
         max_output: int,
         merge_stderr: bool = True,
         user: str | None = None,
-    ) -> ExecResult:
+    ) -> CommandOutcome:
         tag = secrets.token_hex(8)
         start = time.monotonic()
         self._running[tag] = (container_id, start)
@@ -206,7 +206,7 @@ class DockerExecutor:
             returncode = info.get("ExitCode")
             if returncode is None:
                 returncode = -1
-        return ExecResult(
+        return CommandOutcome(
             returncode=returncode,
             output=out.getvalue(),
             stderr=b"" if merge_stderr else err.getvalue(),

@@ -22,7 +22,7 @@ import docker.errors
 from swe_rl.fleet import patch_baseline
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, Registry
-from swe_rl.fleet.exec.executor import ExecResult, decode_text
+from swe_rl.fleet.exec.executor import CommandOutcome, decode_text
 from swe_rl.fleet.protocol import (
     ApiError,
     DiffRequest,
@@ -99,7 +99,7 @@ class Operations:
             == 0
         )
 
-    def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> ExecResult:
+    def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> CommandOutcome:
         try:
             return self.executor.run(rec.id, command, **kw)
         except docker.errors.NotFound:

@@ -162,7 +162,7 @@ class _Images:
 
 @dataclass
 class FakeExecResult:
-    """Same fields as the exec server's ExecResult."""
+    """Same fields as the exec server's CommandOutcome."""
 
     returncode: int
     output: bytes

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from swe_rl.fleet.checks import BadRequest, parse_body
+from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.pool import __version__
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.metrics import metrics_text, status_of
@@ -58,7 +58,7 @@ def create_app(pool: Pool) -> Starlette:
             chunks.append(chunk)
         try:
             return parse_body(b"".join(chunks))
-        except BadRequest as exc:
+        except InvalidRequest as exc:
             raise ApiError(exc.status, exc.message) from None
 
     def endpoint(op: str, handler: Any, *, auth: bool = True, json_body: bool = True) -> Any:

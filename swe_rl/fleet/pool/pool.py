@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 from starlette.responses import Response
 
-from swe_rl.fleet.checks import BadRequest, check_create_options
+from swe_rl.fleet.checks import InvalidRequest, check_create_options
 from swe_rl.fleet.pool import placement
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.metrics import Metrics
@@ -36,7 +36,7 @@ from swe_rl.fleet.pool.nodes import Node, NodeSet, fetch_health, refresh_images
 from swe_rl.fleet.pool.placement import WARM_OPTIONS, Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
-from swe_rl.fleet.pool.store import Lease, LeaseStore, LeaseTable
+from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
 from swe_rl.fleet.protocol import ApiError
 
 log = logging.getLogger("swe_pool_server")
@@ -63,7 +63,7 @@ def _opt_count(body: dict[str, Any], key: str) -> int | None:
 def _check_create(body: dict[str, Any]) -> None:
     try:
         check_create_options(body)
-    except BadRequest as exc:
+    except InvalidRequest as exc:
         raise ApiError(exc.status, exc.message) from None
 
 
@@ -144,13 +144,13 @@ class Pool:
 
     # ---- bookkeeping (the table keeps the indexes, the record and the nodes' counts in step)
 
-    def _add(self, lease: Lease) -> None:
+    def _add(self, lease: LeaseRecord) -> None:
         self.table.add(lease)
 
-    def _drop(self, lease: Lease) -> None:
+    def _drop(self, lease: LeaseRecord) -> None:
         self.table.drop(lease)
 
-    def _mark_lost(self, lease: Lease, reason: str) -> None:
+    def _mark_lost(self, lease: LeaseRecord, reason: str) -> None:
         """The container is gone: keep a tombstone so calls get a clear 410 until close or TTL."""
         if self.table.mark_lost(lease, reason):
             log.warning("lease %s lost: %s", lease.lease_id, reason)
@@ -162,13 +162,13 @@ class Pool:
     def cap(self, node: Node) -> int:
         return placement.cap(node, self.cfg.max_per_node)
 
-    def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> Lease:
+    def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord:
         return self.table.of(body, allow_lost=allow_lost)
 
     def _post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> Any:
         return self.calls.post(node, path, payload, timeout)
 
-    def _release(self, lease: Lease, reason: str) -> asyncio.Task[bool]:
+    def _release(self, lease: LeaseRecord, reason: str) -> asyncio.Task[bool]:
         """Forget a lease now; its container is destroyed right after, in the background, until it is gone."""
         self._drop(lease)
         log.info("lease %s released (%s); destroying container %s on %s", lease.lease_id, reason,
@@ -245,7 +245,7 @@ class Pool:
                 resp = await self._post(node, "/container/create", payload, 600.0)
                 data = json_of(resp)
                 if resp.status_code == 200:
-                    lease = Lease(lease_id, request_id, node.url, data["container_id"], image,
+                    lease = LeaseRecord(lease_id, request_id, node.url, data["container_id"], image,
                                   body.get("instance_id"), data.get("workdir") or "/testbed", time.time(),
                                   warm=data.get("warm") is True)
                     self._add(lease)

@@ -19,7 +19,7 @@ from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ApiE
 
 if TYPE_CHECKING:
     from swe_rl.fleet.pool.nodes import Node, NodeSet
-    from swe_rl.fleet.pool.store import Lease
+    from swe_rl.fleet.pool.store import LeaseRecord
 
 log = logging.getLogger("swe_pool_server")
 
@@ -113,8 +113,8 @@ class NodeCalls:
                            node_down=True) from exc
 
 
-async def forward(calls: NodeCalls, node: Node, lease: Lease, op: str, body: dict[str, Any], *,
-                  call_margin: float, on_lost: Callable[[Lease, str], None]
+async def forward(calls: NodeCalls, node: Node, lease: LeaseRecord, op: str, body: dict[str, Any], *,
+                  call_margin: float, on_lost: Callable[[LeaseRecord, str], None]
                   ) -> tuple[int, dict[str, Any]] | Response:
     """Run op on the lease's container; a gone container calls on_lost and answers 410."""
     if not node.healthy:

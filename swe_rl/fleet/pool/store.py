@@ -1,6 +1,6 @@
 """Leases: what a client holds (a container on one node), and their SQLite record.
 
-The record lets a restarted pool forget no lease; the in-memory `Lease` also carries what only
+The record lets a restarted pool forget no lease; the in-memory `LeaseRecord` also carries what only
 matters while the pool runs (last heartbeat, calls in flight, why its container is gone).
 """
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(slots=True)
-class Lease:
+class LeaseRecord:
     """A container on one node held by a client (`lease_id`), kept alive by heartbeats and calls."""
 
     lease_id: str
@@ -71,14 +71,14 @@ class LeaseStore:
             " container_id TEXT NOT NULL, image TEXT NOT NULL, instance_id TEXT, workdir TEXT, created REAL NOT NULL,"
             " last_seen REAL NOT NULL)")
 
-    def load(self) -> list[Lease]:
+    def load(self) -> list[LeaseRecord]:
         rows = self.db.execute(f"SELECT {', '.join(self.COLUMNS[:-1])} FROM leases").fetchall()
-        return [Lease(*row) for row in rows]
+        return [LeaseRecord(*row) for row in rows]
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0])
 
-    def put(self, lease: Lease) -> None:
+    def put(self, lease: LeaseRecord) -> None:
         self.db.execute(f"INSERT OR REPLACE INTO leases VALUES ({', '.join('?' * len(self.COLUMNS))})",
                         (lease.lease_id, lease.request_id, lease.node, lease.container_id, lease.image,
                          lease.instance_id, lease.workdir, lease.created, time.time()))
@@ -102,11 +102,11 @@ class LeaseTable:
 
     def __init__(self, store: LeaseStore, nodes: dict[str, Node]) -> None:
         self.store, self.nodes = store, nodes
-        self.leases: dict[str, Lease] = {}
+        self.leases: dict[str, LeaseRecord] = {}
         self.by_request: dict[str, str] = {}
-        self.by_node: dict[str, dict[str, Lease]] = {url: {} for url in nodes}
+        self.by_node: dict[str, dict[str, LeaseRecord]] = {url: {} for url in nodes}
 
-    def add(self, lease: Lease) -> None:
+    def add(self, lease: LeaseRecord) -> None:
         self.leases[lease.lease_id] = lease
         if lease.request_id:
             self.by_request[lease.request_id] = lease.lease_id
@@ -115,7 +115,7 @@ class LeaseTable:
         if node is not None and not lease.lost:
             node.active += 1
 
-    def drop(self, lease: Lease) -> None:
+    def drop(self, lease: LeaseRecord) -> None:
         if self.leases.get(lease.lease_id) is lease:
             del self.leases[lease.lease_id]
             self.by_node.get(lease.node, {}).pop(lease.lease_id, None)
@@ -126,7 +126,7 @@ class LeaseTable:
             del self.by_request[lease.request_id]
         self.store.delete(lease.lease_id)
 
-    def mark_lost(self, lease: Lease, reason: str) -> bool:
+    def mark_lost(self, lease: LeaseRecord, reason: str) -> bool:
         """Record that the lease's container is gone (a tombstone stays until close or TTL); False if known."""
         if lease.lost is not None:
             return False
@@ -137,7 +137,7 @@ class LeaseTable:
         self.store.delete(lease.lease_id)
         return True
 
-    def of(self, body: dict[str, Any], *, allow_lost: bool = False) -> Lease:
+    def of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord:
         """The lease a request names: 400 without a lease id, 404 unknown, 410 when its container is gone."""
         lease_id = body.get("lease_id")
         if not isinstance(lease_id, str) or not lease_id:

@@ -403,6 +403,7 @@ def test_restart_adopts_live_containers(exec_server):
     assert exec_server.get("/healthz").json()["managed_containers"] == 1
 
 
+@pytest.mark.slow  # starts the server as a subprocess (flask, docker imports): seconds
 @pytest.mark.parametrize("entry", [["-m", "swe_rl.fleet.exec.app"], ["server/exec_server.py"]],
                          ids=["module", "server-wrapper"])
 def test_refuses_to_start_without_token(tmp_path, entry):

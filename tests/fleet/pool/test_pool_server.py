@@ -174,6 +174,7 @@ def test_missing_image_and_full_node_try_other_nodes(fleet, pool_factory, base_i
     assert nodes.count(small.url) == 1 and nodes.count(big.url) == 3
 
 
+@pytest.mark.slow  # starts the server as a subprocess: seconds
 def test_refuses_to_start_without_token_or_nodes(tmp_path):
     script = ["-m", "swe_rl.fleet.pool.app"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWE_EXEC", "SWE_POOL"))}

@@ -7,12 +7,12 @@ import time
 import pytest
 
 from swe_rl.fleet.pool.nodes import Node
-from swe_rl.fleet.pool.store import Lease, LeaseStore, LeaseTable
+from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
 from swe_rl.fleet.protocol import ApiError
 
 
-def lease(lease_id: str, node: str = "http://a", request_id: str | None = None) -> Lease:
-    return Lease(lease_id, request_id, node, f"c-{lease_id}", "img", None, "/testbed", time.time())
+def lease(lease_id: str, node: str = "http://a", request_id: str | None = None) -> LeaseRecord:
+    return LeaseRecord(lease_id, request_id, node, f"c-{lease_id}", "img", None, "/testbed", time.time())
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@
 
 A real HTTP server (Starlette under uvicorn, in a thread). Each call takes the next
 scripted reply: a string (the model's text; tokenized, then ``<|im_end|>`` appended as a
-stop would), a `Reply`, or a callable given the request body that returns either. The
+stop would), a `TokenReply`, or a callable given the request body that returns either. The
 answer has SGLang's shape: ``text``, ``output_ids`` and ``meta_info`` with
 ``finish_reason`` ({"type": "stop" | "length" | "abort", ...}), ``prompt_tokens``,
 ``completion_tokens``, ``cached_tokens`` and ``output_token_logprobs`` as
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopback_server import LoopbackServer
+from swe_rl.testing.loopback_server import LoopbackServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -44,7 +44,7 @@ IM_END = 151645
 
 
 @dataclass
-class Reply:
+class TokenReply:
     """One scripted generation."""
 
     text: str = ""
@@ -73,7 +73,7 @@ class Output:
     finish_reason: str
 
 
-Script = str | Reply | Callable[[dict[str, Any]], str | Reply]
+Script = str | TokenReply | Callable[[dict[str, Any]], str | TokenReply]
 
 
 @dataclass
@@ -114,7 +114,7 @@ class FakeSGLang(LoopbackServer):
 
     # ------------------------------------------------------------------ server
 
-    def _ids(self, reply: Reply) -> list[int]:
+    def _ids(self, reply: TokenReply) -> list[int]:
         if reply.ids is not None:
             return list(reply.ids)
         ids = list(self.tokenizer.encode(reply.text, add_special_tokens=False))
@@ -139,7 +139,7 @@ class FakeSGLang(LoopbackServer):
             return JSONResponse({"error": "fake sglang: script exhausted"}, 500)
         reply = item(body) if callable(item) else item
         if isinstance(reply, str):
-            reply = Reply(text=reply)
+            reply = TokenReply(text=reply)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.status != 200:

@@ -1,13 +1,13 @@
 """A scripted OpenAI-compatible chat server on loopback, for tests.
 
-    with FakeOpenAI(["```bash\\nls\\n```", Reply("done", reasoning_content="hmm")]) as server:
+    with FakeOpenAI(["```bash\\nls\\n```", ChatReply("done", reasoning_content="hmm")]) as server:
         policy = OpenAIChatPolicy(OpenAIChatConfig(model="fake", api_base=server.base_url))
         ...
         server.requests[1]["messages"]      # what the client sent on the second call
 
 It is a real HTTP server (Starlette under uvicorn, in a thread) speaking
 ``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``. Each call takes
-the next scripted reply; a reply can be a string (the content), a `Reply`, or a
+the next scripted reply; a reply can be a string (the content), a `ChatReply`, or a
 callable that gets the request body and returns either. Every request body is kept
 in ``requests``. When the script runs out, the server answers 500.
 """
@@ -22,14 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopback_server import LoopbackServer
+from swe_rl.testing.loopback_server import LoopbackServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 
 @dataclass
-class Reply:
+class ChatReply:
     """One scripted answer."""
 
     content: str = ""
@@ -44,7 +44,7 @@ class Reply:
     """Overrides the computed usage block."""
 
 
-Script = str | Reply | Callable[[dict[str, Any]], str | Reply]
+Script = str | ChatReply | Callable[[dict[str, Any]], str | ChatReply]
 
 
 @dataclass
@@ -88,7 +88,7 @@ class FakeOpenAI(LoopbackServer):
             return JSONResponse({"error": {"message": "fake server: script exhausted", "type": "server_error"}}, 500)
         reply = item(body) if callable(item) else item
         if isinstance(reply, str):
-            reply = Reply(content=reply)
+            reply = ChatReply(content=reply)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.status != 200:
