@@ -17,7 +17,8 @@ PACKAGE = ROOT / "swe_rl"
 
 # part -> the other parts it may import (keep in step with docs/architecture.md, "Who may import whom")
 ALLOWED: dict[str, set[str]] = {
-    "fleet": set(),
+    # settings.fleet_env_vars: the catalogue of every fleet object's variables, imported inside the call
+    "fleet": {"fleet.exec", "fleet.pool"},
     "fleet.exec": {"fleet"},
     "fleet.pool": {"fleet"},
     "fleet.fakes": {"fleet", "fleet.exec"},
@@ -29,11 +30,11 @@ ALLOWED: dict[str, set[str]] = {
     "integrity_metrics": set(),
     "tasks": set(),
     "tokens": {"resources"},
-    "prm": {"resources"},
+    "prm": {"fleet", "resources"},  # fleet: the one retry helper (swe_rl.fleet.retry)
     "grading": {"fleet", "tasks"},
     "agent": {"fleet", "grading", "tasks"},
     "harnesses": {"agent", "fleet", "resources", "tasks"},
-    "policies": {"agent", "harnesses", "tasks", "tokens"},
+    "policies": {"agent", "fleet", "harnesses", "tasks", "tokens"},  # fleet: the retry helper
     "rewards": {"harnesses", "shell_norm"},
     "slime": {"agent", "fleet", "grading", "harnesses", "integrity_metrics", "policies", "prm", "resources",
               "rewards", "rollout_metrics", "tasks", "tokens"},
