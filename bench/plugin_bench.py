@@ -35,9 +35,9 @@ from swe_rl.agent import AgentConfig, run_agent
 from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
-from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 from swe_rl.tasks import TaskInstance
 from swe_rl.tokens import ChatCodec, ChatRenderer, TokenTrajectory
+from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 
 WORDS = ["the", "function", "returns", "early", "when", "the", "iterator", "is", "exhausted", "so", "the", "remaining", "inputs", "are", "never", "visited", "and", "the", "interleave", "stops", "after", "the", "shortest", "one", "which", "explains", "the", "bug"]
 CODE = "".join(f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n" for i in range(30))

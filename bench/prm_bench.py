@@ -36,8 +36,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import httpx
 
 from swe_rl.agent import AgentConfig, run_agent
@@ -45,9 +43,11 @@ from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.prm import JudgeClient, PRMConfig, StepJudge
-from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 from swe_rl.tasks import TaskInstance
 from swe_rl.tokens import ChatCodec, ChatRenderer
+from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CODE = "".join(f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n" for i in range(30))
 THINK = " ".join(["the", "iterator", "is", "exhausted", "so", "interleave", "stops", "early"] * 18)

@@ -28,8 +28,8 @@ import time
 
 import httpx
 
-from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
+from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 
 IMAGES = [f"swe-rl/bench-{i}:latest" for i in range(16)]
 PER_CLIENT = 100  # leases per EnvClient, like one rollout worker

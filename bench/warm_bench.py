@@ -26,8 +26,8 @@ import time
 
 import httpx
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.local import LocalFleet
 
 IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 OPTS = {"memory": "1g", "cpus": 1.0}

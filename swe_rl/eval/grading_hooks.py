@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from swe_rl.grading.certification import Ledger, flaky_only_failure, read_ledger
 from swe_rl.grading.artifacts import write_grade_artifacts
+from swe_rl.grading.certification import Ledger, flaky_only_failure, read_ledger
 
 __all__ = ["grade_extras", "keep_certified", "local_fleet_env", "run_graders"]
 

@@ -97,7 +97,7 @@ class LocalFleet:
     def client_env(self) -> dict[str, str]:
         return {"SWE_POOL_URL": self.pool_url, "SWE_POOL_TOKEN": self.token}
 
-    def __enter__(self) -> "LocalFleet":
+    def __enter__(self) -> LocalFleet:
         try:
             self.start()
         except BaseException:

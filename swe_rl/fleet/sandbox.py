@@ -35,8 +35,9 @@ import os
 import posixpath
 import secrets
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -93,7 +94,7 @@ class FleetSandboxConfig(BaseModel):
     """Timeout used for `timeout <= 0` (no limit asked); at most the node's max_timeout."""
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> "FleetSandboxConfig":
+    def from_env(cls, **overrides: Any) -> FleetSandboxConfig:
         values: dict[str, Any] = {}
         for name in cls.model_fields:
             env = os.environ.get(f"SWE_FLEET_SANDBOX_{name.upper()}")
@@ -136,7 +137,7 @@ class FleetSandbox:
 
     # ---- lifecycle
 
-    async def __aenter__(self) -> "FleetSandbox":
+    async def __aenter__(self) -> FleetSandbox:
         self._client = self._given_client or EnvClient(self._client_config or EnvClientConfig.from_env())
         cfg = self.config
         opts: dict[str, Any] = {"workdir": cfg.workdir}

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from swe_rl.fleet.sandbox import FleetSandbox, parse_network
 

@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl.agent import AgentConfig, AgentResult, run_agent
-from swe_rl.grading.certification import certification_gate
-from swe_rl.grading.artifacts import write_grade_artifacts
-from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.grading import GradeResult, GradeStatus
+from swe_rl.grading.artifacts import write_grade_artifacts
+from swe_rl.grading.certification import certification_gate
+from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.harnesses.bash_block import BashBlockConfig, BashBlockHarness
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.integrity_metrics import is_flagged, rollout_integrity

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.eval import eval_swe
+from swe_rl.fleet.local import LocalFleet
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"

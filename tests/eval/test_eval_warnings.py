@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.eval import eval_swe, report_extras
 from swe_rl.eval.tool_call_watch import ToolCallWatch
+from swe_rl.fleet.local import LocalFleet
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from fake_openai import FakeOpenAI
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.eval import grade_predictions
+from swe_rl.fleet.local import LocalFleet
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"

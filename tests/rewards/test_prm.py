@@ -15,11 +15,11 @@ from fake_openai import FakeOpenAI, Reply
 from judge_fixtures import current, scripted_judge
 
 from swe_rl.agent import Step
-from swe_rl.slime.config import PluginConfig
-from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, parse_vote
-from swe_rl.rewards.prm_mix import mixed_reward
 from swe_rl.agent.protocols import PolicyTurn
+from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, parse_vote
 from swe_rl.resources import config_text
+from swe_rl.rewards.prm_mix import mixed_reward
+from swe_rl.slime.config import PluginConfig
 
 
 @pytest.mark.parametrize(("text", "vote"), [

@@ -88,7 +88,7 @@ class ExecConfig:
     containers)."""
 
     @classmethod
-    def from_env(cls) -> "ExecConfig":
+    def from_env(cls) -> ExecConfig:
         cfg = cls()
         cfg.host = _env("SWE_EXEC_HOST", cfg.host)
         cfg.port = int(_env("SWE_EXEC_PORT", str(cfg.port)))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swe_rl.fleet.exec.config import ExecConfig, node_memory, parse_bytes
-from swe_rl.fleet.exec.containers import Containers, ContainerRecord, CreateSpec, Registry
+from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
 from swe_rl.fleet.protocol import (
     LABEL_DEADLINE,
     LABEL_IDLE_TTL,

@@ -79,7 +79,7 @@ class PoolConfig:
         return max(0.2, min(self.touch_interval, self.lease_ttl / 4))
 
     @classmethod
-    def from_env(cls) -> "PoolConfig":
+    def from_env(cls) -> PoolConfig:
         e = os.environ.get
         cfg = cls()
         cfg.exec_urls = [u.strip().rstrip("/") for u in e("SWE_EXEC_SERVER_URLS", "").split(",") if u.strip()]
@@ -109,7 +109,7 @@ class PoolConfig:
         cfg.connection_shards = int(e("SWE_POOL_CONNECTION_SHARDS", str(cfg.connection_shards)))
         return cfg
 
-    def finalize(self) -> "PoolConfig":
+    def finalize(self) -> PoolConfig:
         """Fill port-dependent defaults and refuse settings the pool cannot run with."""
         self.pool_token = self.pool_token or self.exec_token
         self.pool_id = (self.pool_id or f"{socket.gethostname()}:{self.port}")[:128]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import logging
 import ssl
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from starlette.responses import Response
