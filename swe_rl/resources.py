@@ -16,12 +16,16 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 __all__ = ["CONFIG_PACKAGE", "config_file", "config_path", "config_text", "resolve_config"]
 
