@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ def keep_certified(instances: list[Any], ledger_path: str) -> tuple[list[Any], L
     return kept, ledger
 
 
-def run_graders(main: Callable[..., Awaitable[Any]], *, local_fleet: bool, max_concurrent: int,
+def run_graders(main: Callable[..., Coroutine[Any, Any, Any]], *, local_fleet: bool, max_concurrent: int,
                 network: str | None) -> Any:
     """``main(pool_env)`` on a one-node local fleet (``--local-fleet``, named network allowed), else ``main()``
     against the pool the environment names."""

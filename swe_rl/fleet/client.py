@@ -137,7 +137,8 @@ class EvalResult:
 
     @classmethod
     def from_response(cls, data: EvaluateResponse) -> EvalResult:
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[misc]
+        fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__}
+        return cls(**fields)
 
 
 class Retry(Enum):

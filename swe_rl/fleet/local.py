@@ -26,6 +26,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from swe_rl.fleet.protocol import LABEL_MANAGED, LABEL_SERVER, MANAGED_VALUE
@@ -36,6 +37,7 @@ POOL_SERVER_ARGS = ["-m", "swe_rl.fleet.pool.app"]
 """How `python` starts the pool server (from the repository until the pool joins the fleet package)."""
 
 
+_PRCTL: Callable[..., int] | None
 try:  # loaded in the parent: the child, just forked, only makes the call (no import, no lock)
     import ctypes
 

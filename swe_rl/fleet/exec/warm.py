@@ -404,7 +404,7 @@ class WarmPool:
             )
         elif error:
             log.debug("warm start of %s failed: %s", spec.image, error)
-        if doomed:
+        if doomed and container is not None:
             self.containers.docker_remove(container.id)
         start.done.set()
         self._wake.set()
