@@ -37,7 +37,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from swe_rl.rewards.pivot import ExpertAction, parse_action
 
@@ -203,7 +203,7 @@ def trajectory_of_row(row: Any, source: str, skip: Counter) -> Trajectory | None
     if not isinstance(row, dict):
         skip["bad_row"] += 1
         return None
-    meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+    meta = row["metadata"] if isinstance(row.get("metadata"), dict) else {}
     instance_id = row.get("instance_id") or meta.get("instance_id")
     if "responses_create_params" in row:
         params = row["responses_create_params"] or {}
@@ -231,9 +231,10 @@ def trajectory_of_row(row: Any, source: str, skip: Counter) -> Trajectory | None
 def _harness_tools(name: Any) -> list[dict[str, Any]] | None:
     """The tool schemas of a tool-calling harness named in a traj.json (``harness``), else None."""
     if name in ("codeact", "codex", "opencode"):
+        from swe_rl.agent.protocols import ToolHarness
         from swe_rl.harnesses.registry import harness_by_name
 
-        return harness_by_name(name).tool_schemas
+        return cast(ToolHarness, harness_by_name(name)).tool_schemas
     return None
 
 

@@ -170,9 +170,11 @@ class FleetSandbox:
         async def close() -> None:
             try:
                 if lease is not None:
-                    await lease.close()
-            except FleetError as exc:  # never raised out of __aexit__, as upstream
-                log.warning("close of sandbox %s failed (the pool reclaims it after its TTL): %s", lease.lease_id, exc)
+                    try:
+                        await lease.close()
+                    except FleetError as exc:  # never raised out of __aexit__, as upstream
+                        log.warning("close of sandbox %s failed (the pool reclaims it after its TTL): %s",
+                                    lease.lease_id, exc)
             finally:
                 if owned:
                     await client.aclose()

@@ -15,7 +15,7 @@ that were set, so a record read from an older run dumps as it was.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -152,9 +152,10 @@ class PivotRow(BaseModel):
     @model_validator(mode="after")
     def _harness_tools(self) -> PivotRow:
         if self.harness in TOOL_HARNESSES and self.tools is None:
+            from swe_rl.agent.protocols import ToolHarness
             from swe_rl.harnesses.registry import harness_by_name
 
-            self.tools = harness_by_name(self.harness).tool_schemas
+            self.tools = cast(ToolHarness, harness_by_name(self.harness)).tool_schemas
         return self
 
     @property
