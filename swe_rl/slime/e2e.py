@@ -117,8 +117,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             judge = state.step_judge(config, instance)
         async with state.semaphore:
             played = time.monotonic()
-            agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
-                                                  timeout=config.rollout_timeout)
+            played_agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
+                                                         timeout=config.rollout_timeout)
+        agent = played_agent  # the outer name feeds the summary
         info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
         if policy.stop_reason == "aborted":
             if not runtime.slime_aborting(args):  # not slime's abort (router restart, engine crash)
@@ -127,7 +128,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         elif agent.infra_failure or (grade is not None and grade.infra_failure):
             raise Removed(f"env_error: {agent.error or (grade.message if grade else '')}")
         elif gate is not None and gate.flaky_only(grade):  # a flaky-only difference is no failure to learn
-            raise Removed(f"flaky_only: failed only on tests the ledger marks flaky ({grade.message})")
+            raise Removed(f"flaky_only: failed only on tests the ledger marks flaky ({grade.message if grade else ''})")
         elif policy.stop_reason in ("unreachable", "bad_response"):
             raise Removed(f"policy_server: {agent.error}")
         elif not policy.trajectory or not policy.trajectory.turns:
