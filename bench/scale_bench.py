@@ -117,8 +117,8 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
     for c in clients:
         await c.aclose()
     for shards in direct.values():
-        for c in shards:
-            await c.aclose()
+        for http in shards:
+            await http.aclose()
     return {"n": n, "alloc_burst": alloc, "alloc_single": single, "routed": routed, "direct": direct_lat,
             "rss_before": rss_before, "rss_held": rss_held, "rss_burst": rss_burst}
 
