@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import docker
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.local import LocalFleet
 
 IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 TRIVIAL = "true"

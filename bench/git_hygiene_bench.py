@@ -21,10 +21,10 @@ import os
 import statistics
 import time
 
-from swe_rl.fleet.local import LocalFleet
-from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.agent.fleet_environment import FleetEnvironment
 from swe_rl.agent.git_hygiene import clean_history
+from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.local import LocalFleet
 
 BASE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 FIXTURES = {"fixture clean": "swe-rl/fixture.jpvanhal_1776_inflection-9001:latest",

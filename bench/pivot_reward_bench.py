@@ -69,7 +69,8 @@ def main() -> None:
     pairs = [(editor_pair if rng.random() < 0.4 else bash_pair)(rng) for _ in range(args.pivots)]
     experts = [ExpertAction.from_any(e) for e, _ in pairs]
     cfg = PivotRewardConfig()
-    rates, categories = [], Counter()
+    rates: list[float] = []
+    categories: Counter[str] = Counter()
     for r in range(args.repeat):
         pivot_reward._tokens.cache_clear()  # cold: every pivot's strings tokenized afresh
         started = time.perf_counter()
@@ -88,12 +89,12 @@ def main() -> None:
     warm = 8 * len(subset) / (time.perf_counter() - started)
     by_kind: dict[str, float] = {}
     for kind in ("bash_block", "tool_call"):
-        subset = [(x, t) for x, (_, t) in zip(experts, pairs) if t["harness"] == kind]
+        of_kind = [(x, t) for x, (_, t) in zip(experts, pairs) if t["harness"] == kind]
         pivot_reward._tokens.cache_clear()
         started = time.perf_counter()
-        for expert, turn in subset:
+        for expert, turn in of_kind:
             score_turn(turn["text"], expert, cfg, harness=turn["harness"])
-        by_kind[kind] = len(subset) / (time.perf_counter() - started)
+        by_kind[kind] = len(of_kind) / (time.perf_counter() - started)
     print(json.dumps({"pivots": args.pivots, "pivots_per_second": round(statistics.median(rates)),
                       "runs": [round(x) for x in rates], "group_of_8_turns_per_second": round(warm),
                       "by_kind_pivots_per_second": {k: round(v) for k, v in by_kind.items()},

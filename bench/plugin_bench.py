@@ -35,9 +35,9 @@ from swe_rl.agent import AgentConfig, run_agent
 from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
-from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 from swe_rl.tasks import TaskInstance
 from swe_rl.tokens import ChatCodec, ChatRenderer, TokenTrajectory
+from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 
 WORDS = ["the", "function", "returns", "early", "when", "the", "iterator", "is", "exhausted", "so", "the", "remaining", "inputs", "are", "never", "visited", "and", "the", "interleave", "stops", "after", "the", "shortest", "one", "which", "explains", "the", "bug"]
 CODE = "".join(f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n" for i in range(30))
@@ -159,7 +159,7 @@ async def plugin_overhead(codec: ChatCodec, instance: TaskInstance, turns: list[
                 stamps.append(time.perf_counter())
                 return await act(messages, **kw)
 
-            policy.act = timed_act  # type: ignore[method-assign]
+            policy.act = timed_act  # type: ignore[method-assign,assignment]  # a timing shim around the bound method
 
             @contextlib.asynccontextmanager
             async def env_factory(_instance: TaskInstance) -> Any:
@@ -169,6 +169,7 @@ async def plugin_overhead(codec: ChatCodec, instance: TaskInstance, turns: list[
                                      config=AgentConfig(step_limit=n, deadline=None))
             assert len(result.steps) == n, result.error
         steps = [b - a for a, b in itertools.pairwise(stamps)]
+        assert policy.trajectory is not None
         rows.append({"turns": n, "context_tokens": len(policy.trajectory.context),
                      "step_ms_first": ms(statistics.median(steps[:repeat])),
                      "step_ms_last": ms(statistics.median(steps[-repeat:]))})

@@ -28,8 +28,8 @@ import time
 
 import httpx
 
-from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
+from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 
 IMAGES = [f"swe-rl/bench-{i}:latest" for i in range(16)]
 PER_CLIENT = 100  # leases per EnvClient, like one rollout worker
@@ -117,8 +117,8 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
     for c in clients:
         await c.aclose()
     for shards in direct.values():
-        for c in shards:
-            await c.aclose()
+        for http in shards:
+            await http.aclose()
     return {"n": n, "alloc_burst": alloc, "alloc_single": single, "routed": routed, "direct": direct_lat,
             "rss_before": rss_before, "rss_held": rss_held, "rss_burst": rss_burst}
 

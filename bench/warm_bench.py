@@ -31,14 +31,15 @@ import secrets
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.local import LocalFleet
 
 IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
-OPTS = {"memory": "1g", "cpus": 1.0}
+OPTS: dict[str, Any] = {"memory": "1g", "cpus": 1.0}
 
 
 def pct(values: list[float], q: float) -> float:

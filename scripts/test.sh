@@ -3,10 +3,19 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/server -x`.
 # SWE_TEST_TIER=fast runs only the fast tier (-m "not docker and not slow": no daemon, no machine set-up,
 # no packaging/shellcheck/subprocess-heavy tests); the default runs everything, both markers included.
+# Both first run the linters (ruff check, ruff format --check, mypy; config in pyproject.toml) and stop
+# on the first failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+lint() {
+    "${PYTHON:-python3}" -m ruff check .
+    "${PYTHON:-python3}" -m ruff format --check .
+    "${PYTHON:-python3}" -m mypy
+}
 if [[ "${SWE_TEST_TIER:-all}" == fast ]]; then
+    lint
     exec "${PYTHON:-python3}" -m pytest -q -ra -m "not docker and not slow" "$@"
 fi
 bash scripts/setup_machine.sh
+lint
 exec "${PYTHON:-python3}" -m pytest -q -ra "$@"

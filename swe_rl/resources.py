@@ -16,12 +16,16 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import sys
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
-    from importlib.resources.abc import Traversable
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
 
 __all__ = ["CONFIG_PACKAGE", "config_file", "config_path", "config_text", "resolve_config"]
 
@@ -50,6 +54,10 @@ def config_path(name: str) -> Path:
     return _files_kept.enter_context(resources.as_file(ref))
 
 
+@overload
+def resolve_config(value: str) -> str: ...
+@overload
+def resolve_config(value: None) -> None: ...
 def resolve_config(value: str | None) -> str | None:
     """A config path as given by a user: an absolute or existing relative path stays (made absolute);
     otherwise a name of a shipped config (with or without a ``configs/`` prefix) is that file; anything

@@ -122,9 +122,15 @@ def _category(reason: Any) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", text).strip("_") or "unknown"
 
 
+def _section(info: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """``info[key]`` when it is a mapping, else an empty one."""
+    value = info.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def _integrity(info: Mapping[str, Any]) -> tuple[bool | None, list[str] | None]:
     """(tampered, behaviour flags) from ``swe.integrity`` or top-level ``swe.tampered`` / ``swe.flags``."""
-    block = info.get("integrity") if isinstance(info.get("integrity"), Mapping) else {}
+    block = _section(info, "integrity")
     tampered = block.get("tampered", info.get("tampered"))
     flags = block.get("flags", info.get("flags"))
     if isinstance(flags, Mapping):
@@ -161,13 +167,13 @@ def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
         traj.removed_reason = _category(info.get("removed_reason"))
     traj.aborted = traj.aborted or bool(info.get("aborted"))
     traj.exit_reason = info.get("exit_reason")
-    episode = info.get("episode") if isinstance(info.get("episode"), Mapping) else {}
+    episode = _section(info, "episode")
     turns = episode.get("turns", info.get("steps"))  # answered policy turns; else agent steps
     if isinstance(turns, int):
         traj.turns = turns
     if isinstance(info.get("format_errors"), int):
         traj.format_errors = info["format_errors"]
-    tokens = info.get("tokens") if isinstance(info.get("tokens"), Mapping) else {}
+    tokens = _section(info, "tokens")
     if isinstance(tokens.get("sampled_tokens"), int):
         traj.sampled_tokens = tokens["sampled_tokens"]
     if isinstance(tokens.get("segments"), int):
@@ -212,7 +218,7 @@ def trajectories_from_samples(samples: Iterable[Any], reward_key: str | None = "
         if traj.sampled_tokens is None and not traj.removed:
             masks = [getattr(s, "loss_mask", None) for s in members]
             if all(isinstance(m, list) for m in masks):
-                traj.sampled_tokens = sum(sum(m) for m in masks)
+                traj.sampled_tokens = sum(sum(m) for m in masks if m is not None)
         out.append(traj)
     return out
 
@@ -303,7 +309,7 @@ def _outcome(out: dict[str, float], swe: list[TrajectorySummary], scored: list[T
             out[f"outcome/count/{status}"] = float(sum(1 for t in graded if t.status == status))
     rewarded = [t for t in scored if t.reward is not None]
     if rewarded:
-        rewards = [t.reward for t in rewarded]
+        rewards = [t.reward for t in rewarded if t.reward is not None]
         out["outcome/reward_mean"] = statistics.fmean(rewards)
         out["outcome/reward_std"] = statistics.pstdev(rewards)
     groups: dict[Any, list[TrajectorySummary]] = {}
@@ -312,7 +318,7 @@ def _outcome(out: dict[str, float], swe: list[TrajectorySummary], scored: list[T
             groups.setdefault(t.group, []).append(t)
     if not groups or max(len(g) for g in groups.values()) < 2:
         return  # no prompt groups (eval, one sample per prompt): group figures mean nothing
-    stds = [statistics.pstdev([t.reward for t in g]) for g in groups.values()]
+    stds = [statistics.pstdev([t.reward for t in g if t.reward is not None]) for g in groups.values()]
     out["outcome/groups"] = float(len(groups))
     out["outcome/group_reward_std_mean"] = statistics.fmean(stds)
     out["outcome/zero_variance_group_rate"] = _rate(sum(1 for s in stds if s < 1e-9), len(groups))
@@ -327,8 +333,8 @@ def _behaviour(out: dict[str, float], swe: list[TrajectorySummary], scored: list
     _spread(out, "behaviour/turns", [t.turns for t in kept if t.turns is not None], ("mean", "p50", "p90", "max"))
     counted = [t for t in kept if t.turns is not None and t.format_errors is not None]
     if counted:
-        out["behaviour/format_error_rate"] = _rate(sum(t.format_errors for t in counted),
-                                                   sum(t.turns for t in counted))
+        out["behaviour/format_error_rate"] = _rate(sum(t.format_errors or 0 for t in counted),
+                                                   sum(t.turns or 0 for t in counted))
     exits = [t.exit_reason for t in kept if t.exit_reason]
     for reason in sorted(set(exits)):
         out[f"behaviour/exit/{_key(reason)}_rate"] = _rate(exits.count(reason), len(exits))
@@ -359,8 +365,8 @@ def _integrity_figures(out: dict[str, float], swe: list[TrajectorySummary]) -> N
     flagged = [t for t in swe if t.flags is not None]
     if flagged:
         out["integrity/flagged_rate"] = _rate(sum(1 for t in flagged if t.flags), len(flagged))
-        for flag in sorted({f for t in flagged for f in t.flags}):
-            out[f"integrity/flag/{_key(flag)}_rate"] = _rate(sum(1 for t in flagged if flag in t.flags), len(flagged))
+        for flag in sorted({f for t in flagged for f in t.flags or []}):
+            out[f"integrity/flag/{_key(flag)}_rate"] = _rate(sum(1 for t in flagged if flag in (t.flags or [])), len(flagged))
     skips = sum(1 for t in swe if t.certification_skip)
     if skips:
         out["integrity/certification_skips"] = float(skips)
@@ -370,7 +376,7 @@ def _prm_figures(out: dict[str, float], scored: list[TrajectorySummary]) -> None
     judged = [t for t in scored if t.prm_scores is not None]
     if not judged:
         return
-    scores = [s for t in judged for s in t.prm_scores]
+    scores = [s for t in judged for s in t.prm_scores or []]
     failures = sum(t.prm_failures or 0 for t in judged)
     out["prm/steps_scored"] = float(len(scores))
     out["prm/judge_failures"] = float(failures)

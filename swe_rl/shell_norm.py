@@ -196,10 +196,10 @@ def tokenize(command: str) -> list[tuple[str, str, str]]:
                 raise ShellSyntaxError(f"redirection {op} without a target")
             tokens.append(("redirect", op, target))
             continue
-        op = next((o for o in _OPERATORS if s.startswith(o, i)), None)
-        if op is not None:
-            tokens.append(("op", op, ""))
-            i += len(op)
+        operator = next((o for o in _OPERATORS if s.startswith(o, i)), None)
+        if operator is not None:
+            tokens.append(("op", operator, ""))
+            i += len(operator)
             continue
         word, i, _ = _read_word(s, i)
         tokens.append(("word", word, ""))
@@ -359,7 +359,7 @@ def canonical_command(command: str, workdir: str = "/testbed", *, aliases: Mappi
             and not parts[0].redirects and len(parts[0].words) == 2 and parts[0].words[0] == "cd" \
             and normalize_path(parts[0].words[1], workdir) == ".":
         parts = parts[2:]
-    form = []
+    form: list[str | tuple] = []
     for part in parts:
         if isinstance(part, str):
             form.append("|" if (part == "|&" and ignore_stderr_merge) else part)

@@ -13,9 +13,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -63,7 +64,7 @@ class PoolProc:
     def status(self) -> dict[str, Any]:
         return self.get("/status").json()
 
-    def start(self, *args: str) -> "PoolProc":
+    def start(self, *args: str) -> PoolProc:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "swe_rl.fleet.pool.app", *args],
                                      env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)

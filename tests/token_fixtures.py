@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from swe_rl.tokens import ChatCodec, ChatRenderer
 from swe_rl.tokens.qwen_tokenizer import (
     CHAT_TEMPLATE_PATH,
     build_qwen_tokenizer,
     load_qwen_tokenizer,
 )
-from swe_rl.tokens import ChatCodec, ChatRenderer
 
 
 @functools.cache

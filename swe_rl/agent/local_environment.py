@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl.agent.protocols import EnvFactory, Environment
-from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
 from swe_rl.fleet.client import ExecResult, LeaseLost
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
 from swe_rl.tasks.instance import TaskInstance
 
 __all__ = ["LocalEnvironment", "init_repo", "local_env_factory", "local_environment"]

@@ -181,8 +181,10 @@ class Environment(Protocol):
     dropped), `FileMissing`, `IsADirectory`, `CommandRefused` and other `BadRequest` (the caller's doing).
     """
 
-    workdir: str
-    """Absolute path of the repository the commands start in (``/testbed`` in SWE-bench images)."""
+    @property
+    def workdir(self) -> str:
+        """Absolute path of the repository the commands start in (``/testbed`` in SWE-bench images)."""
+        ...
 
     async def exec(self, command: str, timeout: float | None = None) -> CommandResult:
         """Run a command in the workdir; a timeout is a result (timed_out), not an exception."""

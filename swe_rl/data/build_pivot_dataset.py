@@ -37,7 +37,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from swe_rl.rewards.pivot import ExpertAction, parse_action
 
@@ -203,7 +203,7 @@ def trajectory_of_row(row: Any, source: str, skip: Counter) -> ExpertTrajectory 
     if not isinstance(row, dict):
         skip["bad_row"] += 1
         return None
-    meta = row.get("metadata") if isinstance(row.get("metadata"), dict) else {}
+    meta = row["metadata"] if isinstance(row.get("metadata"), dict) else {}
     instance_id = row.get("instance_id") or meta.get("instance_id")
     if "responses_create_params" in row:
         params = row["responses_create_params"] or {}

@@ -149,8 +149,8 @@ def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[
 
 
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
-    from swe_rl.fleet.client import EnvClient, EnvClientConfig
     from swe_rl.eval.eval_swe import _end_torn_line, _progress, instance_ids
+    from swe_rl.fleet.client import EnvClient, EnvClientConfig
     from swe_rl.grading.fleet import FleetGrader, GraderConfig
     from swe_rl.tasks import load_instances
 
@@ -181,7 +181,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
         async def one(instance: Any) -> None:
             try:
                 entry = await certify_instance(grader, instance, args.runs, sem)
-            except Exception as exc:  # noqa: BLE001 - one broken instance must not end the run
+            except Exception as exc:
                 log.exception("certifying %s failed", instance.instance_id)
                 entry = LedgerEntry(instance_id=instance.instance_id, certified=False, env_error=True,
                                     image=instance.image, reason=f"env_error: {type(exc).__name__}: {exc}",

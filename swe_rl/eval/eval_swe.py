@@ -197,8 +197,8 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
     from swe_rl.agent import AgentConfig, run_instance
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
     from swe_rl.grading.fleet import FleetGrader, GraderConfig
-    from swe_rl.harnesses.registry import harness_by_name
     from swe_rl.grading.integrity import IntegrityConfig
+    from swe_rl.harnesses.registry import harness_by_name
     from swe_rl.tasks import load_instances
 
     loaded = load_instances(args.data, image_template=args.image_template, limit=None,
@@ -259,7 +259,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
                 row = result_row(instance, result, out, run_dir)
                 row.update(grade_extras(out, result, ledger))
                 watch.observe(result.agent)
-            except Exception as exc:  # noqa: BLE001 - one broken instance must not end the run
+            except Exception as exc:
                 log.exception("instance %s failed", instance.instance_id)
                 row = {"instance_id": instance.instance_id, "status": "env_error", "resolved": False,
                        "exit_reason": "crash", "steps": 0, "error": f"{type(exc).__name__}: {exc}", "dir": ""}

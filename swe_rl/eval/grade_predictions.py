@@ -171,9 +171,9 @@ def write_artifacts(run_dir: Path, instance: Any, patch: str, facts: dict[str, A
 async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
                     stop: CleanStop | None = None) -> dict[str, Any]:
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
+    from swe_rl.grading import GradeResult, GradeStatus
     from swe_rl.grading.artifacts import write_grade_artifacts
     from swe_rl.grading.fleet import FleetGrader, GraderConfig
-    from swe_rl.grading import GradeResult, GradeStatus
     from swe_rl.tasks import load_instances
 
     preds: dict[str, dict[str, Any]] = {}
@@ -255,7 +255,7 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
                        "patch_sha": patch_digest(patch), "minisweagent_exit_status": facts["exit_status"]}
                 write_grade_artifacts(out, grade, grade_seconds=round(seconds, 3))  # eval.log + report.json
                 row.update(apply_strategy=grade.apply_strategy, eval_log=bool(grade.test_log))
-            except Exception as exc:  # noqa: BLE001 - one broken grade must not end the run
+            except Exception as exc:
                 log.exception("grading %s failed", inst.instance_id)
                 row = {"instance_id": inst.instance_id, "status": "env_error", "resolved": False,
                        "exit_reason": facts["exit_reason"], "steps": facts["steps"],

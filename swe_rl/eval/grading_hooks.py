@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from swe_rl.grading.certification import Ledger, flaky_only_failure, read_ledger
 from swe_rl.grading.artifacts import write_grade_artifacts
+from swe_rl.grading.certification import Ledger, flaky_only_failure, read_ledger
 
 __all__ = ["grade_extras", "keep_certified", "local_fleet_env", "run_graders"]
 
@@ -49,7 +49,7 @@ def keep_certified(instances: list[Any], ledger_path: str) -> tuple[list[Any], L
     return kept, ledger
 
 
-def run_graders(main: Callable[..., Awaitable[Any]], *, local_fleet: bool, max_concurrent: int,
+def run_graders(main: Callable[..., Coroutine[Any, Any, Any]], *, local_fleet: bool, max_concurrent: int,
                 network: str | None) -> Any:
     """``main(pool_env)`` on a one-node local fleet (``--local-fleet``, named network allowed), else ``main()``
     against the pool the environment names."""

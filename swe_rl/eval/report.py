@@ -80,7 +80,7 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "error_rate": rate(counts["env_error"]),
         "status_counts": counts,
         "exit_reasons": {k: sum(1 for r in done if r.get("exit_reason") == k)
-                         for k in sorted({r.get("exit_reason") for r in done if r.get("exit_reason")})},
+                         for k in sorted({r["exit_reason"] for r in done if r.get("exit_reason")})},
         "avg_steps": _mean([r.get("steps", 0) for r in done]),
         "avg_prompt_tokens": _mean([r.get("prompt_tokens", 0) for r in done]),
         "avg_completion_tokens": _mean([r.get("completion_tokens", 0) for r in done]),

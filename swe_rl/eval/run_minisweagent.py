@@ -271,7 +271,7 @@ def run_one(instance: Any, config: dict[str, Any], out: Path, preds: PredsFile) 
     try:
         try:
             env = get_environment({**config["environment"], "image": instance.image, "cwd": instance.workdir})
-        except Exception as exc:  # noqa: BLE001 - the image or the docker daemon, not the model
+        except Exception as exc:
             extra = {"failed_in": FAILED_IN_ENVIRONMENT, "exception_str": f"{type(exc).__name__}: {exc}",
                      "traceback": traceback.format_exc()}
             exit_status = type(exc).__name__
@@ -351,7 +351,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for n, fut in enumerate(as_completed(futures), 1):
             try:
                 status = fut.result()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 status = f"crash:{type(exc).__name__}"
                 log.exception("instance %s crashed", futures[fut])
             counts[status] = counts.get(status, 0) + 1

@@ -28,10 +28,12 @@ import base64
 import contextlib
 import logging
 import secrets
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from enum import Enum
 from collections.abc import Mapping
 from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -112,7 +114,7 @@ class ExecResult:
         return self.returncode == 0 and not self.timed_out
 
     @classmethod
-    def from_response(cls, data: ExecResponse) -> "ExecResult":
+    def from_response(cls, data: ExecResponse) -> ExecResult:
         return cls(returncode=data["returncode"], output=data["output"], timed_out=data["timed_out"],
                    truncated=data["truncated"], output_bytes=data["output_bytes"], duration=data["duration"],
                    stderr=data.get("stderr"))
@@ -134,8 +136,9 @@ class EvalResult:
     duration: float
 
     @classmethod
-    def from_response(cls, data: EvaluateResponse) -> "EvalResult":
-        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})  # type: ignore[misc]
+    def from_response(cls, data: EvaluateResponse) -> EvalResult:
+        fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__}
+        return cls(**fields)
 
 
 class Retry(Enum):
@@ -156,7 +159,7 @@ _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 class Lease:
     """One container held from the pool; every call refreshes the lease."""
 
-    def __init__(self, client: "EnvClient", info: dict[str, Any]) -> None:
+    def __init__(self, client: EnvClient, info: dict[str, Any]) -> None:
         self.client = client
         self.lease_id: str = info["lease_id"]
         self.node: str = info.get("node", "")
@@ -282,7 +285,7 @@ class EnvClient:
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout))
         self._background: set[asyncio.Task[Any]] = set()
 
-    async def __aenter__(self) -> "EnvClient":
+    async def __aenter__(self) -> EnvClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

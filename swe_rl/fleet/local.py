@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ POOL_SERVER_ARGS = ["-m", "swe_rl.fleet.pool.app"]
 """How `python` starts the pool server (from the repository until the pool joins the fleet package)."""
 
 
+_PRCTL: Callable[..., int] | None
 try:  # loaded in the parent: the child, just forked, only makes the call (no import, no lock)
     import ctypes
 
@@ -97,7 +99,7 @@ class LocalFleet:
     def client_env(self) -> dict[str, str]:
         return {"SWE_POOL_URL": self.pool_url, "SWE_POOL_TOKEN": self.token}
 
-    def __enter__(self) -> "LocalFleet":
+    def __enter__(self) -> LocalFleet:
         try:
             self.start()
         except BaseException:

@@ -35,8 +35,9 @@ import posixpath
 import secrets
 import shlex
 from collections.abc import Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -144,7 +145,7 @@ class FleetSandbox:
 
     # ---- lifecycle
 
-    async def __aenter__(self) -> "FleetSandbox":
+    async def __aenter__(self) -> FleetSandbox:
         self._client = self._given_client or EnvClient(self._client_config or EnvClientConfig.from_env())
         cfg = self.config
         opts: dict[str, Any] = {"workdir": cfg.workdir}
@@ -177,9 +178,11 @@ class FleetSandbox:
         async def close() -> None:
             try:
                 if lease is not None:
-                    await lease.close()
-            except FleetError as exc:  # never raised out of __aexit__, as upstream
-                log.warning("close of sandbox %s failed (the pool reclaims it after its TTL): %s", lease.lease_id, exc)
+                    try:
+                        await lease.close()
+                    except FleetError as exc:  # never raised out of __aexit__, as upstream
+                        log.warning("close of sandbox %s failed (the pool reclaims it after its TTL): %s",
+                                    lease.lease_id, exc)
             finally:
                 if owned:
                     await client.aclose()

@@ -117,7 +117,7 @@ def flaky_only_failure(grade: GradeResult, flaky: set[str] | Any) -> bool:
     return bool(failing) and all(t in flaky for t in failing)
 
 
-_GATES: dict[str, "CertificationGate"] = {}
+_GATES: dict[str, CertificationGate] = {}
 
 
 class CertificationGate:

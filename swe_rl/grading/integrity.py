@@ -382,7 +382,8 @@ def strict_report(statuses: Mapping[str, str], fail_to_pass: list[str], pass_to_
     contradicted = contradicted_tests(log, set(fail_to_pass) | set(pass_to_pass)) if log else set()
 
     def split(tests: list[str]) -> tuple[list[str], list[str]]:
-        ok, bad = [], []
+        ok: list[str] = []
+        bad: list[str] = []
         for t in tests:
             (ok if statuses.get(t) in _OK and t not in contradicted else bad).append(t)
         return ok, bad

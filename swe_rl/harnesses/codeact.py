@@ -184,7 +184,8 @@ class CodeActHarness(ToolCallingHarness):
                                 "or -1 for the end of the file")
             return ToolOutput(text=f"{full} lines {start}-{end} of {n} (cat -n):\n"
                                    f"{numbered(lines[start - 1:end], start)}")
-        shown, size = [], 0
+        shown: list[str] = []
+        size = 0
         for line in lines:
             size += len(line) + 8
             if size > VIEW_MAX_CHARS and shown:

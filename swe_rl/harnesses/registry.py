@@ -21,9 +21,9 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from swe_rl.agent.protocols import Harness
+from swe_rl.agent.protocols import Harness, ToolHarness
 
 __all__ = [
     "ALIASES",
@@ -126,7 +126,7 @@ def harness_tool_schemas(name: Any) -> list[dict[str, Any]] | None:
         return None
     if spec is None or not spec.tool_calls:
         return None
-    return harness_by_name(spec.name).tool_schemas
+    return cast(ToolHarness, harness_by_name(spec.name)).tool_schemas  # spec.tool_calls: a ToolHarness
 
 
 def check_weights(weights: Mapping[str, float]) -> dict[str, float]:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swe_rl.agent.protocols import Environment
-from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
 from swe_rl.fleet.client import ExecResult
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
 
 __all__ = [
     "DEFAULT_WORKDIR",

@@ -38,6 +38,7 @@ from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import Self
 
 from swe_rl.harnesses.bash_block import find_bash_blocks, strip_thinking
 from swe_rl.shell_norm import ShellSyntaxError, canonical_command, normalize_path
@@ -113,11 +114,11 @@ class ToolAction(BaseModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
-    def bash(cls, command: str) -> Any:
+    def bash(cls, command: str) -> Self:
         return cls(tool="bash", arguments={"command": command})
 
     @classmethod
-    def from_any(cls, data: Any) -> Any:
+    def from_any(cls, data: Any) -> Self:
         """From ``{"tool", "arguments"}``, an OpenAI tool call (``{"function": {"name", "arguments"}}``),
         a Responses ``{"type": "function_call", "name", "arguments"}``, ``{"name", "arguments"}``
         or ``{"command": ...}`` (bash); string arguments are decoded as JSON."""
@@ -184,7 +185,7 @@ def _tool_call(raw: str) -> PolicyAction | None:
     try:
         return PolicyAction.from_any(data)
     except (ValueError, TypeError) as exc:
-        fn = data.get("function") if isinstance(data.get("function"), dict) else data
+        fn = data["function"] if isinstance(data.get("function"), dict) else data
         return PolicyAction(tool=str(fn.get("name")), error=str(exc))
 
 
@@ -276,7 +277,7 @@ def _compare_command(exp: Any, act: Any, cfg: PivotRewardConfig, workdir: str) -
     exp_text, act_text = _command_text(exp), _command_text(act)
     if not act_text.strip():
         raise _Bad("empty command")
-    opts = {"aliases": cfg.program_aliases, "ignore_stderr_merge": cfg.ignore_stderr_merge}
+    opts: dict[str, Any] = {"aliases": cfg.program_aliases, "ignore_stderr_merge": cfg.ignore_stderr_merge}
     try:
         exp_c = canonical_command(exp_text, workdir, **opts)
     except ShellSyntaxError:  # an expert command we cannot lex: compare whitespace-separated words

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import importlib
 from typing import Any, Callable
+import os
+from collections.abc import Callable
+from typing import Any
 
 from swe_rl.fleet.sandbox import AGENT_GENERATE_ENV, FleetSandbox
 from swe_rl.fleet.settings import read_env
@@ -48,8 +51,8 @@ def install() -> Callable[..., Any]:
     """Point the example's sandbox name at our fleet (once) and return its generate."""
     global _upstream_generate
     if _upstream_generate is None:
-        example = importlib.import_module(UPSTREAM_GENERATE)
-        tasks = importlib.import_module(UPSTREAM_TASKS)
+        example: Any = importlib.import_module(UPSTREAM_GENERATE)  # we set its module attributes
+        tasks: Any = importlib.import_module(UPSTREAM_TASKS)
         example.E2BSandbox = agent_sandbox  # boot_agent_sandbox: the agent's container
         tasks.E2BSandbox = eval_sandbox  # the graders: a fresh container per evaluation
         _upstream_generate = example.generate

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from swe_rl.fleet.settings import EnvVar, field_types, fleet_env_vars, prefixed, read_env
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.agent.monitor import MonitorConfig
+from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.prm import PRMConfig
 from swe_rl.resources import config_path, resolve_config
 from swe_rl.rewards.pivot import PivotRewardConfig

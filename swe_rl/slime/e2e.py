@@ -41,10 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl.agent import AgentConfig, AgentResult, run_agent
-from swe_rl.grading.certification import certification_gate
-from swe_rl.grading.artifacts import write_grade_artifacts
-from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.grading import GradeResult, GradeStatus
+from swe_rl.grading.artifacts import write_grade_artifacts
+from swe_rl.grading.certification import certification_gate
+from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.integrity_metrics import is_flagged, rollout_integrity
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
@@ -116,8 +116,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             judge = state.step_judge(config, instance)
         async with state.semaphore:
             played = time.monotonic()
-            agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
-                                                  timeout=config.rollout_timeout)
+            played_agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
+                                                         timeout=config.rollout_timeout)
+        agent = played_agent  # the outer name feeds the summary
         info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
         if agent.stop_reason == "aborted":
             if not runtime.slime_aborting(args):  # not slime's abort (router restart, engine crash)
@@ -126,7 +127,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         elif agent.infra_failure or (grade is not None and grade.infra_failure):
             raise Removed(f"env_error: {agent.error or (grade.message if grade else '')}")
         elif gate is not None and gate.flaky_only(grade):  # a flaky-only difference is no failure to learn
-            raise Removed(f"flaky_only: failed only on tests the ledger marks flaky ({grade.message})")
+            raise Removed(f"flaky_only: failed only on tests the ledger marks flaky ({grade.message if grade else ''})")
         elif agent.stop_reason in ("unreachable", "bad_response"):
             raise Removed(f"policy_server: {agent.error}")
         elif not policy.trajectory or not policy.trajectory.turns:

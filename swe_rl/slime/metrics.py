@@ -50,7 +50,7 @@ def log_rollout_data(rollout_id: int, args: Any, samples: list[Any], rollout_ext
     """slime's custom rollout log function: log the SWE figures; False = slime's default logging runs too."""
     try:
         _emit(args, rollout_id, rollout_metrics(args, samples), TRAIN_STEP)
-    except Exception:  # noqa: BLE001 - never stop training over a dashboard figure
+    except Exception:
         log.exception("SWE rollout metrics of rollout %s failed", rollout_id)
     return False
 
@@ -61,7 +61,7 @@ def log_eval_rollout_data(rollout_id: int, args: Any, data: dict[str, Any], extr
         metrics = eval_metrics(args, data)
         if metrics:
             _emit(args, rollout_id, metrics, EVAL_STEP)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.exception("SWE eval metrics of rollout %s failed", rollout_id)
     return False
 

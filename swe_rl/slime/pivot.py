@@ -109,7 +109,7 @@ async def _generate(args: Any, sample: Any, sampling_params: dict[str, Any], eva
             sample.status = Sample.Status.ABORTED
             sample.metadata = {**metadata, PIVOT_RESULT_KEY: PivotRecord(**result, aborted=True).to_metadata()}
             return sample
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any other policy-server failure removes the sample
             raise Removed(f"policy_server: {type(exc).__name__}: {exc}") from None
     except Removed as exc:
         result.update(removed=True, removed_reason=str(exc))

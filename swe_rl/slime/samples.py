@@ -18,9 +18,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from swe_rl.slime.records import SEGMENT_KEY, STEP_KEY, SWE_KEY
+
+if TYPE_CHECKING:
+    import torch  # upstream's annotations name torch.Tensor; never imported at run time
 
 __all__ = [
     "CompatSample",
@@ -37,28 +40,6 @@ __all__ = [
 
 class Removed(Exception):
     """The rollout cannot be trained on, and not by the policy's fault: the message is its removed_reason."""
-
-
-@dataclass
-class _SpecInfo:
-    spec_accept_token_num: int = 0
-    spec_draft_token_num: int = 0
-    spec_verify_ct: int = 0
-    completion_token_num: int = 0
-
-
-@dataclass
-class _PrefixCacheInfo:
-    cached_tokens: int = 0
-    total_prompt_tokens: int = 0
-
-
-class _Status(Enum):
-    PENDING = "pending"
-    COMPLETED = "completed"
-    TRUNCATED = "truncated"
-    ABORTED = "aborted"
-    FAILED = "failed"
 
 
 @dataclass
@@ -81,25 +62,40 @@ class CompatSample:
     loss_mask: list[int] | None = None
     weight_versions: list[str] = field(default_factory=list)
     rollout_log_probs: list[float] | None = None
-    rollout_top_p_token_ids: list[int] | torch.Tensor | None = None  # noqa: F821 - annotation only
-    rollout_top_p_token_offsets: list[int] | torch.Tensor | None = None  # noqa: F821
-    rollout_routed_experts: list[list[int]] | torch.Tensor | None = None  # noqa: F821
+    rollout_top_p_token_ids: list[int] | torch.Tensor | None = None
+    rollout_top_p_token_offsets: list[int] | torch.Tensor | None = None
+    rollout_routed_experts: list[list[int]] | torch.Tensor | None = None
     remove_sample: bool = False
     teacher_log_probs: list[float] | None = None
 
-    Status = _Status
-    SpecInfo = _SpecInfo
-    PrefixCacheInfo = _PrefixCacheInfo
+    @dataclass
+    class SpecInfo:
+        spec_accept_token_num: int = 0
+        spec_draft_token_num: int = 0
+        spec_verify_ct: int = 0
+        completion_token_num: int = 0
 
-    status: Status = _Status.PENDING
+    @dataclass
+    class PrefixCacheInfo:
+        cached_tokens: int = 0
+        total_prompt_tokens: int = 0
+
+    class Status(Enum):
+        PENDING = "pending"
+        COMPLETED = "completed"
+        TRUNCATED = "truncated"
+        ABORTED = "aborted"
+        FAILED = "failed"
+
+    status: Status = Status.PENDING
     metadata: dict = field(default_factory=dict)
     generate_function_path: str | None = None
     custom_rm_path: str | None = None
     train_metadata: dict | None = None
     session_id: str | None = None
     non_generation_time: float = 0.0
-    spec_info: SpecInfo = field(default_factory=_SpecInfo)
-    prefix_cache_info: PrefixCacheInfo = field(default_factory=_PrefixCacheInfo)
+    spec_info: SpecInfo = field(default_factory=SpecInfo)
+    prefix_cache_info: PrefixCacheInfo = field(default_factory=PrefixCacheInfo)
 
     def get_reward_value(self, args: Any) -> float:
         key = getattr(args, "reward_key", None)
@@ -110,7 +106,7 @@ class CompatSample:
         return sum(self.loss_mask) if self.loss_mask is not None else self.response_length
 
 
-def sample_class() -> type:
+def sample_class() -> type[CompatSample]:
     """``slime.utils.types.Sample`` if slime is installed, else `CompatSample`."""
     try:
         from slime.utils.types import Sample
@@ -127,9 +123,12 @@ def removed_ids(codec: Any) -> tuple[list[int], list[int]]:
     return prompt, list(codec.encode(codec.turn_end))[:1]
 
 
-def sample_class_of(sample: Any) -> type:
+def sample_class_of(sample: Any) -> type[CompatSample]:
     """The class to build samples of: the given sample's own when it is a dataclass, else `sample_class()`."""
-    return type(sample) if dataclasses.is_dataclass(sample) else sample_class()
+    if dataclasses.is_dataclass(sample):
+        own: Any = type(sample)  # slime's Sample or ours: the same fields
+        return own
+    return sample_class()
 
 
 def rollout_id_of(parent: Any) -> int | None:
@@ -148,7 +147,7 @@ def child_sample(parent: Any, *, tokens: list[int], mask: list[int], logprobs: l
         rollout_id=rollout_id, weight_versions=list(weight_versions or []), **fresh)
 
 
-def removed_sample(Sample: type, parent: Any, codec: Any, metadata: dict[str, Any]) -> Any:
+def removed_sample(Sample: type[CompatSample], parent: Any, codec: Any, metadata: dict[str, Any]) -> Any:
     """A minimal trainable-shaped sample with a zero loss mask: a few prompt ids, one end-of-turn id
     (``response`` is that id's text, so text and ids agree); FAILED, ``remove_sample`` set."""
     prompt, end = removed_ids(codec)
@@ -158,7 +157,7 @@ def removed_sample(Sample: type, parent: Any, codec: Any, metadata: dict[str, An
                         weight_versions=(metadata.get(SWE_KEY) or {}).get("weight_versions"))
 
 
-def _status(Sample: type, finish: str) -> Any:
+def _status(Sample: type[CompatSample], finish: str) -> Any:
     return {"length": Sample.Status.TRUNCATED, "abort": Sample.Status.ABORTED}.get(finish, Sample.Status.COMPLETED)
 
 
@@ -171,7 +170,7 @@ def _prm_step(record: dict[str, Any], turn: int) -> dict[str, Any]:
     return {"prm_score": judged["score"] if judged else None, "prm_status": judged["status"] if judged else None}
 
 
-def trajectory_samples(Sample: type, parent: Any, traj: Any, codec: Any, record: dict[str, Any], *,
+def trajectory_samples(Sample: type[CompatSample], parent: Any, traj: Any, codec: Any, record: dict[str, Any], *,
                        single: bool) -> list[Any]:
     """The training samples of a played token trajectory (``record``: the rollout's ``metadata["swe"]``).
 

@@ -93,7 +93,7 @@ class TaskInstance(BaseModel):
             value = value.tolist()
         if not isinstance(value, list):
             # pydantic turns ValueError (not TypeError) into a validation error
-            raise ValueError(f"expected a list of test names, got {type(value).__name__}")  # noqa: TRY004
+            raise ValueError(f"expected a list of test names, got {type(value).__name__}")
         return value
 
     @property

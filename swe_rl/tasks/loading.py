@@ -73,7 +73,7 @@ def _json_rows(path: Path) -> Iterator[_RawRow]:
     if isinstance(data, Mapping) and isinstance(data.get("instances"), list):
         data = data["instances"]
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of rows or {{\"instances\": [...]}}")  # noqa: TRY004
+        raise ValueError(f"{path}: expected a JSON list of rows or {{\"instances\": [...]}}")
     for i, row in enumerate(data):
         yield None, i, row
 

@@ -9,7 +9,14 @@
 The names most callers need are importable from here.
 """
 
-from swe_rl.tokens.codec import ChatCodec, ChatRenderer, PrefixError, Tokenizer, load_tokenizer, split_thinking
+from swe_rl.tokens.codec import (
+    ChatCodec,
+    ChatRenderer,
+    PrefixError,
+    Tokenizer,
+    load_tokenizer,
+    split_thinking,
+)
 from swe_rl.tokens.trajectory import Segment, TokenTrajectory, Turn
 
 __all__ = [

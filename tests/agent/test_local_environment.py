@@ -12,8 +12,8 @@ import pytest
 
 from swe_rl.agent.local_environment import LocalEnvironment, init_repo, local_env_factory, local_environment
 from swe_rl.agent.protocols import Environment
-from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, FileNotFound, IsADirectory
 from swe_rl.fleet.client import LeaseLost
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, FileNotFound, IsADirectory
 from swe_rl.tasks import TaskInstance
 
 FILES = {"a.py": "x = 1\n", "pkg/b.py": "def f():\n    return 2\n", "blob.bin": bytes(range(256))}

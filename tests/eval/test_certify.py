@@ -12,10 +12,10 @@ import subprocess
 
 import pytest
 
-from swe_rl.fleet.local import LocalFleet
-from swe_rl.grading.certification import LedgerEntry, flaky_only_failure, read_ledger
 from swe_rl.eval import certify
+from swe_rl.fleet.local import LocalFleet
 from swe_rl.grading import GradeResult, GradeStatus, TestsReport
+from swe_rl.grading.certification import LedgerEntry, flaky_only_failure, read_ledger
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"

@@ -7,9 +7,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from swe_rl.fleet.local import LocalFleet
 from swe_rl.eval import eval_swe
 from swe_rl.eval.report_metrics import run_metrics
+from swe_rl.fleet.local import LocalFleet
 from swe_rl.rollout_metrics import percentile
 from tests.conftest import ROOT
 

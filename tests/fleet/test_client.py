@@ -6,9 +6,9 @@ import asyncio
 import time
 
 import pytest
+from conftest import free_port
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 
-from conftest import free_port
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.errors import (
     BadRequest,

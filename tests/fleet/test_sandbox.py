@@ -214,8 +214,8 @@ async def test_harness_lifecycle_tarball_agent_user_and_detached_run(pool, base_
 
         tag, user = "run", "agent"
         launcher, out_file, done = f"/tmp/.{tag}.sh", f"/work/repo/.{tag}.out", f"/tmp/.{tag}.done"
-        body = (f"#!/bin/bash\ncd /work/repo\necho start as $(id -un) key=$API_KEY\nsleep 6\nnode --version\n"
-                f"exit 3\n")
+        body = ("#!/bin/bash\ncd /work/repo\necho start as $(id -un) key=$API_KEY\nsleep 6\nnode --version\n"
+                "exit 3\n")
         await sb.write_file(launcher, f"#!/bin/bash\n( {body} )\necho $? > {done}\n", user=user)
         await sb.exec(f"rm -f {out_file} {done}", user=user, check=True, timeout=30)
         spawned = time.monotonic()
@@ -295,7 +295,7 @@ async def test_cancellation_and_errors_release_the_lease(pool, base_image, docke
     with pytest.raises(ZeroDivisionError):
         async with sandbox(pool, base_image) as sb:
             holder["id"] = sb.sandbox_id
-            1 / 0
+            raise ZeroDivisionError("the body fails")
     assert pool.status()["totals"]["leases"] == 0 and containers_after_release(docker_client, holder["id"]) == []
 
     sb = sandbox(pool, base_image)  # upstream also drives __aenter__/__aexit__ by hand

@@ -15,8 +15,8 @@ import time
 import httpx
 import pytest
 
-from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]  # a simulated 20-node fleet: the fleet tier, not the fast one

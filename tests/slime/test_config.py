@@ -78,8 +78,8 @@ def test_misspelt_keys_and_variables_warn_with_the_nearest_valid_name(caplog):
 
 
 def test_every_documented_key_is_known():
-    from swe_rl.slime.config import unknown_settings
     from swe_rl.resources import config_text
+    from swe_rl.slime.config import unknown_settings
 
     data = yaml.safe_load(config_text("plugin_swe.yaml"))
     flat = {f"swe_prm_{k}": v for k, v in data["swe_prm"].items()}

@@ -62,7 +62,7 @@ def check_rollout_ids(node, depth: int = 0) -> None:
         check_rollout_ids(item, depth + 1)
 
 
-async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_env, qwen_tokenizer, codec,  # noqa: F811
+async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_env, qwen_tokenizer, codec,
                                                                        pool, docker_client):
     keyed = {
         # prompt 0: two resolved (1 and 3 steps), two unresolved (4 and 2 steps)
@@ -133,7 +133,7 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_en
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_list_modes_refuse_at_the_first_call(plugin_env, qwen_tokenizer):  # noqa: F811
+async def test_list_modes_refuse_at_the_first_call(plugin_env, qwen_tokenizer):
     with FakeSGLang(qwen_tokenizer, []) as sglang:
         for flag, attr, value in (("--group-rm", "group_rm", True), ("--partial-rollout", "partial_rollout", True),
                                   ("check_trajectory_reward_nonzero_std", "dynamic_sampling_filter_path",
@@ -145,7 +145,7 @@ async def test_list_modes_refuse_at_the_first_call(plugin_env, qwen_tokenizer): 
     assert not sglang.requests
 
 
-async def test_whole_trajectory_mode_serves_partial_rollout_and_group_rm(plugin_env, qwen_tokenizer, pool,  # noqa: F811
+async def test_whole_trajectory_mode_serves_partial_rollout_and_group_rm(plugin_env, qwen_tokenizer, pool,
                                                                          docker_client, monkeypatch):
     def slime_aborts(body):
         monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)

@@ -10,7 +10,9 @@ from swe_rl.tokens import PrefixError, split_thinking
 
 
 def test_tokenizer_has_qwen_ids(qwen_tokenizer):
-    enc = lambda s: qwen_tokenizer.encode(s, add_special_tokens=False)
+    def enc(s):
+        return qwen_tokenizer.encode(s, add_special_tokens=False)
+
     assert enc("<|im_start|><|im_end|><think></think><tool_call>") == [IM_START, IM_END, THINK, END_THINK, TOOL_CALL]
     assert enc("<|im_start|>assistant\n") == [IM_START, 77091, 198]
     assert qwen_tokenizer.eos_token_id == IM_END

@@ -131,7 +131,7 @@ def dataclass_flags(name: str, index: dict[str, ast.ClassDef], exclude: set[str]
         if field_name in exclude or _init_false(stmt.value):
             continue
         names = ["--" + field_name.replace("_", "-")]
-        if _is_bool(stmt.annotation) and _default(stmt.value) != False:
+        if _is_bool(stmt.annotation) and _default(stmt.value) is not False:
             names = ["--no-" + field_name.replace("_", "-"), "--disable-" + field_name.replace("_", "-")]
         out.update(_meta_arg_names(stmt.value) or names)
     return out

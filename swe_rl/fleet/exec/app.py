@@ -17,7 +17,8 @@ import logging
 import os
 import signal
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import docker.errors
 from flask import Flask, g, jsonify, request

@@ -13,8 +13,9 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
@@ -166,7 +167,7 @@ class Registry:
         if rec.warm:
             self.on_forget_warm(rec.id)
 
-    def use(self, container_id: Any) -> "InUse":
+    def use(self, container_id: Any) -> InUse:
         return InUse(self, self.lookup(container_id))
 
 
@@ -196,7 +197,7 @@ class Containers:
         config: ExecConfig,
         client: Any,
         registry: Registry,
-        state: "ClaimedState",
+        state: ClaimedState,
         stats: dict[str, int],
     ) -> None:
         self.config, self.client, self.registry, self.state, self.stats = (

@@ -245,7 +245,7 @@ class DockerExecutor:
                 break  # something outside the group holds the stream open: abandon it
             try:
                 chunk = raw.recv(65536)
-            except (socket.timeout, BlockingIOError):
+            except (TimeoutError, BlockingIOError):
                 continue
             except OSError:
                 break

@@ -47,9 +47,9 @@ class Reaper:
         with reg.lock:
             for cid in list(reg.records):
                 if cid not in live:  # removed behind our back
-                    rec = reg.records[cid]
-                    state_changed |= rec.from_warm
-                    reg.forget_locked(rec)
+                    gone = reg.records[cid]
+                    state_changed |= gone.from_warm
+                    reg.forget_locked(gone)
             for cid, c in live.items():
                 labels = c.labels or {}
                 if (

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swe_rl.fleet.exec.config import ExecConfig, node_memory, parse_bytes
-from swe_rl.fleet.exec.containers import Containers, ContainerRecord, CreateSpec, Registry
+from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
 from swe_rl.fleet.protocol import (
     LABEL_DEADLINE,
     LABEL_IDLE_TTL,
@@ -415,7 +415,7 @@ class WarmPool:
             )
         elif error:
             log.debug("warm start of %s failed: %s", spec.image, error)
-        if doomed:
+        if doomed and container is not None:
             self.containers.docker_remove(container.id)
         start.done.set()
         self._wake.set()

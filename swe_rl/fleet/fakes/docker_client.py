@@ -22,8 +22,9 @@ import secrets
 import tarfile
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import docker.errors
 
@@ -35,7 +36,7 @@ class Latency:
     destroy: float = 0.0
 
     @classmethod
-    def parse(cls, text: str) -> "Latency":
+    def parse(cls, text: str) -> Latency:
         parts = [float(p) / 1000 for p in text.split(",") if p.strip()] or [0.0]
         if len(parts) == 1:
             parts *= 3
@@ -56,7 +57,7 @@ class _Image:
 
 @dataclass
 class FakeContainer:
-    client: "FakeDockerClient"
+    client: FakeDockerClient
     id: str
     name: str
     labels: dict[str, str]
@@ -73,7 +74,7 @@ class FakeContainer:
 
 
 class _Containers:
-    def __init__(self, client: "FakeDockerClient") -> None:
+    def __init__(self, client: FakeDockerClient) -> None:
         self.client = client
 
     def create(self, image: str, command: Any = None, name: str | None = None, labels: dict[str, str] | None = None,
@@ -111,7 +112,7 @@ def _matches(labels: dict[str, str], wanted: Iterable[list[str]]) -> bool:
 
 
 class _Api:
-    def __init__(self, client: "FakeDockerClient") -> None:
+    def __init__(self, client: FakeDockerClient) -> None:
         self.client = client
 
     def remove_container(self, cid: str, force: bool = False) -> None:
@@ -142,7 +143,7 @@ class _Api:
 
 
 class _Images:
-    def __init__(self, client: "FakeDockerClient", images: list[str]) -> None:
+    def __init__(self, client: FakeDockerClient, images: list[str]) -> None:
         self.client, self.known = client, set(images)
 
     def get(self, image: str) -> _Image:
@@ -176,7 +177,7 @@ class FakeExecResult:
 class FakeExecutor:
     """Answers every command with returncode 0 after the exec latency; a one-line `echo X` prints X."""
 
-    def __init__(self, client: "FakeDockerClient") -> None:
+    def __init__(self, client: FakeDockerClient) -> None:
         self.client = client
 
     def run(self, container_id: str, command: str, *, timeout: float, workdir: str | None,
@@ -211,7 +212,7 @@ class FakeDockerClient:
         self.images = _Images(self, images or [])
 
     @classmethod
-    def from_env(cls) -> "FakeDockerClient":
+    def from_env(cls) -> FakeDockerClient:
         images = [i.strip() for i in os.environ.get("SWE_EXEC_FAKE_IMAGES", "").split(",") if i.strip()]
         return cls(Latency.parse(os.environ.get("SWE_EXEC_FAKE_LATENCY_MS", "0")), images)
 

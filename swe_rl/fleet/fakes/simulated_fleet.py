@@ -126,7 +126,7 @@ class MemoryFleet:
     pool: subprocess.Popen | None = None
     _tmp: Any = field(default=None, repr=False)
 
-    def __enter__(self) -> "MemoryFleet":
+    def __enter__(self) -> MemoryFleet:
         try:
             self.start()
         except BaseException:

@@ -13,7 +13,8 @@ import hmac
 import logging
 import os
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette

@@ -84,7 +84,7 @@ class PoolConfig:
         """Defaults, then the variables of `ENV` (from `env`, default the process environment)."""
         return cls(**read_env(ENV, field_types(cls), env))
 
-    def finalize(self) -> "PoolConfig":
+    def finalize(self) -> PoolConfig:
         """Fill port-dependent defaults and refuse settings the pool cannot run with."""
         self.pool_token = self.pool_token or self.exec_token
         self.pool_id = (self.pool_id or f"{socket.gethostname()}:{self.port}")[:128]

@@ -56,9 +56,9 @@ class Metrics:
         rows: dict[str, list[str]] = {}
         for name, labels, value in gauges:
             rows.setdefault(name, []).append(f"{name}{_labels(labels)} {value:g}")
-        for (name, labels), value in sorted(self.counters.items()):
+        for (name, label_pairs), value in sorted(self.counters.items()):
             family = name.removesuffix("_count").removesuffix("_sum")
-            rows.setdefault(family, []).append(f"{name}{_labels(dict(labels))} {value:g}")
+            rows.setdefault(family, []).append(f"{name}{_labels(dict(label_pairs))} {value:g}")
         out = []
         for family, lines in rows.items():
             kind, text = helps.get(family, ("untyped", family))

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from swe_rl.fleet.pool.nodes import Node
 

@@ -220,9 +220,9 @@ class Pool:
         lease_id = secrets.token_urlsafe(16)
         payload: dict[str, Any] = {"image": image, "lease_id": lease_id, "owner": self.cfg.pool_id,
                                    "idle_ttl": self.cfg.idle_ttl}
-        for key in ("network", "memory", "cpus", "pids_limit", "workdir", "env"):
-            if body.get(key) is not None:
-                payload[key] = body[key]
+        for option in ("network", "memory", "cpus", "pids_limit", "workdir", "env"):
+            if body.get(option) is not None:
+                payload[option] = body[option]
         key = warm_key(image, payload)
         self._plan_warm(key, payload, _opt_count(body, "expected"))  # fire-and-forget, before our own create
         tried: set[str] = set()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 log = logging.getLogger("swe_pool_server")
 
@@ -37,7 +38,7 @@ class DestroyQueue:
         if task is None:
             task = asyncio.create_task(self._destroy(node, container_id))
             self.tasks[container_id] = task
-            task.add_done_callback(lambda t, cid=container_id: self.tasks.pop(cid, None))
+            task.add_done_callback(lambda t: self.tasks.pop(container_id, None))
         return task
 
     async def _destroy(self, node: Any, container_id: str) -> bool:

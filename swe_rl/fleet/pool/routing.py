@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import logging
 import ssl
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from starlette.responses import Response
@@ -83,7 +84,7 @@ class NodeCalls:
 
     def _new_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            verify=self._ssl, headers={"Authorization": f"Bearer {self.token}"},
+            verify=self._ssl if self._ssl is not None else True, headers={"Authorization": f"Bearer {self.token}"},
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),  # reuse: no reconnect storms
             timeout=httpx.Timeout(PLAIN_CALL_TIMEOUT, connect=self.connect_timeout))
 

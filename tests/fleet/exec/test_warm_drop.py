@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 

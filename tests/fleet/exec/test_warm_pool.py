@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from conftest import ROOT
 from pool_fixtures import fleet, pool_factory  # noqa: F401
-
-from tests.conftest import BASE_IMAGE
 
 REPO_IMAGE = "swe-rl/fixture.pytoolz_1776_toolz-9001:latest"
 OPTS = {"memory": "512m", "cpus": 1.0, "pids_limit": 256}
