@@ -37,7 +37,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from swe_rl.rewards.pivot import ExpertAction, parse_action
 

@@ -171,7 +171,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
               file=sys.stderr)
     if done:
         print(f"resume: {len(instances) - len(todo)} of {len(instances)} instances already in the ledger")
-    client_cfg = EnvClientConfig.from_env(**({"pool_url": pool_env["SWE_POOL_URL"],
+    client_cfg = EnvClientConfig.from_env(None, **({"pool_url": pool_env["SWE_POOL_URL"],
                                               "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}))
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = _progress(len(todo), disabled=args.no_progress)

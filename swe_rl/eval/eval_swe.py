@@ -236,7 +236,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
             "git_hygiene": not args.no_git_hygiene}
     (run_dir / "run.json").write_text(json.dumps({**meta, "data": str(args.data), "instances": len(instances),
                                                   "started": time.time()}, indent=1))
-    client_cfg = EnvClientConfig.from_env(**({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]}
+    client_cfg = EnvClientConfig.from_env(None, **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]}
                                              if pool_env else {}))
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = _progress(len(todo), disabled=args.no_progress)

@@ -223,7 +223,7 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
     if len(todo) < len(instances):
         print(f"resume: {len(instances) - len(todo)} of {len(instances)} predictions already graded")
 
-    client_cfg = EnvClientConfig.from_env(**({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]}
+    client_cfg = EnvClientConfig.from_env(None, **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]}
                                              if pool_env else {}))
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     started = time.monotonic()

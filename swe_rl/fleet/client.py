@@ -28,11 +28,9 @@ import base64
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from collections.abc import Mapping
-from typing import Any, AsyncIterator
 from typing import Any
 
 import httpx
@@ -80,7 +78,7 @@ class EnvClientConfig(BaseModel):
     """Seconds allocate keeps retrying a full or unavailable fleet before giving up."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "EnvClientConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> EnvClientConfig:
         """Defaults < the variables of `CLIENT_ENV` (from `env`, default the process environment) < overrides."""
         return cls(**{**read_env(CLIENT_ENV, field_types(cls), env), **overrides})
 

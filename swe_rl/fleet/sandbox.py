@@ -34,8 +34,7 @@ import logging
 import posixpath
 import secrets
 import shlex
-from collections.abc import Mapping
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +94,7 @@ class FleetSandboxConfig(BaseModel):
     """Timeout used for `timeout <= 0` (no limit asked); at most the node's max_timeout."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "FleetSandboxConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> FleetSandboxConfig:
         """Defaults < the variables of `SANDBOX_ENV` (from `env`, default the process environment) < overrides."""
         return cls(**{**read_env(SANDBOX_ENV, field_types(cls), env), **overrides})
 

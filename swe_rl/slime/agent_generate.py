@@ -15,8 +15,6 @@ module imports without it. See docs/slime_agent_sandbox.md.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable
-import os
 from collections.abc import Callable
 from typing import Any
 

@@ -33,9 +33,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from swe_rl.fleet.settings import EnvVar, field_types, fleet_env_vars, prefixed, read_env
-from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.agent.monitor import MonitorConfig
+from swe_rl.fleet.settings import EnvVar, field_types, fleet_env_vars, prefixed, read_env
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.prm import PRMConfig
 from swe_rl.resources import config_path, resolve_config

@@ -35,10 +35,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from swe_rl.testing.loopback_server import LoopbackServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from swe_rl.testing.loopback_server import LoopbackServer
 
 IM_END = 151645
 

@@ -86,7 +86,7 @@ class ExecConfig:
     containers)."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "ExecConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> ExecConfig:
         """Defaults, then the `SWE_EXEC_*` variables of `ENV` (from `env`, default the process environment)."""
         return cls(**read_env(ENV, field_types(cls), env))
 

@@ -80,7 +80,7 @@ class PoolConfig:
         return max(0.2, min(self.touch_interval, self.lease_ttl / 4))
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "PoolConfig":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> PoolConfig:
         """Defaults, then the variables of `ENV` (from `env`, default the process environment)."""
         return cls(**read_env(ENV, field_types(cls), env))
 
