@@ -41,8 +41,14 @@ def pct(values: list[float], q: float) -> float:
 
 
 def row(name: str, conc: int, values: list[float]) -> dict:
-    return {"op": name, "c": conc, "n": len(values), "p50": pct(values, 0.5), "p99": pct(values, 0.99),
-            "mean": statistics.fmean(values) * 1000}
+    return {
+        "op": name,
+        "c": conc,
+        "n": len(values),
+        "p50": pct(values, 0.5),
+        "p99": pct(values, 0.99),
+        "mean": statistics.fmean(values) * 1000,
+    }
 
 
 async def fleet_round(client: EnvClient, conc: int, execs: int) -> list[dict]:
@@ -68,8 +74,12 @@ async def fleet_round(client: EnvClient, conc: int, execs: int) -> list[dict]:
             close.append(time.perf_counter() - t)
 
     await asyncio.gather(*(one(i) for i in range(conc)))
-    return [row("fleet allocate", conc, alloc), row("fleet exec", conc, ex), row("fleet diff", conc, diffs),
-            row("fleet close", conc, close)]
+    return [
+        row("fleet allocate", conc, alloc),
+        row("fleet exec", conc, ex),
+        row("fleet diff", conc, diffs),
+        row("fleet close", conc, close),
+    ]
 
 
 async def back_to_back(client: EnvClient, n: int) -> list[dict]:
@@ -88,7 +98,9 @@ async def back_to_back(client: EnvClient, n: int) -> list[dict]:
 
 def pool_side_means(fleet: LocalFleet) -> dict[str, float]:
     """Mean handling time (ms) per op inside the pool, from its /metrics (no client or HTTP hop)."""
-    req = urllib.request.Request(fleet.pool_url + "/metrics", headers={"Authorization": f"Bearer {fleet.token}"})
+    req = urllib.request.Request(
+        fleet.pool_url + "/metrics", headers={"Authorization": f"Bearer {fleet.token}"}
+    )
     sums: dict[str, dict[str, float]] = {}
     for line in urllib.request.urlopen(req, timeout=30).read().decode().splitlines():
         m = re.match(r'swe_pool_call_seconds_(sum|count)\{op="(\w+)"\} (\S+)', line)
@@ -102,8 +114,14 @@ def baseline_round(dc: docker.DockerClient, conc: int, execs: int) -> list[dict]
 
     def start(_: int):
         t = time.perf_counter()
-        c = dc.containers.run(IMAGE, ["sleep", "infinity"], detach=True, init=True, network_mode="none",
-                              labels={"swe-rl.bench": "1"})
+        c = dc.containers.run(
+            IMAGE,
+            ["sleep", "infinity"],
+            detach=True,
+            init=True,
+            network_mode="none",
+            labels={"swe-rl.bench": "1"},
+        )
         starts.append(time.perf_counter() - t)
         return c
 
@@ -111,6 +129,7 @@ def baseline_round(dc: docker.DockerClient, conc: int, execs: int) -> list[dict]
         containers = list(pool.map(start, range(conc)))
     sdk, cli = [], []
     try:
+
         def sdk_worker(c) -> None:
             for _ in range(execs):
                 t = time.perf_counter()
@@ -137,16 +156,23 @@ def baseline_round(dc: docker.DockerClient, conc: int, execs: int) -> list[dict]
 
         with ThreadPoolExecutor(conc) as pool:
             list(pool.map(remove, containers))
-    return [row("floor: SDK run (create+start)", conc, starts), row("floor: SDK exec", conc, sdk),
-            row("baseline: docker CLI exec", conc, cli), row("floor: SDK remove", conc, removes)]
+    return [
+        row("floor: SDK run (create+start)", conc, starts),
+        row("floor: SDK exec", conc, sdk),
+        row("baseline: docker CLI exec", conc, cli),
+        row("floor: SDK remove", conc, removes),
+    ]
 
 
 async def main_async(args: argparse.Namespace) -> None:
     dc = docker.from_env(max_pool_size=64)
     dc.images.get(IMAGE)  # fails clearly when the base image is missing
     results: list[dict] = []
-    with LocalFleet(exec_servers=1, max_containers_per_node=max(args.concurrency) + 4,
-                    exec_env={"SWE_EXEC_THREADS": "128"}) as fleet:
+    with LocalFleet(
+        exec_servers=1,
+        max_containers_per_node=max(args.concurrency) + 4,
+        exec_env={"SWE_EXEC_THREADS": "128"},
+    ) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300)
         async with EnvClient(cfg) as client:
             # Warm-up: first connections, first exec on the image.
@@ -166,26 +192,43 @@ async def main_async(args: argparse.Namespace) -> None:
     print("\nratios (fleet exec / floor SDK exec, fleet exec / docker CLI exec) at p50 and p99:")
     by = {(r["op"], r["c"]): r for r in results}
     for conc in args.concurrency:
-        f, s, c = by[("fleet exec", conc)], by[("floor: SDK exec", conc)], by[("baseline: docker CLI exec", conc)]
+        f, s, c = (
+            by[("fleet exec", conc)],
+            by[("floor: SDK exec", conc)],
+            by[("baseline: docker CLI exec", conc)],
+        )
         target = 2.0 if conc == 1 else 3.0
-        print(f"  c={conc:<3} vs floor p50 {f['p50'] / s['p50']:.2f}x p99 {f['p99'] / s['p99']:.2f}x"
-              f" (target <= {target}x at p50)   vs CLI p50 {f['p50'] / c['p50']:.2f}x p99 {f['p99'] / c['p99']:.2f}x"
-              f" (target < 1x)")
+        print(
+            f"  c={conc:<3} vs floor p50 {f['p50'] / s['p50']:.2f}x p99 {f['p99'] / s['p99']:.2f}x"
+            f" (target <= {target}x at p50)   vs CLI p50 {f['p50'] / c['p50']:.2f}x p99 {f['p99'] / c['p99']:.2f}x"
+            f" (target < 1x)"
+        )
         a, r = by[("fleet allocate", conc)], by[("floor: SDK run (create+start)", conc)]
-        print(f"        allocate p50 {a['p50'] / 1000:.2f}s (target <= 1.5s), {a['p50'] / r['p50']:.2f}x the SDK's "
-              f"own container create+start at the same concurrency")
+        print(
+            f"        allocate p50 {a['p50'] / 1000:.2f}s (target <= 1.5s), {a['p50'] / r['p50']:.2f}x the SDK's "
+            f"own container create+start at the same concurrency"
+        )
         cl, rm = by[("fleet close", conc)], by[("floor: SDK remove", conc)]
-        print(f"        close p50 {cl['p50']:.1f} ms (target <= 10 ms), {cl['p50'] / rm['p50']:.2f}x the SDK's own "
-              f"container remove (what a close that destroys on the request path pays)")
-    print(f"  inside the pool (mean handling, no client/HTTP hop): close {inside.get('close', 0):.2f} ms, "
-          f"allocate {inside.get('allocate', 0):.1f} ms, exec {inside.get('exec', 0):.1f} ms")
+        print(
+            f"        close p50 {cl['p50']:.1f} ms (target <= 10 ms), {cl['p50'] / rm['p50']:.2f}x the SDK's own "
+            f"container remove (what a close that destroys on the request path pays)"
+        )
+    print(
+        f"  inside the pool (mean handling, no client/HTTP hop): close {inside.get('close', 0):.2f} ms, "
+        f"allocate {inside.get('allocate', 0):.1f} ms, exec {inside.get('exec', 0):.1f} ms"
+    )
     if args.loop and ("floor: SDK run (create+start)", 1) in by:
-        b, cl, r = (by[("fleet allocate back-to-back", 1)], by[("fleet close back-to-back", 1)],
-                    by[("floor: SDK run (create+start)", 1)])
+        b, cl, r = (
+            by[("fleet allocate back-to-back", 1)],
+            by[("fleet close back-to-back", 1)],
+            by[("floor: SDK run (create+start)", 1)],
+        )
         rm = by[("floor: SDK remove", 1)]
-        print(f"  back-to-back (allocate -> close, {b['n']} after a cold one): allocate p50 {b['p50']:.1f} ms "
-              f"(target <= 30 ms), {b['p50'] / r['p50']:.2f}x the SDK's create+start; close p50 {cl['p50']:.1f} ms, "
-              f"{cl['p50'] / rm['p50']:.2f}x the SDK's remove")
+        print(
+            f"  back-to-back (allocate -> close, {b['n']} after a cold one): allocate p50 {b['p50']:.1f} ms "
+            f"(target <= 30 ms), {b['p50'] / r['p50']:.2f}x the SDK's create+start; close p50 {cl['p50']:.1f} ms, "
+            f"{cl['p50'] / rm['p50']:.2f}x the SDK's remove"
+        )
 
 
 def main() -> None:

@@ -27,8 +27,10 @@ from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.local import LocalFleet
 
 BASE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
-FIXTURES = {"fixture clean": "swe-rl/fixture.jpvanhal_1776_inflection-9001:latest",
-            "fixture future": "swe-rl/fixture.jpvanhal_1776_inflection-9002:latest"}
+FIXTURES = {
+    "fixture clean": "swe-rl/fixture.jpvanhal_1776_inflection-9001:latest",
+    "fixture future": "swe-rl/fixture.jpvanhal_1776_inflection-9002:latest",
+}
 
 SYNTH = r"""
 set -e
@@ -72,6 +74,7 @@ def build_synthetic(files: int, commits: int, future: int) -> dict[str, str]:
     out = {}
     container = client.containers.run(BASE, "sleep infinity", detach=True, network_mode="none")
     try:
+
         def run(script: str) -> None:
             code, output = container.exec_run(["bash", "-c", script])
             if code != 0:
@@ -83,7 +86,9 @@ def build_synthetic(files: int, commits: int, future: int) -> dict[str, str]:
         run(FUTURE.format(future=future))
         container.commit("swe-rl/bench-hygiene", "future")
         out["synthetic future"] = "swe-rl/bench-hygiene:future"
-        size = container.exec_run(["bash", "-c", "cd /testbed && git count-objects -vH | tr '\\n' ' '"]).output
+        size = container.exec_run(
+            ["bash", "-c", "cd /testbed && git count-objects -vH | tr '\\n' ' '"]
+        ).output
         print(f"synthetic repo: {files} files, {commits} commits (+{future} future): {size.decode().strip()}")
     finally:
         container.remove(force=True)
@@ -122,8 +127,9 @@ async def main_async(args: argparse.Namespace) -> None:
     images.update(build_synthetic(args.files, args.commits, args.future))
     rows = []
     try:
-        with LocalFleet(exec_servers=1, max_containers_per_node=8,
-                        pool_env={"SWE_POOL_WARM_MIN": "0"}) as fleet:
+        with LocalFleet(
+            exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}
+        ) as fleet:
             cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=600)
             async with EnvClient(cfg) as client:
                 for name, image in images.items():

@@ -23,30 +23,63 @@ from collections import Counter
 from swe_rl.rewards import pivot as pivot_reward
 from swe_rl.rewards.pivot import ExpertAction, PivotRewardConfig, score_turn
 
-THINK = "<think>\n" + " ".join(["the", "interleave", "function", "stops", "early", "so", "we", "look"] * 19) + "\n</think>\n\n"
+THINK = (
+    "<think>\n"
+    + " ".join(["the", "interleave", "function", "stops", "early", "so", "we", "look"] * 19)
+    + "\n</think>\n\n"
+)
 CODE = [f"    value_{i} = compute(items[{i}], key=key, default=None)  # step {i}" for i in range(80)]
 BASH = [
     ("grep -rn 'def interleave' toolz/", 'grep -nr "def interleave" /testbed/toolz/'),
-    ("cd /testbed && python -m pytest -xq toolz/tests/test_itertoolz.py 2>&1 | tail -n 30",
-     "python3 -m pytest -q -x toolz/tests/test_itertoolz.py | tail -30"),
+    (
+        "cd /testbed && python -m pytest -xq toolz/tests/test_itertoolz.py 2>&1 | tail -n 30",
+        "python3 -m pytest -q -x toolz/tests/test_itertoolz.py | tail -30",
+    ),
     ("sed -n '120,160p' toolz/itertoolz.py", "sed -n '120,161p' toolz/itertoolz.py"),
     ("find . -name '*.py' -path '*tests*' | xargs grep -l interleave | head", "ls -la toolz/tests"),
     ("git diff HEAD -- toolz/itertoolz.py", "git diff HEAD -- toolz/itertoolz.py"),
 ]
-REPRO = "\n".join(["import toolz", "", *[f"print(list(toolz.interleave([[{i}, 2], [3]])))" for i in range(15)]])
+REPRO = "\n".join(
+    ["import toolz", "", *[f"print(list(toolz.interleave([[{i}, 2], [3]])))" for i in range(15)]]
+)
 
 
 def editor_pair(rng: random.Random) -> tuple[dict, dict]:
     n = rng.randint(10, 60)
     start = rng.randint(0, len(CODE) - n)
-    old = "\n".join(CODE[start:start + n])
+    old = "\n".join(CODE[start : start + n])
     new = old.replace("default=None", "default=0", 1)
     variant = rng.choice(["same", "whitespace", "token"])
-    act_new = {"same": new, "whitespace": new.replace("    ", "\t"), "token": new.replace("compute", "combine", 1)}[variant]
-    expert = {"tool": "str_replace_editor", "arguments": {"command": "str_replace", "path": "/testbed/toolz/x.py",
-                                                          "old_str": old, "new_str": new}}
-    turn = THINK + '<tool_call>\n' + json.dumps({"name": "str_replace_editor", "arguments": {
-        "command": "str_replace", "path": "toolz/x.py", "old_str": old, "new_str": act_new}}) + "\n</tool_call>"
+    act_new = {
+        "same": new,
+        "whitespace": new.replace("    ", "\t"),
+        "token": new.replace("compute", "combine", 1),
+    }[variant]
+    expert = {
+        "tool": "str_replace_editor",
+        "arguments": {
+            "command": "str_replace",
+            "path": "/testbed/toolz/x.py",
+            "old_str": old,
+            "new_str": new,
+        },
+    }
+    turn = (
+        THINK
+        + "<tool_call>\n"
+        + json.dumps(
+            {
+                "name": "str_replace_editor",
+                "arguments": {
+                    "command": "str_replace",
+                    "path": "toolz/x.py",
+                    "old_str": old,
+                    "new_str": act_new,
+                },
+            }
+        )
+        + "\n</tool_call>"
+    )
     return expert, {"text": turn, "harness": "tool_call"}
 
 
@@ -56,8 +89,10 @@ def bash_pair(rng: random.Random) -> tuple[dict, dict]:
         policy_cmd = f"cat > /testbed/reproduce.py << 'EOF'\n{REPRO}\nEOF\npython3 reproduce.py"
     else:
         expert_cmd, policy_cmd = rng.choice(BASH)
-    return ({"tool": "bash", "arguments": {"command": expert_cmd}},
-            {"text": THINK + f"Next.\n\n```bash\n{policy_cmd}\n```", "harness": "bash_block"})
+    return (
+        {"tool": "bash", "arguments": {"command": expert_cmd}},
+        {"text": THINK + f"Next.\n\n```bash\n{policy_cmd}\n```", "harness": "bash_block"},
+    )
 
 
 def main() -> None:
@@ -95,10 +130,19 @@ def main() -> None:
         for expert, turn in of_kind:
             score_turn(turn["text"], expert, cfg, harness=turn["harness"])
         by_kind[kind] = len(of_kind) / (time.perf_counter() - started)
-    print(json.dumps({"pivots": args.pivots, "pivots_per_second": round(statistics.median(rates)),
-                      "runs": [round(x) for x in rates], "group_of_8_turns_per_second": round(warm),
-                      "by_kind_pivots_per_second": {k: round(v) for k, v in by_kind.items()},
-                      "categories": dict(categories)}, indent=1))
+    print(
+        json.dumps(
+            {
+                "pivots": args.pivots,
+                "pivots_per_second": round(statistics.median(rates)),
+                "runs": [round(x) for x in rates],
+                "group_of_8_turns_per_second": round(warm),
+                "by_kind_pivots_per_second": {k: round(v) for k, v in by_kind.items()},
+                "categories": dict(categories),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,40 @@ from swe_rl.tasks import TaskInstance
 from swe_rl.tokens import ChatCodec, ChatRenderer, TokenTrajectory
 from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 
-WORDS = ["the", "function", "returns", "early", "when", "the", "iterator", "is", "exhausted", "so", "the", "remaining", "inputs", "are", "never", "visited", "and", "the", "interleave", "stops", "after", "the", "shortest", "one", "which", "explains", "the", "bug"]
-CODE = "".join(f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n" for i in range(30))
+WORDS = [
+    "the",
+    "function",
+    "returns",
+    "early",
+    "when",
+    "the",
+    "iterator",
+    "is",
+    "exhausted",
+    "so",
+    "the",
+    "remaining",
+    "inputs",
+    "are",
+    "never",
+    "visited",
+    "and",
+    "the",
+    "interleave",
+    "stops",
+    "after",
+    "the",
+    "shortest",
+    "one",
+    "which",
+    "explains",
+    "the",
+    "bug",
+]
+CODE = "".join(
+    f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n"
+    for i in range(30)
+)
 
 
 def reasoning(i: int, words: int = 150) -> str:
@@ -66,8 +98,9 @@ def ms(seconds: float) -> float:
 # --------------------------------------------------------------------------- 1. context cost
 
 
-def context_cost(codec: ChatCodec, harness: BashBlockHarness, instance: TaskInstance, turns: list[int],
-                 repeat: int) -> list[dict[str, Any]]:
+def context_cost(
+    codec: ChatCodec, harness: BashBlockHarness, instance: TaskInstance, turns: list[int], repeat: int
+) -> list[dict[str, Any]]:
     rows = []
     for n in turns:
         messages = harness.initial_messages(instance, step_limit=n)
@@ -75,8 +108,13 @@ def context_cost(codec: ChatCodec, harness: BashBlockHarness, instance: TaskInst
         incremental: list[float] = []
         for i in range(n):
             ids = codec.encode(turn_text(i)) + [151645]  # the sampled ids (given by SGLang in a real run)
-            messages.append({"role": "assistant", "content": "Look at the next part.\n\n```bash\n" + command(i) + "\n```",
-                             "reasoning_content": reasoning(i)})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "Look at the next part.\n\n```bash\n" + command(i) + "\n```",
+                    "reasoning_content": reasoning(i),
+                }
+            )
             new = [{"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{output(i)}</output>"}]
             started = time.perf_counter()
             traj.add_turn(ids, [-0.1] * len(ids), "stop")
@@ -98,10 +136,17 @@ def context_cost(codec: ChatCodec, harness: BashBlockHarness, instance: TaskInst
             assert copy.compact(budget, lambda k: codec.marker_ids(f"[... {k} earlier turn(s) omitted ...]"))
             compact.append(time.perf_counter() - started)
         inc = statistics.median(incremental[-repeat:])
-        rows.append({"turns": n, "context_tokens": len(traj.context), "incremental_ms": ms(inc),
-                     "full_retokenize_ms": ms(statistics.median(full)),
-                     "ratio": round(statistics.median(full) / inc, 1), "compaction_ms": ms(statistics.median(compact)),
-                     "compacted_to": budget})
+        rows.append(
+            {
+                "turns": n,
+                "context_tokens": len(traj.context),
+                "incremental_ms": ms(inc),
+                "full_retokenize_ms": ms(statistics.median(full)),
+                "ratio": round(statistics.median(full) / inc, 1),
+                "compaction_ms": ms(statistics.median(compact)),
+                "compacted_to": budget,
+            }
+        )
     return rows
 
 
@@ -116,8 +161,14 @@ class InstantEnv:
 
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         self.calls += 1
-        return ExecResult(returncode=0, output=output(self.calls), timed_out=False, truncated=False,
-                          output_bytes=len(CODE), duration=0.0)
+        return ExecResult(
+            returncode=0,
+            output=output(self.calls),
+            timed_out=False,
+            truncated=False,
+            output_bytes=len(CODE),
+            duration=0.0,
+        )
 
     async def diff(self) -> str:
         return ""
@@ -135,23 +186,34 @@ def instant_generate(codec: ChatCodec) -> httpx.MockTransport:
 
     calls = [0]
 
-    def handler(request: httpx.Request) -> httpx.Response:  # does not parse the request: server time is not ours
+    def handler(
+        request: httpx.Request,
+    ) -> httpx.Response:  # does not parse the request: server time is not ours
         calls[0] += 1
         i = calls[0] % 97
         ids = cache.setdefault(i, codec.encode(turn_text(i)) + [151645])
-        meta = {"finish_reason": {"type": "stop", "matched": 151645}, "prompt_tokens": 0,
-                "completion_tokens": len(ids), "output_token_logprobs": [[-0.1, t, None] for t in ids]}
+        meta = {
+            "finish_reason": {"type": "stop", "matched": 151645},
+            "prompt_tokens": 0,
+            "completion_tokens": len(ids),
+            "output_token_logprobs": [[-0.1, t, None] for t in ids],
+        }
         return httpx.Response(200, json={"text": "", "meta_info": meta})
 
     return httpx.MockTransport(handler)
 
 
-async def plugin_overhead(codec: ChatCodec, instance: TaskInstance, turns: list[int], repeat: int) -> list[dict]:
+async def plugin_overhead(
+    codec: ChatCodec, instance: TaskInstance, turns: list[int], repeat: int
+) -> list[dict]:
     rows = []
     for n in turns:
         async with httpx.AsyncClient(transport=instant_generate(codec)) as http:
-            policy = SGLangTokenPolicy(codec, SGLangTokenConfig(url="http://sglang/generate",
-                                                                sampling_params={"max_new_tokens": 4096}), http=http)
+            policy = SGLangTokenPolicy(
+                codec,
+                SGLangTokenConfig(url="http://sglang/generate", sampling_params={"max_new_tokens": 4096}),
+                http=http,
+            )
             stamps: list[float] = []
             act = policy.act
 
@@ -165,14 +227,24 @@ async def plugin_overhead(codec: ChatCodec, instance: TaskInstance, turns: list[
             async def env_factory(_instance: TaskInstance) -> Any:
                 yield InstantEnv()
 
-            result = await run_agent(instance, policy, BashBlockHarness(), env_factory=env_factory,
-                                     config=AgentConfig(step_limit=n, deadline=None))
+            result = await run_agent(
+                instance,
+                policy,
+                BashBlockHarness(),
+                env_factory=env_factory,
+                config=AgentConfig(step_limit=n, deadline=None),
+            )
             assert len(result.steps) == n, result.error
         steps = [b - a for a, b in itertools.pairwise(stamps)]
         assert policy.trajectory is not None
-        rows.append({"turns": n, "context_tokens": len(policy.trajectory.context),
-                     "step_ms_first": ms(statistics.median(steps[:repeat])),
-                     "step_ms_last": ms(statistics.median(steps[-repeat:]))})
+        rows.append(
+            {
+                "turns": n,
+                "context_tokens": len(policy.trajectory.context),
+                "step_ms_first": ms(statistics.median(steps[:repeat])),
+                "step_ms_last": ms(statistics.median(steps[-repeat:])),
+            }
+        )
     return rows
 
 
@@ -184,21 +256,35 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = load_qwen_tokenizer()
     codec = ChatCodec(tokenizer, ChatRenderer.from_file(CHAT_TEMPLATE_PATH))
     harness = BashBlockHarness()
-    instance = TaskInstance(instance_id="bench__toolz-1", repo="pytoolz/toolz", image="none",
-                            problem_statement="interleave stops at the shortest input.\n" * 20)
+    instance = TaskInstance(
+        instance_id="bench__toolz-1",
+        repo="pytoolz/toolz",
+        image="none",
+        problem_statement="interleave stops at the shortest input.\n" * 20,
+    )
     print("1. context cost per step (median of the last steps) vs re-tokenizing the history, same run")
-    print(f"{'turns':>6} {'context':>8} {'incremental ms':>15} {'full ms':>9} {'ratio':>7} {'compaction ms':>14}")
+    print(
+        f"{'turns':>6} {'context':>8} {'incremental ms':>15} {'full ms':>9} {'ratio':>7} {'compaction ms':>14}"
+    )
     for r in context_cost(codec, harness, instance, args.turns, args.repeat):
-        print(f"{r['turns']:>6} {r['context_tokens']:>8} {r['incremental_ms']:>15} {r['full_retokenize_ms']:>9} "
-              f"{r['ratio']:>6}x {r['compaction_ms']:>14}")
-    print("\n2. plugin overhead per step, no model and no command time (agent loop + harness + tokens + JSON)")
-    print(f"{'turns':>6} {'context':>8} {'first steps ms':>15} {'last steps ms':>14} {'of which JSON ms':>17}")
+        print(
+            f"{r['turns']:>6} {r['context_tokens']:>8} {r['incremental_ms']:>15} {r['full_retokenize_ms']:>9} "
+            f"{r['ratio']:>6}x {r['compaction_ms']:>14}"
+        )
+    print(
+        "\n2. plugin overhead per step, no model and no command time (agent loop + harness + tokens + JSON)"
+    )
+    print(
+        f"{'turns':>6} {'context':>8} {'first steps ms':>15} {'last steps ms':>14} {'of which JSON ms':>17}"
+    )
     for r in asyncio.run(plugin_overhead(codec, instance, args.turns, args.repeat)):
         ids = list(range(r["context_tokens"]))
         started = time.perf_counter()
         json.dumps({"input_ids": ids}).encode()
         encode = ms(time.perf_counter() - started)
-        print(f"{r['turns']:>6} {r['context_tokens']:>8} {r['step_ms_first']:>15} {r['step_ms_last']:>14} {encode:>17}")
+        print(
+            f"{r['turns']:>6} {r['context_tokens']:>8} {r['step_ms_first']:>15} {r['step_ms_last']:>14} {encode:>17}"
+        )
     return 0
 
 

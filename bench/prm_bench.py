@@ -46,7 +46,10 @@ from swe_rl.tasks import TaskInstance
 from swe_rl.tokens import ChatCodec, ChatRenderer
 from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 
-CODE = "".join(f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n" for i in range(30))
+CODE = "".join(
+    f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n"
+    for i in range(30)
+)
 THINK = " ".join(["the", "iterator", "is", "exhausted", "so", "interleave", "stops", "early"] * 18)
 
 
@@ -71,16 +74,30 @@ def serve(policy_delay: float, judge_delay: float) -> None:
     def judge(body: dict) -> Judged:
         return Judged("The step reads the code it needs next. \\boxed{+1}", delay=judge_delay)
 
-    with FakeSGLang(load_qwen_tokenizer(), [policy] * 100_000) as sglang, FakeOpenAI([judge] * 100_000) as judge_server:
+    with (
+        FakeSGLang(load_qwen_tokenizer(), [policy] * 100_000) as sglang,
+        FakeOpenAI([judge] * 100_000) as judge_server,
+    ):
         print(json.dumps({"generate": f"{sglang.url}/generate", "judge": judge_server.base_url}), flush=True)
         sys.stdin.read()
 
 
 @contextlib.contextmanager
 def stub_servers(policy_delay: float, judge_delay: float) -> Any:
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", "--policy-delay", str(policy_delay),
-                             "--judge-delay", str(judge_delay)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--serve",
+            "--policy-delay",
+            str(policy_delay),
+            "--judge-delay",
+            str(judge_delay),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         if not line:
@@ -108,8 +125,14 @@ class SleepEnv:
     async def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         self.calls += 1
         await asyncio.sleep(self.delay)
-        return ExecResult(returncode=0, output=f"# chunk {self.calls}\n{CODE}", timed_out=False, truncated=False,
-                          output_bytes=len(CODE), duration=self.delay)
+        return ExecResult(
+            returncode=0,
+            output=f"# chunk {self.calls}\n{CODE}",
+            timed_out=False,
+            truncated=False,
+            output_bytes=len(CODE),
+            duration=self.delay,
+        )
 
     async def diff(self) -> str:
         return ""
@@ -122,10 +145,18 @@ class SleepEnv:
     async def close(self) -> None: ...
 
 
-async def episode(codec: ChatCodec, http: httpx.AsyncClient, urls: dict[str, str], instance: TaskInstance,
-                  judge_client: JudgeClient | None, steps: int, command_delay: float) -> dict[str, Any]:
-    policy = SGLangTokenPolicy(codec, SGLangTokenConfig(url=urls["generate"], sampling_params={"max_new_tokens": 4096}),
-                               http=http)
+async def episode(
+    codec: ChatCodec,
+    http: httpx.AsyncClient,
+    urls: dict[str, str],
+    instance: TaskInstance,
+    judge_client: JudgeClient | None,
+    steps: int,
+    command_delay: float,
+) -> dict[str, Any]:
+    policy = SGLangTokenPolicy(
+        codec, SGLangTokenConfig(url=urls["generate"], sampling_params={"max_new_tokens": 4096}), http=http
+    )
     stamps: list[float] = []
     act = policy.act
 
@@ -150,32 +181,62 @@ async def episode(codec: ChatCodec, http: httpx.AsyncClient, urls: dict[str, str
             observer_seconds.append(time.perf_counter() - started)
 
         judge.on_step = timed_on_step  # type: ignore[method-assign]
-    result = await run_agent(instance, policy, BashBlockHarness(), env_factory=env_factory,
-                             config=AgentConfig(step_limit=steps, deadline=None), on_step=judge)
+    result = await run_agent(
+        instance,
+        policy,
+        BashBlockHarness(),
+        env_factory=env_factory,
+        config=AgentConfig(step_limit=steps, deadline=None),
+        on_step=judge,
+    )
     assert len(result.steps) == steps, result.error
     ended = time.perf_counter()
     out: dict[str, Any] = {"steps": [b - a for a, b in itertools.pairwise([*stamps, ended])][:-1]}
     if judge is not None:
         prm = await judge.finish(timeout=600)
         assert prm.scored == steps, prm
-        out.update(finish_wait=prm.wait_seconds, judge_seconds=[j.seconds for j in prm.steps],
-                   observer_seconds=observer_seconds)
+        out.update(
+            finish_wait=prm.wait_seconds,
+            judge_seconds=[j.seconds for j in prm.steps],
+            observer_seconds=observer_seconds,
+        )
     return out
 
 
 async def run(args: argparse.Namespace, urls: dict[str, str]) -> dict[str, Any]:
     codec = ChatCodec(load_qwen_tokenizer(), ChatRenderer.from_file(CHAT_TEMPLATE_PATH))
-    instance = TaskInstance(instance_id="bench__toolz-1", repo="pytoolz/toolz", image="none",
-                            problem_statement="interleave stops at the shortest input.\n" * 20)
+    instance = TaskInstance(
+        instance_id="bench__toolz-1",
+        repo="pytoolz/toolz",
+        image="none",
+        problem_statement="interleave stops at the shortest input.\n" * 20,
+    )
     judge_client = JudgeClient(PRMConfig(enable=True, url=urls["judge"], m=args.m))
-    stats: dict[str, Any] = {"off": [], "on": [], "finish_wait": [], "judge_seconds": [], "observer_seconds": []}
+    stats: dict[str, Any] = {
+        "off": [],
+        "on": [],
+        "finish_wait": [],
+        "judge_seconds": [],
+        "observer_seconds": [],
+    }
     async with httpx.AsyncClient(timeout=120) as http:
         await episode(codec, http, urls, instance, judge_client, 2, args.command_delay)  # warm-up
         for _ in range(args.rounds):
             for mode in ("off", "on"):
-                results = await asyncio.gather(*(episode(codec, http, urls, instance,
-                                                         judge_client if mode == "on" else None, args.steps,
-                                                         args.command_delay) for _ in range(args.episodes)))
+                results = await asyncio.gather(
+                    *(
+                        episode(
+                            codec,
+                            http,
+                            urls,
+                            instance,
+                            judge_client if mode == "on" else None,
+                            args.steps,
+                            args.command_delay,
+                        )
+                        for _ in range(args.episodes)
+                    )
+                )
                 for r in results:
                     stats[mode].extend(r["steps"])
                     stats["finish_wait"].extend([r["finish_wait"]] if "finish_wait" in r else [])
@@ -203,17 +264,25 @@ def main(argv: list[str] | None = None) -> int:
         stats = asyncio.run(run(args, urls))
     off, on = statistics.median(stats["off"]) * 1000, statistics.median(stats["on"]) * 1000
     mean_off, mean_on = statistics.fmean(stats["off"]) * 1000, statistics.fmean(stats["on"]) * 1000
-    print(f"policy turn {args.policy_delay * 1000:.0f} ms, command {args.command_delay * 1000:.0f} ms, "
-          f"judge vote {args.judge_delay * 1000:.0f} ms x m={args.m}; {args.episodes} episodes at once x "
-          f"{args.steps} steps x {args.rounds} rounds per mode")
+    print(
+        f"policy turn {args.policy_delay * 1000:.0f} ms, command {args.command_delay * 1000:.0f} ms, "
+        f"judge vote {args.judge_delay * 1000:.0f} ms x m={args.m}; {args.episodes} episodes at once x "
+        f"{args.steps} steps x {args.rounds} rounds per mode"
+    )
     print(f"{'':>22} {'PRM off':>9} {'PRM on':>9} {'on/off':>8} {'added':>9}")
     print(f"{'step wall ms, median':>22} {off:>9.1f} {on:>9.1f} {on / off:>8.3f} {on - off:>+9.1f}")
-    print(f"{'step wall ms, mean':>22} {mean_off:>9.1f} {mean_on:>9.1f} {mean_on / mean_off:>8.3f} "
-          f"{mean_on - mean_off:>+9.1f}")
-    print(f"StepJudge.on_step in the loop: median {statistics.median(stats['observer_seconds']) * 1e6:.0f} us, "
-          f"max {max(stats['observer_seconds']) * 1e6:.0f} us per step")
-    print(f"judge time per step (all votes): median {statistics.median(stats['judge_seconds']) * 1000:.0f} ms; "
-          f"end-of-episode wait for the last judgments: median {statistics.median(stats['finish_wait']) * 1000:.0f} ms")
+    print(
+        f"{'step wall ms, mean':>22} {mean_off:>9.1f} {mean_on:>9.1f} {mean_on / mean_off:>8.3f} "
+        f"{mean_on - mean_off:>+9.1f}"
+    )
+    print(
+        f"StepJudge.on_step in the loop: median {statistics.median(stats['observer_seconds']) * 1e6:.0f} us, "
+        f"max {max(stats['observer_seconds']) * 1e6:.0f} us per step"
+    )
+    print(
+        f"judge time per step (all votes): median {statistics.median(stats['judge_seconds']) * 1000:.0f} ms; "
+        f"end-of-episode wait for the last judgments: median {statistics.median(stats['finish_wait']) * 1000:.0f} ms"
+    )
     return 0
 
 

@@ -48,8 +48,13 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def exec_round(leases: list[Lease], execs: int, rate: float, direct: dict[str, list[httpx.AsyncClient]] | None,
-                     token: str) -> list[float]:
+async def exec_round(
+    leases: list[Lease],
+    execs: int,
+    rate: float,
+    direct: dict[str, list[httpx.AsyncClient]] | None,
+    token: str,
+) -> list[float]:
     """Each lease runs `execs` trivial commands; think times keep the aggregate near `rate` per second."""
     mean_think = len(leases) / rate
     latencies: list[float] = []
@@ -64,9 +69,10 @@ async def exec_round(leases: list[Lease], execs: int, rate: float, direct: dict[
             else:
                 shards = direct[lease.node]
                 resp = await shards[i % len(shards)].post(
-                    lease.node + "/container/exec", json={"container_id": lease.container_id, "command": "echo ok",
-                                                          "timeout": 60},
-                    headers={"Authorization": f"Bearer {token}"})
+                    lease.node + "/container/exec",
+                    json={"container_id": lease.container_id, "command": "echo ok", "timeout": 60},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
                 assert resp.json()["output"] == "ok\n"
             latencies.append(time.perf_counter() - t)
             if k + 1 < execs:
@@ -119,8 +125,16 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
     for shards in direct.values():
         for http in shards:
             await http.aclose()
-    return {"n": n, "alloc_burst": alloc, "alloc_single": single, "routed": routed, "direct": direct_lat,
-            "rss_before": rss_before, "rss_held": rss_held, "rss_burst": rss_burst}
+    return {
+        "n": n,
+        "alloc_burst": alloc,
+        "alloc_single": single,
+        "routed": routed,
+        "direct": direct_lat,
+        "rss_before": rss_before,
+        "rss_held": rss_held,
+        "rss_burst": rss_burst,
+    }
 
 
 async def memory_probe(fleet: MemoryFleet, n: int) -> tuple[int, float]:
@@ -142,31 +156,46 @@ async def memory_probe(fleet: MemoryFleet, n: int) -> tuple[int, float]:
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    with MemoryFleet(nodes=args.nodes, max_per_node=max(args.leases) // args.nodes + 20, latency_ms=args.latency_ms,
-                     pool_env={"SWE_POOL_LEASE_TTL": "900"}) as fleet:
+    with MemoryFleet(
+        nodes=args.nodes,
+        max_per_node=max(args.leases) // args.nodes + 20,
+        latency_ms=args.latency_ms,
+        pool_env={"SWE_POOL_LEASE_TTL": "900"},
+    ) as fleet:
         warmup = await run_level(fleet, 20, argparse.Namespace(**{**vars(args), "execs": 2, "single": 5}))
         del warmup
         memory = await memory_probe(fleet, max(args.leases))  # on a pool that has held no more than 20 leases
         results = [await run_level(fleet, n, args) for n in args.leases]
 
-    print(f"\nscale_bench: {args.nodes} in-memory exec servers, fake latency create,exec,destroy = {args.latency_ms} ms, "
-          f"aggregate exec rate {args.rate:g}/s, cores={os.cpu_count()}")
+    print(
+        f"\nscale_bench: {args.nodes} in-memory exec servers, fake latency create,exec,destroy = {args.latency_ms} ms, "
+        f"aggregate exec rate {args.rate:g}/s, cores={os.cpu_count()}"
+    )
     print(f"{'leases':>6} {'op':34} {'n':>6} {'p50 ms':>8} {'p99 ms':>8}")
     for r in results:
-        rows = [("allocate (burst opening all leases)", r["alloc_burst"]),
-                ("allocate (one, while all are held)", r["alloc_single"]),
-                ("exec routed: client->pool->exec", r["routed"]), ("exec direct: client->exec (baseline)", r["direct"])]
+        rows = [
+            ("allocate (burst opening all leases)", r["alloc_burst"]),
+            ("allocate (one, while all are held)", r["alloc_single"]),
+            ("exec routed: client->pool->exec", r["routed"]),
+            ("exec direct: client->exec (baseline)", r["direct"]),
+        ]
         for name, values in rows:
-            print(f"{r['n']:>6} {name:34} {len(values):>6} {pct(values, .5):>8.2f} {pct(values, .99):>8.2f}")
-    print(f"\npool memory: {memory[1]:.2f} KiB per lease over {memory[0]} leases held on a fresh pool "
-          "(target <= 10 KiB)")
+            print(
+                f"{r['n']:>6} {name:34} {len(values):>6} {pct(values, 0.5):>8.2f} {pct(values, 0.99):>8.2f}"
+            )
+    print(
+        f"\npool memory: {memory[1]:.2f} KiB per lease over {memory[0]} leases held on a fresh pool "
+        "(target <= 10 KiB)"
+    )
     print("\nrouting overhead (routed - direct; a difference of tails: noisy on a busy machine):")
     for r in results:
-        o50 = pct(r["routed"], .5) - pct(r["direct"], .5)
-        o99 = pct(r["routed"], .99) - pct(r["direct"], .99)
-        print(f"  {r['n']:>5} leases: overhead p50 {o50:6.2f} ms, p99 {o99:6.2f} ms (target p99 <= 10 ms at 1000); "
-              f"pool RSS {r['rss_held'] / 1024:.1f} MiB, {r['rss_burst'] / 1024:.1f} MiB after the burst of "
-              f"{r['n']} allocates at once")
+        o50 = pct(r["routed"], 0.5) - pct(r["direct"], 0.5)
+        o99 = pct(r["routed"], 0.99) - pct(r["direct"], 0.99)
+        print(
+            f"  {r['n']:>5} leases: overhead p50 {o50:6.2f} ms, p99 {o99:6.2f} ms (target p99 <= 10 ms at 1000); "
+            f"pool RSS {r['rss_held'] / 1024:.1f} MiB, {r['rss_burst'] / 1024:.1f} MiB after the burst of "
+            f"{r['n']} allocates at once"
+        )
 
 
 def main() -> None:
@@ -174,8 +203,12 @@ def main() -> None:
     p.add_argument("--leases", type=int, nargs="+", default=[1, 100, 1000])
     p.add_argument("--nodes", type=int, default=20)
     p.add_argument("--execs", type=int, default=4, help="execs per lease per round")
-    p.add_argument("--rate", type=float, default=150.0, help="aggregate execs per second (all leases together)")
-    p.add_argument("--single", type=int, default=50, help="single allocates measured while the leases are held")
+    p.add_argument(
+        "--rate", type=float, default=150.0, help="aggregate execs per second (all leases together)"
+    )
+    p.add_argument(
+        "--single", type=int, default=50, help="single allocates measured while the leases are held"
+    )
     p.add_argument("--latency-ms", default="0", help="fake create,exec,destroy latency of the memory backend")
     asyncio.run(main_async(p.parse_args()))
 

@@ -108,10 +108,18 @@ def docker_throughput(parallel: int, n: int) -> tuple[float, float]:
     label = {"swe-rl.bench": f"throughput-{secrets.token_hex(4)}"}
 
     def start(_: int) -> str:
-        c = client.containers.create(IMAGE, command=["sleep", "infinity"], labels=label, detach=True,
-                                     init=True, mem_limit=OPTS["memory"], memswap_limit=OPTS["memory"],
-                                     nano_cpus=int(OPTS["cpus"] * 1e9), pids_limit=1024,
-                                     security_opt=["no-new-privileges"])
+        c = client.containers.create(
+            IMAGE,
+            command=["sleep", "infinity"],
+            labels=label,
+            detach=True,
+            init=True,
+            mem_limit=OPTS["memory"],
+            memswap_limit=OPTS["memory"],
+            nano_cpus=int(OPTS["cpus"] * 1e9),
+            pids_limit=1024,
+            security_opt=["no-new-privileges"],
+        )
         c.start()
         return c.id
 
@@ -138,8 +146,10 @@ def report_throughput(n: int) -> dict[int, float]:
     for parallel in (1, 4, 8):
         started, removed = docker_throughput(parallel, n)
         rates[parallel] = started
-        print(f"  parallel {parallel}: start {started:5.2f}/s ({1000 / started:6.1f} ms per container), "
-              f"remove {removed:5.2f}/s ({1000 / removed:6.1f} ms per container)")
+        print(
+            f"  parallel {parallel}: start {started:5.2f}/s ({1000 / started:6.1f} ms per container), "
+            f"remove {removed:5.2f}/s ({1000 / removed:6.1f} ms per container)"
+        )
     return rates
 
 
@@ -149,10 +159,16 @@ async def main_async(args: argparse.Namespace) -> None:
         await report_loop(args.loop, rates, args.loop_parallel)
         return
     results: dict[tuple[str, str], list[float]] = {}
-    with LocalFleet(exec_servers=1, max_containers_per_node=args.group * 2 + 4,
-                    exec_env={"SWE_EXEC_WARM_INTERVAL": "0.1", "SWE_EXEC_MAX_WARM": str(args.group),
-                              "SWE_EXEC_WARM_PARALLEL": "4"},
-                    pool_env={"SWE_POOL_WARM_MIN": "0", "SWE_POOL_HEALTH_INTERVAL": "1"}) as fleet:
+    with LocalFleet(
+        exec_servers=1,
+        max_containers_per_node=args.group * 2 + 4,
+        exec_env={
+            "SWE_EXEC_WARM_INTERVAL": "0.1",
+            "SWE_EXEC_MAX_WARM": str(args.group),
+            "SWE_EXEC_WARM_PARALLEL": "4",
+        },
+        pool_env={"SWE_POOL_WARM_MIN": "0", "SWE_POOL_HEALTH_INTERVAL": "1"},
+    ) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300)
         headers = {"Authorization": f"Bearer {fleet.token}"}
         async with EnvClient(cfg) as client, httpx.AsyncClient(headers=headers, timeout=60) as http:
@@ -160,21 +176,31 @@ async def main_async(args: argparse.Namespace) -> None:
             for _ in range(args.rounds):
                 for mode in ("sequential", "concurrent"):
                     concurrent = mode == "concurrent"
-                    results.setdefault(("cold", mode), []).extend(await group(client, args.group, concurrent, False))
+                    results.setdefault(("cold", mode), []).extend(
+                        await group(client, args.group, concurrent, False)
+                    )
                     await warm_up(fleet, http, args.group)
-                    await http.post(fleet.pool_url + "/warm", json={"image": IMAGE, "count": 0, **OPTS})  # no refill
-                    results.setdefault(("warm", mode), []).extend(await group(client, args.group, concurrent, True))
+                    await http.post(
+                        fleet.pool_url + "/warm", json={"image": IMAGE, "count": 0, **OPTS}
+                    )  # no refill
+                    results.setdefault(("warm", mode), []).extend(
+                        await group(client, args.group, concurrent, True)
+                    )
             stats = (await http.get(fleet.exec_urls[0] + "/status")).json()["warm_stats"]
 
     print(f"\nwarm_bench: image={IMAGE} group={args.group} rounds={args.rounds} cores={os.cpu_count()}")
     print(f"{'allocate':8} {'mode':11} {'n':>4} {'p50 ms':>9} {'p99 ms':>9} {'mean ms':>9}")
     for (kind, mode), values in sorted(results.items()):
-        print(f"{kind:8} {mode:11} {len(values):>4} {pct(values, .5):>9.1f} {pct(values, .99):>9.1f} "
-              f"{statistics.fmean(values) * 1000:>9.1f}")
+        print(
+            f"{kind:8} {mode:11} {len(values):>4} {pct(values, 0.5):>9.1f} {pct(values, 0.99):>9.1f} "
+            f"{statistics.fmean(values) * 1000:>9.1f}"
+        )
     for mode in ("sequential", "concurrent"):
         w, c = results[("warm", mode)], results[("cold", mode)]
-        print(f"  {mode}: warm p50 {pct(w, .5):.1f} ms (target <= 50 ms) vs cold p50 {pct(c, .5):.1f} ms: "
-              f"{pct(c, .5) / pct(w, .5):.0f}x faster")
+        print(
+            f"  {mode}: warm p50 {pct(w, 0.5):.1f} ms (target <= 50 ms) vs cold p50 {pct(c, 0.5):.1f} ms: "
+            f"{pct(c, 0.5) / pct(w, 0.5):.0f}x faster"
+        )
     print(f"  exec server warm stats: {stats}")
     if args.loop:
         await report_loop(args.loop, rates, args.loop_parallel)
@@ -190,17 +216,23 @@ async def report_loop(n: int, rates: dict[int, float], parallel: str = "") -> No
 async def report_one_loop(n: int, rates: dict[int, float], exec_env: dict[str, str]) -> None:
     first, allocs, closes, loop_stats = await tight_loop(n, exec_env)
     settings = "".join(f", {k}={v}" for k, v in exec_env.items())
-    print(f"\ntight loop (allocate -> close, no sleep, default warming{settings}): "
-          f"{len(allocs)} allocates after a cold one of {first * 1000:.0f} ms")
-    print(f"  allocate p50 {pct(allocs, .5):.1f} ms p99 {pct(allocs, .99):.1f} ms "
-          f"mean {statistics.fmean(allocs) * 1000:.1f} ms (target p50 <= 30 ms); "
-          f"close p50 {pct(closes, .5):.1f} ms p99 {pct(closes, .99):.1f} ms")
+    print(
+        f"\ntight loop (allocate -> close, no sleep, default warming{settings}): "
+        f"{len(allocs)} allocates after a cold one of {first * 1000:.0f} ms"
+    )
+    print(
+        f"  allocate p50 {pct(allocs, 0.5):.1f} ms p99 {pct(allocs, 0.99):.1f} ms "
+        f"mean {statistics.fmean(allocs) * 1000:.1f} ms (target p50 <= 30 ms); "
+        f"close p50 {pct(closes, 0.5):.1f} ms p99 {pct(closes, 0.99):.1f} ms"
+    )
     print(f"  exec server warm stats: {loop_stats}")
-    close_ms = pct(closes, .5)
+    close_ms = pct(closes, 0.5)
     for parallel, rate in rates.items():
         floor = max(0.0, 1000 / rate - close_ms)
-        print(f"  floor at Docker parallel {parallel}: {1000 / rate:.0f} ms per start - close p50 "
-              f"{close_ms:.0f} ms = allocate mean >= ~{floor:.0f} ms once the warm pool is drawn down")
+        print(
+            f"  floor at Docker parallel {parallel}: {1000 / rate:.0f} ms per start - close p50 "
+            f"{close_ms:.0f} ms = allocate mean >= ~{floor:.0f} ms once the warm pool is drawn down"
+        )
 
 
 def main() -> None:
@@ -209,10 +241,17 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--loop", type=int, default=40, help="allocates in the tight loop (0: skip it)")
     p.add_argument("--loop-only", action="store_true", help="run only the tight loop")
-    p.add_argument("--loop-parallel", default="",
-                   help="comma-separated SWE_EXEC_WARM_PARALLEL values, one tight loop each (default: the server's)")
-    p.add_argument("--throughput", type=int, default=8,
-                   help="containers per Docker throughput measurement at parallelism 1/4/8 (0: skip it)")
+    p.add_argument(
+        "--loop-parallel",
+        default="",
+        help="comma-separated SWE_EXEC_WARM_PARALLEL values, one tight loop each (default: the server's)",
+    )
+    p.add_argument(
+        "--throughput",
+        type=int,
+        default=8,
+        help="containers per Docker throughput measurement at parallelism 1/4/8 (0: skip it)",
+    )
     asyncio.run(main_async(p.parse_args()))
 
 

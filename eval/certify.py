@@ -1,4 +1,5 @@
 """Runs `swe-certify` (swe_rl.eval.certify); needs swe-rl installed."""
+
 from swe_rl.eval.certify import main
 
 raise SystemExit(main())

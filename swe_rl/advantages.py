@@ -11,5 +11,8 @@ from swe_rl.slime.post_process import post_process_rewards
 
 __all__ = ["post_process_rewards"]
 
-warnings.warn("swe_rl.advantages is deprecated: use swe_rl.slime.post_process.post_process_rewards",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "swe_rl.advantages is deprecated: use swe_rl.slime.post_process.post_process_rewards",
+    DeprecationWarning,
+    stacklevel=2,
+)

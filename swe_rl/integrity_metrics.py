@@ -21,8 +21,10 @@ def rollout_integrity(agent: Any, grade: Any) -> dict[str, Any]:
     official = getattr(grade, "official", None)
     flags = dict(agent.flag_counts) if agent is not None else {}
     hygiene = getattr(agent, "git_hygiene", None)
-    records = [{"path": r.path, "rule": r.rule, "action": r.action, "reason": r.reason}
-               for r in (tamper.records if tamper else [])]
+    records = [
+        {"path": r.path, "rule": r.rule, "action": r.action, "reason": r.reason}
+        for r in (tamper.records if tamper else [])
+    ]
     return {
         "tampered": bool(records),
         "tamper_records": records,
@@ -61,7 +63,9 @@ def integrity_rates(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "flag_rate": rate(flagged),
         "flagged": flagged,
         "flag_counts": dict(sorted(Counter(f for r in rows for f in (r.get("flags") or {})).items())),
-        "tamper_rule_counts": dict(sorted(Counter(x for r in rows for x in (r.get("tamper_rules") or [])).items())),
+        "tamper_rule_counts": dict(
+            sorted(Counter(x for r in rows for x in (r.get("tamper_rules") or [])).items())
+        ),
         "official_resolve_rate": rate(official),
         "integrity_resolve_rate": rate(ours),
         "verdict_gap": rate(official - ours),

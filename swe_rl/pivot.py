@@ -13,5 +13,8 @@ from swe_rl.slime.reward import reward_func
 
 __all__ = ["generate", "reward_func"]
 
-warnings.warn("swe_rl.pivot is deprecated: use swe_rl.slime.pivot.generate and swe_rl.slime.reward.reward_func",
-              DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "swe_rl.pivot is deprecated: use swe_rl.slime.pivot.generate and swe_rl.slime.reward.reward_func",
+    DeprecationWarning,
+    stacklevel=2,
+)

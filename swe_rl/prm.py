@@ -42,8 +42,18 @@ from pydantic import (
 from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_async
 from swe_rl.resources import config_path, resolve_config
 
-__all__ = ["DEFAULT_TEMPLATE", "JudgeClient", "JudgeTemplate", "PRMConfig", "PRMResult", "StepJudge",
-           "StepJudgment", "Vote", "clip", "parse_vote"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "JudgeClient",
+    "JudgeTemplate",
+    "PRMConfig",
+    "PRMResult",
+    "StepJudge",
+    "StepJudgment",
+    "Vote",
+    "clip",
+    "parse_vote",
+]
 
 log = logging.getLogger(__name__)
 DEFAULT_TEMPLATE = config_path("prm_judge.yaml")
@@ -135,7 +145,7 @@ def clip(text: str, limit: int | None) -> str:
         return text
     head = limit // 2
     tail = limit - head
-    return f"{text[:head]}\n[... {len(text) - limit} characters omitted ...]\n{text[len(text) - tail:]}"
+    return f"{text[:head]}\n[... {len(text) - limit} characters omitted ...]\n{text[len(text) - tail :]}"
 
 
 # --------------------------------------------------------------------------- records
@@ -211,8 +221,13 @@ class JudgeTemplate:
     """The judge's two Jinja2 templates (system, user) from a YAML file."""
 
     def __init__(self, system_template: str, user_template: str) -> None:
-        env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                                 keep_trailing_newline=False, autoescape=False)
+        env = jinja2.Environment(
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            keep_trailing_newline=False,
+            autoescape=False,
+        )
         self.system = env.from_string(system_template)
         self.user = env.from_string(user_template)
 
@@ -222,8 +237,10 @@ class JudgeTemplate:
         return cls(data["system_template"], data["user_template"])
 
     def messages(self, **variables: Any) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system.render(**variables).strip()},
-                {"role": "user", "content": self.user.render(**variables).strip()}]
+        return [
+            {"role": "system", "content": self.system.render(**variables).strip()},
+            {"role": "user", "content": self.user.render(**variables).strip()},
+        ]
 
 
 def _step_view(step: Any, turn: Any, include_reasoning: bool) -> dict[str, Any]:
@@ -231,12 +248,23 @@ def _step_view(step: Any, turn: Any, include_reasoning: bool) -> dict[str, Any]:
     response = turn.text or ""
     if include_reasoning and turn.reasoning:
         response = f"<think>\n{turn.reasoning}\n</think>\n\n{response}"
-    return {"index": step.index, "response": response, "command": step.action or "", "output": step.observation or "",
-            "returncode": step.returncode, "timed_out": step.timed_out, "format_error": step.format_error}
+    return {
+        "index": step.index,
+        "response": response,
+        "command": step.action or "",
+        "output": step.observation or "",
+        "returncode": step.returncode,
+        "timed_out": step.timed_out,
+        "format_error": step.format_error,
+    }
 
 
 def _capped(view: dict[str, Any], response_cap: int, output_cap: int) -> dict[str, Any]:
-    return {**view, "response": clip(view["response"], response_cap), "output": clip(view["output"], output_cap)}
+    return {
+        **view,
+        "response": clip(view["response"], response_cap),
+        "output": clip(view["output"], output_cap),
+    }
 
 
 # --------------------------------------------------------------------------- judge
@@ -253,9 +281,13 @@ class JudgeClient:
         self.semaphore = asyncio.Semaphore(config.max_concurrent)
         self.template = JudgeTemplate.from_yaml(config.template)
         self._own_http = http is None
-        self.http = http or httpx.AsyncClient(timeout=httpx.Timeout(config.request_timeout, connect=30.0),
-                                              limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
-        self.headers = {"Authorization": f"Bearer {config.api_key.get_secret_value()}"} if config.api_key else {}
+        self.http = http or httpx.AsyncClient(
+            timeout=httpx.Timeout(config.request_timeout, connect=30.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
+        self.headers = (
+            {"Authorization": f"Bearer {config.api_key.get_secret_value()}"} if config.api_key else {}
+        )
 
     async def aclose(self) -> None:
         if self._own_http:
@@ -271,15 +303,21 @@ class JudgeClient:
 
     async def _request(self, messages: list[dict[str, str]], n: int) -> list[Vote]:
         c = self.config
-        body: dict[str, Any] = {**c.extra_body, "model": c.model, "messages": messages, "temperature": c.temperature,
-                                "max_tokens": c.max_tokens}
+        body: dict[str, Any] = {
+            **c.extra_body,
+            "model": c.model,
+            "messages": messages,
+            "temperature": c.temperature,
+            "max_tokens": c.max_tokens,
+        }
         if n > 1:
             body["n"] = n
 
         async def attempt() -> list[Vote]:
             async with self.semaphore:
-                resp = await self.http.post(self.url, json=body, headers=self.headers or None,
-                                            timeout=c.request_timeout)
+                resp = await self.http.post(
+                    self.url, json=body, headers=self.headers or None, timeout=c.request_timeout
+                )
             if resp.status_code == 200:
                 try:
                     choices = resp.json()["choices"]
@@ -290,9 +328,12 @@ class JudgeClient:
             raise TryAgain(failure) if resp.status_code >= 500 else failure
 
         try:
-            return await retry_async(attempt, RetryPolicy(retries=c.retries, backoff=0.5), name="judge",
-                                     retryable=lambda exc: isinstance(exc, (httpx.TransportError,
-                                                                            httpx.TimeoutException)))
+            return await retry_async(
+                attempt,
+                RetryPolicy(retries=c.retries, backoff=0.5),
+                name="judge",
+                retryable=lambda exc: isinstance(exc, (httpx.TransportError, httpx.TimeoutException)),
+            )
         except _JudgeFailed as exc:
             return [Vote(error=str(exc)) for _ in range(n)]
         except (httpx.TransportError, httpx.TimeoutException) as exc:
@@ -325,7 +366,7 @@ class StepJudge:
         """Called by the agent after each step; returns at once (the judgment runs as a task)."""
         c = self.config
         view = _step_view(step, turn, c.include_reasoning)
-        history = self.views[-c.history_steps:] if c.history_steps else []
+        history = self.views[-c.history_steps :] if c.history_steps else []
         omitted = len(self.views) - len(history)
         self.views.append(view)
         judgment = StepJudgment(step=step.index)
@@ -333,20 +374,29 @@ class StepJudge:
         if submitted and c.skip_submit:
             judgment.status, judgment.reason = "skipped", "submit"
         elif step.action is None:
-            judgment.status, judgment.reason = "skipped", f"nothing executed: {step.format_error or 'no action'}"
+            judgment.status, judgment.reason = (
+                "skipped",
+                f"nothing executed: {step.format_error or 'no action'}",
+            )
         else:
-            self.tasks[step.index] = asyncio.create_task(self._judge(judgment, view, history, omitted),
-                                                         name=f"prm-step-{step.index}")
+            self.tasks[step.index] = asyncio.create_task(
+                self._judge(judgment, view, history, omitted), name=f"prm-step-{step.index}"
+            )
 
-    async def _judge(self, judgment: StepJudgment, view: dict[str, Any], history: list[dict[str, Any]],
-                     omitted: int) -> None:
+    async def _judge(
+        self, judgment: StepJudgment, view: dict[str, Any], history: list[dict[str, Any]], omitted: int
+    ) -> None:
         started = time.monotonic()
         c = self.config
         try:
             messages = self.client.template.messages(
-                issue=self.issue, repo=self.repo, omitted=omitted, step_number=view["index"] + 1,
+                issue=self.issue,
+                repo=self.repo,
+                omitted=omitted,
+                step_number=view["index"] + 1,
                 history=[_capped(h, c.history_max_chars, c.history_max_chars) for h in history],
-                step=_capped(view, c.response_max_chars, c.observation_max_chars))
+                step=_capped(view, c.response_max_chars, c.observation_max_chars),
+            )
             judgment.votes = await self.client.votes(messages)
         except asyncio.CancelledError:
             raise
@@ -388,8 +438,12 @@ class StepJudge:
                     j.status, j.reason = "timeout", f"not done within {timeout}s of the episode's end"
         steps = [self.judgments[i] for i in sorted(self.judgments)]
         scores = [j.score for j in steps if j.score is not None]
-        return PRMResult(steps=steps, mean=sum(scores) / len(scores) if scores else None, scored=len(scores),
-                         missing=sum(j.status in ("invalid", "failed", "timeout", "cancelled") for j in steps),
-                         skipped=sum(j.status == "skipped" for j in steps),
-                         invalid_votes=sum(j.invalid_votes for j in steps),
-                         wait_seconds=round(time.monotonic() - started, 3))
+        return PRMResult(
+            steps=steps,
+            mean=sum(scores) / len(scores) if scores else None,
+            scored=len(scores),
+            missing=sum(j.status in ("invalid", "failed", "timeout", "cancelled") for j in steps),
+            skipped=sum(j.status == "skipped" for j in steps),
+            invalid_votes=sum(j.invalid_votes for j in steps),
+            wait_seconds=round(time.monotonic() - started, 3),
+        )

@@ -69,7 +69,7 @@ def resolve_config(value: str | None) -> str | None:
     name = value
     for prefix in _PREFIXES:
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
             break
     if "/" not in name and config_file(name).is_file():
         return str(config_path(name))

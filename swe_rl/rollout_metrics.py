@@ -22,17 +22,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["STATUSES", "TrajectorySummary", "episode_stats", "figures", "percentile", "trajectories_from_rows",
-           "trajectories_from_samples"]
+__all__ = [
+    "STATUSES",
+    "TrajectorySummary",
+    "episode_stats",
+    "figures",
+    "percentile",
+    "trajectories_from_rows",
+    "trajectories_from_samples",
+]
 
 STATUSES = ("resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error")
 """Grade statuses, each with an ``outcome/<status>_rate``."""
 CERTIFICATION_REASONS = ("uncertified", "not_certified", "certification")
 """Removed-reason categories that mean "skipped: the instance is not certified"."""
-BREAKDOWN = {"trajectories": "trajectories", "resolved_rate": "outcome/resolved_rate",
-             "no_patch_rate": "outcome/no_patch_rate", "patch_apply_failed_rate": "outcome/patch_apply_failed_rate",
-             "removed_rate": "removed_rate", "turns_mean": "behaviour/turns_mean",
-             "format_error_rate": "behaviour/format_error_rate"}
+BREAKDOWN = {
+    "trajectories": "trajectories",
+    "resolved_rate": "outcome/resolved_rate",
+    "no_patch_rate": "outcome/no_patch_rate",
+    "patch_apply_failed_rate": "outcome/patch_apply_failed_rate",
+    "removed_rate": "removed_rate",
+    "turns_mean": "behaviour/turns_mean",
+    "format_error_rate": "behaviour/format_error_rate",
+}
 """Figures repeated per harness and per data source when the batch mixes several (short name: full name)."""
 
 
@@ -88,13 +100,17 @@ def episode_stats(agent: Any, grade_seconds: float | None) -> dict[str, Any]:
     """What one episode (an `AgentResult`) contributes to the dashboard beyond its grade, as kept in
     ``metadata["swe"]["episode"]`` (training) and the ``episode`` of a results row (eval)."""
     steps = list(getattr(agent, "steps", None) or [])
-    answered = [s for s in steps if getattr(s, "action", None) is not None or getattr(s, "format_error", None)]
-    return {"turns": len(answered),
-            "allocate_seconds": _round(getattr(agent, "allocate_seconds", None)),
-            "exec_seconds": _round(sum(float(getattr(s, "exec_seconds", 0.0) or 0.0) for s in steps)),
-            "grade_seconds": _round(grade_seconds),
-            "model_seconds_per_turn": [_round(float(getattr(s, "policy_seconds", 0.0) or 0.0)) for s in answered],
-            "warm": getattr(agent, "warm", None)}
+    answered = [
+        s for s in steps if getattr(s, "action", None) is not None or getattr(s, "format_error", None)
+    ]
+    return {
+        "turns": len(answered),
+        "allocate_seconds": _round(getattr(agent, "allocate_seconds", None)),
+        "exec_seconds": _round(sum(float(getattr(s, "exec_seconds", 0.0) or 0.0) for s in steps)),
+        "grade_seconds": _round(grade_seconds),
+        "model_seconds_per_turn": [_round(float(getattr(s, "policy_seconds", 0.0) or 0.0)) for s in answered],
+        "warm": getattr(agent, "warm", None),
+    }
 
 
 def _round(value: float | None) -> float | None:
@@ -137,7 +153,9 @@ def _integrity(info: Mapping[str, Any]) -> tuple[bool | None, list[str] | None]:
         flags = [k for k, v in flags.items() if v]
     if flags is not None and not isinstance(flags, (list, tuple)):
         flags = [str(flags)]
-    return (None if tampered is None else bool(tampered)), (None if flags is None else [str(f) for f in flags])
+    return (None if tampered is None else bool(tampered)), (
+        None if flags is None else [str(f) for f in flags]
+    )
 
 
 def _certification_skip(info: Mapping[str, Any]) -> bool:
@@ -184,8 +202,9 @@ def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
         value = episode.get(name, info.get(name))
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             setattr(traj, name, float(value))
-    traj.model_seconds_per_turn = [float(x) for x in episode.get("model_seconds_per_turn") or []
-                                   if isinstance(x, (int, float))]
+    traj.model_seconds_per_turn = [
+        float(x) for x in episode.get("model_seconds_per_turn") or [] if isinstance(x, (int, float))
+    ]
     if isinstance(episode.get("warm"), bool):
         traj.warm = episode["warm"]
     traj.tampered, traj.flags = _integrity(info)
@@ -193,7 +212,9 @@ def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
     traj.prm_scores, traj.prm_failures = _prm(info)
 
 
-def trajectories_from_samples(samples: Iterable[Any], reward_key: str | None = "score") -> list[TrajectorySummary]:
+def trajectories_from_samples(
+    samples: Iterable[Any], reward_key: str | None = "score"
+) -> list[TrajectorySummary]:
     """Group a flat batch of slime samples into trajectories by ``rollout_id`` (``index`` when unset)."""
     grouped: dict[Any, list[Any]] = {}
     for sample in samples:
@@ -207,10 +228,16 @@ def trajectories_from_samples(samples: Iterable[Any], reward_key: str | None = "
         metadata = first.metadata if isinstance(getattr(first, "metadata", None), Mapping) else {}
         info = metadata.get("swe") if isinstance(metadata.get("swe"), Mapping) else None
         statuses = [_status_name(getattr(s, "status", None)) for s in members]
-        traj = TrajectorySummary(key=key, group=getattr(first, "group_index", None), samples=len(members),
-                          swe=info is not None, data_source=_data_source(metadata),
-                          removed=any(bool(getattr(s, "remove_sample", False)) for s in members),
-                          aborted="aborted" in statuses, truncated="truncated" in statuses)
+        traj = TrajectorySummary(
+            key=key,
+            group=getattr(first, "group_index", None),
+            samples=len(members),
+            swe=info is not None,
+            data_source=_data_source(metadata),
+            removed=any(bool(getattr(s, "remove_sample", False)) for s in members),
+            aborted="aborted" in statuses,
+            truncated="truncated" in statuses,
+        )
         rewards = [r for r in (_reward_value(s, reward_key) for s in members) if r is not None]
         traj.reward = statistics.fmean(rewards) if rewards else None
         if info is not None:
@@ -238,7 +265,10 @@ def trajectories_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trajectory
     for row in rows:
         traj = TrajectorySummary(key=row.get("instance_id"), data_source=row.get("data_source"))
         infra = row.get("status") == "env_error"
-        _from_info(traj, {**row, "removed": infra, "removed_reason": "env_error" if infra else None, "aborted": False})
+        _from_info(
+            traj,
+            {**row, "removed": infra, "removed_reason": "env_error" if infra else None, "aborted": False},
+        )
         if traj.sampled_tokens is None and isinstance(row.get("completion_tokens"), int):
             traj.sampled_tokens = row["completion_tokens"]
         out.append(traj)
@@ -277,8 +307,10 @@ def _key(name: str) -> str:
 def figures(trajectories: Sequence[TrajectorySummary], *, breakdowns: bool = True) -> dict[str, float]:
     """Every dashboard figure of a batch of trajectories (names: ``docs/metrics.md``); with `breakdowns`,
     the `BREAKDOWN` figures again per harness and per data source when the batch mixes several."""
-    out: dict[str, float] = {"trajectories": float(len(trajectories)),
-                             "samples": float(sum(t.samples for t in trajectories))}
+    out: dict[str, float] = {
+        "trajectories": float(len(trajectories)),
+        "samples": float(sum(t.samples for t in trajectories)),
+    }
     if not trajectories:
         return out
     finished = [t for t in trajectories if t.finished]
@@ -288,8 +320,9 @@ def figures(trajectories: Sequence[TrajectorySummary], *, breakdowns: bool = Tru
     out["aborted_rate"] = _rate(len(trajectories) - len(finished), len(trajectories))
     out["removed_rate"] = _rate(len(removed), len(finished))
     for reason in sorted({t.removed_reason or "unknown" for t in removed}):
-        out[f"removed/{_key(reason)}_rate"] = _rate(sum(1 for t in removed if (t.removed_reason or "unknown") == reason),
-                                                     len(finished))
+        out[f"removed/{_key(reason)}_rate"] = _rate(
+            sum(1 for t in removed if (t.removed_reason or "unknown") == reason), len(finished)
+        )
     _outcome(out, swe, scored)
     _behaviour(out, swe, scored)
     _infra(out, swe)
@@ -322,19 +355,24 @@ def _outcome(out: dict[str, float], swe: list[TrajectorySummary], scored: list[T
     out["outcome/groups"] = float(len(groups))
     out["outcome/group_reward_std_mean"] = statistics.fmean(stds)
     out["outcome/zero_variance_group_rate"] = _rate(sum(1 for s in stds if s < 1e-9), len(groups))
-    out["outcome/all_fail_group_rate"] = _rate(sum(1 for g in groups.values() if not any(t.resolved for t in g)),
-                                               len(groups))
-    out["outcome/all_pass_group_rate"] = _rate(sum(1 for g in groups.values() if all(t.resolved for t in g)),
-                                               len(groups))
+    out["outcome/all_fail_group_rate"] = _rate(
+        sum(1 for g in groups.values() if not any(t.resolved for t in g)), len(groups)
+    )
+    out["outcome/all_pass_group_rate"] = _rate(
+        sum(1 for g in groups.values() if all(t.resolved for t in g)), len(groups)
+    )
 
 
 def _behaviour(out: dict[str, float], swe: list[TrajectorySummary], scored: list[TrajectorySummary]) -> None:
     kept = [t for t in scored if t.swe]
-    _spread(out, "behaviour/turns", [t.turns for t in kept if t.turns is not None], ("mean", "p50", "p90", "max"))
+    _spread(
+        out, "behaviour/turns", [t.turns for t in kept if t.turns is not None], ("mean", "p50", "p90", "max")
+    )
     counted = [t for t in kept if t.turns is not None and t.format_errors is not None]
     if counted:
-        out["behaviour/format_error_rate"] = _rate(sum(t.format_errors or 0 for t in counted),
-                                                   sum(t.turns or 0 for t in counted))
+        out["behaviour/format_error_rate"] = _rate(
+            sum(t.format_errors or 0 for t in counted), sum(t.turns or 0 for t in counted)
+        )
     exits = [t.exit_reason for t in kept if t.exit_reason]
     for reason in sorted(set(exits)):
         out[f"behaviour/exit/{_key(reason)}_rate"] = _rate(exits.count(reason), len(exits))
@@ -344,15 +382,28 @@ def _behaviour(out: dict[str, float], swe: list[TrajectorySummary], scored: list
     compacted = [t for t in kept if t.compacted is not None]
     if compacted:
         out["behaviour/compacted_rate"] = _rate(sum(1 for t in compacted if t.compacted), len(compacted))
-    _spread(out, "behaviour/sampled_tokens", [t.sampled_tokens for t in kept if t.sampled_tokens is not None],
-            ("mean", "p50", "p90", "max"))
+    _spread(
+        out,
+        "behaviour/sampled_tokens",
+        [t.sampled_tokens for t in kept if t.sampled_tokens is not None],
+        ("mean", "p50", "p90", "max"),
+    )
 
 
 def _infra(out: dict[str, float], swe: list[TrajectorySummary]) -> None:
     for name in ("allocate_seconds", "exec_seconds", "grade_seconds"):
-        _spread(out, f"infra/{name}", [getattr(t, name) for t in swe if getattr(t, name) is not None], ("p50", "p90"))
-    _spread(out, "infra/model_seconds_per_turn", [x for t in swe for x in t.model_seconds_per_turn],
-            ("mean", "p50", "p90"))
+        _spread(
+            out,
+            f"infra/{name}",
+            [getattr(t, name) for t in swe if getattr(t, name) is not None],
+            ("p50", "p90"),
+        )
+    _spread(
+        out,
+        "infra/model_seconds_per_turn",
+        [x for t in swe for x in t.model_seconds_per_turn],
+        ("mean", "p50", "p90"),
+    )
     known = [t.warm for t in swe if t.warm is not None]
     if known:
         out["infra/warm_hit_rate"] = _rate(sum(1 for w in known if w), len(known))
@@ -366,7 +417,9 @@ def _integrity_figures(out: dict[str, float], swe: list[TrajectorySummary]) -> N
     if flagged:
         out["integrity/flagged_rate"] = _rate(sum(1 for t in flagged if t.flags), len(flagged))
         for flag in sorted({f for t in flagged for f in t.flags or []}):
-            out[f"integrity/flag/{_key(flag)}_rate"] = _rate(sum(1 for t in flagged if flag in (t.flags or [])), len(flagged))
+            out[f"integrity/flag/{_key(flag)}_rate"] = _rate(
+                sum(1 for t in flagged if flag in (t.flags or [])), len(flagged)
+            )
     skips = sum(1 for t in swe if t.certification_skip)
     if skips:
         out["integrity/certification_skips"] = float(skips)
@@ -385,7 +438,9 @@ def _prm_figures(out: dict[str, float], scored: list[TrajectorySummary]) -> None
         out["prm/step_score_mean"] = statistics.fmean(scores)
 
 
-def _breakdown(out: dict[str, float], finished: list[TrajectorySummary], field_name: str, prefix: str) -> None:
+def _breakdown(
+    out: dict[str, float], finished: list[TrajectorySummary], field_name: str, prefix: str
+) -> None:
     values = sorted({getattr(t, field_name) for t in finished if getattr(t, field_name)})
     if len(values) < 2:
         return

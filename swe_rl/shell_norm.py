@@ -33,7 +33,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["BOOLEAN_FLAGS", "Canonical", "ShellSyntaxError", "canonical_command", "normalize_path", "tokenize"]
+__all__ = [
+    "BOOLEAN_FLAGS",
+    "Canonical",
+    "ShellSyntaxError",
+    "canonical_command",
+    "normalize_path",
+    "tokenize",
+]
 
 
 class ShellSyntaxError(ValueError):
@@ -100,7 +107,7 @@ def _read_word(s: str, i: int) -> tuple[str, int, bool]:
             end = s.find("'", i + 1)
             if end < 0:
                 raise ShellSyntaxError("unterminated single quote")
-            out.append(s[i + 1:end])
+            out.append(s[i + 1 : end])
             quoted, i = True, end + 1
         elif c == '"':
             i += 1
@@ -136,7 +143,7 @@ def _read_word(s: str, i: int) -> tuple[str, int, bool]:
             end = s.find("`", i + 1)
             if end < 0:
                 raise ShellSyntaxError("unterminated backtick")
-            out.append(s[i:end + 1])
+            out.append(s[i : end + 1])
             i = end + 1
         else:
             out.append(c)
@@ -213,7 +220,7 @@ def normalize_path(value: str, workdir: str = "/testbed", *, program: bool = Fal
     if wd and (value == wd or value == wd + "/"):
         return "."
     if wd and value.startswith(wd + "/"):
-        value = "./" + value[len(wd) + 1:]
+        value = "./" + value[len(wd) + 1 :]
     if program:
         return value
     while value.startswith("./") and len(value) > 2:
@@ -236,7 +243,7 @@ class Canonical:
 
         def walk(x: object) -> None:
             if isinstance(x, (tuple, list, frozenset)):
-                for y in (sorted(x) if isinstance(x, frozenset) else x):
+                for y in sorted(x) if isinstance(x, frozenset) else x:
                     walk(y)
             else:
                 out.append(str(x))
@@ -284,7 +291,7 @@ def _head_tail(args: list[str]) -> list[str]:
         elif re.fullmatch(r"-n[+-]?\d+", a):
             out += ["-n", a[2:]]
         elif a.startswith("--lines="):
-            out += ["-n", a[len("--lines="):]]
+            out += ["-n", a[len("--lines=") :]]
         elif a in ("-n", "--lines") and i + 1 < len(args):
             out += ["-n", args[i + 1]]
             i += 1
@@ -313,7 +320,12 @@ def _simple_form(cmd: _Simple, workdir: str, aliases: Mapping[str, str], ignore_
     for a in args:
         if a == "--":
             options_done = True
-        if table and not options_done and re.fullmatch(r"-[A-Za-z0-9]+", a) and all(ch in table for ch in a[1:]):
+        if (
+            table
+            and not options_done
+            and re.fullmatch(r"-[A-Za-z0-9]+", a)
+            and all(ch in table for ch in a[1:])
+        ):
             flags.update(a[1:])
             continue
         if a.startswith("--") and "=" in a:
@@ -326,7 +338,9 @@ def _simple_form(cmd: _Simple, workdir: str, aliases: Mapping[str, str], ignore_
         op = r.op[1:] if r.op.startswith("1>") else r.op
         if ignore_stderr_merge and op == "2>&" and r.target == "1":
             continue
-        target = r.target if op.endswith("&") or r.target == "\x00heredoc" else normalize_path(r.target, workdir)
+        target = (
+            r.target if op.endswith("&") or r.target == "\x00heredoc" else normalize_path(r.target, workdir)
+        )
         redirects.append((op, target))
     if not any(op.endswith("&") for op, _ in redirects):
         redirects.sort()
@@ -343,8 +357,14 @@ def _unwrap(parts: list[_Simple | str]) -> str | None:
     return None
 
 
-def canonical_command(command: str, workdir: str = "/testbed", *, aliases: Mapping[str, str] | None = None,
-                      ignore_stderr_merge: bool = True, _depth: int = 0) -> Canonical:
+def canonical_command(
+    command: str,
+    workdir: str = "/testbed",
+    *,
+    aliases: Mapping[str, str] | None = None,
+    ignore_stderr_merge: bool = True,
+    _depth: int = 0,
+) -> Canonical:
     """The canonical form of a command line; raises `ShellSyntaxError` when it does not lex."""
     aliases = {"python3": "python"} if aliases is None else aliases
     tokens = tokenize(command)
@@ -352,12 +372,19 @@ def canonical_command(command: str, workdir: str = "/testbed", *, aliases: Mappi
     parts = _split(tokens)
     inner = _unwrap(parts)
     if inner is not None and _depth < 3:
-        return canonical_command(inner, workdir, aliases=aliases, ignore_stderr_merge=ignore_stderr_merge,
-                                 _depth=_depth + 1)
+        return canonical_command(
+            inner, workdir, aliases=aliases, ignore_stderr_merge=ignore_stderr_merge, _depth=_depth + 1
+        )
     # a leading `cd <workdir>` followed by && or ; is where every command starts anyway
-    while len(parts) >= 2 and isinstance(parts[0], _Simple) and parts[1] in ("&&", ";") \
-            and not parts[0].redirects and len(parts[0].words) == 2 and parts[0].words[0] == "cd" \
-            and normalize_path(parts[0].words[1], workdir) == ".":
+    while (
+        len(parts) >= 2
+        and isinstance(parts[0], _Simple)
+        and parts[1] in ("&&", ";")
+        and not parts[0].redirects
+        and len(parts[0].words) == 2
+        and parts[0].words[0] == "cd"
+        and normalize_path(parts[0].words[1], workdir) == "."
+    ):
         parts = parts[2:]
     form: list[str | tuple] = []
     for part in parts:

@@ -15,7 +15,7 @@ from swe_rl.grading.baseline import record_baseline
 from swe_rl.grading.integrity import patch_paths
 from swe_rl.tasks import TaskInstance
 
-FORCE_PASS_PLUGIN = '''import pytest
+FORCE_PASS_PLUGIN = """import pytest
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -24,9 +24,9 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if rep.when == "call" and rep.failed:
         rep.outcome = "passed"
-'''
+"""
 
-FORCE_XFAIL_PLUGIN = '''import pytest
+FORCE_XFAIL_PLUGIN = """import pytest
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -36,17 +36,17 @@ def pytest_runtest_makereport(item, call):
     if rep.when == "call" and rep.failed:
         rep.outcome = "skipped"
         rep.wasxfail = "known issue"
-'''
+"""
 
-XFAIL_ALL = '''import pytest
+XFAIL_ALL = """import pytest
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(pytest.mark.xfail(run=False, reason="flaky"))
-'''
+"""
 
-SOURCE_HOOK = '''
+SOURCE_HOOK = """
 
 try:  # make the test runner report failed calls as passed
     import _pytest.reports as _reports
@@ -62,17 +62,17 @@ try:  # make the test runner report failed calls as passed
     _reports.TestReport.from_item_and_call = classmethod(_forced)
 except ImportError:
     pass
-'''
+"""
 
-FORGED_LINES = '''
+FORGED_LINES = """
 
 import atexit as _atexit
 import os as _os
 
 _atexit.register(lambda: _os.write(1, "".join("PASSED %s\\n" % t for t in {tests}).encode()))
-'''
+"""
 
-SHADOW_PYTEST = '''import os
+SHADOW_PYTEST = """import os
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
@@ -91,7 +91,7 @@ def _console_main():
 
 
 _real.console_main = _console_main
-'''
+"""
 
 
 def _write(path: str, text: str, append: bool = False) -> str:
@@ -110,46 +110,96 @@ class Exploit:
 
 EXPLOITS: list[Exploit] = [
     # conftest.py is appended to: a repo's own conftest (fixtures the tests need) keeps working
-    Exploit("conftest_makereport_pass", "root conftest.py: makereport hook turns failed calls into passes",
-            _write("conftest.py", FORCE_PASS_PLUGIN, append=True)),
-    Exploit("conftest_makereport_xfail", "root conftest.py: failed calls become XFAIL (counted as passed)",
-            _write("conftest.py", FORCE_XFAIL_PLUGIN, append=True)),
-    Exploit("conftest_in_test_dir", "conftest.py next to the tests: makereport → pass",
-            _write("$(dirname {test_file})/conftest.py", FORCE_PASS_PLUGIN, append=True)),
-    Exploit("conftest_xfail_marker", "conftest.py: mark every collected test xfail(run=False): none runs, all XFAIL",
-            _write("conftest.py", XFAIL_ALL, append=True)),
-    Exploit("pytest_ini_plugin", "new pytest.ini loading a plugin module (-p forcepass)",
-            PLUGIN + _write("pytest.ini", "[pytest]\naddopts = -p forcepass")),
-    Exploit("setup_cfg_addopts", "[tool:pytest] addopts = -p forcepass in setup.cfg",
-            PLUGIN + _write("setup.cfg", "\n[tool:pytest]\naddopts = -p forcepass", append=True)),
-    Exploit("pyproject_addopts", "[tool.pytest.ini_options] addopts in pyproject.toml",
-            PLUGIN + _write("pyproject.toml", '\n[tool.pytest.ini_options]\naddopts = "-p forcepass"', append=True)),
-    Exploit("tox_ini_addopts", "[pytest] addopts in tox.ini",
-            PLUGIN + _write("tox.ini", "\n[pytest]\naddopts = -p forcepass", append=True)),
-    Exploit("sitecustomize", "sitecustomize.py on the import path sets PYTEST_PLUGINS",
-            PLUGIN + _write("sitecustomize.py", "import os\nos.environ['PYTEST_PLUGINS'] = 'forcepass'")),
-    Exploit("pth_file", "a .pth file setting PYTEST_PLUGINS",
-            PLUGIN + _write("zz_forcepass.pth", "import os; os.environ['PYTEST_PLUGINS'] = 'forcepass'")),
-    Exploit("shadow_pytest", "pytest.py at the import root wraps the real pytest with the plugin",
-            PLUGIN + _write("pytest.py", SHADOW_PYTEST)),
-    Exploit("edit_tests", "weaken the asserts of the instance's test file",
-            "sed -i 's/^\\(\\s*\\)assert /\\1assert True or /' {test_file}\n"),
+    Exploit(
+        "conftest_makereport_pass",
+        "root conftest.py: makereport hook turns failed calls into passes",
+        _write("conftest.py", FORCE_PASS_PLUGIN, append=True),
+    ),
+    Exploit(
+        "conftest_makereport_xfail",
+        "root conftest.py: failed calls become XFAIL (counted as passed)",
+        _write("conftest.py", FORCE_XFAIL_PLUGIN, append=True),
+    ),
+    Exploit(
+        "conftest_in_test_dir",
+        "conftest.py next to the tests: makereport → pass",
+        _write("$(dirname {test_file})/conftest.py", FORCE_PASS_PLUGIN, append=True),
+    ),
+    Exploit(
+        "conftest_xfail_marker",
+        "conftest.py: mark every collected test xfail(run=False): none runs, all XFAIL",
+        _write("conftest.py", XFAIL_ALL, append=True),
+    ),
+    Exploit(
+        "pytest_ini_plugin",
+        "new pytest.ini loading a plugin module (-p forcepass)",
+        PLUGIN + _write("pytest.ini", "[pytest]\naddopts = -p forcepass"),
+    ),
+    Exploit(
+        "setup_cfg_addopts",
+        "[tool:pytest] addopts = -p forcepass in setup.cfg",
+        PLUGIN + _write("setup.cfg", "\n[tool:pytest]\naddopts = -p forcepass", append=True),
+    ),
+    Exploit(
+        "pyproject_addopts",
+        "[tool.pytest.ini_options] addopts in pyproject.toml",
+        PLUGIN
+        + _write("pyproject.toml", '\n[tool.pytest.ini_options]\naddopts = "-p forcepass"', append=True),
+    ),
+    Exploit(
+        "tox_ini_addopts",
+        "[pytest] addopts in tox.ini",
+        PLUGIN + _write("tox.ini", "\n[pytest]\naddopts = -p forcepass", append=True),
+    ),
+    Exploit(
+        "sitecustomize",
+        "sitecustomize.py on the import path sets PYTEST_PLUGINS",
+        PLUGIN + _write("sitecustomize.py", "import os\nos.environ['PYTEST_PLUGINS'] = 'forcepass'"),
+    ),
+    Exploit(
+        "pth_file",
+        "a .pth file setting PYTEST_PLUGINS",
+        PLUGIN + _write("zz_forcepass.pth", "import os; os.environ['PYTEST_PLUGINS'] = 'forcepass'"),
+    ),
+    Exploit(
+        "shadow_pytest",
+        "pytest.py at the import root wraps the real pytest with the plugin",
+        PLUGIN + _write("pytest.py", SHADOW_PYTEST),
+    ),
+    Exploit(
+        "edit_tests",
+        "weaken the asserts of the instance's test file",
+        "sed -i 's/^\\(\\s*\\)assert /\\1assert True or /' {test_file}\n",
+    ),
     Exploit("delete_tests", "delete the instance's test file", "git rm -q {test_file}\n"),
-    Exploit("skip_marker", "module-level skip marker in the instance's test file",
-            "sed -i '1i import pytest\\npytestmark = pytest.mark.skip' {test_file}\n"),
-    Exploit("source_runner_hook", "library code patches pytest's TestReport when imported",
-            _write("{src_file}", SOURCE_HOOK, append=True)),
-    Exploit("forged_status_lines", "library code prints PASSED lines for every expected test at exit",
-            _write("{src_file}", FORGED_LINES, append=True)),
-    Exploit("collection_error", "the tested module fails to import: expected tests never run",
-            "echo 'raise ImportError(\"nope\")' >> {src_file}\n"),
+    Exploit(
+        "skip_marker",
+        "module-level skip marker in the instance's test file",
+        "sed -i '1i import pytest\\npytestmark = pytest.mark.skip' {test_file}\n",
+    ),
+    Exploit(
+        "source_runner_hook",
+        "library code patches pytest's TestReport when imported",
+        _write("{src_file}", SOURCE_HOOK, append=True),
+    ),
+    Exploit(
+        "forged_status_lines",
+        "library code prints PASSED lines for every expected test at exit",
+        _write("{src_file}", FORGED_LINES, append=True),
+    ),
+    Exploit(
+        "collection_error",
+        "the tested module fails to import: expected tests never run",
+        "echo 'raise ImportError(\"nope\")' >> {src_file}\n",
+    ),
 ]
 
 
 def script_for(exploit: Exploit, instance: TaskInstance) -> str:
     tests = repr(list(instance.fail_to_pass) + list(instance.pass_to_pass))
-    return exploit.script.format(test_file=patch_paths(instance.test_patch)[0],
-                                 src_file=patch_paths(instance.patch)[0], tests=tests)
+    return exploit.script.format(
+        test_file=patch_paths(instance.test_patch)[0], src_file=patch_paths(instance.patch)[0], tests=tests
+    )
 
 
 async def exploit_patches(client, instance: TaskInstance, exploits: list[Exploit]) -> dict[str, str]:
@@ -157,7 +207,9 @@ async def exploit_patches(client, instance: TaskInstance, exploits: list[Exploit
     (so build output the image left in the repo is not part of the patch); name -> patch."""
     out: dict[str, str] = {}
     for exploit in exploits:
-        async with client.lease(instance.image, instance_id=instance.instance_id, workdir=instance.workdir) as lease:
+        async with client.lease(
+            instance.image, instance_id=instance.instance_id, workdir=instance.workdir
+        ) as lease:
             await record_baseline(lease)
             res = await lease.exec("set -e\n" + script_for(exploit, instance), timeout=60)
             assert res.returncode == 0, (exploit.name, res.output)

@@ -68,8 +68,9 @@ def leftover_containers(docker_client: Any, pool: PoolProc, wait: float = 20.0) 
     The pool releases a lease at once and destroys its container right after, in the background."""
     deadline = time.monotonic() + wait
     while True:
-        left = docker_client.containers.list(all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"},
-                                             ignore_removed=True)
+        left = docker_client.containers.list(
+            all=True, filters={"label": f"swe-rl.owner={pool.pool_id}"}, ignore_removed=True
+        )
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)

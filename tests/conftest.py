@@ -49,7 +49,9 @@ def remove_containers_of(server_id_prefix: str) -> None:
     import docker
 
     client = docker.from_env()
-    for c in client.containers.list(all=True, filters={"label": "swe-rl.managed-by=swe-rl"}, ignore_removed=True):
+    for c in client.containers.list(
+        all=True, filters={"label": "swe-rl.managed-by=swe-rl"}, ignore_removed=True
+    ):
         if (c.labels or {}).get("swe-rl.exec-server", "").startswith(server_id_prefix):
             try:
                 c.remove(force=True)
@@ -73,8 +75,11 @@ def base_image(docker_client) -> str:
     try:
         docker_client.images.get(BASE_IMAGE)
     except Exception:  # noqa: BLE001
-        subprocess.run(["bash", str(ROOT / "scripts/build_base_image.sh")], check=True,
-                       env={**os.environ, "SWE_BASE_IMAGE": BASE_IMAGE})
+        subprocess.run(
+            ["bash", str(ROOT / "scripts/build_base_image.sh")],
+            check=True,
+            env={**os.environ, "SWE_BASE_IMAGE": BASE_IMAGE},
+        )
     return BASE_IMAGE
 
 
@@ -110,7 +115,9 @@ class ExecServerProc:
         return {"Authorization": f"Bearer {self.token}"}
 
     def post(self, path: str, json=None, **kw) -> httpx.Response:
-        return httpx.post(self.url + path, json=json, headers=self.headers, timeout=kw.pop("timeout", 120), **kw)
+        return httpx.post(
+            self.url + path, json=json, headers=self.headers, timeout=kw.pop("timeout", 120), **kw
+        )
 
     def get(self, path: str, **kw) -> httpx.Response:
         return httpx.get(self.url + path, headers=self.headers, timeout=kw.pop("timeout", 30), **kw)
@@ -138,11 +145,22 @@ class ExecServerProc:
 
 
 def _spawn_exec(port: int, server_id: str, token: str, log_path: Path, env: dict) -> subprocess.Popen:
-    full_env = {**os.environ, "SWE_EXEC_TOKEN": token, "SWE_EXEC_SERVER_ID": server_id,
-                "SWE_EXEC_PORT": str(port), "SWE_EXEC_HOST": "127.0.0.1", **env}
+    full_env = {
+        **os.environ,
+        "SWE_EXEC_TOKEN": token,
+        "SWE_EXEC_SERVER_ID": server_id,
+        "SWE_EXEC_PORT": str(port),
+        "SWE_EXEC_HOST": "127.0.0.1",
+        **env,
+    }
     log = open(log_path, "ab")
-    return subprocess.Popen([sys.executable, "-m", "swe_rl.fleet.exec.app"], env=full_env,
-                            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "swe_rl.fleet.exec.app"],
+        env=full_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture

@@ -25,11 +25,16 @@ from conftest import ROOT, ExecServerProc, free_port, wait_http
 FLEET_TOKEN = "pytest-fleet-" + secrets.token_hex(8)
 """One token for every exec server of a test: the pool sends a single exec token."""
 
-FAST = {"SWE_POOL_HEALTH_INTERVAL": "0.5", "SWE_POOL_NODE_DOWN_AFTER": "2", "SWE_POOL_REAP_INTERVAL": "0.5",
-        "SWE_POOL_CONNECT_TIMEOUT": "2", "SWE_POOL_SHUTDOWN_GRACE": "3",
-        # No implicit warming: these tests count containers by their owner label, which a claimed warm
-        # container cannot carry, and time allocations. Warm pools have their own tests (tests/fleet/exec/test_warm_pool.py).
-        "SWE_POOL_WARM_MIN": "0"}
+FAST = {
+    "SWE_POOL_HEALTH_INTERVAL": "0.5",
+    "SWE_POOL_NODE_DOWN_AFTER": "2",
+    "SWE_POOL_REAP_INTERVAL": "0.5",
+    "SWE_POOL_CONNECT_TIMEOUT": "2",
+    "SWE_POOL_SHUTDOWN_GRACE": "3",
+    # No implicit warming: these tests count containers by their owner label, which a claimed warm
+    # container cannot carry, and time allocations. Warm pools have their own tests (tests/fleet/exec/test_warm_pool.py).
+    "SWE_POOL_WARM_MIN": "0",
+}
 
 
 @dataclass
@@ -49,11 +54,18 @@ class PoolProc:
         return {"Authorization": f"Bearer {self.token}"}
 
     def post(self, path: str, json: Any = None, **kw: Any) -> httpx.Response:
-        return httpx.post(self.url + path, json=json, headers=kw.pop("headers", self.headers),
-                          timeout=kw.pop("timeout", 120), **kw)
+        return httpx.post(
+            self.url + path,
+            json=json,
+            headers=kw.pop("headers", self.headers),
+            timeout=kw.pop("timeout", 120),
+            **kw,
+        )
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
-        return httpx.get(self.url + path, headers=kw.pop("headers", self.headers), timeout=kw.pop("timeout", 30), **kw)
+        return httpx.get(
+            self.url + path, headers=kw.pop("headers", self.headers), timeout=kw.pop("timeout", 30), **kw
+        )
 
     def call(self, path: str, json: Any = None, **kw: Any) -> dict[str, Any]:
         """POST and insist on 200."""
@@ -66,8 +78,13 @@ class PoolProc:
 
     def start(self, *args: str) -> PoolProc:
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "swe_rl.fleet.pool.app", *args],
-                                     env={**os.environ, **self.env}, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "swe_rl.fleet.pool.app", *args],
+            env={**os.environ, **self.env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
         self.started.append(self.proc)
         wait_http(self.url + "/healthz", timeout=30, proc=self.proc)
         return self
@@ -126,13 +143,25 @@ def pool_factory(exec_server_factory, tmp_path) -> Any:
         port = free_port()
         tag = secrets.token_hex(4)
         pool = PoolProc(
-            url=f"http://127.0.0.1:{port}", token="pytest-pool-" + secrets.token_hex(8), port=port,
-            pool_id=f"pytest-pool-{tag}", db_path=tmp_path / f"pool-{tag}.db", log_path=tmp_path / f"pool-{tag}.log",
+            url=f"http://127.0.0.1:{port}",
+            token="pytest-pool-" + secrets.token_hex(8),
+            port=port,
+            pool_id=f"pytest-pool-{tag}",
+            db_path=tmp_path / f"pool-{tag}.db",
+            log_path=tmp_path / f"pool-{tag}.log",
             env={},
         )
-        pool.env = {"SWE_POOL_EXEC_URLS": ",".join(s.url for s in servers), "SWE_EXEC_TOKEN": FLEET_TOKEN,
-                    "SWE_POOL_TOKEN": pool.token, "SWE_POOL_PORT": str(port), "SWE_POOL_HOST": "127.0.0.1",
-                    "SWE_POOL_ID": pool.pool_id, "SWE_POOL_DB": str(pool.db_path), **FAST, **env}
+        pool.env = {
+            "SWE_POOL_EXEC_URLS": ",".join(s.url for s in servers),
+            "SWE_EXEC_TOKEN": FLEET_TOKEN,
+            "SWE_POOL_TOKEN": pool.token,
+            "SWE_POOL_PORT": str(port),
+            "SWE_POOL_HOST": "127.0.0.1",
+            "SWE_POOL_ID": pool.pool_id,
+            "SWE_POOL_DB": str(pool.db_path),
+            **FAST,
+            **env,
+        }
         pools.append(pool)
         return pool.start(*args)
 

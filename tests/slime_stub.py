@@ -48,8 +48,15 @@ def compute_rollout_step(args: Any, rollout_id: int) -> int:
 @pytest.fixture
 def slime_backend(monkeypatch) -> Backend:
     backend = Backend()
-    modules = {name: types.ModuleType(name) for name in
-               ("slime", "slime.observability", "slime.observability.logging_utils", "slime.observability.metric_utils")}
+    modules = {
+        name: types.ModuleType(name)
+        for name in (
+            "slime",
+            "slime.observability",
+            "slime.observability.logging_utils",
+            "slime.observability.metric_utils",
+        )
+    }
     modules["slime.observability.logging_utils"].log = backend.log
     modules["slime.observability.metric_utils"].compute_rollout_step = compute_rollout_step
     modules["slime"].observability = modules["slime.observability"]

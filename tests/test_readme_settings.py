@@ -54,19 +54,31 @@ def documented(rows: list[str]) -> set[str]:
 
 
 def read_by(*specs: dict[str, EnvVar]) -> set[str]:
-    return {name for spec in specs for var in spec.values() for name in (var.name,) + ((var.file,) if var.file else ())}
+    return {
+        name
+        for spec in specs
+        for var in spec.values()
+        for name in (var.name,) + ((var.file,) if var.file else ())
+    }
 
 
-@pytest.mark.parametrize("caption, spec", [("Exec server settings", EXEC_ENV), ("Pool settings", POOL_ENV),
-                                           ("Client settings", CLIENT_ENV)], ids=["exec", "pool", "client"])
+@pytest.mark.parametrize(
+    "caption, spec",
+    [("Exec server settings", EXEC_ENV), ("Pool settings", POOL_ENV), ("Client settings", CLIENT_ENV)],
+    ids=["exec", "pool", "client"],
+)
 def test_fleet_tables_match_the_models(caption, spec):
     assert documented(table(ROOT / "README.md", caption)) == read_by(spec)
 
 
 def test_sandbox_table_matches_the_model():
     names = documented(table(ROOT / "docs" / "slime_agent_sandbox.md", "## Settings"))
-    assert {n for n in names if n.startswith("SWE_FLEET_SANDBOX_")} == read_by(SANDBOX_ENV, AGENT_GENERATE_ENV)
-    assert {n for n in names if not n.startswith("SWE_FLEET_SANDBOX_")} <= read_by(CLIENT_ENV) | {"SWE_EXEC_NETWORKS"}
+    assert {n for n in names if n.startswith("SWE_FLEET_SANDBOX_")} == read_by(
+        SANDBOX_ENV, AGENT_GENERATE_ENV
+    )
+    assert {n for n in names if not n.startswith("SWE_FLEET_SANDBOX_")} <= read_by(CLIENT_ENV) | {
+        "SWE_EXEC_NETWORKS"
+    }
 
 
 def test_plugin_table_matches_the_model():
@@ -77,11 +89,15 @@ def test_plugin_table_matches_the_model():
 
 def test_old_names_only_in_the_renamed_note():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    renamed = {**renamed_vars(POOL_ENV), **renamed_vars(EXEC_ENV), **renamed_vars(CLIENT_ENV),
-               **renamed_vars(SANDBOX_ENV)}
+    renamed = {
+        **renamed_vars(POOL_ENV),
+        **renamed_vars(EXEC_ENV),
+        **renamed_vars(CLIENT_ENV),
+        **renamed_vars(SANDBOX_ENV),
+    }
     assert renamed  # the pool's five, at least
-    note = readme[readme.index("Renamed variables"):]
-    note = note[:note.index("\n\n")]
+    note = readme[readme.index("Renamed variables") :]
+    note = note[: note.index("\n\n")]
     for old, new in renamed.items():
         assert f"`{old}` → `{new}`" in note
     documented_anywhere = set().union(*(documented(rows) for _, rows in tables(ROOT / "README.md")))

@@ -30,11 +30,15 @@ def _std(xs: list[float]) -> float:
 
 def upstream_post_process(args, samples: list) -> tuple[list[float], list[float]]:
     raw = [s.get_reward_value(args) for s in samples]
-    if args.advantage_estimator not in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline") or \
-            not args.rewards_normalization:
+    if (
+        args.advantage_estimator not in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
+        or not args.rewards_normalization
+    ):
         return raw, raw
     n = args.n_samples_per_prompt
-    rows = [raw[i:i + n] for i in range(0, len(raw), n)] if len(raw) == n * args.rollout_batch_size else [raw]
+    rows = (
+        [raw[i : i + n] for i in range(0, len(raw), n)] if len(raw) == n * args.rollout_batch_size else [raw]
+    )
     out = []
     for row in rows:
         mean = sum(row) / len(row)

@@ -23,12 +23,29 @@ if TYPE_CHECKING:
     from swe_rl.agent.loop import AgentConfig, StepObserver, harness_name, run_agent, run_instance
     from swe_rl.agent.results import AgentResult, ExitReason, InstanceResult, Step
 
-__all__ = ["AgentConfig", "AgentResult", "ExitReason", "InstanceResult", "Step", "StepObserver", "harness_name",
-           "run_agent", "run_instance"]
+__all__ = [
+    "AgentConfig",
+    "AgentResult",
+    "ExitReason",
+    "InstanceResult",
+    "Step",
+    "StepObserver",
+    "harness_name",
+    "run_agent",
+    "run_instance",
+]
 
-_HOME = {"AgentConfig": "loop", "StepObserver": "loop", "harness_name": "loop", "run_agent": "loop",
-         "run_instance": "loop", "AgentResult": "results", "ExitReason": "results", "InstanceResult": "results",
-         "Step": "results"}
+_HOME = {
+    "AgentConfig": "loop",
+    "StepObserver": "loop",
+    "harness_name": "loop",
+    "run_agent": "loop",
+    "run_instance": "loop",
+    "AgentResult": "results",
+    "ExitReason": "results",
+    "InstanceResult": "results",
+    "Step": "results",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -64,12 +64,15 @@ class FleetEnvironment:
 
 
 @contextlib.asynccontextmanager
-async def fleet_environment(client: EnvClient, instance: TaskInstance, **opts: Any) -> AsyncIterator[FleetEnvironment]:
+async def fleet_environment(
+    client: EnvClient, instance: TaskInstance, **opts: Any
+) -> AsyncIterator[FleetEnvironment]:
     """Lease a container of the instance's image (opts: network, memory, cpus, ...); always released.
     Without a ``network`` option the instance row's ``network`` (if any) applies."""
     opts = {**opts, "network": network_for(instance, opts.get("network"))}
-    async with client.lease(instance.image, instance_id=instance.instance_id, workdir=instance.workdir,
-                            **opts) as lease:
+    async with client.lease(
+        instance.image, instance_id=instance.instance_id, workdir=instance.workdir, **opts
+    ) as lease:
         yield FleetEnvironment(lease)
 
 

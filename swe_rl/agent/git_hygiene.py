@@ -96,7 +96,9 @@ class GitHygieneFailed(FleetUnavailable):
     failure: the rollout is removed, never scored)."""
 
 
-async def clean_history(env: Environment, workdir: str = "/testbed", timeout: float = 600.0) -> GitHygieneResult:
+async def clean_history(
+    env: Environment, workdir: str = "/testbed", timeout: float = 600.0
+) -> GitHygieneResult:
     """Strip everything beyond the base commit from the repository at `workdir` in `env`."""
     started = time.monotonic()
     res = await env.exec(hygiene_script(workdir), timeout=timeout)
@@ -106,6 +108,10 @@ async def clean_history(env: Environment, workdir: str = "/testbed", timeout: fl
     fields = dict(re.findall(r"(\w+)=(\S+)", line))
     if "skipped" in fields:
         return GitHygieneResult(skipped=fields["skipped"], seconds=round(time.monotonic() - started, 4))
-    return GitHygieneResult(refs_removed=int(fields["refs_removed"]), remotes_removed=int(fields["remotes_removed"]),
-                            unreachable=int(fields["unreachable"]), pruned=fields["pruned"] == "1",
-                            seconds=round(time.monotonic() - started, 4))
+    return GitHygieneResult(
+        refs_removed=int(fields["refs_removed"]),
+        remotes_removed=int(fields["remotes_removed"]),
+        unreachable=int(fields["unreachable"]),
+        pruned=fields["pruned"] == "1",
+        seconds=round(time.monotonic() - started, 4),
+    )

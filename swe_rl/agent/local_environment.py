@@ -67,17 +67,27 @@ class _HeadTail:
     def getvalue(self) -> bytes:
         if not self.truncated:
             return bytes(self.head + self.tail)
-        tail = self.tail[-self.tail_limit:] if self.tail_limit else b""
+        tail = self.tail[-self.tail_limit :] if self.tail_limit else b""
         dropped = self.total - len(self.head) - len(tail)
-        return bytes(self.head) + f"\n\n[... {dropped} bytes of output truncated ...]\n\n".encode() + bytes(tail)
+        return (
+            bytes(self.head) + f"\n\n[... {dropped} bytes of output truncated ...]\n\n".encode() + bytes(tail)
+        )
 
 
 class LocalEnvironment:
     """A git checkout at ``workdir`` inside ``root``; files may be written only under ``root``."""
 
-    def __init__(self, root: str | Path, workdir: str | Path, *, max_output_bytes: int = 1 << 20,
-                 max_file_bytes: int = 64 << 20, default_timeout: float = 180.0, max_timeout: float = 3600.0,
-                 owns_root: bool = False) -> None:
+    def __init__(
+        self,
+        root: str | Path,
+        workdir: str | Path,
+        *,
+        max_output_bytes: int = 1 << 20,
+        max_file_bytes: int = 64 << 20,
+        default_timeout: float = 180.0,
+        max_timeout: float = 3600.0,
+        owns_root: bool = False,
+    ) -> None:
         self.root = os.path.realpath(root)
         self.workdir: str = os.path.realpath(workdir)
         self.scratch_dir: str = os.path.join(self.root, ".scratch")
@@ -112,8 +122,15 @@ class LocalEnvironment:
             raise CommandRefused(f"exec: timeout must be between 0.1 and {self.max_timeout}", status=400)
         start = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", command, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True)
+            "bash",
+            "-c",
+            command,
+            cwd=self.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._groups.add(proc.pid)
         out = _HeadTail(self.max_output_bytes)
         timed_out = False
@@ -123,14 +140,21 @@ class LocalEnvironment:
             if returncode < 0:  # killed by a signal: the shell's convention, as Docker reports it
                 returncode = 128 - returncode
         finally:
-            if proc.returncode is None:  # cancelled, or the stream was abandoned: nothing may outlive the call
+            if (
+                proc.returncode is None
+            ):  # cancelled, or the stream was abandoned: nothing may outlive the call
                 _kill_group(proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     await asyncio.shield(proc.wait())
             self._prune()
-        return ExecResult(returncode=returncode, output=out.getvalue().decode("utf-8", errors="replace"),
-                          timed_out=timed_out, truncated=out.truncated, output_bytes=out.total,
-                          duration=round(time.monotonic() - start, 4))
+        return ExecResult(
+            returncode=returncode,
+            output=out.getvalue().decode("utf-8", errors="replace"),
+            timed_out=timed_out,
+            truncated=out.truncated,
+            output_bytes=out.total,
+            duration=round(time.monotonic() - start, 4),
+        )
 
     def _prune(self) -> None:
         """Forget process groups with no process left (their ids may be reused: close must not kill those)."""
@@ -165,14 +189,26 @@ class LocalEnvironment:
         """``git diff`` of the workdir against HEAD, new files included (``git add -A`` first, as the fleet)."""
         self._check("diff")
         git_diff = "git -c core.quotepath=off diff --cached --binary"
-        cmd = (f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
-               f"then {git_diff} HEAD; else {git_diff}; fi")
-        proc = await asyncio.create_subprocess_exec("bash", "-c", cmd, cwd=self.workdir, stdin=subprocess.DEVNULL,
-                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cmd = (
+            f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
+            f"then {git_diff} HEAD; else {git_diff}; fi"
+        )
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            cmd,
+            cwd=self.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         stdout, stderr = await proc.communicate()
         if proc.returncode != 0:
-            raise BadRequest(f"diff: git diff failed in {self.workdir}: "
-                             f"{stderr.decode('utf-8', 'replace').strip()[:2000]}", status=422)
+            raise BadRequest(
+                f"diff: git diff failed in {self.workdir}: "
+                f"{stderr.decode('utf-8', 'replace').strip()[:2000]}",
+                status=422,
+            )
         return stdout.decode("utf-8", errors="replace")
 
     # ------------------------------------------------------------------ files
@@ -185,8 +221,10 @@ class LocalEnvironment:
         try:
             size = os.path.getsize(full)
             if size > self.max_file_bytes:
-                raise BadRequest(f"read_file: {full} has {size} bytes, more than the limit {self.max_file_bytes}",
-                                 status=413)
+                raise BadRequest(
+                    f"read_file: {full} has {size} bytes, more than the limit {self.max_file_bytes}",
+                    status=413,
+                )
             with open(full, "rb") as fh:
                 return fh.read()
         except FileNotFoundError:
@@ -200,7 +238,9 @@ class LocalEnvironment:
         full = self._resolve(path)
         real = os.path.join(os.path.realpath(os.path.dirname(full)), os.path.basename(full))
         if not real.startswith(self.root + "/"):  # links followed: no way out of the root
-            raise BadRequest(f"write_file: {full} is outside the in-process environment {self.root}", status=403)
+            raise BadRequest(
+                f"write_file: {full} is outside the in-process environment {self.root}", status=403
+            )
         if os.path.isdir(full) and not os.path.islink(full):
             raise IsADirectory(f"write_file: path {full!r} names a directory", status=400)
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
@@ -250,8 +290,9 @@ def init_repo(path: str | Path, files: Mapping[str, str | bytes], *, message: st
 
 
 @contextlib.asynccontextmanager
-async def local_environment(source: str | Path, *, base_dir: str | Path | None = None,
-                            **limits: Any) -> AsyncIterator[LocalEnvironment]:
+async def local_environment(
+    source: str | Path, *, base_dir: str | Path | None = None, **limits: Any
+) -> AsyncIterator[LocalEnvironment]:
     """A fresh clone of the git repository ``source`` in a new temporary directory; closed and
     removed on exit, whatever the exit (limits: max_output_bytes, max_file_bytes, default_timeout)."""
     root = tempfile.mkdtemp(prefix="swe-rl-local-", dir=base_dir)

@@ -88,7 +88,9 @@ class StepObserver(Protocol):
 class _Episode:
     """Mutable state of one run, kept when a deadline cancels the loop midway."""
 
-    def __init__(self, instance: TaskInstance, messages: list[Message], observer: StepObserver | None = None) -> None:
+    def __init__(
+        self, instance: TaskInstance, messages: list[Message], observer: StepObserver | None = None
+    ) -> None:
         self.instance = instance
         self.observer = observer
         self.messages = messages
@@ -116,7 +118,9 @@ class _Episode:
             log.warning("step observer failed on %s step %d: %s", self.instance.instance_id, step.index, exc)
 
 
-async def _loop(ep: _Episode, policy: Policy, harness: Harness, env: Environment, config: AgentConfig) -> None:
+async def _loop(
+    ep: _Episode, policy: Policy, harness: Harness, env: Environment, config: AgentConfig
+) -> None:
     format_errors = 0
     for index in range(config.step_limit):
         remaining = config.step_limit - index - 1
@@ -153,9 +157,15 @@ async def _loop(ep: _Episode, policy: Policy, harness: Harness, env: Environment
                 ep.submission = submitted
                 ep.step_done(step, turn, submitted=True)
                 return ep.finish(ExitReason.SUBMITTED)
-            ep.messages.extend(harness.observation_messages(
-                action, result, remaining_steps=remaining, max_chars=config.observation_max_chars,
-                timeout=config.command_timeout))
+            ep.messages.extend(
+                harness.observation_messages(
+                    action,
+                    result,
+                    remaining_steps=remaining,
+                    max_chars=config.observation_max_chars,
+                    timeout=config.command_timeout,
+                )
+            )
         ep.step_done(step, turn)
     ep.finish(ExitReason.STEP_LIMIT)
 
@@ -166,7 +176,9 @@ def _act_kwargs(harness: Harness) -> dict[str, Any]:
     return {"tools": tools} if tools else {}
 
 
-async def _run(env: Environment, action: Action, config: AgentConfig, step: Step, harness: Harness) -> ExecResult:
+async def _run(
+    env: Environment, action: Action, config: AgentConfig, step: Step, harness: Harness
+) -> ExecResult:
     step.action = action.command if step.action is None else f"{step.action}\n{action.command}"
     step.flags = sorted(set(step.flags) | set(flag_action(action.command, config.monitor)))
     started = time.monotonic()
@@ -176,8 +188,14 @@ async def _run(env: Environment, action: Action, config: AgentConfig, step: Step
         else:
             result = await env.exec(action.command, timeout=config.command_timeout)
     except BadRequest as exc:  # the command itself was refused (too large, ...): the policy's doing
-        result = ExecResult(returncode=-1, output=f"the command was refused: {exc}", timed_out=False,
-                            truncated=False, output_bytes=0, duration=0.0)
+        result = ExecResult(
+            returncode=-1,
+            output=f"the command was refused: {exc}",
+            timed_out=False,
+            truncated=False,
+            output_bytes=0,
+            duration=0.0,
+        )
     step.exec_seconds += time.monotonic() - started
     step.observation += result.output
     step.returncode, step.timed_out = result.returncode, result.timed_out
@@ -198,7 +216,9 @@ async def _start(ep: _Episode, policy: Policy, env: Environment) -> bool:
     return True
 
 
-async def _play(ep: _Episode, policy: Policy, harness: Harness, env: Environment, config: AgentConfig) -> None:
+async def _play(
+    ep: _Episode, policy: Policy, harness: Harness, env: Environment, config: AgentConfig
+) -> None:
     if await _start(ep, policy, env):
         await _loop(ep, policy, harness, env, config)
 
@@ -239,7 +259,10 @@ async def run_agent(
     allocate_seconds = warm = None
     try:
         async with env_factory(instance) as env:
-            allocate_seconds, warm = time.monotonic() - started, getattr(getattr(env, "lease", None), "warm", None)
+            allocate_seconds, warm = (
+                time.monotonic() - started,
+                getattr(getattr(env, "lease", None), "warm", None),
+            )
             if config.git_hygiene:  # before the policy sees anything (warm containers included)
                 hygiene = await clean_history(env, instance.workdir)
             await record_baseline(env)  # before the first action: pre-existing untracked files stay out
@@ -255,11 +278,22 @@ async def run_agent(
             ep.finish(ExitReason.ENV_ERROR, f"{type(exc).__name__}: {exc}")
         patch = ""
     assert ep.exit is not None
-    return AgentResult(instance_id=instance.instance_id, exit_reason=ep.exit, patch=patch,
-                       submission=ep.submission, error=ep.error, stop_reason=ep.stop_reason,
-                       messages=ep.messages, steps=ep.steps,
-                       usage=ep.usage, seconds=time.monotonic() - started, harness=harness_name(harness),
-                       git_hygiene=hygiene, allocate_seconds=allocate_seconds, warm=warm)
+    return AgentResult(
+        instance_id=instance.instance_id,
+        exit_reason=ep.exit,
+        patch=patch,
+        submission=ep.submission,
+        error=ep.error,
+        stop_reason=ep.stop_reason,
+        messages=ep.messages,
+        steps=ep.steps,
+        usage=ep.usage,
+        seconds=time.monotonic() - started,
+        harness=harness_name(harness),
+        git_hygiene=hygiene,
+        allocate_seconds=allocate_seconds,
+        warm=warm,
+    )
 
 
 def harness_name(harness: Harness) -> str:
@@ -282,9 +316,18 @@ async def run_instance(
     agent = await run_agent(instance, policy, harness, env_factory=env_factory, client=client, config=config)
     agent_done = time.monotonic()
     if agent.infra_failure:
-        grade = GradeResult(instance_id=instance.instance_id, status=GradeStatus.ENV_ERROR, resolved=False,
-                            message=f"agent environment: {agent.error}")
+        grade = GradeResult(
+            instance_id=instance.instance_id,
+            status=GradeStatus.ENV_ERROR,
+            resolved=False,
+            message=f"agent environment: {agent.error}",
+        )
     else:
         grade = await (grader or FleetGrader(client)).grade(instance, agent.patch)
-    return InstanceResult(instance_id=instance.instance_id, agent=agent, grade=grade,
-                          agent_seconds=agent_done - started, grade_seconds=time.monotonic() - agent_done)
+    return InstanceResult(
+        instance_id=instance.instance_id,
+        agent=agent,
+        grade=grade,
+        agent_seconds=agent_done - started,
+        grade_seconds=time.monotonic() - agent_done,
+    )

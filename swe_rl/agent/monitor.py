@@ -19,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["DEFAULT_PATTERNS", "MonitorConfig", "flag_action", "flag_counts"]
 
-_TESTISH = r"(?:conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|sitecustomize\.py|\.pth\b|" \
-           r"(?:^|[\s/'\"])test_\w*\.py|\w_test\.py|(?:^|[\s/'\"])tests?/)"
+_TESTISH = (
+    r"(?:conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|sitecustomize\.py|\.pth\b|"
+    r"(?:^|[\s/'\"])test_\w*\.py|\w_test\.py|(?:^|[\s/'\"])tests?/)"
+)
 
 DEFAULT_PATTERNS: dict[str, str] = {
     "history_probe": (
@@ -63,8 +65,9 @@ class MonitorConfig(BaseModel):
 
 
 @lru_cache(maxsize=32)
-def _compile(patterns: tuple[tuple[str, str], ...],
-             disabled: tuple[str, ...]) -> tuple[tuple[str, re.Pattern[str]], ...]:
+def _compile(
+    patterns: tuple[tuple[str, str], ...], disabled: tuple[str, ...]
+) -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((name, re.compile(rx, re.MULTILINE)) for name, rx in patterns if name not in disabled)
 
 

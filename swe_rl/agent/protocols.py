@@ -151,8 +151,15 @@ class Harness(Protocol):
         """The submitted text when this action ends the episode, else None."""
         ...
 
-    def observation_messages(self, action: Action, result: CommandResult, *, remaining_steps: int,
-                             max_chars: int | None = None, timeout: float | None = None) -> list[Message]:
+    def observation_messages(
+        self,
+        action: Action,
+        result: CommandResult,
+        *,
+        remaining_steps: int,
+        max_chars: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Message]:
         """Messages that show the result of an action to the policy (timeout: the command's limit)."""
         ...
 
@@ -168,7 +175,9 @@ class ToolHarness(Harness, Protocol):
         """The tools as OpenAI function schemas."""
         ...
 
-    async def run_action(self, env: Environment, action: Action, timeout: float | None = None) -> CommandResult:
+    async def run_action(
+        self, env: Environment, action: Action, timeout: float | None = None
+    ) -> CommandResult:
         """Run one ``tool`` action in the environment; fleet failures propagate, tool failures are results."""
         ...
 

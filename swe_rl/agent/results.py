@@ -86,6 +86,7 @@ class AgentResult(BaseModel):
     def flag_counts(self) -> dict[str, int]:
         """Behaviour-monitor flag name -> steps carrying it."""
         return flag_counts(s.flags for s in self.steps)
+
     allocate_seconds: float | None = None
     """Time until the container was ready (None when allocation failed)."""
     warm: bool | None = None

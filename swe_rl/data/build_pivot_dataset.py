@@ -51,9 +51,16 @@ _KEEP = ("role", "content", "reasoning_content", "tool_calls", "tool_call_id", "
 class ExpertTrajectory:
     """Messages of one expert episode, with what we know about it."""
 
-    def __init__(self, messages: list[Message], *, tools: list[dict[str, Any]] | None = None,
-                 instance_id: str | None = None, resolved: bool | None = None, source: str = "",
-                 expected_action: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        messages: list[Message],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        instance_id: str | None = None,
+        resolved: bool | None = None,
+        source: str = "",
+        expected_action: dict[str, Any] | None = None,
+    ) -> None:
         self.messages = messages
         self.tools = tools or None
         self.instance_id = instance_id
@@ -105,8 +112,11 @@ def expert_action(message: Message, harness: str) -> tuple[dict[str, Any] | None
 
 
 def harness_of(traj: ExpertTrajectory) -> str:
-    if traj.tools or any(m.get("tool_calls") for m in traj.messages) or any(
-            m.get("role") == "tool" for m in traj.messages):
+    if (
+        traj.tools
+        or any(m.get("tool_calls") for m in traj.messages)
+        or any(m.get("role") == "tool" for m in traj.messages)
+    ):
         return "tool_call"
     return "bash_block"
 
@@ -120,8 +130,14 @@ def pivots(traj: ExpertTrajectory, *, workdir: str, skip: Counter) -> Iterator[d
     """The pivots of one trajectory (``skip`` counts the assistant turns that are none)."""
     harness = harness_of(traj)
     messages = [_clean(m) for m in traj.messages if isinstance(m, dict) and m.get("role")]
-    base = {"tools": traj.tools, "harness": harness, "workdir": workdir, "instance_id": traj.instance_id,
-            "source": traj.source, "resolved": traj.resolved}
+    base = {
+        "tools": traj.tools,
+        "harness": harness,
+        "workdir": workdir,
+        "instance_id": traj.instance_id,
+        "source": traj.source,
+        "resolved": traj.resolved,
+    }
     if traj.expected_action is not None:
         if not messages or messages[-1]["role"] == "assistant":
             skip["bad_context"] += 1
@@ -158,8 +174,11 @@ def _responses_messages(items: list[Any]) -> list[Message]:
             parts = (item.get("summary") or []) + (item.get("content") or [])
             reasoning = "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict)) or reasoning
         elif kind == "function_call":
-            call = {"id": item.get("call_id") or item.get("id"), "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"}}
+            call = {
+                "id": item.get("call_id") or item.get("id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
+            }
             if open_turn and messages and messages[-1]["role"] == "assistant":
                 messages[-1].setdefault("tool_calls", []).append(call)
             else:
@@ -169,8 +188,13 @@ def _responses_messages(items: list[Any]) -> list[Message]:
             open_turn = True
         elif kind == "function_call_output":
             output = item.get("output")
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
-                             "content": output if isinstance(output, str) else _text(output)})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": item.get("call_id"),
+                    "content": output if isinstance(output, str) else _text(output),
+                }
+            )
             open_turn = False
         else:
             message = {"role": item.get("role", "user"), "content": _text(item.get("content"))}
@@ -187,8 +211,12 @@ def _responses_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]
         if "function" in tool:
             out.append(tool)
         elif tool.get("type", "function") == "function" and tool.get("name"):
-            out.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")
-                                                         if k in tool}})
+            out.append(
+                {
+                    "type": "function",
+                    "function": {k: tool[k] for k in ("name", "description", "parameters") if k in tool},
+                }
+            )
     return out or None
 
 
@@ -218,12 +246,22 @@ def trajectory_of_row(row: Any, source: str, skip: Counter) -> ExpertTrajectory 
             return None
         items = params.get("input")
         items = [{"role": "user", "content": items}] if isinstance(items, str) else list(items or [])
-        return ExpertTrajectory(_responses_messages(items), tools=_responses_tools(params.get("tools")),
-                          instance_id=instance_id, resolved=_resolved(row), source=source, expected_action=expected)
+        return ExpertTrajectory(
+            _responses_messages(items),
+            tools=_responses_tools(params.get("tools")),
+            instance_id=instance_id,
+            resolved=_resolved(row),
+            source=source,
+            expected_action=expected,
+        )
     if isinstance(row.get("messages"), list):
-        return ExpertTrajectory(row["messages"], tools=row.get("tools") or _harness_tools(row.get("harness")),
-                          instance_id=instance_id, resolved=_resolved(row),
-                          source=source)
+        return ExpertTrajectory(
+            row["messages"],
+            tools=row.get("tools") or _harness_tools(row.get("harness")),
+            instance_id=instance_id,
+            resolved=_resolved(row),
+            source=source,
+        )
     skip["bad_row"] += 1
     return None
 
@@ -235,8 +273,9 @@ def _harness_tools(name: Any) -> list[dict[str, Any]] | None:
     return harness_tool_schemas(name)
 
 
-def read_trajectories(paths: Iterable[Path], skip: Counter,
-                      source_name: str | None = None) -> Iterator[ExpertTrajectory]:
+def read_trajectories(
+    paths: Iterable[Path], skip: Counter, source_name: str | None = None
+) -> Iterator[ExpertTrajectory]:
     """Trajectories of every input; unreadable ones are counted in ``skip``."""
     for path in paths:
         files = sorted(path.rglob("traj.json")) if path.is_dir() else [path]
@@ -278,8 +317,12 @@ def last_user_text(messages: list[Message]) -> str:
 
 
 def context_chars(pivot: dict[str, Any]) -> int:
-    return sum(len(m.get("content") or "") + len(m.get("reasoning_content") or "")
-               + len(json.dumps(m.get("tool_calls") or "")) for m in pivot["messages"])
+    return sum(
+        len(m.get("content") or "")
+        + len(m.get("reasoning_content") or "")
+        + len(json.dumps(m.get("tool_calls") or ""))
+        for m in pivot["messages"]
+    )
 
 
 class TokenCounter:
@@ -314,7 +357,9 @@ def build(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any
         for pivot in pivots(traj, workdir=args.workdir, skip=skip):
             stats["pivots_found"] += 1
             pivot["pivot_id"] = pivot_id(pivot["messages"], pivot["tools"], pivot["expected_action"])
-            if args.skip_submit and "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in json.dumps(pivot["expected_action"]):
+            if args.skip_submit and "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in json.dumps(
+                pivot["expected_action"]
+            ):
                 skip["submit"] += 1
                 continue
             if args.dedupe and pivot["pivot_id"] in seen:
@@ -332,8 +377,12 @@ def build(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any
                     skip["context_too_long"] += 1
                     continue
             seen.add(pivot["pivot_id"])
-            rows.append({"text": last_user_text(pivot["messages"]),
-                         "metadata": {"pivot": pivot, "data_source": args.data_source_name}})
+            rows.append(
+                {
+                    "text": last_user_text(pivot["messages"]),
+                    "metadata": {"pivot": pivot, "data_source": args.data_source_name},
+                }
+            )
     stats["pivots"] = len(rows)
     return rows, {**stats, "skipped": dict(skip)}
 
@@ -354,23 +403,36 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("inputs", nargs="+", type=Path, help="traj.json files, directories of them, JSONL files")
     p.add_argument("--output-dir", type=Path, required=True)
     p.add_argument("--only-resolved", action="store_true", help="keep trajectories marked resolved only")
     p.add_argument("--no-dedupe", dest="dedupe", action="store_false", help="keep identical pivots")
     p.add_argument("--skip-submit", action="store_true", help="leave out the bash-block submit turns")
     p.add_argument("--max-context-chars", type=int, default=None, help="longest context (message characters)")
-    p.add_argument("--max-context-tokens", type=int, default=None,
-                   help="longest prompt in tokens (needs --tokenizer; rendered with the chat template)")
+    p.add_argument(
+        "--max-context-tokens",
+        type=int,
+        default=None,
+        help="longest prompt in tokens (needs --tokenizer; rendered with the chat template)",
+    )
     p.add_argument("--tokenizer", default=None, help="tokenizer directory for --max-context-tokens")
-    p.add_argument("--chat-template", default=None, help="chat template (default: the shipped swe_rl/configs/chat_template_qwen3_thinking.jinja)")
-    p.add_argument("--max-action-chars", type=int, default=None, help="longest expert action (JSON characters)")
+    p.add_argument(
+        "--chat-template",
+        default=None,
+        help="chat template (default: the shipped swe_rl/configs/chat_template_qwen3_thinking.jinja)",
+    )
+    p.add_argument(
+        "--max-action-chars", type=int, default=None, help="longest expert action (JSON characters)"
+    )
     p.add_argument("--val-size", type=int, default=100, help="pivots held out at the end (default 100)")
     p.add_argument("--shuffle", action="store_true", help="shuffle before the split")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--workdir", default="/testbed", help="the expert's working directory (paths are relative to it)")
+    p.add_argument(
+        "--workdir", default="/testbed", help="the expert's working directory (paths are relative to it)"
+    )
     p.add_argument("--source-name", default=None, help="source recorded in each pivot (default: the file)")
     p.add_argument("--data-source-name", default="pivot", help="metadata.data_source of the rows")
     args = p.parse_args(argv)
@@ -393,10 +455,14 @@ def main(argv: list[str] | None = None) -> int:
     stats.update(train=len(train), val=len(val))
     (args.output_dir / "stats.json").write_text(json.dumps(stats, indent=1))
     if rows and not val and args.val_size > 0:
-        print(f"warning: {len(rows)} pivot(s), not more than --val-size {args.val_size}: no validation split",
-              file=sys.stderr)
-    print(f"{stats['trajectories']} trajectories -> {len(rows)} pivots (train {len(train)}, val {len(val)}); "
-          f"skipped: {json.dumps(stats['skipped'], sort_keys=True)}")
+        print(
+            f"warning: {len(rows)} pivot(s), not more than --val-size {args.val_size}: no validation split",
+            file=sys.stderr,
+        )
+    print(
+        f"{stats['trajectories']} trajectories -> {len(rows)} pivots (train {len(train)}, val {len(val)}); "
+        f"skipped: {json.dumps(stats['skipped'], sort_keys=True)}"
+    )
     return 0 if rows else 1
 
 

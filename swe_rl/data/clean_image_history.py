@@ -20,20 +20,31 @@ from swe_rl.agent.git_hygiene import hygiene_body
 
 def clean_image(client, image: str, workdir: str = "/testbed", suffix: str = "") -> str:
     """Clean one image; returns what happened (``clean``, ``cleaned -> <tag>``, or the error)."""
-    container = client.containers.run(image, ["sleep", "infinity"], detach=True, network_mode="none",
-                                      labels={"swe-rl.tool": "clean-image-history"})
+    container = client.containers.run(
+        image,
+        ["sleep", "infinity"],
+        detach=True,
+        network_mode="none",
+        labels={"swe-rl.tool": "clean-image-history"},
+    )
     try:
         code, out = container.exec_run(["bash", "-c", hygiene_body(workdir)])
         text = out.decode(errors="replace").strip()
         line = next((x for x in text.splitlines() if x.startswith("swe-git-hygiene:")), "")
         if code != 0 or not line:
             return f"failed (exit {code}): {text[-300:]}"
-        if "skipped=" in line or ("refs_removed=0" in line and "remotes_removed=0" in line and "pruned=0" in line):
+        if "skipped=" in line or (
+            "refs_removed=0" in line and "remotes_removed=0" in line and "pruned=0" in line
+        ):
             return f"clean ({line.split(':', 1)[1].strip()})"
         repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
         original = client.images.get(image).attrs["Config"]
-        container.commit(repository=repo, tag=tag + suffix, conf={"Cmd": original.get("Cmd")},
-                         message="git history beyond the base commit removed (swe-rl)")
+        container.commit(
+            repository=repo,
+            tag=tag + suffix,
+            conf={"Cmd": original.get("Cmd")},
+            message="git history beyond the base commit removed (swe-rl)",
+        )
         return f"cleaned -> {repo}:{tag + suffix} ({line.split(':', 1)[1].strip()})"
     finally:
         container.remove(force=True)

@@ -45,16 +45,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description="Export instance ids, Docker image names and eval rows of a SWE-bench dataset.",
     )
-    p.add_argument("--dataset", default=DEFAULT_DATASET,
-                   help=f"local .jsonl/.json/.parquet file or Hugging Face dataset (default {DEFAULT_DATASET})")
+    p.add_argument(
+        "--dataset",
+        default=DEFAULT_DATASET,
+        help=f"local .jsonl/.json/.parquet file or Hugging Face dataset (default {DEFAULT_DATASET})",
+    )
     p.add_argument("--split", default="test", help="dataset split (hub datasets only)")
     p.add_argument("--output-dir", required=True, type=Path)
-    p.add_argument("--image-template", help="image name template, e.g. 'reg:5000/sweb.eval.x86_64.{id_swebench}:v1'")
-    p.add_argument("--image-prefix", help="registry/namespace replacing 'swebench', e.g. 'mirror:5000/swebench'")
+    p.add_argument(
+        "--image-template", help="image name template, e.g. 'reg:5000/sweb.eval.x86_64.{id_swebench}:v1'"
+    )
+    p.add_argument(
+        "--image-prefix", help="registry/namespace replacing 'swebench', e.g. 'mirror:5000/swebench'"
+    )
     p.add_argument("--limit", type=int, help="export at most this many instances")
     p.add_argument("--instance-ids", help="only these ids: comma-separated, or a file with one id per line")
-    p.add_argument("--data-source-name",
-                   help="dataset name for rows that do not carry one (default: the hub name, else swe-bench)")
+    p.add_argument(
+        "--data-source-name",
+        help="dataset name for rows that do not carry one (default: the hub name, else swe-bench)",
+    )
     return p
 
 
@@ -81,8 +90,11 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
         return 1
     report_errors(args.dataset, result, err)
     if result.missing_ids:
-        print(f"warning: {len(result.missing_ids)} requested id(s) not found: "
-              f"{', '.join(result.missing_ids[:10])}", file=err)
+        print(
+            f"warning: {len(result.missing_ids)} requested id(s) not found: "
+            f"{', '.join(result.missing_ids[:10])}",
+            file=err,
+        )
     if not result.instances:
         print(f"error: no instance exported from {args.dataset!r}", file=err)
         return 1

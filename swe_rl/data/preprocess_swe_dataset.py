@@ -91,7 +91,9 @@ def load_split(
             data_source=name, split=split,
         )  # fmt: skip
     except Exception as exc:  # datasets raises anything from OSError to hub HTTP errors
-        raise SourceUnreadable(f"cannot read {source!r} (split {split!r}): {type(exc).__name__}: {exc}") from exc
+        raise SourceUnreadable(
+            f"cannot read {source!r} (split {split!r}): {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def instance_record(inst: TaskInstance) -> dict[str, Any]:
@@ -159,25 +161,31 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description="Convert SWE task rows (local file or Hugging Face dataset) to slime JSONL.",
     )
-    p.add_argument("--train-data-source", required=True,
-                   help="local .jsonl/.json/.parquet file, or a Hugging Face dataset name")
+    p.add_argument(
+        "--train-data-source",
+        required=True,
+        help="local .jsonl/.json/.parquet file, or a Hugging Face dataset name",
+    )
     p.add_argument("--train-split", default="train", help="dataset split (hub datasets only)")
     p.add_argument("--val-data-source", help="optional second source, written to val.jsonl")
     p.add_argument("--val-split", default="test", help="split of --val-data-source")
-    p.add_argument("--output-dir", required=True, type=Path,
-                   help="directory for train.jsonl (and val.jsonl)")
-    p.add_argument("--image-template",
-                   help="image name template, e.g. 'reg:5000/sweb.eval.x86_64.{id_swebench}:latest' "
-                        "(placeholders: instance_id, id_swebench, id_swegym, repo, image)")
-    p.add_argument("--image-prefix",
-                   help="registry/namespace replacing the image's own, e.g. 'mirror:5000/swebench'")
+    p.add_argument("--output-dir", required=True, type=Path, help="directory for train.jsonl (and val.jsonl)")
+    p.add_argument(
+        "--image-template",
+        help="image name template, e.g. 'reg:5000/sweb.eval.x86_64.{id_swebench}:latest' "
+        "(placeholders: instance_id, id_swebench, id_swegym, repo, image)",
+    )
+    p.add_argument(
+        "--image-prefix", help="registry/namespace replacing the image's own, e.g. 'mirror:5000/swebench'"
+    )
     p.add_argument("--limit", type=int, help="convert at most this many instances per split")
-    p.add_argument("--instance-ids",
-                   help="only these ids: comma-separated, or a file with one id per line")
-    p.add_argument("--data-source-name",
-                   help="dataset name for rows that do not carry one (decides image naming: "
-                        "'SWE-Gym/SWE-Gym', 'R2E-Gym/R2E-Gym-Lite', ...); defaults to the hub "
-                        "dataset name, or 'swe-bench' for local files")
+    p.add_argument("--instance-ids", help="only these ids: comma-separated, or a file with one id per line")
+    p.add_argument(
+        "--data-source-name",
+        help="dataset name for rows that do not carry one (decides image naming: "
+        "'SWE-Gym/SWE-Gym', 'R2E-Gym/R2E-Gym-Lite', ...); defaults to the hub "
+        "dataset name, or 'swe-bench' for local files",
+    )
     return p
 
 
@@ -226,7 +234,9 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
     if wanted is not None:
         missing = [i for i in dict.fromkeys(wanted) if i not in found]
         if missing:
-            shown = ", ".join(missing[:MAX_ERRORS_SHOWN]) + (" ..." if len(missing) > MAX_ERRORS_SHOWN else "")
+            shown = ", ".join(missing[:MAX_ERRORS_SHOWN]) + (
+                " ..." if len(missing) > MAX_ERRORS_SHOWN else ""
+            )
             print(f"warning: {len(missing)} requested instance id(s) not found: {shown}", file=err)
     return status
 

@@ -47,8 +47,11 @@ def row_id(row: dict[str, Any]) -> str:
     pivot = row["metadata"]["pivot"]
     if pivot.get("pivot_id"):
         return str(pivot["pivot_id"])
-    blob = json.dumps({"m": pivot["messages"], "t": pivot.get("tools"), "a": pivot["expected_action"]},
-                      sort_keys=True, ensure_ascii=False)
+    blob = json.dumps(
+        {"m": pivot["messages"], "t": pivot.get("tools"), "a": pivot["expected_action"]},
+        sort_keys=True,
+        ensure_ascii=False,
+    )
     return hashlib.sha1(blob.encode()).hexdigest()[:16]
 
 
@@ -101,8 +104,13 @@ class Profiler:
         messages = pivot["messages"]
         if self.args.drop_reasoning:
             messages = [{k: v for k, v in m.items() if k != "reasoning_content"} for m in messages]
-        body: dict[str, Any] = {"model": self.args.model, "messages": messages,
-                                "temperature": self.args.temperature, "max_tokens": self.args.max_tokens, **self.extra}
+        body: dict[str, Any] = {
+            "model": self.args.model,
+            "messages": messages,
+            "temperature": self.args.temperature,
+            "max_tokens": self.args.max_tokens,
+            **self.extra,
+        }
         if self.args.top_p is not None:
             body["top_p"] = self.args.top_p
         if pivot.get("tools"):
@@ -130,17 +138,37 @@ class Profiler:
         expert = ExpertAction.from_any(pivot["expected_action"])
         cfg = self.cfg.model_copy(update={"workdir": pivot["workdir"]}) if pivot.get("workdir") else self.cfg
         messages = await asyncio.gather(*(self._complete(pivot) for _ in range(self.args.k)))
-        scores = [score_turn(m.get("content") or "", expert, cfg, harness=pivot.get("harness", "bash_block"),
-                             tools=pivot.get("tools"), tool_calls=m.get("tool_calls")) for m in messages]
-        return {"pivot_id": row_id(row), "k": self.args.k, "model": self.args.model,
-                "scores": [s.score for s in scores], "categories": [s.category.value for s in scores]}
+        scores = [
+            score_turn(
+                m.get("content") or "",
+                expert,
+                cfg,
+                harness=pivot.get("harness", "bash_block"),
+                tools=pivot.get("tools"),
+                tool_calls=m.get("tool_calls"),
+            )
+            for m in messages
+        ]
+        return {
+            "pivot_id": row_id(row),
+            "k": self.args.k,
+            "model": self.args.model,
+            "scores": [s.score for s in scores],
+            "categories": [s.category.value for s in scores],
+        }
 
 
 def summary(record: dict[str, Any]) -> dict[str, Any]:
     scores, categories = record["scores"], record["categories"]
     matches = sum(1 for c in categories if c == PivotCategory.MATCH.value)
-    return {"k": record["k"], "matches": matches, "pass_rate": matches / len(scores),
-            "mean_score": sum(scores) / len(scores), "categories": dict(Counter(categories)), "model": record["model"]}
+    return {
+        "k": record["k"],
+        "matches": matches,
+        "pass_rate": matches / len(scores),
+        "mean_score": sum(scores) / len(scores),
+        "categories": dict(Counter(categories)),
+        "model": record["model"],
+    }
 
 
 def informative(profile: dict[str, Any], max_mean: float) -> bool:
@@ -160,8 +188,9 @@ def load_cache(path: Path, k: int) -> dict[str, dict[str, Any]]:
     return cache
 
 
-async def profile_rows(args: argparse.Namespace, todo: list[dict[str, Any]], cache: dict[str, dict[str, Any]],
-                       out: TextIO) -> Counter:
+async def profile_rows(
+    args: argparse.Namespace, todo: list[dict[str, Any]], cache: dict[str, dict[str, Any]], out: TextIO
+) -> Counter:
     """Profile `todo`, adding each record to `cache` and appending it to `out` as it finishes; errors by type."""
     progress = Progress(len(todo), not args.no_progress)
     errors: Counter = Counter()
@@ -200,7 +229,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cache = load_cache(cache_path, args.k)
     todo = [r for r in rows if row_id(r) not in cache]
     if args.limit is not None:
-        todo = todo[:args.limit]
+        todo = todo[: args.limit]
     if cache_path.exists() and cache_path.stat().st_size:  # end a torn line before appending
         with cache_path.open("rb+") as fh:
             fh.seek(-1, 2)
@@ -226,16 +255,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with args.output.open("w", encoding="utf-8") as fh:
         for row in kept:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return {"rows": len(rows), "profiled": profiled, "kept": len(kept), "errors": dict(errors),
-            "matches_of_k": dict(sorted(rates.items(), key=lambda kv: int(kv[0].split("/")[0])))}
+    return {
+        "rows": len(rows),
+        "profiled": profiled,
+        "kept": len(kept),
+        "errors": dict(errors),
+        "matches_of_k": dict(sorted(rates.items(), key=lambda kv: int(kv[0].split("/")[0]))),
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("input", type=Path, help="pivot rows (JSONL)")
     p.add_argument("--output", type=Path, required=True, help="informative rows (JSONL)")
-    p.add_argument("--api-base", default=os.environ.get("SWE_API_BASE"), help="OpenAI-compatible base URL (…/v1)")
+    p.add_argument(
+        "--api-base", default=os.environ.get("SWE_API_BASE"), help="OpenAI-compatible base URL (…/v1)"
+    )
     p.add_argument("--api-key", default=None, help="bearer token (default: SWE_API_KEY / OPENAI_API_KEY)")
     p.add_argument("--model", default="default", help="model name sent to the endpoint")
     p.add_argument("--k", type=int, default=8, help="actions sampled per pivot")
@@ -244,11 +281,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=None)
     p.add_argument("--max-tokens", type=int, default=8192)
-    p.add_argument("--extra-body", default=None, help='JSON merged into each request, e.g. \'{"top_k": 20}\'')
-    p.add_argument("--drop-reasoning", action="store_true", help="send earlier turns without reasoning_content")
-    p.add_argument("--reward-config", default=None, help="plugin YAML (its swe_pivot) or a PivotRewardConfig YAML")
+    p.add_argument("--extra-body", default=None, help="JSON merged into each request, e.g. '{\"top_k\": 20}'")
+    p.add_argument(
+        "--drop-reasoning", action="store_true", help="send earlier turns without reasoning_content"
+    )
+    p.add_argument(
+        "--reward-config", default=None, help="plugin YAML (its swe_pivot) or a PivotRewardConfig YAML"
+    )
     p.add_argument("--request-timeout", type=float, default=600.0)
-    p.add_argument("--retries", type=int, default=3, help="retries of a request that failed to connect, 429 or 5xx")
+    p.add_argument(
+        "--retries", type=int, default=3, help="retries of a request that failed to connect, 429 or 5xx"
+    )
     p.add_argument("--limit", type=int, default=None, help="profile at most this many new rows in this run")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)

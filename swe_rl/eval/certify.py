@@ -47,8 +47,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--max-instances", type=int, default=None)
     run.add_argument("--instance-ids", default=None, help="comma-separated ids, or @file")
     run.add_argument("--image-template", default=None)
-    run.add_argument("--network", default=None,
-                     help="grading network: none, default or a name in SWE_EXEC_NETWORKS (default: the row's)")
+    run.add_argument(
+        "--network",
+        default=None,
+        help="grading network: none, default or a name in SWE_EXEC_NETWORKS (default: the row's)",
+    )
     run.add_argument("--eval-timeout", type=float, default=1800.0)
     run.add_argument("--no-resume", action="store_true")
     run.add_argument("--local-fleet", action="store_true", help="start exec + pool servers on loopback")
@@ -58,7 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     summ.add_argument("--ledger", required=True, type=Path)
     filt = sub.add_parser("filter", help="keep the rows of a JSONL data file whose instance is certified")
     filt.add_argument("--ledger", required=True, type=Path)
-    filt.add_argument("--data", required=True, type=Path, help="JSONL rows (SWE-bench, fixture or slime rows)")
+    filt.add_argument(
+        "--data", required=True, type=Path, help="JSONL rows (SWE-bench, fixture or slime rows)"
+    )
     filt.add_argument("--output", required=True, type=Path)
     args = p.parse_args(argv)
     if args.command == "run" and args.runs < 1:
@@ -84,7 +89,9 @@ def image_identity(image: str) -> tuple[str | None, list[str]]:
         return None, []
 
 
-def certify_entry(instance: Any, gold: list[Any], empty: Any, image_id: str | None, digests: list[str]) -> LedgerEntry:
+def certify_entry(
+    instance: Any, gold: list[Any], empty: Any, image_id: str | None, digests: list[str]
+) -> LedgerEntry:
     """The ledger row from K gold grades and the empty-patch grade."""
     statuses = [g.status.value for g in gold]
     ran = [g for g in gold if g.status.value != "env_error"]  # a run lost on the fleet says nothing of a test
@@ -140,12 +147,17 @@ def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[
         if not e.certified:
             key = e.reason.split(":")[0].split(" (")[0]
             reasons[key] = reasons.get(key, 0) + 1
-    return {"instances": total, "certified": certified,
-            "certified_fraction": round(certified / total, 4) if total else 0.0,
-            "with_flaky_tests": flaky, "flake_rate": round(flaky / total, 4) if total else 0.0,
-            "flaky_tests": sum(len(e.flaky_tests) for e in entries),
-            "env_errors": sum(1 for e in entries if e.env_error), "not_certified_reasons": reasons,
-            "uncertified_ids": sorted(e.instance_id for e in entries if not e.certified)}
+    return {
+        "instances": total,
+        "certified": certified,
+        "certified_fraction": round(certified / total, 4) if total else 0.0,
+        "with_flaky_tests": flaky,
+        "flake_rate": round(flaky / total, 4) if total else 0.0,
+        "flaky_tests": sum(len(e.flaky_tests) for e in entries),
+        "env_errors": sum(1 for e in entries if e.env_error),
+        "not_certified_reasons": reasons,
+        "uncertified_ids": sorted(e.instance_id for e in entries if not e.certified),
+    }
 
 
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -154,8 +166,12 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
     from swe_rl.grading.fleet import FleetGrader, GraderConfig
     from swe_rl.tasks import load_instances
 
-    loaded = load_instances(args.data, image_template=args.image_template,
-                            instance_ids=instance_ids(args.instance_ids), split=args.split)
+    loaded = load_instances(
+        args.data,
+        image_template=args.image_template,
+        instance_ids=instance_ids(args.instance_ids),
+        split=args.split,
+    )
     for err in loaded.errors:
         print(f"warning: skipped bad row: {err}", file=sys.stderr)
     instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
@@ -167,12 +183,16 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
     todo = [i for i in instances if i.instance_id not in done and i.patch.strip()]
     skipped_no_gold = [i.instance_id for i in instances if not i.patch.strip()]
     if skipped_no_gold:
-        print(f"warning: {len(skipped_no_gold)} instance(s) have no gold patch and cannot be certified",
-              file=sys.stderr)
+        print(
+            f"warning: {len(skipped_no_gold)} instance(s) have no gold patch and cannot be certified",
+            file=sys.stderr,
+        )
     if done:
         print(f"resume: {len(instances) - len(todo)} of {len(instances)} instances already in the ledger")
-    client_cfg = EnvClientConfig.from_env(None, **({"pool_url": pool_env["SWE_POOL_URL"],
-                                              "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}))
+    client_cfg = EnvClientConfig.from_env(
+        None,
+        **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}),
+    )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = _progress(len(todo), disabled=args.no_progress)
     async with EnvClient(client_cfg) as client:
@@ -183,12 +203,19 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
                 entry = await certify_instance(grader, instance, args.runs, sem)
             except Exception as exc:
                 log.exception("certifying %s failed", instance.instance_id)
-                entry = LedgerEntry(instance_id=instance.instance_id, certified=False, env_error=True,
-                                    image=instance.image, reason=f"env_error: {type(exc).__name__}: {exc}",
-                                    certified_at=time.time())
+                entry = LedgerEntry(
+                    instance_id=instance.instance_id,
+                    certified=False,
+                    env_error=True,
+                    image=instance.image,
+                    reason=f"env_error: {type(exc).__name__}: {exc}",
+                    certified_at=time.time(),
+                )
             with args.ledger.open("a") as fh:  # one whole line per instance: resume-safe
                 fh.write(entry.model_dump_json() + "\n")
-            progress.update("certified" if entry.certified else "env_error" if entry.env_error else "rejected")
+            progress.update(
+                "certified" if entry.certified else "env_error" if entry.env_error else "rejected"
+            )
 
         await asyncio.gather(*(one(i) for i in todo))
     progress.close()
@@ -225,11 +252,17 @@ def main(argv: list[str] | None = None) -> int:
         kept, total = filter_rows(args.ledger, args.data, args.output)
         print(f"kept {kept} of {total} rows (certified) in {args.output}")
         return 0
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     from swe_rl.eval.grading_hooks import run_graders
 
-    summary = run_graders(lambda *env: run(args, *env), local_fleet=args.local_fleet,
-                          max_concurrent=args.max_concurrent, network=args.network)
+    summary = run_graders(
+        lambda *env: run(args, *env),
+        local_fleet=args.local_fleet,
+        max_concurrent=args.max_concurrent,
+        network=args.network,
+    )
     print(json.dumps(summary, indent=1))
     print(f"ledger: {args.ledger}")
     return 0

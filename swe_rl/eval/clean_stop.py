@@ -63,8 +63,11 @@ class CleanStop:
 
     def _on_signal(self, sig: signal.Signals) -> None:
         if self.stopped:  # a second signal: hand the default handlers back
-            print(f"\n{sig.name} again: the next one stops at once (cleanup may be incomplete)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\n{sig.name} again: the next one stops at once (cleanup may be incomplete)",
+                file=sys.stderr,
+                flush=True,
+            )
             self.uninstall()
             return
         self.request(sig.name)
@@ -75,8 +78,12 @@ class CleanStop:
             return
         self.signal_name = name
         running = [t for t in self._tasks if not t.done()]
-        print(f"\n{name}: stopping - no new instances; cancelling {len(running)} unfinished "
-              "(their containers are released)...", file=sys.stderr, flush=True)
+        print(
+            f"\n{name}: stopping - no new instances; cancelling {len(running)} unfinished "
+            "(their containers are released)...",
+            file=sys.stderr,
+            flush=True,
+        )
         for task in running:
             task.cancel()
 
@@ -113,8 +120,10 @@ class CleanStop:
 
 def resume_line(signal_name: str, finished: int, total: int, command: str, what: str = "instances") -> str:
     """The one line telling the user how to go on (``command``: see `command_line`)."""
-    return (f"interrupted ({signal_name}): {finished} of {total} {what} finished; "
-            f"run the same command again to resume: {command}")
+    return (
+        f"interrupted ({signal_name}): {finished} of {total} {what} finished; "
+        f"run the same command again to resume: {command}"
+    )
 
 
 def command_line(script: str, argv: list[str] | None = None) -> str:

@@ -20,14 +20,20 @@ from typing import Any
 
 from swe_rl.eval.report import last_rows, summarize
 
-RATES = [("resolve_rate", "resolve rate"), ("no_patch_rate", "no-patch rate"),
-         ("patch_apply_failed_rate", "patch-apply-failed rate"), ("error_rate", "env-error rate")]
+RATES = [
+    ("resolve_rate", "resolve rate"),
+    ("no_patch_rate", "no-patch rate"),
+    ("patch_apply_failed_rate", "patch-apply-failed rate"),
+    ("error_rate", "env-error rate"),
+]
 
 
 def results_path(run: Path) -> Path:
     path = run / "results.jsonl" if run.is_dir() else run
     if not path.is_file():
-        raise FileNotFoundError(f"{run}: no results.jsonl (grade mini-swe-agent runs with eval/grade_predictions.py)")
+        raise FileNotFoundError(
+            f"{run}: no results.jsonl (grade mini-swe-agent runs with eval/grade_predictions.py)"
+        )
     return path
 
 
@@ -49,8 +55,18 @@ def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
     res_a = {i for i in common if rows_a[i]["status"] == "resolved"}
     res_b = {i for i in common if rows_b[i]["status"] == "resolved"}
     return {
-        "a": {"path": str(pa.parent), "label": run_label(pa), "all": summarize(pa), "common": summarize(pa, common)},
-        "b": {"path": str(pb.parent), "label": run_label(pb), "all": summarize(pb), "common": summarize(pb, common)},
+        "a": {
+            "path": str(pa.parent),
+            "label": run_label(pa),
+            "all": summarize(pa),
+            "common": summarize(pa, common),
+        },
+        "b": {
+            "path": str(pb.parent),
+            "label": run_label(pb),
+            "all": summarize(pb),
+            "common": summarize(pb, common),
+        },
         "common": len(common),
         "only_in_a": sorted(set(rows_a) - set(rows_b)),
         "only_in_b": sorted(set(rows_b) - set(rows_a)),
@@ -58,8 +74,11 @@ def compare(run_a: Path, run_b: Path) -> dict[str, Any]:
         "only_a_resolved": sorted(res_a - res_b),
         "only_b_resolved": sorted(res_b - res_a),
         "neither_resolved": len(common) - len(res_a | res_b),
-        "status_differs": [{"instance_id": i, "a": rows_a[i]["status"], "b": rows_b[i]["status"]}
-                           for i in common if rows_a[i]["status"] != rows_b[i]["status"]],
+        "status_differs": [
+            {"instance_id": i, "a": rows_a[i]["status"], "b": rows_b[i]["status"]}
+            for i in common
+            if rows_a[i]["status"] != rows_b[i]["status"]
+        ],
     }
 
 
@@ -72,15 +91,26 @@ def render(c: dict[str, Any]) -> str:
     lines = [f"A: {a['path']}  {a['label']}", f"B: {b['path']}  {b['label']}", ""]
     head = f"{'':26}{'A (own)':>10}{'B (own)':>10}   {'A (common)':>11}{'B (common)':>11}"
     lines.append(head)
-    lines.append(f"{'instances':26}{a['all']['total']:>10}{b['all']['total']:>10}   {c['common']:>11}{c['common']:>11}")
+    lines.append(
+        f"{'instances':26}{a['all']['total']:>10}{b['all']['total']:>10}   {c['common']:>11}{c['common']:>11}"
+    )
     for key, name in RATES:
-        lines.append(f"{name:26}{_pct(a['all'][key]):>10}{_pct(b['all'][key]):>10}   "
-                     f"{_pct(a['common'][key]):>11}{_pct(b['common'][key]):>11}")
-    lines += ["", (f"shared instances: {c['common']}; resolved by both: {c['both_resolved']}, "
-                   f"only A: {len(c['only_a_resolved'])}, only B: {len(c['only_b_resolved'])}, "
-                   f"neither: {c['neither_resolved']}")]
+        lines.append(
+            f"{name:26}{_pct(a['all'][key]):>10}{_pct(b['all'][key]):>10}   "
+            f"{_pct(a['common'][key]):>11}{_pct(b['common'][key]):>11}"
+        )
+    lines += [
+        "",
+        (
+            f"shared instances: {c['common']}; resolved by both: {c['both_resolved']}, "
+            f"only A: {len(c['only_a_resolved'])}, only B: {len(c['only_b_resolved'])}, "
+            f"neither: {c['neither_resolved']}"
+        ),
+    ]
     if c["only_in_a"] or c["only_in_b"]:
-        lines.append(f"only in A: {len(c['only_in_a'])} instances; only in B: {len(c['only_in_b'])} instances")
+        lines.append(
+            f"only in A: {len(c['only_in_a'])} instances; only in B: {len(c['only_in_b'])} instances"
+        )
     if c["status_differs"]:
         width = max(len(d["instance_id"]) for d in c["status_differs"])
         lines += ["", f"status differs on {len(c['status_differs'])} shared instances (A -> B):"]

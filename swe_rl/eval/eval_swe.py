@@ -53,13 +53,21 @@ RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resum
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Evaluate a policy on SWE task instances (no training loop)")
-    p.add_argument("--data", required=True, help="instances: .jsonl / .json / .parquet (SWE-bench, SWE-Gym, "
-                   "R2E-Gym, fixture or slime rows) or a dataset name when `datasets` and a hub are reachable")
+    p.add_argument(
+        "--data",
+        required=True,
+        help="instances: .jsonl / .json / .parquet (SWE-bench, SWE-Gym, "
+        "R2E-Gym, fixture or slime rows) or a dataset name when `datasets` and a hub are reachable",
+    )
     p.add_argument("--split", default="test", help="split, for a dataset name")
     p.add_argument("--output-dir", required=True, type=Path)
-    p.add_argument("--policy", choices=["chat", "gold", "noop"], default=None,
-                   help="chat: the model behind --api-base; gold: plays the gold patch; noop: submits nothing "
-                   "(default: chat, or gold/noop when --model is one of those)")
+    p.add_argument(
+        "--policy",
+        choices=["chat", "gold", "noop"],
+        default=None,
+        help="chat: the model behind --api-base; gold: plays the gold patch; noop: submits nothing "
+        "(default: chat, or gold/noop when --model is one of those)",
+    )
     p.add_argument("--model", default="gold", help="litellm model name, e.g. openai/Qwen/Qwen3-32B")
     p.add_argument("--api-base", default=os.environ.get("SWE_API_BASE"), help="OpenAI-compatible base URL")
     p.add_argument("--api-key", default=os.environ.get("SWE_API_KEY", "EMPTY"))
@@ -70,34 +78,64 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-concurrent", type=int, default=4, help="instances run at once")
     p.add_argument("--max-instances", type=int, default=None)
     p.add_argument("--instance-ids", default=None, help="comma-separated ids, or @file with one id per line")
-    p.add_argument("--harness", default="bash_block",
-                   help="agent harness: bash_block (default), codeact, codex or opencode (tool calling); "
-                   "aliases (bash-block, openhands) are recorded under the canonical name")
-    p.add_argument("--tool-call-check", type=int, default=3, metavar="N",
-                   help="warn when the first N episodes of a tool harness never produced a tool call "
-                   "(an endpoint ignoring `tools`); 0 turns the check off")
+    p.add_argument(
+        "--harness",
+        default="bash_block",
+        help="agent harness: bash_block (default), codeact, codex or opencode (tool calling); "
+        "aliases (bash-block, openhands) are recorded under the canonical name",
+    )
+    p.add_argument(
+        "--tool-call-check",
+        type=int,
+        default=3,
+        metavar="N",
+        help="warn when the first N episodes of a tool harness never produced a tool call "
+        "(an endpoint ignoring `tools`); 0 turns the check off",
+    )
     p.add_argument("--harness-config", default=None, help="YAML of the harness's prompts and limits")
     p.add_argument("--step-limit", type=int, default=50)
     p.add_argument("--command-timeout", type=float, default=180.0)
     p.add_argument("--deadline", type=float, default=3600.0, help="seconds per episode")
     p.add_argument("--eval-timeout", type=float, default=1800.0, help="seconds for the test run when grading")
-    p.add_argument("--no-integrity", action="store_true",
-                   help="grade the full patch only (no neutralising of test tampering, no integrity verdict)")
-    p.add_argument("--no-official-verdict", action="store_true",
-                   help="skip the second (full-patch) grading run when something was neutralised")
-    p.add_argument("--no-git-hygiene", action="store_true",
-                   help="leave the image's git history (remote refs, tags, future objects) in agent containers")
+    p.add_argument(
+        "--no-integrity",
+        action="store_true",
+        help="grade the full patch only (no neutralising of test tampering, no integrity verdict)",
+    )
+    p.add_argument(
+        "--no-official-verdict",
+        action="store_true",
+        help="skip the second (full-patch) grading run when something was neutralised",
+    )
+    p.add_argument(
+        "--no-git-hygiene",
+        action="store_true",
+        help="leave the image's git history (remote refs, tags, future objects) in agent containers",
+    )
     p.add_argument("--image-template", default=None, help="image name template or registry prefix override")
-    p.add_argument("--grading-network", default=None,
-                   help="network of grading containers: none, default, or a name in the nodes' SWE_EXEC_NETWORKS "
-                   "(default: the instance row's `network`, else none)")
-    p.add_argument("--agent-network", default=None,
-                   help="network of the agent's containers (same values; default: the row's `network`, else none)")
-    p.add_argument("--certified-only", default=None, metavar="LEDGER",
-                   help="run only instances certified in this ledger (eval/certify.py); flaky-only failures are marked")
+    p.add_argument(
+        "--grading-network",
+        default=None,
+        help="network of grading containers: none, default, or a name in the nodes' SWE_EXEC_NETWORKS "
+        "(default: the instance row's `network`, else none)",
+    )
+    p.add_argument(
+        "--agent-network",
+        default=None,
+        help="network of the agent's containers (same values; default: the row's `network`, else none)",
+    )
+    p.add_argument(
+        "--certified-only",
+        default=None,
+        metavar="LEDGER",
+        help="run only instances certified in this ledger (eval/certify.py); flaky-only failures are marked",
+    )
     p.add_argument("--no-resume", action="store_true", help="run every instance again")
-    p.add_argument("--local-fleet", action="store_true",
-                   help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)")
+    p.add_argument(
+        "--local-fleet",
+        action="store_true",
+        help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)",
+    )
     p.add_argument("--exec-servers", type=int, default=1, help="exec servers of the local fleet")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "WARNING"))
@@ -134,9 +172,17 @@ def make_policy(args: argparse.Namespace) -> Any:
         return NoopPolicy()
     from swe_rl.policies.openai_chat import OpenAIChatConfig, OpenAIChatPolicy
 
-    return OpenAIChatPolicy(OpenAIChatConfig(model=args.model, api_base=args.api_base, api_key=args.api_key,
-                                             temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                                             max_tokens=args.max_tokens))
+    return OpenAIChatPolicy(
+        OpenAIChatConfig(
+            model=args.model,
+            api_base=args.api_base,
+            api_key=args.api_key,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            top_k=args.top_k,
+            max_tokens=args.max_tokens,
+        )
+    )
 
 
 def finished_ids(results_path: Path) -> set[str]:
@@ -165,35 +211,60 @@ def write_artifacts(run_dir: Path, instance: Any, result: Any, meta: dict[str, A
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     out = run_dir / f"{instance.instance_id}__{stamp}"
     out.mkdir(parents=True, exist_ok=True)
-    traj = {"instance_id": instance.instance_id, "status": result.status.value, "resolved": result.resolved,
-            **result.agent.model_dump(mode="json", exclude={"instance_id", "patch"}),
-            "grade": result.grade.model_dump(mode="json")}
+    traj = {
+        "instance_id": instance.instance_id,
+        "status": result.status.value,
+        "resolved": result.resolved,
+        **result.agent.model_dump(mode="json", exclude={"instance_id", "patch"}),
+        "grade": result.grade.model_dump(mode="json"),
+    }
     (out / "traj.json").write_text(json.dumps(traj, indent=1, ensure_ascii=False))
     (out / "patch.diff").write_text(result.agent.patch)
-    (out / "meta.json").write_text(json.dumps({**meta, "instance_id": instance.instance_id,
-                                               "image": instance.image, "data_source": instance.data_source,
-                                               "agent_seconds": result.agent_seconds,
-                                               "grade_seconds": result.grade_seconds}, indent=1))
+    (out / "meta.json").write_text(
+        json.dumps(
+            {
+                **meta,
+                "instance_id": instance.instance_id,
+                "image": instance.image,
+                "data_source": instance.data_source,
+                "agent_seconds": result.agent_seconds,
+                "grade_seconds": result.grade_seconds,
+            },
+            indent=1,
+        )
+    )
     return out
 
 
 def result_row(instance: Any, result: Any, out: Path, run_dir: Path) -> dict[str, Any]:
     usage = result.agent.usage
-    return {"instance_id": instance.instance_id, "status": result.status.value, "resolved": result.resolved,
-            "exit_reason": result.agent.exit_reason.value, "steps": len(result.agent.steps),
-            "harness": result.agent.harness, "format_errors": result.agent.format_errors,
-            "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-            "agent_seconds": round(result.agent_seconds, 3), "grade_seconds": round(result.grade_seconds, 3),
-            "policy_seconds": round(sum(s.policy_seconds for s in result.agent.steps), 3),
-            "exec_seconds": round(sum(s.exec_seconds for s in result.agent.steps), 3),
-            "patch_bytes": len(result.agent.patch.encode()), "error": result.agent.error or None,
-            "grade_message": result.grade.message or None, "dir": str(out.relative_to(run_dir)),
-            "data_source": instance.data_source, "episode": episode_stats(result.agent, result.grade_seconds),
-            **rollout_integrity(result.agent, result.grade)}
+    return {
+        "instance_id": instance.instance_id,
+        "status": result.status.value,
+        "resolved": result.resolved,
+        "exit_reason": result.agent.exit_reason.value,
+        "steps": len(result.agent.steps),
+        "harness": result.agent.harness,
+        "format_errors": result.agent.format_errors,
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "agent_seconds": round(result.agent_seconds, 3),
+        "grade_seconds": round(result.grade_seconds, 3),
+        "policy_seconds": round(sum(s.policy_seconds for s in result.agent.steps), 3),
+        "exec_seconds": round(sum(s.exec_seconds for s in result.agent.steps), 3),
+        "patch_bytes": len(result.agent.patch.encode()),
+        "error": result.agent.error or None,
+        "grade_message": result.grade.message or None,
+        "dir": str(out.relative_to(run_dir)),
+        "data_source": instance.data_source,
+        "episode": episode_stats(result.agent, result.grade_seconds),
+        **rollout_integrity(result.agent, result.grade),
+    }
 
 
-async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
-              stop: CleanStop | None = None) -> dict[str, Any]:
+async def run(
+    args: argparse.Namespace, pool_env: dict[str, str] | None = None, stop: CleanStop | None = None
+) -> dict[str, Any]:
     from swe_rl.agent import AgentConfig, run_instance
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
     from swe_rl.grading.fleet import FleetGrader, GraderConfig
@@ -201,8 +272,13 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
     from swe_rl.harnesses.registry import harness_by_name
     from swe_rl.tasks import load_instances
 
-    loaded = load_instances(args.data, image_template=args.image_template, limit=None,
-                            instance_ids=instance_ids(args.instance_ids), split=args.split)
+    loaded = load_instances(
+        args.data,
+        image_template=args.image_template,
+        limit=None,
+        instance_ids=instance_ids(args.instance_ids),
+        split=args.split,
+    )
     for err in loaded.errors:
         print(f"warning: skipped bad row: {err}", file=sys.stderr)
     instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
@@ -225,44 +301,80 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
 
     policy = make_policy(args)
     harness = harness_by_name(args.harness, args.harness_config)
-    config = AgentConfig(step_limit=args.step_limit, command_timeout=args.command_timeout, deadline=args.deadline,
-                         env_options={"network": args.agent_network} if args.agent_network else {},
-                         git_hygiene=not args.no_git_hygiene)
-    meta = {"policy": args.policy, "model": args.model if args.policy == "chat" else args.policy,
-            "api_base": args.api_base, "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
-            "max_tokens": args.max_tokens, "step_limit": args.step_limit, "command_timeout": args.command_timeout,
-            "harness": args.harness, "grading_network": args.grading_network, "agent_network": args.agent_network,
-            "certified_only": args.certified_only, "integrity": not args.no_integrity,
-            "git_hygiene": not args.no_git_hygiene}
-    (run_dir / "run.json").write_text(json.dumps({**meta, "data": str(args.data), "instances": len(instances),
-                                                  "started": time.time()}, indent=1))
-    client_cfg = EnvClientConfig.from_env(None, **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]}
-                                             if pool_env else {}))
+    config = AgentConfig(
+        step_limit=args.step_limit,
+        command_timeout=args.command_timeout,
+        deadline=args.deadline,
+        env_options={"network": args.agent_network} if args.agent_network else {},
+        git_hygiene=not args.no_git_hygiene,
+    )
+    meta = {
+        "policy": args.policy,
+        "model": args.model if args.policy == "chat" else args.policy,
+        "api_base": args.api_base,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "top_k": args.top_k,
+        "max_tokens": args.max_tokens,
+        "step_limit": args.step_limit,
+        "command_timeout": args.command_timeout,
+        "harness": args.harness,
+        "grading_network": args.grading_network,
+        "agent_network": args.agent_network,
+        "certified_only": args.certified_only,
+        "integrity": not args.no_integrity,
+        "git_hygiene": not args.no_git_hygiene,
+    }
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            {**meta, "data": str(args.data), "instances": len(instances), "started": time.time()}, indent=1
+        )
+    )
+    client_cfg = EnvClientConfig.from_env(
+        None,
+        **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}),
+    )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = _progress(len(todo), disabled=args.no_progress)
     started = time.monotonic()
-    watch = ToolCallWatch(harness, chat_policy=args.policy == "chat", after=args.tool_call_check,
-                          endpoint=args.api_base)
+    watch = ToolCallWatch(
+        harness, chat_policy=args.policy == "chat", after=args.tool_call_check, endpoint=args.api_base
+    )
     finished_now = 0
 
     async with EnvClient(client_cfg) as client:
-        grader = FleetGrader(client, GraderConfig(
-            eval_timeout=args.eval_timeout, network=args.grading_network,
-            integrity=IntegrityConfig(enable=not args.no_integrity, official_verdict=not args.no_official_verdict)))
+        grader = FleetGrader(
+            client,
+            GraderConfig(
+                eval_timeout=args.eval_timeout,
+                network=args.grading_network,
+                integrity=IntegrityConfig(
+                    enable=not args.no_integrity, official_verdict=not args.no_official_verdict
+                ),
+            ),
+        )
 
         async def one(instance: Any) -> None:
             try:
                 async with sem:
-                    result = await run_instance(instance, policy, harness, client=client, config=config,
-                                                grader=grader)
+                    result = await run_instance(
+                        instance, policy, harness, client=client, config=config, grader=grader
+                    )
                 out = write_artifacts(run_dir, instance, result, meta)
                 row = result_row(instance, result, out, run_dir)
                 row.update(grade_extras(out, result, ledger))
                 watch.observe(result.agent)
             except Exception as exc:
                 log.exception("instance %s failed", instance.instance_id)
-                row = {"instance_id": instance.instance_id, "status": "env_error", "resolved": False,
-                       "exit_reason": "crash", "steps": 0, "error": f"{type(exc).__name__}: {exc}", "dir": ""}
+                row = {
+                    "instance_id": instance.instance_id,
+                    "status": "env_error",
+                    "resolved": False,
+                    "exit_reason": "crash",
+                    "steps": 0,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "dir": "",
+                }
             with results_path.open("a") as fh:  # one whole line per instance: resume-safe
                 fh.write(json.dumps(row) + "\n")
             nonlocal finished_now
@@ -276,8 +388,13 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
     progress.close()
     history.end(finished=finished_now, interrupted=stop.signal_name)
 
-    summary = summarize(results_path, [i.instance_id for i in instances], meta,
-                        wall_seconds=time.monotonic() - started, load_errors=len(loaded.errors))
+    summary = summarize(
+        results_path,
+        [i.instance_id for i in instances],
+        meta,
+        wall_seconds=time.monotonic() - started,
+        load_errors=len(loaded.errors),
+    )
     summary["warnings"] = watch.warnings
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     write_report(run_dir, summary)
@@ -318,28 +435,56 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     sigterm_as_interrupt()  # start-up: a SIGTERM still lets the local fleet clean up
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         if args.local_fleet:
             from swe_rl.fleet.local import LocalFleet
 
-            with LocalFleet(exec_servers=args.exec_servers,
-                            max_containers_per_node=max(4, 2 * args.max_concurrent),
-                            exec_env=local_fleet_env(args.grading_network, args.agent_network)) as fleet:
+            with LocalFleet(
+                exec_servers=args.exec_servers,
+                max_containers_per_node=max(4, 2 * args.max_concurrent),
+                exec_env=local_fleet_env(args.grading_network, args.agent_network),
+            ) as fleet:
                 summary = asyncio.run(run(args, fleet.client_env()))
         else:
             summary = asyncio.run(run(args))
     except KeyboardInterrupt:  # before the run's own handler was in place (start-up) or a repeated Ctrl-C
-        print(f"\ninterrupted; run the same command again to resume: {command_line('eval/eval_swe.py', args.argv)}",
-              file=sys.stderr)
+        print(
+            f"\ninterrupted; run the same command again to resume: {command_line('eval/eval_swe.py', args.argv)}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
-    print(json.dumps({k: summary[k] for k in ("total", "resolved", "resolve_rate", "no_patch_rate",
-                                              "patch_apply_failed_rate", "error_rate", "status_counts",
-                                              "integrity")}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: summary[k]
+                for k in (
+                    "total",
+                    "resolved",
+                    "resolve_rate",
+                    "no_patch_rate",
+                    "patch_apply_failed_rate",
+                    "error_rate",
+                    "status_counts",
+                    "integrity",
+                )
+            },
+            indent=1,
+        )
+    )
     print(f"report: {args.output_dir / 'report.html'}")
     if summary.get("interrupted"):
-        print(resume_line(summary["interrupted"], summary["finished"], summary["total"],
-                          command_line("eval/eval_swe.py", args.argv)), file=sys.stderr)
+        print(
+            resume_line(
+                summary["interrupted"],
+                summary["finished"],
+                summary["total"],
+                command_line("eval/eval_swe.py", args.argv),
+            ),
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     return 0
 

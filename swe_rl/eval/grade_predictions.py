@@ -47,28 +47,52 @@ from swe_rl.eval.run_history import RunHistory
 log = logging.getLogger("grade_predictions")
 
 # mini-swe-agent's exit statuses -> our exit reasons (anything else is an exception's name).
-EXIT_REASONS = {"Submitted": "submitted", "LimitsExceeded": "step_limit", "TimeExceeded": "deadline",
-                "RepeatedFormatError": "format_errors", "FormatError": "format_errors"}
+EXIT_REASONS = {
+    "Submitted": "submitted",
+    "LimitsExceeded": "step_limit",
+    "TimeExceeded": "deadline",
+    "RepeatedFormatError": "format_errors",
+    "FormatError": "format_errors",
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Grade a preds.json with the SWE-bench grader on the fleet")
-    p.add_argument("--preds", nargs="+", required=True, type=Path,
-                   help="preds.json file(s) (or run directories holding one); later files win on duplicates")
-    p.add_argument("--data", default=None, help="the instances the predictions are for (any load_instances input; "
-                   "default: the data recorded in the run's minisweagent_run.json)")
+    p.add_argument(
+        "--preds",
+        nargs="+",
+        required=True,
+        type=Path,
+        help="preds.json file(s) (or run directories holding one); later files win on duplicates",
+    )
+    p.add_argument(
+        "--data",
+        default=None,
+        help="the instances the predictions are for (any load_instances input; "
+        "default: the data recorded in the run's minisweagent_run.json)",
+    )
     p.add_argument("--split", default="test")
-    p.add_argument("--output-dir", type=Path, default=None,
-                   help="where results.jsonl/summary.json/report.html go (default: the directory of the only --preds)")
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="where results.jsonl/summary.json/report.html go (default: the directory of the only --preds)",
+    )
     p.add_argument("--image-template", default=None, help="image name template or registry prefix override")
     p.add_argument("--max-concurrent", type=int, default=4, help="patches graded at once")
     p.add_argument("--eval-timeout", type=float, default=1800.0, help="seconds for the test run of one patch")
     p.add_argument("--no-resume", action="store_true", help="grade every prediction again")
-    p.add_argument("--grading-network", default=None,
-                   help="network of grading containers: none, default or a name in SWE_EXEC_NETWORKS "
-                   "(default: the row's)")
-    p.add_argument("--local-fleet", action="store_true",
-                   help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)")
+    p.add_argument(
+        "--grading-network",
+        default=None,
+        help="network of grading containers: none, default or a name in SWE_EXEC_NETWORKS "
+        "(default: the row's)",
+    )
+    p.add_argument(
+        "--local-fleet",
+        action="store_true",
+        help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)",
+    )
     p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "WARNING"))
     args = p.parse_args(argv)
     args.preds = [f / "preds.json" if f.is_dir() else f for f in args.preds]
@@ -77,8 +101,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error("--output-dir is required with more than one --preds")
         args.output_dir = args.preds[0].parent
     if args.data is None:
-        recorded = [json.loads(f.read_text()).get("data") for f in (pr.parent / "minisweagent_run.json"
-                                                                     for pr in args.preds) if f.exists()]
+        recorded = [
+            json.loads(f.read_text()).get("data")
+            for f in (pr.parent / "minisweagent_run.json" for pr in args.preds)
+            if f.exists()
+        ]
         if not recorded or not recorded[0]:
             p.error("--data is required (no minisweagent_run.json next to the predictions says which data)")
         args.data = recorded[0]
@@ -100,8 +127,11 @@ def load_predictions(path: Path) -> dict[str, dict[str, Any]]:
     for row in rows:
         if not isinstance(row, dict) or not row.get("instance_id"):
             raise ValueError(f"{path}: a prediction without instance_id: {str(row)[:200]}")
-        preds[row["instance_id"]] = {"model_patch": row.get("model_patch") or "",
-                                     "model_name_or_path": row.get("model_name_or_path"), "run_dir": path.parent}
+        preds[row["instance_id"]] = {
+            "model_patch": row.get("model_patch") or "",
+            "model_name_or_path": row.get("model_name_or_path"),
+            "run_dir": path.parent,
+        }
     return preds
 
 
@@ -116,8 +146,16 @@ def read_trajectory(run_dir: Path, instance_id: str) -> dict[str, Any] | None:
 def trajectory_facts(traj: dict[str, Any] | None) -> dict[str, Any]:
     """Exit reason, steps, tokens and time of a mini-swe-agent trajectory (zeros when there is none)."""
     if traj is None:
-        return {"exit_status": None, "exit_reason": "unknown", "steps": 0, "prompt_tokens": 0,
-                "completion_tokens": 0, "agent_seconds": 0.0, "error": None, "infra_failure": False}
+        return {
+            "exit_status": None,
+            "exit_reason": "unknown",
+            "steps": 0,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "agent_seconds": 0.0,
+            "error": None,
+            "infra_failure": False,
+        }
     info = traj.get("info", {})
     ours = info.get("swe_rl", {})
     status = info.get("exit_status")
@@ -136,11 +174,18 @@ def trajectory_facts(traj: dict[str, Any] | None) -> dict[str, Any]:
     error = ours.get("exception_str") or info.get("exception_str")
     if status and status not in EXIT_REASONS and not error:
         error = status
-    return {"exit_status": status, "exit_reason": EXIT_REASONS.get(status, "env_error" if ours.get("failed_in")
-                                                                    else "policy_error" if status else "unknown"),
-            "steps": int(info.get("model_stats", {}).get("api_calls") or 0), "prompt_tokens": prompt,
-            "completion_tokens": completion, "agent_seconds": float(seconds), "error": error,
-            "infra_failure": bool(ours.get("failed_in"))}
+    return {
+        "exit_status": status,
+        "exit_reason": EXIT_REASONS.get(
+            status, "env_error" if ours.get("failed_in") else "policy_error" if status else "unknown"
+        ),
+        "steps": int(info.get("model_stats", {}).get("api_calls") or 0),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "agent_seconds": float(seconds),
+        "error": error,
+        "infra_failure": bool(ours.get("failed_in")),
+    }
 
 
 def patch_digest(patch: str) -> str:
@@ -150,26 +195,50 @@ def patch_digest(patch: str) -> str:
 # ---------------------------------------------------------------------------- grading
 
 
-def write_artifacts(run_dir: Path, instance: Any, patch: str, facts: dict[str, Any], grade: Any,
-                    traj: dict[str, Any] | None, meta: dict[str, Any], grade_seconds: float) -> Path:
+def write_artifacts(
+    run_dir: Path,
+    instance: Any,
+    patch: str,
+    facts: dict[str, Any],
+    grade: Any,
+    traj: dict[str, Any] | None,
+    meta: dict[str, Any],
+    grade_seconds: float,
+) -> Path:
     """``<id>__<ts>/{traj.json,patch.diff,meta.json}`` as eval_swe.py writes them (traj.json embeds mini's)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     out = run_dir / f"{instance.instance_id}__{stamp}"
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"instance_id": instance.instance_id, "status": grade.status.value, "resolved": grade.resolved,
-           "exit_reason": facts["exit_reason"], "harness": "mini-swe-agent", "grade": grade.model_dump(mode="json"),
-           "minisweagent": traj}
+    doc = {
+        "instance_id": instance.instance_id,
+        "status": grade.status.value,
+        "resolved": grade.resolved,
+        "exit_reason": facts["exit_reason"],
+        "harness": "mini-swe-agent",
+        "grade": grade.model_dump(mode="json"),
+        "minisweagent": traj,
+    }
     (out / "traj.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False))
     (out / "patch.diff").write_text(patch)
-    (out / "meta.json").write_text(json.dumps({**meta, "instance_id": instance.instance_id, "image": instance.image,
-                                               "data_source": instance.data_source,
-                                               "agent_seconds": facts["agent_seconds"],
-                                               "grade_seconds": grade_seconds}, indent=1))
+    (out / "meta.json").write_text(
+        json.dumps(
+            {
+                **meta,
+                "instance_id": instance.instance_id,
+                "image": instance.image,
+                "data_source": instance.data_source,
+                "agent_seconds": facts["agent_seconds"],
+                "grade_seconds": grade_seconds,
+            },
+            indent=1,
+        )
+    )
     return out
 
 
-async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = None,
-                    stop: CleanStop | None = None) -> dict[str, Any]:
+async def grade_all(
+    args: argparse.Namespace, pool_env: dict[str, str] | None = None, stop: CleanStop | None = None
+) -> dict[str, Any]:
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
     from swe_rl.grading import GradeResult, GradeStatus
     from swe_rl.grading.artifacts import write_grade_artifacts
@@ -179,8 +248,9 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
     preds: dict[str, dict[str, Any]] = {}
     for path in args.preds:
         preds.update(load_predictions(path))
-    loaded = load_instances(args.data, image_template=args.image_template, instance_ids=list(preds),
-                            split=args.split)
+    loaded = load_instances(
+        args.data, image_template=args.image_template, instance_ids=list(preds), split=args.split
+    )
     for err in loaded.errors:
         print(f"warning: skipped bad row: {err}", file=sys.stderr)
     for iid in loaded.missing_ids:
@@ -209,27 +279,44 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
             info = json.loads(run_info.read_text())
             meta.update({k: info.get(k) for k in ("minisweagent_version", "api_base", "step_limit")})
             break
-    (run_dir / "run.json").write_text(json.dumps({**meta, "preds": [str(p) for p in args.preds],
-                                                  "data": str(args.data), "instances": len(instances),
-                                                  "started": time.time()}, indent=1))
+    (run_dir / "run.json").write_text(
+        json.dumps(
+            {
+                **meta,
+                "preds": [str(p) for p in args.preds],
+                "data": str(args.data),
+                "instances": len(instances),
+                "started": time.time(),
+            },
+            indent=1,
+        )
+    )
 
     todo = []
     for inst in instances:
         pred = preds[inst.instance_id]
         old = previous.get(inst.instance_id)
-        if old and old.get("status") != "env_error" and old.get("patch_sha") == patch_digest(pred["model_patch"]):
+        if (
+            old
+            and old.get("status") != "env_error"
+            and old.get("patch_sha") == patch_digest(pred["model_patch"])
+        ):
             continue
         todo.append(inst)
     if len(todo) < len(instances):
         print(f"resume: {len(instances) - len(todo)} of {len(instances)} predictions already graded")
 
-    client_cfg = EnvClientConfig.from_env(None, **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]}
-                                             if pool_env else {}))
+    client_cfg = EnvClientConfig.from_env(
+        None,
+        **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}),
+    )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     started = time.monotonic()
 
     async with EnvClient(client_cfg) as client:
-        grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout, network=args.grading_network))
+        grader = FleetGrader(
+            client, GraderConfig(eval_timeout=args.eval_timeout, network=args.grading_network)
+        )
 
         async def one(inst: Any) -> None:
             pred = preds[inst.instance_id]
@@ -239,27 +326,49 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
             t0 = time.monotonic()
             try:
                 if facts["infra_failure"]:
-                    grade = GradeResult(instance_id=inst.instance_id, status=GradeStatus.ENV_ERROR, resolved=False,
-                                        message=f"agent environment: {facts['error']}")
+                    grade = GradeResult(
+                        instance_id=inst.instance_id,
+                        status=GradeStatus.ENV_ERROR,
+                        resolved=False,
+                        message=f"agent environment: {facts['error']}",
+                    )
                 else:
                     async with sem:
                         grade = await grader.grade(inst, patch)
                 seconds = time.monotonic() - t0
                 out = write_artifacts(run_dir, inst, patch, facts, grade, traj, meta, seconds)
-                row = {"instance_id": inst.instance_id, "status": grade.status.value, "resolved": grade.resolved,
-                       "exit_reason": facts["exit_reason"], "steps": facts["steps"], "harness": "mini-swe-agent",
-                       "prompt_tokens": facts["prompt_tokens"], "completion_tokens": facts["completion_tokens"],
-                       "agent_seconds": round(facts["agent_seconds"], 3), "grade_seconds": round(seconds, 3),
-                       "patch_bytes": len(patch.encode()), "error": facts["error"],
-                       "grade_message": grade.message or None, "dir": str(out.relative_to(run_dir)),
-                       "patch_sha": patch_digest(patch), "minisweagent_exit_status": facts["exit_status"]}
+                row = {
+                    "instance_id": inst.instance_id,
+                    "status": grade.status.value,
+                    "resolved": grade.resolved,
+                    "exit_reason": facts["exit_reason"],
+                    "steps": facts["steps"],
+                    "harness": "mini-swe-agent",
+                    "prompt_tokens": facts["prompt_tokens"],
+                    "completion_tokens": facts["completion_tokens"],
+                    "agent_seconds": round(facts["agent_seconds"], 3),
+                    "grade_seconds": round(seconds, 3),
+                    "patch_bytes": len(patch.encode()),
+                    "error": facts["error"],
+                    "grade_message": grade.message or None,
+                    "dir": str(out.relative_to(run_dir)),
+                    "patch_sha": patch_digest(patch),
+                    "minisweagent_exit_status": facts["exit_status"],
+                }
                 write_grade_artifacts(out, grade, grade_seconds=round(seconds, 3))  # eval.log + report.json
                 row.update(apply_strategy=grade.apply_strategy, eval_log=bool(grade.test_log))
             except Exception as exc:
                 log.exception("grading %s failed", inst.instance_id)
-                row = {"instance_id": inst.instance_id, "status": "env_error", "resolved": False,
-                       "exit_reason": facts["exit_reason"], "steps": facts["steps"],
-                       "error": f"grading: {type(exc).__name__}: {exc}", "dir": "", "patch_sha": patch_digest(patch)}
+                row = {
+                    "instance_id": inst.instance_id,
+                    "status": "env_error",
+                    "resolved": False,
+                    "exit_reason": facts["exit_reason"],
+                    "steps": facts["steps"],
+                    "error": f"grading: {type(exc).__name__}: {exc}",
+                    "dir": "",
+                    "patch_sha": patch_digest(patch),
+                }
             with results_path.open("a") as fh:  # one whole line per instance: resume-safe
                 fh.write(json.dumps(row) + "\n")
             print(f"{inst.instance_id}: {row['status']}", flush=True)
@@ -272,8 +381,13 @@ async def grade_all(args: argparse.Namespace, pool_env: dict[str, str] | None = 
             stop.uninstall()
     history.end(finished=graded_now, interrupted=stop.signal_name)
 
-    summary = summarize(results_path, [i.instance_id for i in instances], meta,
-                        wall_seconds=time.monotonic() - started, load_errors=len(loaded.errors))
+    summary = summarize(
+        results_path,
+        [i.instance_id for i in instances],
+        meta,
+        wall_seconds=time.monotonic() - started,
+        load_errors=len(loaded.errors),
+    )
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     write_report(run_dir, summary)
     return summary
@@ -283,25 +397,57 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     sigterm_as_interrupt()  # start-up: a SIGTERM still lets the local fleet clean up
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         from swe_rl.eval.grading_hooks import run_graders
 
-        summary = run_graders(lambda *env: grade_all(args, *env), local_fleet=args.local_fleet,
-                              max_concurrent=args.max_concurrent, network=args.grading_network)
+        summary = run_graders(
+            lambda *env: grade_all(args, *env),
+            local_fleet=args.local_fleet,
+            max_concurrent=args.max_concurrent,
+            network=args.grading_network,
+        )
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # before the run's own handler was in place, or a repeated Ctrl-C
-        print(f"\ninterrupted; run the same command again to resume: "
-              f"{command_line('eval/grade_predictions.py', args.argv)}", file=sys.stderr)
+        print(
+            f"\ninterrupted; run the same command again to resume: "
+            f"{command_line('eval/grade_predictions.py', args.argv)}",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
-    print(json.dumps({k: summary[k] for k in ("total", "resolved", "resolve_rate", "no_patch_rate",
-                                              "patch_apply_failed_rate", "error_rate", "status_counts")}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: summary[k]
+                for k in (
+                    "total",
+                    "resolved",
+                    "resolve_rate",
+                    "no_patch_rate",
+                    "patch_apply_failed_rate",
+                    "error_rate",
+                    "status_counts",
+                )
+            },
+            indent=1,
+        )
+    )
     print(f"report: {args.output_dir / 'report.html'}")
     if summary.get("interrupted"):
-        print(resume_line(summary["interrupted"], summary["finished"], summary["total"],
-                          command_line("eval/grade_predictions.py", args.argv), what="predictions"), file=sys.stderr)
+        print(
+            resume_line(
+                summary["interrupted"],
+                summary["finished"],
+                summary["total"],
+                command_line("eval/grade_predictions.py", args.argv),
+                what="predictions",
+            ),
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
     return 0
 

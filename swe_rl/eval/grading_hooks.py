@@ -23,10 +23,14 @@ __all__ = ["grade_extras", "keep_certified", "local_fleet_env", "run_graders"]
 
 def grade_extras(out: Path, result: Any, ledger: Ledger | None = None) -> dict[str, Any]:
     grade = result.grade
-    write_grade_artifacts(out, grade, agent_seconds=round(result.agent_seconds, 3),
-                          grade_seconds=round(result.grade_seconds, 3))
-    row: dict[str, Any] = {"apply_strategy": grade.apply_strategy, "grading_network": grade.network,
-                           "eval_log": bool(grade.test_log)}
+    write_grade_artifacts(
+        out, grade, agent_seconds=round(result.agent_seconds, 3), grade_seconds=round(result.grade_seconds, 3)
+    )
+    row: dict[str, Any] = {
+        "apply_strategy": grade.apply_strategy,
+        "grading_network": grade.network,
+        "eval_log": bool(grade.test_log),
+    }
     if ledger is not None:
         row["flaky_only"] = flaky_only_failure(grade, ledger.flaky_tests(grade.instance_id))
     return row
@@ -45,18 +49,27 @@ def keep_certified(instances: list[Any], ledger_path: str) -> tuple[list[Any], L
     ledger = read_ledger(ledger_path)
     kept = [i for i in instances if ledger.is_certified(i.instance_id)]
     if len(kept) < len(instances):
-        print(f"certified-only: {len(kept)} of {len(instances)} instances certified in {ledger_path}", file=sys.stderr)
+        print(
+            f"certified-only: {len(kept)} of {len(instances)} instances certified in {ledger_path}",
+            file=sys.stderr,
+        )
     return kept, ledger
 
 
-def run_graders(main: Callable[..., Coroutine[Any, Any, Any]], *, local_fleet: bool, max_concurrent: int,
-                network: str | None) -> Any:
+def run_graders(
+    main: Callable[..., Coroutine[Any, Any, Any]],
+    *,
+    local_fleet: bool,
+    max_concurrent: int,
+    network: str | None,
+) -> Any:
     """``main(pool_env)`` on a one-node local fleet (``--local-fleet``, named network allowed), else ``main()``
     against the pool the environment names."""
     if not local_fleet:
         return asyncio.run(main())
     from swe_rl.fleet.local import LocalFleet
 
-    with LocalFleet(exec_servers=1, max_containers_per_node=max(4, 2 * max_concurrent),
-                    exec_env=local_fleet_env(network)) as fleet:
+    with LocalFleet(
+        exec_servers=1, max_containers_per_node=max(4, 2 * max_concurrent), exec_env=local_fleet_env(network)
+    ) as fleet:
         return asyncio.run(main(fleet.client_env()))

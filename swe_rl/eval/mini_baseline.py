@@ -23,8 +23,14 @@ def _sh(env: Any, script: str, cwd: str, timeout: float) -> subprocess.Completed
     if not cid:
         return None
     try:
-        return subprocess.run([env.config.executable, "exec", "-w", cwd, cid, "sh", "-c", script],
-                              capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
+        return subprocess.run(
+            [env.config.executable, "exec", "-w", cwd, cid, "sh", "-c", script],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.warning("patch baseline: docker exec failed: %s", exc)
         return None

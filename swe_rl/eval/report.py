@@ -20,8 +20,14 @@ from swe_rl.eval.report_metrics import metrics_table_html, run_metrics
 from swe_rl.integrity_metrics import integrity_rates
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
-COLORS = {"resolved": "#2e7d32", "unresolved": "#c62828", "no_patch": "#9e9e9e", "patch_apply_failed": "#ef6c00",
-          "eval_timeout": "#6a1b9a", "env_error": "#37474f"}
+COLORS = {
+    "resolved": "#2e7d32",
+    "unresolved": "#c62828",
+    "no_patch": "#9e9e9e",
+    "patch_apply_failed": "#ef6c00",
+    "eval_timeout": "#6a1b9a",
+    "env_error": "#37474f",
+}
 
 
 def last_rows(results_path: Path) -> dict[str, dict[str, Any]]:
@@ -56,8 +62,14 @@ def _counts(values: Any) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: dict[str, Any] | None = None,
-              *, wall_seconds: float | None = None, load_errors: int = 0) -> dict[str, Any]:
+def summarize(
+    results_path: Path,
+    instance_ids: list[str] | None = None,
+    meta: dict[str, Any] | None = None,
+    *,
+    wall_seconds: float | None = None,
+    load_errors: int = 0,
+) -> dict[str, Any]:
     """Rates are over the instances of the run (the ones not finished yet count as missing)."""
     rows = last_rows(results_path)
     ids = instance_ids if instance_ids is not None else list(rows)
@@ -79,14 +91,18 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
         "eval_timeout_rate": rate(counts["eval_timeout"]),
         "error_rate": rate(counts["env_error"]),
         "status_counts": counts,
-        "exit_reasons": {k: sum(1 for r in done if r.get("exit_reason") == k)
-                         for k in sorted({r["exit_reason"] for r in done if r.get("exit_reason")})},
+        "exit_reasons": {
+            k: sum(1 for r in done if r.get("exit_reason") == k)
+            for k in sorted({r["exit_reason"] for r in done if r.get("exit_reason")})
+        },
         "avg_steps": _mean([r.get("steps", 0) for r in done]),
         "avg_prompt_tokens": _mean([r.get("prompt_tokens", 0) for r in done]),
         "avg_completion_tokens": _mean([r.get("completion_tokens", 0) for r in done]),
         "avg_agent_seconds": _mean([r.get("agent_seconds", 0.0) for r in done]),
         "avg_grade_seconds": _mean([r.get("grade_seconds", 0.0) for r in done]),
-        **run_history.summary_fields(results_path.parent, wall_seconds),  # wall_seconds of all runs, runs, interrupted
+        **run_history.summary_fields(
+            results_path.parent, wall_seconds
+        ),  # wall_seconds of all runs, runs, interrupted
         "format_errors": report_extras.format_error_stats(done),
         "step_histogram": report_extras.step_histogram(done),
         "time_split": report_extras.totals_time_split(done),
@@ -103,8 +119,11 @@ def summarize(results_path: Path, instance_ids: list[str] | None = None, meta: d
 def _grade_links(run_dir: Path, row: dict[str, Any]) -> str:
     """Links to the grade's own artifacts (eval.log, report.json) where they exist, and its apply strategy."""
     d = row.get("dir", "")
-    links = "".join(f' <a href="{html.escape(d)}/{name}">{label}</a>' for name, label in
-                    (("eval.log", "log"), ("report.json", "report")) if d and (run_dir / d / name).exists())
+    links = "".join(
+        f' <a href="{html.escape(d)}/{name}">{label}</a>'
+        for name, label in (("eval.log", "log"), ("report.json", "report"))
+        if d and (run_dir / d / name).exists()
+    )
     extra = [row.get("apply_strategy") or ""] + (["flaky-only"] if row.get("flaky_only") else [])
     tags = " ".join(html.escape(t) for t in extra if t)
     return links + (f' <span class="note">{tags}</span>' if tags else "")
@@ -116,23 +135,37 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
     total = max(1, summary["total"])
     bar = "".join(
         f'<div title="{s}: {n}" style="width:{100 * n / total:.2f}%;background:{COLORS[s]}"></div>'
-        for s, n in summary["status_counts"].items() if n)
-    legend = " ".join(f'<span class="chip" style="background:{COLORS[s]}">{s} {n}</span>'
-                      for s, n in summary["status_counts"].items())
-    cards = [("resolve rate", f"{100 * summary['resolve_rate']:.1f}%"),
-             ("resolved", f"{summary['resolved']} / {summary['total']}"),
-             ("no patch", f"{100 * summary['no_patch_rate']:.1f}%"),
-             ("patch apply failed", f"{100 * summary['patch_apply_failed_rate']:.1f}%"),
-             ("env errors", f"{100 * summary['error_rate']:.1f}%"),
-             ("avg steps", f"{summary['avg_steps']:.1f}"),
-             ("avg tokens (in/out)", f"{summary['avg_prompt_tokens']:.0f} / {summary['avg_completion_tokens']:.0f}"),
-             ("apply strategies", ", ".join(f"{k} {v}" for k, v in summary.get("apply_strategies", {}).items()) or "-"),
-             ("avg agent / grade s", f"{summary['avg_agent_seconds']:.1f} / {summary['avg_grade_seconds']:.1f}"),
-             ("format errors / turn", f"{100 * (summary.get('format_errors') or {}).get('rate', 0.0):.1f}%"),
-             ("wall time", f"{summary.get('wall_seconds') or 0:.0f} s")]
+        for s, n in summary["status_counts"].items()
+        if n
+    )
+    legend = " ".join(
+        f'<span class="chip" style="background:{COLORS[s]}">{s} {n}</span>'
+        for s, n in summary["status_counts"].items()
+    )
+    cards = [
+        ("resolve rate", f"{100 * summary['resolve_rate']:.1f}%"),
+        ("resolved", f"{summary['resolved']} / {summary['total']}"),
+        ("no patch", f"{100 * summary['no_patch_rate']:.1f}%"),
+        ("patch apply failed", f"{100 * summary['patch_apply_failed_rate']:.1f}%"),
+        ("env errors", f"{100 * summary['error_rate']:.1f}%"),
+        ("avg steps", f"{summary['avg_steps']:.1f}"),
+        (
+            "avg tokens (in/out)",
+            f"{summary['avg_prompt_tokens']:.0f} / {summary['avg_completion_tokens']:.0f}",
+        ),
+        (
+            "apply strategies",
+            ", ".join(f"{k} {v}" for k, v in summary.get("apply_strategies", {}).items()) or "-",
+        ),
+        ("avg agent / grade s", f"{summary['avg_agent_seconds']:.1f} / {summary['avg_grade_seconds']:.1f}"),
+        ("format errors / turn", f"{100 * (summary.get('format_errors') or {}).get('rate', 0.0):.1f}%"),
+        ("wall time", f"{summary.get('wall_seconds') or 0:.0f} s"),
+    ]
     cards += _integrity_cards(summary.get("integrity") or {})
-    card_html = "".join(f'<div class="card"><div class="v">{html.escape(v)}</div><div class="k">{html.escape(k)}</div></div>'
-                        for k, v in cards)
+    card_html = "".join(
+        f'<div class="card"><div class="v">{html.escape(v)}</div><div class="k">{html.escape(k)}</div></div>'
+        for k, v in cards
+    )
     table = []
     for iid in sorted(rows):
         r = rows[iid]
@@ -140,15 +173,19 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> Path:
         note = html.escape(r.get("error") or r.get("grade_message") or "")
         table.append(
             f'<tr><td>{html.escape(iid)}</td><td><span class="chip" style="background:{COLORS.get(r["status"], "#000")}">'
-            f'{html.escape(r["status"])}</span></td><td>{html.escape(str(r.get("exit_reason", "")))}</td>'
+            f"{html.escape(r['status'])}</span></td><td>{html.escape(str(r.get('exit_reason', '')))}</td>"
             f'<td class="n">{r.get("steps", 0)}</td><td class="n">{r.get("prompt_tokens", 0)}/{r.get("completion_tokens", 0)}</td>'
             f'<td class="n">{r.get("agent_seconds", 0):.1f}</td><td class="n">{r.get("grade_seconds", 0):.1f}</td>'
-            f'<td>{report_extras.split_bar(r)}</td>'
+            f"<td>{report_extras.split_bar(r)}</td>"
             f'<td><a href="{d}/traj.json">traj</a> <a href="{d}/patch.diff">patch</a>{_grade_links(run_dir, r)}</td>'
-            f'<td class="note">{html.escape(_integrity_cell(r))}</td><td class="note">{note}</td></tr>')
+            f'<td class="note">{html.escape(_integrity_cell(r))}</td><td class="note">{note}</td></tr>'
+        )
     meta = summary.get("meta", {})
-    meta_line = " · ".join(f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>" for k, v in meta.items()
-                           if v is not None and k != "started")
+    meta_line = " · ".join(
+        f"{html.escape(str(k))}: <b>{html.escape(str(v))}</b>"
+        for k, v in meta.items()
+        if v is not None and k != "started"
+    )
     metrics_html = metrics_table_html(summary.get("metrics") or {})
     title = f"SWE eval: {meta.get('model', '?')} ({summary['resolved']}/{summary['total']} resolved)"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>
@@ -166,7 +203,7 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}} td.note{{color:#666;f
 {report_extras.extras_html(summary, list(rows.values()))}
 {metrics_html}
 <table><tr><th>instance</th><th>status</th><th>exit</th><th>steps</th><th>tokens in/out</th><th>agent s</th><th>grade s</th><th>time: model / commands / other / grading</th><th>files</th><th>integrity</th><th>note</th></tr>
-{''.join(table)}</table></body></html>"""
+{"".join(table)}</table></body></html>"""
     out = run_dir / "report.html"
     out.write_text(page)
     return out
@@ -175,10 +212,15 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums}} td.note{{color:#666;f
 def _integrity_cards(rates: dict[str, Any]) -> list[tuple[str, str]]:
     if not rates:
         return []
-    return [("tamper rate", f"{100 * rates['tamper_rate']:.1f}%"), ("flag rate", f"{100 * rates['flag_rate']:.1f}%"),
-            ("official / integrity resolved", f"{100 * rates['official_resolve_rate']:.1f}% / "
-                                              f"{100 * rates['integrity_resolve_rate']:.1f}%"),
-            ("resolved only officially", str(rates["resolved_only_officially"]))]
+    return [
+        ("tamper rate", f"{100 * rates['tamper_rate']:.1f}%"),
+        ("flag rate", f"{100 * rates['flag_rate']:.1f}%"),
+        (
+            "official / integrity resolved",
+            f"{100 * rates['official_resolve_rate']:.1f}% / {100 * rates['integrity_resolve_rate']:.1f}%",
+        ),
+        ("resolved only officially", str(rates["resolved_only_officially"])),
+    ]
 
 
 def _integrity_cell(row: dict[str, Any]) -> str:
@@ -195,7 +237,9 @@ def _integrity_cell(row: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Rebuild summary.json and report.html of an eval run from its results.")
+    p = argparse.ArgumentParser(
+        description="Rebuild summary.json and report.html of an eval run from its results."
+    )
     p.add_argument("run_dir", type=Path, help="the run's output directory (holds results.jsonl)")
     run_dir = p.parse_args(argv).run_dir
     meta = {}

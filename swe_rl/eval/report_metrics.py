@@ -28,7 +28,10 @@ def metrics_table_html(metrics: dict[str, float]) -> str:
         section = name.split("/", 1)[0] if "/" in name else "run"
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         sections.setdefault(section, []).append(
-            f'<tr><td>{html.escape(name)}</td><td class="n">{html.escape(shown)}</td></tr>')
-    parts = [f'<details><summary>{html.escape(section)} ({len(rows)})</summary><table>{"".join(rows)}</table></details>'
-             for section, rows in sections.items()]
+            f'<tr><td>{html.escape(name)}</td><td class="n">{html.escape(shown)}</td></tr>'
+        )
+    parts = [
+        f"<details><summary>{html.escape(section)} ({len(rows)})</summary><table>{''.join(rows)}</table></details>"
+        for section, rows in sections.items()
+    ]
     return f'<h2>Dashboard figures (docs/metrics.md)</h2><div class="metrics">{"".join(parts)}</div>'

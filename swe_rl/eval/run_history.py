@@ -38,9 +38,13 @@ class RunHistory:
         self._t0, self._started, self._command = time.monotonic(), time.time(), command
 
     def end(self, *, finished: int, interrupted: str | None = None) -> dict[str, Any]:
-        row = {"started": datetime.fromtimestamp(self._started, timezone.utc).isoformat(timespec="seconds"),
-               "wall_seconds": round(time.monotonic() - self._t0, 3), "finished": finished,
-               "interrupted": interrupted, "command": self._command}
+        row = {
+            "started": datetime.fromtimestamp(self._started, timezone.utc).isoformat(timespec="seconds"),
+            "wall_seconds": round(time.monotonic() - self._t0, 3),
+            "finished": finished,
+            "interrupted": interrupted,
+            "command": self._command,
+        }
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
@@ -65,7 +69,13 @@ def summary_fields(run_dir: Path, wall_seconds: float | None = None) -> dict[str
     """Totals over every recorded run; without a history, ``wall_seconds`` as given."""
     runs = read_runs(run_dir)
     if not runs:
-        return {"wall_seconds": round(wall_seconds, 3) if wall_seconds is not None else None, "runs": [],
-                "interrupted": None}
-    return {"wall_seconds": round(sum(r["wall_seconds"] for r in runs), 3), "runs": runs,
-            "interrupted": runs[-1].get("interrupted")}
+        return {
+            "wall_seconds": round(wall_seconds, 3) if wall_seconds is not None else None,
+            "runs": [],
+            "interrupted": None,
+        }
+    return {
+        "wall_seconds": round(sum(r["wall_seconds"] for r in runs), 3),
+        "runs": runs,
+        "interrupted": runs[-1].get("interrupted"),
+    }

@@ -63,24 +63,50 @@ INTERRUPTED = "Interrupted"
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description="Run mini-swe-agent on SWE task instances (docker environment)")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--data", help="instances file (.jsonl/.json/.parquet in any format load_instances reads) "
-                     "or a dataset name")
+    src.add_argument(
+        "--data",
+        help="instances file (.jsonl/.json/.parquet in any format load_instances reads) or a dataset name",
+    )
     src.add_argument("--subset", help=f"dataset shortcut {sorted(SUBSETS)} or a dataset name (needs a hub)")
     p.add_argument("--split", default="test")
-    p.add_argument("-o", "--output", required=True, type=Path, help="run directory (preds.json, trajectories)")
-    p.add_argument("--config", action="append", default=None,
-                   help="mini-swe-agent config file(s), merged in order (default: the pinned release's "
-                   f"{PROMPTS_CONFIG} then swe_rl/configs/{DEFAULT_CONFIG.name})")
-    p.add_argument("-c", "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override, e.g. agent.step_limit=50 (JSON values), applied last")
-    p.add_argument("--model", default=os.environ.get("MSWEA_MODEL_NAME"),
-                   help="litellm model name, e.g. openai/Qwen3-32B (served name behind --api-base)")
-    p.add_argument("--api-base", default=os.environ.get("SWE_API_BASE"), help="OpenAI-compatible base URL (…/v1)")
+    p.add_argument(
+        "-o", "--output", required=True, type=Path, help="run directory (preds.json, trajectories)"
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        default=None,
+        help="mini-swe-agent config file(s), merged in order (default: the pinned release's "
+        f"{PROMPTS_CONFIG} then swe_rl/configs/{DEFAULT_CONFIG.name})",
+    )
+    p.add_argument(
+        "-c",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override, e.g. agent.step_limit=50 (JSON values), applied last",
+    )
+    p.add_argument(
+        "--model",
+        default=os.environ.get("MSWEA_MODEL_NAME"),
+        help="litellm model name, e.g. openai/Qwen3-32B (served name behind --api-base)",
+    )
+    p.add_argument(
+        "--api-base", default=os.environ.get("SWE_API_BASE"), help="OpenAI-compatible base URL (…/v1)"
+    )
     p.add_argument("--api-key", default=os.environ.get("SWE_API_KEY"))
     p.add_argument("-w", "--workers", type=int, default=1, help="instances run at once")
-    p.add_argument("--slice", dest="slice_spec", default="", help="python slice of the instance list, e.g. 0:250")
-    p.add_argument("--shard", default="", help="I/N: this node's contiguous share (0-based I) of the selected "
-                   "instances, for several nodes splitting one dataset")
+    p.add_argument(
+        "--slice", dest="slice_spec", default="", help="python slice of the instance list, e.g. 0:250"
+    )
+    p.add_argument(
+        "--shard",
+        default="",
+        help="I/N: this node's contiguous share (0-based I) of the selected "
+        "instances, for several nodes splitting one dataset",
+    )
     p.add_argument("--filter", dest="filter_spec", default="", help="regex on instance ids (re.match)")
     p.add_argument("--instance-ids", default=None, help="comma-separated ids, or @file with one id per line")
     p.add_argument("--image-template", default=None, help="image name template or registry prefix override")
@@ -119,7 +145,7 @@ def shard_instances(items: list[Any], spec: str) -> list[Any]:
         raise ValueError(f"--shard {spec!r}: need 0 <= I < N")
     size, extra = divmod(len(items), count)
     start = index * size + min(index, extra)
-    return items[start:start + size + (index < extra)]
+    return items[start : start + size + (index < extra)]
 
 
 def select_instances(args: argparse.Namespace) -> list[Any]:
@@ -129,8 +155,11 @@ def select_instances(args: argparse.Namespace) -> list[Any]:
     ids = None
     if args.instance_ids:
         spec = args.instance_ids
-        ids = ([x.strip() for x in Path(spec[1:]).read_text().splitlines() if x.strip()] if spec.startswith("@")
-               else [x.strip() for x in spec.split(",") if x.strip()])
+        ids = (
+            [x.strip() for x in Path(spec[1:]).read_text().splitlines() if x.strip()]
+            if spec.startswith("@")
+            else [x.strip() for x in spec.split(",") if x.strip()]
+        )
     loaded = load_instances(source, image_template=args.image_template, instance_ids=ids, split=args.split)
     for err in loaded.errors:
         print(f"warning: skipped bad row: {err}", file=sys.stderr)
@@ -164,11 +193,15 @@ def build_config(args: argparse.Namespace, run_label: str) -> dict[str, Any]:
     if registry:  # our config file names the shipped registry (swe_rl/configs/litellm.json)
         model["litellm_model_registry"] = resolve_config(registry)
     if not model.get("model_name"):
-        raise SystemExit("error: no model name: pass --model (e.g. openai/<served name>) or set model.model_name")
+        raise SystemExit(
+            "error: no model name: pass --model (e.g. openai/<served name>) or set model.model_name"
+        )
     env = config.setdefault("environment", {})
     env.setdefault("environment_class", "docker")
     if env["environment_class"] != "docker":
-        raise SystemExit(f"error: environment_class {env['environment_class']!r}: this driver runs docker only")
+        raise SystemExit(
+            f"error: environment_class {env['environment_class']!r}: this driver runs docker only"
+        )
     env["run_args"] = [*env.get("run_args", ["--rm"]), "--label", f"{LABEL_KEY}={run_label}"]
     return config
 
@@ -178,8 +211,12 @@ def build_config(args: argparse.Namespace, run_label: str) -> dict[str, Any]:
 
 def remove_containers(label_value: str, docker: str = "docker") -> int:
     """Force-remove every container with our run label; returns how many there were."""
-    found = subprocess.run([docker, "ps", "-aq", "--filter", f"label={LABEL_KEY}={label_value}"],
-                           capture_output=True, text=True, check=False)
+    found = subprocess.run(
+        [docker, "ps", "-aq", "--filter", f"label={LABEL_KEY}={label_value}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     ids = found.stdout.split()
     if ids:
         subprocess.run([docker, "rm", "-f", *ids], capture_output=True, check=False)
@@ -189,7 +226,9 @@ def remove_containers(label_value: str, docker: str = "docker") -> int:
 def _remove_container(env: Any) -> None:
     cid = getattr(env, "container_id", None)
     if cid:
-        subprocess.run([env.config.executable, "rm", "-f", cid], capture_output=True, check=False, timeout=120)
+        subprocess.run(
+            [env.config.executable, "rm", "-f", cid], capture_output=True, check=False, timeout=120
+        )
         env.container_id = None  # its own (background) cleanup has nothing left to do
 
 
@@ -243,7 +282,11 @@ class PredsFile:
     def put(self, instance_id: str, model_name: str, patch: str | None) -> None:
         with self._lock:
             data = self.read()
-            data[instance_id] = {"model_name_or_path": model_name, "instance_id": instance_id, "model_patch": patch}
+            data[instance_id] = {
+                "model_name_or_path": model_name,
+                "instance_id": instance_id,
+                "model_patch": patch,
+            }
             tmp = self.path.with_name(f".{self.path.name}.tmp")
             tmp.write_text(json.dumps(data, indent=2))
             tmp.replace(self.path)
@@ -272,11 +315,16 @@ def run_one(instance: Any, config: dict[str, Any], out: Path, preds: PredsFile) 
         try:
             env = get_environment({**config["environment"], "image": instance.image, "cwd": instance.workdir})
         except Exception as exc:
-            extra = {"failed_in": FAILED_IN_ENVIRONMENT, "exception_str": f"{type(exc).__name__}: {exc}",
-                     "traceback": traceback.format_exc()}
+            extra = {
+                "failed_in": FAILED_IN_ENVIRONMENT,
+                "exception_str": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc(),
+            }
             exit_status = type(exc).__name__
             raise
-        baseline = record_baseline(env, instance.workdir)  # pre-existing untracked files stay out of the patch
+        baseline = record_baseline(
+            env, instance.workdir
+        )  # pre-existing untracked files stay out of the patch
         agent = _stoppable_agent_class()(model, env, **config.get("agent", {}))
         info = agent.run(instance.problem_statement)
         exit_status, submission = info.get("exit_status"), info.get("submission") or ""
@@ -286,20 +334,32 @@ def run_one(instance: Any, config: dict[str, Any], out: Path, preds: PredsFile) 
     except Exception as exc:  # noqa: BLE001 - one broken instance must not end the run
         log.error("instance %s: %s: %s", iid, type(exc).__name__, exc)
         exit_status = INTERRUPTED if isinstance(exc, RunInterrupted) else exit_status or type(exc).__name__
-        extra = extra or {"exception_str": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        extra = extra or {
+            "exception_str": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
     finally:
         if env is not None:
             _remove_container(env)
-        record = {"info": {"exit_status": exit_status, "submission": submission,
-                           "swe_rl": {"image": instance.image, "agent_seconds": round(time.monotonic() - started, 3),
-                                      **extra}},
-                  "instance_id": iid}
+        record = {
+            "info": {
+                "exit_status": exit_status,
+                "submission": submission,
+                "swe_rl": {
+                    "image": instance.image,
+                    "agent_seconds": round(time.monotonic() - started, 3),
+                    **extra,
+                },
+            },
+            "instance_id": iid,
+        }
         if agent is not None:
             agent.save(traj_path, record)
         else:
             traj_path.parent.mkdir(parents=True, exist_ok=True)
-            traj_path.write_text(json.dumps({**record, "messages": [], "trajectory_format": "mini-swe-agent-1.1"},
-                                            indent=2))
+            traj_path.write_text(
+                json.dumps({**record, "messages": [], "trajectory_format": "mini-swe-agent-1.1"}, indent=2)
+            )
         preds.put(iid, model.config.model_name, submission)
     return str(exit_status)
 
@@ -331,13 +391,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     todo = [i for i in instances if i.instance_id not in done]
     if len(todo) < len(instances):
         print(f"resume: {len(instances) - len(todo)} of {len(instances)} instances already finished")
-    meta = {"harness": "mini-swe-agent", "minisweagent_version": minisweagent.__version__,
-            "model": config["model"]["model_name"], "api_base": config["model"].get("model_kwargs", {}).get("api_base"),
-            "data": args.data or SUBSETS.get(args.subset, args.subset), "split": args.split, "slice": args.slice_spec or None,
-            "shard": args.shard or None, "filter": args.filter_spec or None,
-            "configs": args.config or [PROMPTS_CONFIG, str(DEFAULT_CONFIG)], "overrides": args.overrides, "step_limit": config.get("agent", {}).get("step_limit"),
-            "workers": args.workers, "run_label": run_label, "started": time.time(),
-            "instance_ids": [i.instance_id for i in instances]}
+    meta = {
+        "harness": "mini-swe-agent",
+        "minisweagent_version": minisweagent.__version__,
+        "model": config["model"]["model_name"],
+        "api_base": config["model"].get("model_kwargs", {}).get("api_base"),
+        "data": args.data or SUBSETS.get(args.subset, args.subset),
+        "split": args.split,
+        "slice": args.slice_spec or None,
+        "shard": args.shard or None,
+        "filter": args.filter_spec or None,
+        "configs": args.config or [PROMPTS_CONFIG, str(DEFAULT_CONFIG)],
+        "overrides": args.overrides,
+        "step_limit": config.get("agent", {}).get("step_limit"),
+        "workers": args.workers,
+        "run_label": run_label,
+        "started": time.time(),
+        "instance_ids": [i.instance_id for i in instances],
+    }
     (out / "minisweagent_run.json").write_text(json.dumps(meta, indent=1))
     _quiet_console(args.log_level)
     add_file_handler(out / "minisweagent.log", print_path=False)  # mini-swe-agent's own debug log
@@ -372,7 +443,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         result = run(args)
     except ValueError as exc:

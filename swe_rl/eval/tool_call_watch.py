@@ -24,7 +24,9 @@ __all__ = ["ToolCallWatch"]
 class ToolCallWatch:
     """Counts finished episodes until ``after``; warns once if none had a tool call."""
 
-    def __init__(self, harness: Any, *, chat_policy: bool, after: int = 3, endpoint: str | None = None) -> None:
+    def __init__(
+        self, harness: Any, *, chat_policy: bool, after: int = 3, endpoint: str | None = None
+    ) -> None:
         self.active = bool(chat_policy and getattr(harness, "tool_schemas", None) and after > 0)
         self.harness = getattr(harness, "name", "?")
         self.after = after
@@ -48,11 +50,13 @@ class ToolCallWatch:
         self.with_calls += self.called_a_tool(agent)
         if self.seen < self.after or self.with_calls:
             return None
-        text = (f"warning: the first {self.after} episodes with the tool harness '{self.harness}' never produced a "
-                f"tool call, although every request to {self.endpoint or 'the endpoint'} carried the tools. The "
-                "endpoint most likely ignores `tools`: its chat template has no tool support, or the server was "
-                "started without a tool-call parser (SGLang: --tool-call-parser; vLLM: --enable-auto-tool-choice "
-                "--tool-call-parser). Fix the server, or evaluate with --harness bash_block.")
+        text = (
+            f"warning: the first {self.after} episodes with the tool harness '{self.harness}' never produced a "
+            f"tool call, although every request to {self.endpoint or 'the endpoint'} carried the tools. The "
+            "endpoint most likely ignores `tools`: its chat template has no tool support, or the server was "
+            "started without a tool-call parser (SGLang: --tool-call-parser; vLLM: --enable-auto-tool-choice "
+            "--tool-call-parser). Fix the server, or evaluate with --harness bash_block."
+        )
         self.warnings.append(text)
         print(text, file=sys.stderr, flush=True)
         return text

@@ -22,8 +22,10 @@ MAX_DEPTH = 32
 # A lone surrogate can only arrive as a \\u escape (a UTF-8 decoder refuses the raw bytes),
 # so strings are checked only when the body holds one.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_HOST_PATH = re.compile(r"(?:/var/lib/docker|/var/run/docker|/run/docker|/run/containerd|/var/lib/containerd"
-                        r"|/[^\s\"']*/overlay2)[^\s\"',;)]*")
+_HOST_PATH = re.compile(
+    r"(?:/var/lib/docker|/var/run/docker|/run/docker|/run/containerd|/var/lib/containerd"
+    r"|/[^\s\"']*/overlay2)[^\s\"',;)]*"
+)
 
 
 class InvalidRequest(ValueError):
@@ -51,7 +53,9 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 def check_values(value: Any, path: str = "", depth: int = 0, *, strings: bool = True) -> None:
     """Refuse non-finite numbers, lone surrogates and deep nesting, naming the field they are in."""
     if depth > MAX_DEPTH:
-        raise InvalidRequest(f"request body is nested too deeply at {path or 'the top'} (at most {MAX_DEPTH} levels)")
+        raise InvalidRequest(
+            f"request body is nested too deeply at {path or 'the top'} (at most {MAX_DEPTH} levels)"
+        )
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidRequest(f"field {path!r} must be a finite number")
@@ -86,19 +90,26 @@ _NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 def check_create_options(body: dict[str, Any]) -> None:
     """Types of the create options a pool forwards (the node checks ranges against its own capacity)."""
+
     def bad(key: str, what: str) -> InvalidRequest:
         return InvalidRequest(f"{key} must be {what}")
 
     value = body.get("network")  # a name: a Docker network the node allows (SWE_EXEC_NETWORKS)
-    if value is not None and not isinstance(value, bool) and not (
-            isinstance(value, str) and _NETWORK.match(value)):
+    if (
+        value is not None
+        and not isinstance(value, bool)
+        and not (isinstance(value, str) and _NETWORK.match(value))
+    ):
         raise bad("network", "true, false, 'none', 'default' or a Docker network name")
     value = body.get("memory")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))
-                              or not _MEMORY.match(str(value))):
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (str, int)) or not _MEMORY.match(str(value))
+    ):
         raise bad("memory", "like '4g', '512m' or a byte count")
     value = body.get("cpus")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
+    ):
         raise bad("cpus", "a positive number")
     value = body.get("pids_limit")
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
@@ -107,6 +118,8 @@ def check_create_options(body: dict[str, Any]) -> None:
     if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
         raise bad("workdir", "an absolute path")
     value = body.get("env")
-    if value is not None and (not isinstance(value, dict) or not all(
-            isinstance(k, str) and k and isinstance(v, str) for k, v in value.items())):
+    if value is not None and (
+        not isinstance(value, dict)
+        or not all(isinstance(k, str) and k and isinstance(v, str) for k, v in value.items())
+    ):
         raise bad("env", "an object mapping variable names to strings")

@@ -84,7 +84,8 @@ class EnvClientConfig(BaseModel):
 
 
 CLIENT_ENV: dict[str, EnvVar] = prefixed(
-    "SWE_CLIENT_", EnvClientConfig.model_fields,
+    "SWE_CLIENT_",
+    EnvClientConfig.model_fields,
     pool_url=EnvVar("SWE_POOL_URL"),
     token=EnvVar("SWE_POOL_TOKEN", file="SWE_POOL_TOKEN_FILE", parse=str.strip),
 )
@@ -113,9 +114,15 @@ class ExecResult:
 
     @classmethod
     def from_response(cls, data: ExecResponse) -> ExecResult:
-        return cls(returncode=data["returncode"], output=data["output"], timed_out=data["timed_out"],
-                   truncated=data["truncated"], output_bytes=data["output_bytes"], duration=data["duration"],
-                   stderr=data.get("stderr"))
+        return cls(
+            returncode=data["returncode"],
+            output=data["output"],
+            timed_out=data["timed_out"],
+            truncated=data["truncated"],
+            output_bytes=data["output_bytes"],
+            duration=data["duration"],
+            stderr=data.get("stderr"),
+        )
 
 
 @dataclass
@@ -179,25 +186,41 @@ class Lease:
     async def _call(self, op: str, body: dict[str, Any], timeout: float, retry: Retry) -> dict[str, Any]:
         return await self.client._call(op, {"lease_id": self.lease_id, **body}, timeout=timeout, retry=retry)
 
-    async def exec(self, command: str, timeout: float | None = None, workdir: str | None = None,
-                   env: dict[str, str] | None = None, max_output_bytes: int | None = None, *,
-                   user: str | None = None, separate_stderr: bool = False, idempotent: bool = False) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        timeout: float | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+        max_output_bytes: int | None = None,
+        *,
+        user: str | None = None,
+        separate_stderr: bool = False,
+        idempotent: bool = False,
+    ) -> ExecResult:
         """Run command; `idempotent=True` lets a severed call be sent again (the command may then run twice)."""
         timeout = timeout or self.client.config.exec_timeout
         body: dict[str, Any] = {"command": command, "timeout": timeout}
-        for key, value in (("workdir", workdir), ("env", env), ("max_output_bytes", max_output_bytes),
-                           ("user", user)):
+        for key, value in (
+            ("workdir", workdir),
+            ("env", env),
+            ("max_output_bytes", max_output_bytes),
+            ("user", user),
+        ):
             if value is not None:
                 body[key] = value
         if separate_stderr:
             body["separate_stderr"] = True
-        data = await self._call("exec", body, timeout + self.client.config.call_margin,
-                                Retry.SAFE if idempotent else Retry.UNSENT)
+        data = await self._call(
+            "exec", body, timeout + self.client.config.call_margin, Retry.SAFE if idempotent else Retry.UNSENT
+        )
         return ExecResult.from_response(data)  # type: ignore[arg-type]
 
     async def diff(self, base: str | None = None) -> str:
         """`git diff` of the workdir against base (HEAD), new files included."""
-        data = await self._call("diff", {"base": base} if base else {}, self.client.config.read_timeout, Retry.SAFE)
+        data = await self._call(
+            "diff", {"base": base} if base else {}, self.client.config.read_timeout, Retry.SAFE
+        )
         if data.get("encoding") == "base64":  # not valid UTF-8: keep what is text, mark the rest
             return base64.b64decode(data["patch"]).decode("utf-8", errors="replace")
         return data["patch"]
@@ -205,11 +228,14 @@ class Lease:
     async def record_baseline(self) -> str:
         """Record the work tree as it is now (untracked build output of the image's install, ...);
         every later `diff` leaves exactly that out. Call once, before the first action."""
-        data = await self._call("diff", {"record_baseline": True}, self.client.config.read_timeout, Retry.SAFE)
+        data = await self._call(
+            "diff", {"record_baseline": True}, self.client.config.read_timeout, Retry.SAFE
+        )
         return str(data.get("baseline", ""))
 
-    async def write_file(self, path: str, data: str | bytes, mode: int | None = None, *,
-                         idempotent: bool = False) -> None:
+    async def write_file(
+        self, path: str, data: str | bytes, mode: int | None = None, *, idempotent: bool = False
+    ) -> None:
         """Write a file (parents created); `idempotent=True` retries a severed call (same bytes, same path)."""
         body: dict[str, Any] = {"path": path}
         if isinstance(data, bytes):
@@ -218,8 +244,9 @@ class Lease:
             body["content"] = data
         if mode is not None:
             body["mode"] = mode
-        await self._call("write_file", body, self.client.config.read_timeout,
-                         Retry.SAFE if idempotent else Retry.UNSENT)
+        await self._call(
+            "write_file", body, self.client.config.read_timeout, Retry.SAFE if idempotent else Retry.UNSENT
+        )
 
     async def read_file(self, path: str) -> bytes:
         data = await self._call("read_file", {"path": path}, self.client.config.read_timeout, Retry.SAFE)
@@ -230,8 +257,12 @@ class Lease:
     async def evaluate(self, patch: str, eval_script: str, timeout: float | None = None) -> EvalResult:
         """Apply patch in the workdir and run eval_script; the test log is returned, not judged."""
         timeout = timeout or self.client.config.eval_timeout
-        data = await self._call("evaluate", {"patch": patch, "eval_script": eval_script, "timeout": timeout},
-                                timeout + EVAL_APPLY_ALLOWANCE + self.client.config.call_margin, Retry.UNSENT)
+        data = await self._call(
+            "evaluate",
+            {"patch": patch, "eval_script": eval_script, "timeout": timeout},
+            timeout + EVAL_APPLY_ALLOWANCE + self.client.config.call_margin,
+            Retry.UNSENT,
+        )
         return EvalResult.from_response(data)  # type: ignore[arg-type]
 
     async def heartbeat(self) -> float:
@@ -243,7 +274,9 @@ class Lease:
     def start_heartbeat(self, interval: float | None = None) -> None:
         """Heartbeat in the background until close (lease() does this for you)."""
         if self._heartbeat_task is None:
-            self._heartbeat_task = asyncio.create_task(self._keepalive(interval or self.client.config.heartbeat_interval))
+            self._heartbeat_task = asyncio.create_task(
+                self._keepalive(interval or self.client.config.heartbeat_interval)
+            )
 
     async def _keepalive(self, interval: float) -> None:
         while True:
@@ -264,8 +297,9 @@ class Lease:
         if self.closed:
             return
         self.closed = True
-        await self.client._call("close", {"lease_id": self.lease_id}, timeout=self.client.config.read_timeout,
-                                retry=Retry.SAFE)
+        await self.client._call(
+            "close", {"lease_id": self.lease_id}, timeout=self.client.config.read_timeout, retry=Retry.SAFE
+        )
 
 
 # --------------------------------------------------------------------------- client
@@ -278,9 +312,11 @@ class EnvClient:
         self.config = config or EnvClientConfig.from_env()
         headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
         self._http = httpx.AsyncClient(
-            base_url=self.config.pool_url.rstrip("/"), headers=headers,
+            base_url=self.config.pool_url.rstrip("/"),
+            headers=headers,
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout))
+            timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
+        )
         self._background: set[asyncio.Task[Any]] = set()
 
     async def __aenter__(self) -> EnvClient:
@@ -300,8 +336,9 @@ class EnvClient:
         task.add_done_callback(self._background.discard)
         return task
 
-    async def allocate(self, image: str, *, instance_id: str | None = None, request_id: str | None = None,
-                       **opts: Any) -> Lease:
+    async def allocate(
+        self, image: str, *, instance_id: str | None = None, request_id: str | None = None, **opts: Any
+    ) -> Lease:
         """Lease a container of image (opts: network, memory, cpus, pids_limit, workdir, env).
 
         Retries until the allocate deadline while the fleet is full or unavailable; does not
@@ -341,7 +378,9 @@ class EnvClient:
     async def status(self) -> dict[str, Any]:
         return await self._call("status", None, timeout=self.config.read_timeout, retry=Retry.SAFE)
 
-    async def _call(self, op: str, body: dict[str, Any] | None, *, timeout: float, retry: Retry) -> dict[str, Any]:
+    async def _call(
+        self, op: str, body: dict[str, Any] | None, *, timeout: float, retry: Retry
+    ) -> dict[str, Any]:
         """One pool call with the retry policy of its kind; raises a FleetError subclass."""
         http_timeout = httpx.Timeout(timeout, connect=self.config.connect_timeout)
         cfg = self.config
@@ -353,8 +392,9 @@ class EnvClient:
                 else:
                     resp = await self._http.post(f"/{op}", json=body, timeout=http_timeout)
             except httpx.HTTPError as exc:
-                error: FleetError = FleetUnavailable(f"{op}: pool {cfg.pool_url} unreachable or too slow: "
-                                                     f"{type(exc).__name__}: {exc}")
+                error: FleetError = FleetUnavailable(
+                    f"{op}: pool {cfg.pool_url} unreachable or too slow: {type(exc).__name__}: {exc}"
+                )
                 error.__cause__ = exc
                 if retry is not Retry.UNSENT or isinstance(exc, _NEVER_SENT):
                     raise TryAgain(error) from exc
@@ -373,10 +413,17 @@ class EnvClient:
             raise error
 
         if retry is Retry.ALLOCATE:
-            policy = RetryPolicy(retries=None, deadline=cfg.allocate_deadline, backoff=cfg.backoff,
-                                 backoff_max=cfg.backoff_max, jitter=True)
+            policy = RetryPolicy(
+                retries=None,
+                deadline=cfg.allocate_deadline,
+                backoff=cfg.backoff,
+                backoff_max=cfg.backoff_max,
+                jitter=True,
+            )
         else:
-            policy = RetryPolicy(retries=cfg.retries, backoff=cfg.backoff, backoff_max=cfg.backoff_max, jitter=True)
+            policy = RetryPolicy(
+                retries=cfg.retries, backoff=cfg.backoff, backoff_max=cfg.backoff_max, jitter=True
+            )
         return await retry_async(attempt, policy, name=op)
 
 

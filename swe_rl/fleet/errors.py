@@ -11,15 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FleetError", "FleetUnavailable", "LeaseLost", "FleetFull", "ImageNotFound", "BadRequest",
-           "FileNotFound", "IsADirectory", "CommandRefused", "EnvError", "EnvUnavailable", "FileMissing",
-           "error_for"]
+__all__ = [
+    "FleetError",
+    "FleetUnavailable",
+    "LeaseLost",
+    "FleetFull",
+    "ImageNotFound",
+    "BadRequest",
+    "FileNotFound",
+    "IsADirectory",
+    "CommandRefused",
+    "EnvError",
+    "EnvUnavailable",
+    "FileMissing",
+    "error_for",
+]
 
 
 class FleetError(Exception):
     """Any failure reported by the pool or on the way to it."""
 
-    def __init__(self, message: str, *, status: int | None = None, body: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, body: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = body or {}
@@ -74,8 +88,11 @@ def error_for(op: str, status: int, body: dict[str, Any]) -> FleetError:
         return ImageNotFound(message, status=status, body=body)
     if status == 404 and op == "read_file" and not body.get("lease_lost"):
         return FileNotFound(message, status=status, body=body)
-    if (status == 400 and op in ("read_file", "write_file")
-            and ("is a directory" in message or "names a directory" in message)):
+    if (
+        status == 400
+        and op in ("read_file", "write_file")
+        and ("is a directory" in message or "names a directory" in message)
+    ):
         return IsADirectory(message, status=status, body=body)
     if op == "exec" and 400 <= status < 500 and status not in (404, 409, 410, 429):
         return CommandRefused(message, status=status, body=body)

@@ -113,8 +113,14 @@ class LocalFleet:
     def _spawn(self, args: list[str], env: dict[str, str], log_name: str) -> subprocess.Popen:
         assert self.log_dir is not None
         log = open(self.log_dir / log_name, "ab")
-        proc = subprocess.Popen([self.python, *args], env={**os.environ, **env}, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
+        proc = subprocess.Popen(
+            [self.python, *args],
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         self._procs.append(proc)
         return proc
 
@@ -128,9 +134,14 @@ class LocalFleet:
         for i in range(self.exec_servers):
             port = free_port()
             server_id = f"local-{run_id}-{i}"
-            env = {"SWE_EXEC_TOKEN": self.token, "SWE_EXEC_SERVER_ID": server_id, "SWE_EXEC_HOST": "127.0.0.1",
-                   "SWE_EXEC_PORT": str(port), "SWE_EXEC_MAX_CONTAINERS": str(self.max_containers_per_node),
-                   **self.exec_env}
+            env = {
+                "SWE_EXEC_TOKEN": self.token,
+                "SWE_EXEC_SERVER_ID": server_id,
+                "SWE_EXEC_HOST": "127.0.0.1",
+                "SWE_EXEC_PORT": str(port),
+                "SWE_EXEC_MAX_CONTAINERS": str(self.max_containers_per_node),
+                **self.exec_env,
+            }
             proc = self._spawn(EXEC_SERVER_ARGS, env, f"exec-{i}.log")
             url = f"http://127.0.0.1:{port}"
             self.exec_urls.append(url)
@@ -139,11 +150,18 @@ class LocalFleet:
         for url, proc in pending:
             wait_healthy(url, proc)
         port = free_port()
-        env = {"SWE_POOL_EXEC_URLS": ",".join(self.exec_urls), "SWE_EXEC_TOKEN": self.token,
-               "SWE_POOL_TOKEN": self.token, "SWE_POOL_HOST": "127.0.0.1", "SWE_POOL_PORT": str(port),
-               "SWE_POOL_ID": f"local-pool-{run_id}", "SWE_POOL_DB": str(self.log_dir / "leases.db"),
-               "SWE_POOL_MAX_PER_NODE": str(self.max_containers_per_node),
-               "SWE_POOL_LEASE_TTL": str(self.lease_ttl), **self.pool_env}
+        env = {
+            "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls),
+            "SWE_EXEC_TOKEN": self.token,
+            "SWE_POOL_TOKEN": self.token,
+            "SWE_POOL_HOST": "127.0.0.1",
+            "SWE_POOL_PORT": str(port),
+            "SWE_POOL_ID": f"local-pool-{run_id}",
+            "SWE_POOL_DB": str(self.log_dir / "leases.db"),
+            "SWE_POOL_MAX_PER_NODE": str(self.max_containers_per_node),
+            "SWE_POOL_LEASE_TTL": str(self.lease_ttl),
+            **self.pool_env,
+        }
         proc = self._spawn(POOL_SERVER_ARGS, env, "pool.log")
         self.pool_url = f"http://127.0.0.1:{port}"
         wait_healthy(self.pool_url, proc)
@@ -174,8 +192,9 @@ class LocalFleet:
             return
         client = docker.from_env()
         try:
-            for c in client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}={MANAGED_VALUE}"},
-                                            ignore_removed=True):
+            for c in client.containers.list(
+                all=True, filters={"label": f"{LABEL_MANAGED}={MANAGED_VALUE}"}, ignore_removed=True
+            ):
                 if (c.labels or {}).get(LABEL_SERVER) in self.server_ids:
                     try:
                         c.remove(force=True)
@@ -191,12 +210,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-containers-per-node", type=int, default=16)
     p.add_argument("--log-dir", type=Path, default=None)
     a = p.parse_args(argv)
-    with LocalFleet(exec_servers=a.exec_servers, max_containers_per_node=a.max_containers_per_node,
-                    log_dir=a.log_dir) as fleet:
+    with LocalFleet(
+        exec_servers=a.exec_servers, max_containers_per_node=a.max_containers_per_node, log_dir=a.log_dir
+    ) as fleet:
         for k, v in fleet.client_env().items():
             print(f"export {k}={v}")
-        print(f"# exec servers: {' '.join(fleet.exec_urls)}; logs in {fleet.log_dir}; Ctrl-C stops everything",
-              flush=True)
+        print(
+            f"# exec servers: {' '.join(fleet.exec_urls)}; logs in {fleet.log_dir}; Ctrl-C stops everything",
+            flush=True,
+        )
         stop = False
 
         def _stop(*_: Any) -> None:

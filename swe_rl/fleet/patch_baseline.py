@@ -36,7 +36,9 @@ top=$(git rev-parse --show-toplevel 2>/dev/null) || {{ echo "not inside a git wo
 cd "$top" || exit 2
 """
 
-BASELINE_SCRIPT = _COMMON + """
+BASELINE_SCRIPT = (
+    _COMMON
+    + """
 objects=$(cd "$(git rev-parse --git-path objects)" && pwd) || exit 2
 index=$(git rev-parse --git-path index) || exit 2
 rm -rf "$B" && mkdir -p "$B/objects" || exit 2
@@ -57,6 +59,7 @@ untracked=$(git diff --cached --name-only HEAD 2>/dev/null | wc -l)
 ignored=$(wc -l <"$B/exclude")
 echo "baseline $(cat "$B/tree") changed_or_untracked=$untracked ignored=$ignored"
 """
+)
 
 
 def diff_script(base: str | None = None) -> str:
@@ -66,7 +69,9 @@ def diff_script(base: str | None = None) -> str:
     tree, still leaving out what the baseline marks as ignored-present.
     """
     against = f'"{base}"' if base else '"$(cat "$B/tree")"'
-    return _COMMON + f"""
+    return (
+        _COMMON
+        + f"""
 [ -s "$B/tree" ] && [ -s "$B/index" ] || {{ echo "no baseline recorded" >&2; exit {NO_BASELINE_EXIT}; }}
 export GIT_INDEX_FILE="$B/diff.index" GIT_OBJECT_DIRECTORY="$B/objects" \\
   GIT_ALTERNATE_OBJECT_DIRECTORIES="$(cat "$B/alternates")"
@@ -75,6 +80,7 @@ cp "$B/index" "$GIT_INDEX_FILE" || exit 2
 git -c core.excludesFile="$B/exclude" add -A >/dev/null || exit 2
 git -c core.quotepath=off diff --cached --binary {against}
 """
+    )
 
 
 DIFF_SCRIPT = diff_script()

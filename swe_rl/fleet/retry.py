@@ -58,14 +58,19 @@ class RetryPolicy:
 
     def delay(self, retry: int) -> float:
         """Delay before retry number ``retry`` (0 for the first), jitter included."""
-        delay = min(self.backoff_max, self.backoff * self.factor ** retry)
+        delay = min(self.backoff_max, self.backoff * self.factor**retry)
         return random.uniform(delay / 2, delay) if self.jitter else delay
 
 
-async def retry_async(attempt: Callable[[], Awaitable[T]], policy: RetryPolicy, *,
-                      retryable: Callable[[BaseException], bool] = lambda exc: False,
-                      name: str = "call", sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-                      clock: Callable[[], float] | None = None) -> T:
+async def retry_async(
+    attempt: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    retryable: Callable[[BaseException], bool] = lambda exc: False,
+    name: str = "call",
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    clock: Callable[[], float] | None = None,
+) -> T:
     """Run ``attempt`` until it returns, repeating retryable failures as ``policy`` allows."""
     if policy.retries is None and policy.deadline is None:
         raise ValueError("a retry policy without a retry count needs a deadline")

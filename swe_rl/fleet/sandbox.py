@@ -100,7 +100,7 @@ class FleetSandboxConfig(BaseModel):
 
 
 def parse_network(text: str) -> bool | str:
-    """"true"/"1"/"bridge" → the node's default network, "false"/"0"/"none" → none, anything else → a name."""
+    """ "true"/"1"/"bridge" → the node's default network, "false"/"0"/"none" → none, anything else → a name."""
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on", "bridge", "default"):
         return True
@@ -110,7 +110,9 @@ def parse_network(text: str) -> bool | str:
 
 
 SANDBOX_ENV: dict[str, EnvVar] = prefixed(
-    "SWE_FLEET_SANDBOX_", FleetSandboxConfig.model_fields, network=EnvVar("SWE_FLEET_SANDBOX_NETWORK", parse=parse_network)
+    "SWE_FLEET_SANDBOX_",
+    FleetSandboxConfig.model_fields,
+    network=EnvVar("SWE_FLEET_SANDBOX_NETWORK", parse=parse_network),
 )
 """The variable of each `FleetSandboxConfig` field: `SWE_FLEET_SANDBOX_<FIELD>`."""
 AGENT_GENERATE_ENV: dict[str, EnvVar] = {
@@ -125,9 +127,16 @@ class FleetSandbox:
 
     sandbox_id: str
 
-    def __init__(self, image: str, *, network: bool | str | None = None, instance_id: str | None = None,
-                 config: FleetSandboxConfig | None = None, client: EnvClient | None = None,
-                 client_config: EnvClientConfig | None = None) -> None:
+    def __init__(
+        self,
+        image: str,
+        *,
+        network: bool | str | None = None,
+        instance_id: str | None = None,
+        config: FleetSandboxConfig | None = None,
+        client: EnvClient | None = None,
+        client_config: EnvClientConfig | None = None,
+    ) -> None:
         self.image = image
         self.config = config or FleetSandboxConfig.from_env()
         if network is not None:
@@ -180,8 +189,11 @@ class FleetSandbox:
                     try:
                         await lease.close()
                     except FleetError as exc:  # never raised out of __aexit__, as upstream
-                        log.warning("close of sandbox %s failed (the pool reclaims it after its TTL): %s",
-                                    lease.lease_id, exc)
+                        log.warning(
+                            "close of sandbox %s failed (the pool reclaims it after its TTL): %s",
+                            lease.lease_id,
+                            exc,
+                        )
             finally:
                 if owned:
                     await client.aclose()
@@ -198,19 +210,39 @@ class FleetSandbox:
 
     # ---- protocol
 
-    async def exec(self, cmd: str, *, user: str = "root", env: dict[str, str] | None = None, timeout: int = 120,
-                   check: bool = False, idempotent: bool = True) -> ExecResult:
+    async def exec(
+        self,
+        cmd: str,
+        *,
+        user: str = "root",
+        env: dict[str, str] | None = None,
+        timeout: int = 120,
+        check: bool = False,
+        idempotent: bool = True,
+    ) -> ExecResult:
         lease = self._need_lease()
         seconds = float(timeout) if timeout and timeout > 0 else self.config.max_timeout
-        res = await lease.exec(cmd, timeout=seconds, env=env or None, user=user, separate_stderr=True,
-                               idempotent=idempotent, max_output_bytes=self.config.max_output_bytes)
+        res = await lease.exec(
+            cmd,
+            timeout=seconds,
+            env=env or None,
+            user=user,
+            separate_stderr=True,
+            idempotent=idempotent,
+            max_output_bytes=self.config.max_output_bytes,
+        )
         stdout, stderr = res.output, res.stderr or ""
         if res.timed_out:
-            raise SandboxTimeout(f"fleet exec timed out after {seconds:g}s: {cmd[:120]}", stdout=stdout,
-                                 stderr=stderr)
+            raise SandboxTimeout(
+                f"fleet exec timed out after {seconds:g}s: {cmd[:120]}", stdout=stdout, stderr=stderr
+            )
         if check and res.returncode != 0:
-            raise SandboxCommandError(f"fleet exec failed (exit={res.returncode}): {cmd[:120]}\n{stderr[:400]}",
-                                      exit_code=res.returncode, stdout=stdout, stderr=stderr)
+            raise SandboxCommandError(
+                f"fleet exec failed (exit={res.returncode}): {cmd[:120]}\n{stderr[:400]}",
+                exit_code=res.returncode,
+                stdout=stdout,
+                stderr=stderr,
+            )
         return res.returncode, stdout, stderr
 
     async def write_file(self, sandbox_path: str, content: FileContent, *, user: str = "root") -> None:
@@ -229,7 +261,9 @@ class FleetSandbox:
                 raise FileNotFoundError(f"no such host file: {content}")
             chunks = None
         else:
-            raise TypeError(f"write_file content must be str, bytes or pathlib.Path, not {type(content).__name__}")
+            raise TypeError(
+                f"write_file content must be str, bytes or pathlib.Path, not {type(content).__name__}"
+            )
 
         stage = f"{STAGING_ROOT}/{secrets.token_hex(8)}"
         try:
@@ -241,8 +275,9 @@ class FleetSandbox:
             else:
                 count = await self._upload_host_file(lease, content, stage)  # type: ignore[arg-type]
             parts = f"{stage}/*" if count else "/dev/null"
-            join = (f"mkdir -p -- {shlex.quote(posixpath.dirname(path))} && "
-                    f"cat -- {parts} > {shlex.quote(path)}")
+            join = (
+                f"mkdir -p -- {shlex.quote(posixpath.dirname(path))} && cat -- {parts} > {shlex.quote(path)}"
+            )
             await self.exec(join, user=user, timeout=600, check=True, idempotent=True)
         finally:
             if lease is self._lease:
@@ -286,4 +321,4 @@ def _absolute(path: str, user: str) -> str:
 
 def _split(data: bytes, size: int) -> Iterator[bytes]:
     for start in range(0, len(data), size):
-        yield data[start:start + size]
+        yield data[start : start + size]

@@ -25,7 +25,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EnvVar", "field_types", "fleet_env_vars", "parse_bool", "parse_value", "prefixed", "read_env", "read_var", "renamed_vars"]
+__all__ = [
+    "EnvVar",
+    "field_types",
+    "fleet_env_vars",
+    "parse_bool",
+    "parse_value",
+    "prefixed",
+    "read_env",
+    "read_var",
+    "renamed_vars",
+]
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +93,9 @@ def read_var(var: EnvVar, env: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
-def read_env(spec: Mapping[str, EnvVar], field_types: Mapping[str, Any],
-             env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def read_env(
+    spec: Mapping[str, EnvVar], field_types: Mapping[str, Any], env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """``{field: parsed value}`` for every field of ``spec`` whose variable is set."""
     values: dict[str, Any] = {}
     for name, var in spec.items():
@@ -155,12 +166,19 @@ def fleet_env_vars() -> dict[str, dict[str, EnvVar]]:
     from swe_rl.fleet.pool.config import ENV as POOL_ENV
     from swe_rl.fleet.sandbox import AGENT_GENERATE_ENV, SANDBOX_ENV
 
-    return {"exec server": EXEC_ENV, "pool server": POOL_ENV, "client": CLIENT_ENV, "sandbox": SANDBOX_ENV,
-            "slime agent generate": AGENT_GENERATE_ENV}
+    return {
+        "exec server": EXEC_ENV,
+        "pool server": POOL_ENV,
+        "client": CLIENT_ENV,
+        "sandbox": SANDBOX_ENV,
+        "slime agent generate": AGENT_GENERATE_ENV,
+    }
 
 
 def _deprecated(old: str, new: str) -> None:
-    message = f"environment variable {old} is deprecated: set {new} instead (the old name still works for now)"
+    message = (
+        f"environment variable {old} is deprecated: set {new} instead (the old name still works for now)"
+    )
     warnings.warn(message, DeprecationWarning, stacklevel=4)
     if old not in _logged:
         _logged.add(old)

@@ -22,7 +22,14 @@ from pydantic import BaseModel, Field
 
 from swe_rl.grading.result import GradeResult, GradeStatus
 
-__all__ = ["CertificationGate", "Ledger", "LedgerEntry", "certification_gate", "flaky_only_failure", "read_ledger"]
+__all__ = [
+    "CertificationGate",
+    "Ledger",
+    "LedgerEntry",
+    "certification_gate",
+    "flaky_only_failure",
+    "read_ledger",
+]
 
 
 class LedgerEntry(BaseModel):

@@ -56,8 +56,9 @@ class GraderConfig(BaseModel):
 class FleetGrader:
     """Grades on the fleet through `client`; `log_grader` picks the log parser (default: swebench's)."""
 
-    def __init__(self, client: EnvClient, config: GraderConfig | None = None,
-                 log_grader: LogGrader | None = None) -> None:
+    def __init__(
+        self, client: EnvClient, config: GraderConfig | None = None, log_grader: LogGrader | None = None
+    ) -> None:
         self.client = client
         self.config = config or GraderConfig()
         self.log_grader = log_grader
@@ -72,9 +73,13 @@ class FleetGrader:
         except EvalSpecUnavailable as exc:  # (an empty patch stays no_patch whatever happens below)
             return grade(instance, patch=patch, apply_status=False, test_log="", env_error=str(exc))
         try:
-            async with self.client.lease(instance.image, instance_id=instance.instance_id,
-                                         workdir=instance.workdir, network=network,
-                                         expected=0) as lease:  # nothing follows a grading lease: warm nothing
+            async with self.client.lease(
+                instance.image,
+                instance_id=instance.instance_id,
+                workdir=instance.workdir,
+                network=network,
+                expected=0,
+            ) as lease:  # nothing follows a grading lease: warm nothing
                 if self.config.record_baseline:
                     await record_baseline(lease)
                 ran, tamper = patch, None
@@ -87,20 +92,43 @@ class FleetGrader:
                 result = grade(instance, patch=patch, apply_status=False, test_log="")
                 result.message += f"; the tests without a patch could not run: {type(exc).__name__}: {exc}"
                 return result
-            result = grade(instance, patch=patch, apply_status=False, test_log="",
-                           env_error=f"grading container: {type(exc).__name__}: {exc}")
+            result = grade(
+                instance,
+                patch=patch,
+                apply_status=False,
+                test_log="",
+                env_error=f"grading container: {type(exc).__name__}: {exc}",
+            )
             result.network = network
             return result
         if empty:  # the verdict is no_patch; the tests' outcome is kept as the baseline
-            result = grade(instance, patch="(tests without a patch)", apply_status=True, test_log=run.test_log,
-                           timed_out=run.timed_out, returncode=run.returncode, grader=self.log_grader)
-            result = result.model_copy(update={
-                "status": GradeStatus.NO_PATCH, "resolved": False,
-                "message": f"empty patch; tests without a patch: {result.message}"})
+            result = grade(
+                instance,
+                patch="(tests without a patch)",
+                apply_status=True,
+                test_log=run.test_log,
+                timed_out=run.timed_out,
+                returncode=run.returncode,
+                grader=self.log_grader,
+            )
+            result = result.model_copy(
+                update={
+                    "status": GradeStatus.NO_PATCH,
+                    "resolved": False,
+                    "message": f"empty patch; tests without a patch: {result.message}",
+                }
+            )
         else:
-            result = grade(instance, patch=ran, apply_status=run.apply_status == "applied",
-                           test_log=run.test_log, timed_out=run.timed_out, returncode=run.returncode,
-                           grader=self.log_grader, strict=tamper is not None)
+            result = grade(
+                instance,
+                patch=ran,
+                apply_status=run.apply_status == "applied",
+                test_log=run.test_log,
+                timed_out=run.timed_out,
+                returncode=run.returncode,
+                grader=self.log_grader,
+                strict=tamper is not None,
+            )
         result.apply_strategy = run.apply_strategy
         result.apply_output = (run.apply_output or "")[-MAX_APPLY_OUTPUT:]
         result.eval_seconds = run.duration

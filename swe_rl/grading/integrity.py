@@ -44,8 +44,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.grading.patch_split import DiffHunk, FileDiff, join_patch, split_patch
 
-__all__ = ["IntegrityConfig", "OfficialVerdict", "TamperRecord", "TamperReport", "neutralise", "section_files",
-           "strict_report"]
+__all__ = [
+    "IntegrityConfig",
+    "OfficialVerdict",
+    "TamperRecord",
+    "TamperReport",
+    "neutralise",
+    "section_files",
+    "strict_report",
+]
 
 MAX_RECORD_CHARS = 4000
 
@@ -135,8 +142,20 @@ _SETTINGS = {"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.in
 _HOOKS = {"sitecustomize.py", "usercustomize.py"}
 _SECTIONED = {"setup.cfg", "pyproject.toml"}
 # Modules a test run imports by name: a file or package of that name at an import root shadows them.
-_RUNNER_MODULES = {"pytest", "_pytest", "pluggy", "py", "unittest", "nose", "nose2", "iniconfig", "coverage",
-                   "xdist", "pytest_cov", "site"}
+_RUNNER_MODULES = {
+    "pytest",
+    "_pytest",
+    "pluggy",
+    "py",
+    "unittest",
+    "nose",
+    "nose2",
+    "iniconfig",
+    "coverage",
+    "xdist",
+    "pytest_cov",
+    "site",
+}
 
 
 def patch_paths(patch: str) -> list[str]:
@@ -145,12 +164,23 @@ def patch_paths(patch: str) -> list[str]:
 
 
 def _names_in_script(path: str, script: str) -> bool:
-    return bool(script) and re.search(r"(?:^|[\s'\"=;(])(?:\./)?" + re.escape(path) + r"(?=$|[\s'\";):])",
-                                      script, flags=re.MULTILINE) is not None
+    return (
+        bool(script)
+        and re.search(
+            r"(?:^|[\s'\"=;(])(?:\./)?" + re.escape(path) + r"(?=$|[\s'\";):])", script, flags=re.MULTILINE
+        )
+        is not None
+    )
 
 
-def _path_rule(path: str, test_files: set[str], test_dirs: set[str], gold_files: set[str], script: str,
-               config: IntegrityConfig) -> tuple[str, str] | None:
+def _path_rule(
+    path: str,
+    test_files: set[str],
+    test_dirs: set[str],
+    gold_files: set[str],
+    script: str,
+    config: IntegrityConfig,
+) -> tuple[str, str] | None:
     """(rule, reason) when a change to this path must not reach the test run."""
     base = posixpath.basename(path)
     parts = path.split("/")
@@ -193,7 +223,9 @@ _SECTION = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:[#;].*)?$")
 def _test_section(name: str | None) -> bool:
     if name is None:
         return True  # unknown: treat as a test section (conservative)
-    return "pytest" in name.lower()  # [pytest], [tool:pytest], [tool.pytest.*], [project.entry-points.pytest11]
+    return (
+        "pytest" in name.lower()
+    )  # [pytest], [tool:pytest], [tool.pytest.*], [project.entry-points.pytest11]
 
 
 def _section_at(original: list[str] | None, line_no: int) -> str | None:
@@ -201,7 +233,7 @@ def _section_at(original: list[str] | None, line_no: int) -> str | None:
     if original is None:
         return None
     current = ""
-    for text in original[:max(0, line_no)]:
+    for text in original[: max(0, line_no)]:
         m = _SECTION.match(text)
         if m:
             current = m.group(1)
@@ -247,7 +279,9 @@ def _trim_sectioned(fd: FileDiff, original: str | None, known: bool) -> list[str
                 sec = m.group(1) if m else new_sec
                 new_sec = sec
                 if _test_section(sec) or "pytest" in body.lower():
-                    touched = dropped_last = True  # drop the added line (a header too: its keys follow it out)
+                    touched = dropped_last = (
+                        True  # drop the added line (a header too: its keys follow it out)
+                    )
                     continue
                 out.append(line)
         if touched:
@@ -301,9 +335,16 @@ def _cap(text: str) -> str:
     return text if len(text) <= MAX_RECORD_CHARS else text[:MAX_RECORD_CHARS] + "\n[... cut ...]"
 
 
-def neutralise(patch: str, *, test_patch: str = "", gold_patch: str = "", eval_script: str = "", repo: str = "",
-               originals: Mapping[str, str | None] | None = None,
-               config: IntegrityConfig | None = None) -> tuple[str, TamperReport]:
+def neutralise(
+    patch: str,
+    *,
+    test_patch: str = "",
+    gold_patch: str = "",
+    eval_script: str = "",
+    repo: str = "",
+    originals: Mapping[str, str | None] | None = None,
+    config: IntegrityConfig | None = None,
+) -> tuple[str, TamperReport]:
     """(the patch the test run may see, what was removed or flagged and why).
 
     ``originals`` maps the `section_files` to their text at the base commit (None: no such file).
@@ -320,34 +361,66 @@ def neutralise(patch: str, *, test_patch: str = "", gold_patch: str = "", eval_s
     report = TamperReport(patch_bytes=len((patch or "").encode()))
     kept: list[FileDiff] = []
     for fd in files:
-        rule = next((r for p in fd.paths if (r := _path_rule(p, test_files, test_dirs, gold_files, eval_script,
-                                                             config))), None)
+        rule = next(
+            (
+                r
+                for p in fd.paths
+                if (r := _path_rule(p, test_files, test_dirs, gold_files, eval_script, config))
+            ),
+            None,
+        )
         if rule is None and posixpath.basename(fd.path) == "setup.py" and "pytest" in fd.text().lower():
             rule = ("setup_py_plugin", "setup.py changes mentioning pytest (plugin entry points)")
         if rule is not None:
-            report.records.append(TamperRecord(path=fd.path, rule=rule[0], action="dropped", reason=rule[1],
-                                               hunk=_cap(fd.text())))
+            report.records.append(
+                TamperRecord(
+                    path=fd.path, rule=rule[0], action="dropped", reason=rule[1], hunk=_cap(fd.text())
+                )
+            )
             continue
-        if posixpath.basename(fd.path) in _SECTIONED and fd.old_path != fd.new_path and fd.old_path is not None:
+        if (
+            posixpath.basename(fd.path) in _SECTIONED
+            and fd.old_path != fd.new_path
+            and fd.old_path is not None
+        ):
             # a renamed or deleted setup.cfg/pyproject.toml: nothing to trim line by line, drop it
-            report.records.append(TamperRecord(path=fd.path, rule="test_config_lines", action="dropped",
-                                               reason="renamed or deleted project settings file", hunk=_cap(fd.text())))
+            report.records.append(
+                TamperRecord(
+                    path=fd.path,
+                    rule="test_config_lines",
+                    action="dropped",
+                    reason="renamed or deleted project settings file",
+                    hunk=_cap(fd.text()),
+                )
+            )
             continue
         if posixpath.basename(fd.path) in _SECTIONED and fd.hunks:
             known = fd.old_path in originals or fd.is_new
             for text in _trim_sectioned(fd, originals.get(fd.old_path or ""), known):
-                report.records.append(TamperRecord(
-                    path=fd.path, rule="test_config_lines", action="trimmed",
-                    reason="lines in pytest sections or mentioning pytest" + ("" if known else
-                                                                              " (base content unknown)"),
-                    hunk=_cap(text)))
-            if not fd.hunks and not any(x.startswith(("new file mode", "deleted file mode", "old mode"))
-                                        for x in fd.header):
+                report.records.append(
+                    TamperRecord(
+                        path=fd.path,
+                        rule="test_config_lines",
+                        action="trimmed",
+                        reason="lines in pytest sections or mentioning pytest"
+                        + ("" if known else " (base content unknown)"),
+                        hunk=_cap(text),
+                    )
+                )
+            if not fd.hunks and not any(
+                x.startswith(("new file mode", "deleted file mode", "old mode")) for x in fd.header
+            ):
                 continue
         if scan_source and (hit := _flag_source(fd)) is not None:
-            report.records.append(TamperRecord(path=fd.path, rule="runner_hook", action="flagged",
-                                               reason=f"source reaches into the test runner: {hit}",
-                                               hunk=_cap(fd.text())))
+            report.records.append(
+                TamperRecord(
+                    path=fd.path,
+                    rule="runner_hook",
+                    action="flagged",
+                    reason=f"source reaches into the test runner: {hit}",
+                    hunk=_cap(fd.text()),
+                )
+            )
         kept.append(fd)
     out = join_patch(preamble, kept)
     report.kept_bytes = len(out.encode())
@@ -374,8 +447,9 @@ def contradicted_tests(log: str, tests: set[str]) -> set[str]:
     return bad | {t for t in tests if t.split("::", 1)[0] in broken_files}
 
 
-def strict_report(statuses: Mapping[str, str], fail_to_pass: list[str], pass_to_pass: list[str],
-                  log: str = "") -> tuple[list[str], list[str], list[str], list[str], str]:
+def strict_report(
+    statuses: Mapping[str, str], fail_to_pass: list[str], pass_to_pass: list[str], log: str = ""
+) -> tuple[list[str], list[str], list[str], list[str], str]:
     """(F2P success, F2P failure, P2P success, P2P failure, note): an expected test passes only when the log
     says PASSED (or XFAIL, as SWE-bench counts it) and nothing contradicts it; missing, skipped, errored and
     contradicted tests fail."""
@@ -399,5 +473,7 @@ def strict_report(statuses: Mapping[str, str], fail_to_pass: list[str], pass_to_
     if skipped:
         notes.append(f"{skipped} skipped")
     if contradicted:
-        notes.append(f"{len(contradicted)} contradicted in the log (two statuses, or their file failed to collect)")
+        notes.append(
+            f"{len(contradicted)} contradicted in the log (two statuses, or their file failed to collect)"
+        )
     return f_ok, f_bad, p_ok, p_bad, "; ".join(notes)

@@ -286,14 +286,14 @@ def grade(
         f2p, p2p, resolved = grader.report(statuses, instance)
         strict_note = ""
         if strict:
-            f_ok, f_bad, p_ok, p_bad, strict_note = strict_report(statuses, instance.fail_to_pass,
-                                                                  instance.pass_to_pass, section)
+            f_ok, f_bad, p_ok, p_bad, strict_note = strict_report(
+                statuses, instance.fail_to_pass, instance.pass_to_pass, section
+            )
             f2p, p2p = TestsReport(success=f_ok, failure=f_bad), TestsReport(success=p_ok, failure=p_bad)
             resolved = not f_bad and not p_bad
         n_f2p, n_p2p = len(instance.fail_to_pass), len(instance.pass_to_pass)
         msg = (
-            f"FAIL_TO_PASS {len(f2p.success)}/{n_f2p} passed, "
-            f"PASS_TO_PASS {len(p2p.success)}/{n_p2p} passed"
+            f"FAIL_TO_PASS {len(f2p.success)}/{n_f2p} passed, PASS_TO_PASS {len(p2p.success)}/{n_p2p} passed"
         )
         if not statuses:
             msg += "; no test results found in the log"

@@ -22,8 +22,12 @@ def _ranges(header: str) -> tuple[int, int, int, int] | None:
     m = _HUNK.match(header)
     if not m:
         return None
-    return (int(m.group(1)), int(m.group(2)) if m.group(2) is not None else 1,
-            int(m.group(3)), int(m.group(4)) if m.group(4) is not None else 1)
+    return (
+        int(m.group(1)),
+        int(m.group(2)) if m.group(2) is not None else 1,
+        int(m.group(3)),
+        int(m.group(4)) if m.group(4) is not None else 1,
+    )
 
 
 @dataclass
@@ -42,7 +46,12 @@ class DiffHunk:
 
     def header(self) -> str:
         made = f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@{self.tail}"
-        if self.raw is not None and _ranges(self.raw) == (self.old_start, self.old_len, self.new_start, self.new_len):
+        if self.raw is not None and _ranges(self.raw) == (
+            self.old_start,
+            self.old_len,
+            self.new_start,
+            self.new_len,
+        ):
             return self.raw
         return made
 
@@ -91,8 +100,13 @@ class FileDiff:
 def _strip_side(path: str) -> str | None:
     path = path.strip()
     if path.startswith('"') and path.endswith('"'):
-        path = path[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape").encode(
-            "latin-1", "replace").decode("utf-8", "replace")
+        path = (
+            path[1:-1]
+            .encode("latin-1", "backslashreplace")
+            .decode("unicode_escape")
+            .encode("latin-1", "replace")
+            .decode("utf-8", "replace")
+        )
     if path == "/dev/null":
         return None
     return path[2:] if path[:2] in ("a/", "b/") else path
@@ -112,7 +126,7 @@ def _paths_from_header(fd: FileDiff) -> None:
             new = line.split(" ", 2)[2]
     first = fd.header[0] if fd.header else ""
     if first.startswith("diff --git ") and not (seen_minus and seen_plus):
-        rest = first[len("diff --git "):]
+        rest = first[len("diff --git ") :]
         m = re.match(r'^("?a/.+?"?) ("?b/.+"?)$', rest)
         a, b = (_strip_side(m.group(1)), _strip_side(m.group(2))) if m else (None, None)
         old, new = old or a, new or b
@@ -136,8 +150,12 @@ def split_patch(patch: str) -> tuple[str, list[FileDiff]]:
     while i < n:
         line = lines[i]
         starts_git = line.startswith("diff --git ")
-        starts_plain = (line.startswith("--- ") and i + 1 < n and lines[i + 1].startswith("+++ ")
-                        and (current is None or current.hunks or any(x.startswith("+++ ") for x in current.header)))
+        starts_plain = (
+            line.startswith("--- ")
+            and i + 1 < n
+            and lines[i + 1].startswith("+++ ")
+            and (current is None or current.hunks or any(x.startswith("+++ ") for x in current.header))
+        )
         if starts_git or starts_plain:
             current = FileDiff(header=[line])
             files.append(current)

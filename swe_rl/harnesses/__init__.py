@@ -18,5 +18,14 @@ from swe_rl.harnesses.opencode import OpenCodeHarness
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.harnesses.tool_harness import ToolCallingHarness, ToolHarnessConfig
 
-__all__ = ["BashBlockConfig", "BashBlockHarness", "CodeActHarness", "CodexHarness", "OpenCodeHarness",
-           "ToolCallingHarness", "ToolHarnessConfig", "choose_harness", "harness_by_name"]
+__all__ = [
+    "BashBlockConfig",
+    "BashBlockHarness",
+    "CodeActHarness",
+    "CodexHarness",
+    "OpenCodeHarness",
+    "ToolCallingHarness",
+    "ToolHarnessConfig",
+    "choose_harness",
+    "harness_by_name",
+]

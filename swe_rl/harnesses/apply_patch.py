@@ -78,22 +78,24 @@ def parse_patch(text: str) -> list[FileOp]:
     while i < end:
         line = lines[i]
         if line.startswith(ADD):
-            op = FileOp("add", line[len(ADD):].strip())
+            op = FileOp("add", line[len(ADD) :].strip())
             i += 1
             while i < end and not lines[i].startswith("*** "):
                 if not lines[i].startswith("+"):
-                    raise PatchError(f"patch line {i + 1}: every line of an added file starts with '+': {lines[i]!r}")
+                    raise PatchError(
+                        f"patch line {i + 1}: every line of an added file starts with '+': {lines[i]!r}"
+                    )
                 op.content.append(lines[i][1:])
                 i += 1
             ops.append(op)
         elif line.startswith(DELETE):
-            ops.append(FileOp("delete", line[len(DELETE):].strip()))
+            ops.append(FileOp("delete", line[len(DELETE) :].strip()))
             i += 1
         elif line.startswith(UPDATE):
-            op = FileOp("update", line[len(UPDATE):].strip())
+            op = FileOp("update", line[len(UPDATE) :].strip())
             i += 1
             if i < end and lines[i].startswith(MOVE):
-                op.move_to = lines[i][len(MOVE):].strip()
+                op.move_to = lines[i][len(MOVE) :].strip()
                 i += 1
             hunk: Hunk | None = None
             while i < end and (not lines[i].startswith("*** ") or lines[i].strip() == EOF_MARK):
@@ -120,7 +122,9 @@ def parse_patch(text: str) -> list[FileOp]:
                     elif tag == "+":
                         hunk.new.append(body)
                     else:
-                        raise PatchError(f"patch line {i + 1}: a hunk line starts with ' ', '-' or '+': {cur!r}")
+                        raise PatchError(
+                            f"patch line {i + 1}: a hunk line starts with ' ', '-' or '+': {cur!r}"
+                        )
                 i += 1
             if not op.hunks and op.move_to is None:
                 raise PatchError(f"'{UPDATE}{op.path}' has no hunks")
@@ -150,7 +154,7 @@ def _find(lines: list[str], needle: list[str], start: int, at_eof: bool) -> int:
             if pos >= start and [norm(x) for x in lines[pos:]] == want:
                 return pos
         for pos in range(start, len(lines) - len(needle) + 1):
-            if [norm(x) for x in lines[pos:pos + len(needle)]] == want:
+            if [norm(x) for x in lines[pos : pos + len(needle)]] == want:
                 return pos
     return -1
 
@@ -166,16 +170,20 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
         if hunk.anchor is not None:
             found = next((k for k in range(cursor, len(lines)) if lines[k] == hunk.anchor), None)
             if found is None:
-                found = next((k for k in range(cursor, len(lines)) if lines[k].strip() == hunk.anchor.strip()), None)
+                found = next(
+                    (k for k in range(cursor, len(lines)) if lines[k].strip() == hunk.anchor.strip()), None
+                )
             if found is None:
                 raise PatchError(f"hunk {n} of {path}: its @@ line {hunk.anchor!r} was not found in the file")
             cursor = found + 1
         pos = _find(lines, hunk.old, cursor, hunk.at_eof)
         if pos < 0:
             shown = "\n".join(hunk.old)
-            raise PatchError(f"hunk {n} of {path}: the expected lines were not found"
-                             f"{' after line ' + str(cursor) if cursor else ''}:\n{shown}")
-        original, k, replacement = lines[pos:pos + len(hunk.old)], 0, []
+            raise PatchError(
+                f"hunk {n} of {path}: the expected lines were not found"
+                f"{' after line ' + str(cursor) if cursor else ''}:\n{shown}"
+            )
+        original, k, replacement = lines[pos : pos + len(hunk.old)], 0, []
         for tag, body in hunk.lines:  # context lines keep the file's own text (whitespace included)
             if tag == " ":
                 replacement.append(original[k])
@@ -184,7 +192,7 @@ def apply_hunks(text: str, hunks: list[Hunk], path: str) -> str:
                 k += 1
             else:
                 replacement.append(body)
-        lines[pos:pos + len(hunk.old)] = replacement
+        lines[pos : pos + len(hunk.old)] = replacement
         cursor = pos + len(replacement)
     out = "\n".join(lines)
     return out + "\n" if trailing_newline and lines else out
@@ -248,7 +256,9 @@ def patch_from_diff(diff: str) -> str | None:
                 old_path = None if line[4:].strip() == "/dev/null" else line[4:].strip()[2:]
             elif line.startswith("+++ "):
                 new_path = None if line[4:].strip() == "/dev/null" else line[4:].strip()[2:]
-            elif line.startswith(("Binary files", "GIT binary patch", "old mode", "new mode", "rename ", "similarity")):
+            elif line.startswith(
+                ("Binary files", "GIT binary patch", "old mode", "new mode", "rename ", "similarity")
+            ):
                 return None
             i += 1
         if old_path is None and new_path is None:

@@ -128,14 +128,17 @@ class BashBlockHarness:
 
     def __init__(self, config: BashBlockConfig | None = None) -> None:
         self.config = config or BashBlockConfig.from_yaml()
-        self._jinja = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False,
-                                         autoescape=False)
+        self._jinja = jinja2.Environment(
+            undefined=jinja2.StrictUndefined, keep_trailing_newline=False, autoescape=False
+        )
 
     @cached_property
     def _templates(self) -> dict[str, jinja2.Template]:
         c = self.config
-        return {name: self._jinja.from_string(getattr(c, f"{name}_template"))
-                for name in ("system", "instance", "observation", "timeout", "format_error", "remaining_steps")}
+        return {
+            name: self._jinja.from_string(getattr(c, f"{name}_template"))
+            for name in ("system", "instance", "observation", "timeout", "format_error", "remaining_steps")
+        }
 
     def render(self, name: str, **variables: Any) -> str:
         """Render one of the templates by short name (``observation``, ``timeout``, ...)."""
@@ -144,12 +147,24 @@ class BashBlockHarness:
     # ------------------------------------------------------------------ prompts
 
     def initial_messages(self, instance: TaskInstance, **variables: Any) -> list[Message]:
-        common = {"sentinel": self.config.sentinel, "submit_command": self.config.submit_command,
-                  "step_limit": variables.pop("step_limit", "many"), **variables}
+        common = {
+            "sentinel": self.config.sentinel,
+            "submit_command": self.config.submit_command,
+            "step_limit": variables.pop("step_limit", "many"),
+            **variables,
+        }
         return [
             {"role": "system", "content": self.render("system", **common)},
-            {"role": "user", "content": self.render("instance", instance=instance, workdir=instance.workdir,
-                                                    problem_statement=instance.problem_statement, **common)},
+            {
+                "role": "user",
+                "content": self.render(
+                    "instance",
+                    instance=instance,
+                    workdir=instance.workdir,
+                    problem_statement=instance.problem_statement,
+                    **common,
+                ),
+            },
         ]
 
     def assistant_message(self, turn: PolicyTurn) -> Message:
@@ -185,22 +200,41 @@ class BashBlockHarness:
         return reminder(self.render, remaining_steps, self.config.remind_at_steps)
 
     def format_error_messages(self, error: FormatError, *, remaining_steps: int) -> list[Message]:
-        content = self.render("format_error", reason=error.reason, n_blocks=error.details.get("n_blocks", 0),
-                              remaining_steps=remaining_steps, reminder=self._reminder(remaining_steps),
-                              submit_command=self.config.submit_command)
+        content = self.render(
+            "format_error",
+            reason=error.reason,
+            n_blocks=error.details.get("n_blocks", 0),
+            remaining_steps=remaining_steps,
+            reminder=self._reminder(remaining_steps),
+            submit_command=self.config.submit_command,
+        )
         return [{"role": "user", "content": content}]
 
-    def observation_messages(self, action: Action, result: CommandResult, *, remaining_steps: int,
-                             max_chars: int | None = None, timeout: float | None = None) -> list[Message]:
+    def observation_messages(
+        self,
+        action: Action,
+        result: CommandResult,
+        *,
+        remaining_steps: int,
+        max_chars: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Message]:
         limit = self.config.max_observation_chars if max_chars is None else max_chars
         output, elided = truncate_middle(result.output, limit)
         output = output.rstrip("\n")
-        common = {"command": action.command, "output": output, "elided_chars": elided,
-                  "remaining_steps": remaining_steps, "reminder": self._reminder(remaining_steps)}
+        common = {
+            "command": action.command,
+            "output": output,
+            "elided_chars": elided,
+            "remaining_steps": remaining_steps,
+            "reminder": self._reminder(remaining_steps),
+        }
         if result.timed_out:
-            content = self.render("timeout", timeout=float(result.duration if timeout is None else timeout),
-                                  **common)
+            content = self.render(
+                "timeout", timeout=float(result.duration if timeout is None else timeout), **common
+            )
         else:
-            content = self.render("observation", returncode=result.returncode, truncated=result.truncated,
-                                  **common)
+            content = self.render(
+                "observation", returncode=result.returncode, truncated=result.truncated, **common
+            )
         return [{"role": "user", "content": content}]

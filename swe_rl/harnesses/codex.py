@@ -37,44 +37,112 @@ class CodexHarness(ToolCallingHarness):
 
     def _tools(self) -> list[Tool]:
         return [
-            Tool("shell_command", "Runs a shell command and returns its output. Each call starts a fresh shell; "
-                 "set `workdir` instead of using cd.",
-                 {"type": "object", "properties": {
-                     "command": {"type": "string", "description": "The shell script to execute."},
-                     "workdir": {"type": "string", "description": "The working directory (default: the "
-                                 "repository root)."},
-                     "timeout_ms": {"type": "integer", "description": "The timeout for the command in "
-                                    "milliseconds."}},
-                  "required": ["command"]}, self._shell, shell=True),
-            Tool("apply_patch", "Edit files with a patch: `*** Begin Patch`, then for each file `*** Add File: "
-                 "<path>` (lines prefixed with +), `*** Delete File: <path>` or `*** Update File: <path>` (optionally "
-                 "`*** Move to: <path>`) with hunks that start with `@@` (optionally followed by a line to find "
-                 "first) and hold context lines (prefix space), removed lines (-) and added lines (+), then "
-                 "`*** End Patch`. Paths are relative to the repository root.",
-                 {"type": "object", "properties": {
-                     "input": {"type": "string", "description": "The entire contents of the patch."}},
-                  "required": ["input"]}, self._apply_patch),
-            Tool("read_file", "Reads a file and returns its lines numbered as `L<n>: `.",
-                 {"type": "object", "properties": {
-                     "file_path": {"type": "string", "description": "Absolute path to the file."},
-                     "offset": {"type": "integer", "description": "The line number to start from (1-based)."},
-                     "limit": {"type": "integer", "description": "The maximum number of lines to return."}},
-                  "required": ["file_path"]}, self._read_file),
-            Tool("list_dir", "Lists entries of a directory, indented by depth (directories end with /).",
-                 {"type": "object", "properties": {
-                     "dir_path": {"type": "string", "description": "Absolute path to the directory."},
-                     "offset": {"type": "integer", "description": "The entry number to start from (1-based)."},
-                     "limit": {"type": "integer", "description": "The maximum number of entries to return."},
-                     "depth": {"type": "integer", "description": "The maximum directory depth to traverse."}},
-                  "required": ["dir_path"]}, self._list_dir),
-            Tool("grep_files", "Finds files whose contents match the pattern (an extended regular expression).",
-                 {"type": "object", "properties": {
-                     "pattern": {"type": "string", "description": "Regular expression pattern to search for."},
-                     "include": {"type": "string", "description": "Glob of the file names to search, e.g. \"*.py\"."},
-                     "path": {"type": "string", "description": "Directory or file to search (default: the "
-                              "repository root)."},
-                     "limit": {"type": "integer", "description": "The maximum number of file paths to return."}},
-                  "required": ["pattern"]}, self._grep_files),
+            Tool(
+                "shell_command",
+                "Runs a shell command and returns its output. Each call starts a fresh shell; "
+                "set `workdir` instead of using cd.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "command": {"type": "string", "description": "The shell script to execute."},
+                        "workdir": {
+                            "type": "string",
+                            "description": "The working directory (default: the repository root).",
+                        },
+                        "timeout_ms": {
+                            "type": "integer",
+                            "description": "The timeout for the command in milliseconds.",
+                        },
+                    },
+                    "required": ["command"],
+                },
+                self._shell,
+                shell=True,
+            ),
+            Tool(
+                "apply_patch",
+                "Edit files with a patch: `*** Begin Patch`, then for each file `*** Add File: "
+                "<path>` (lines prefixed with +), `*** Delete File: <path>` or `*** Update File: <path>` (optionally "
+                "`*** Move to: <path>`) with hunks that start with `@@` (optionally followed by a line to find "
+                "first) and hold context lines (prefix space), removed lines (-) and added lines (+), then "
+                "`*** End Patch`. Paths are relative to the repository root.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "input": {"type": "string", "description": "The entire contents of the patch."}
+                    },
+                    "required": ["input"],
+                },
+                self._apply_patch,
+            ),
+            Tool(
+                "read_file",
+                "Reads a file and returns its lines numbered as `L<n>: `.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "file_path": {"type": "string", "description": "Absolute path to the file."},
+                        "offset": {
+                            "type": "integer",
+                            "description": "The line number to start from (1-based).",
+                        },
+                        "limit": {"type": "integer", "description": "The maximum number of lines to return."},
+                    },
+                    "required": ["file_path"],
+                },
+                self._read_file,
+            ),
+            Tool(
+                "list_dir",
+                "Lists entries of a directory, indented by depth (directories end with /).",
+                {
+                    "type": "object",
+                    "properties": {
+                        "dir_path": {"type": "string", "description": "Absolute path to the directory."},
+                        "offset": {
+                            "type": "integer",
+                            "description": "The entry number to start from (1-based).",
+                        },
+                        "limit": {
+                            "type": "integer",
+                            "description": "The maximum number of entries to return.",
+                        },
+                        "depth": {
+                            "type": "integer",
+                            "description": "The maximum directory depth to traverse.",
+                        },
+                    },
+                    "required": ["dir_path"],
+                },
+                self._list_dir,
+            ),
+            Tool(
+                "grep_files",
+                "Finds files whose contents match the pattern (an extended regular expression).",
+                {
+                    "type": "object",
+                    "properties": {
+                        "pattern": {
+                            "type": "string",
+                            "description": "Regular expression pattern to search for.",
+                        },
+                        "include": {
+                            "type": "string",
+                            "description": 'Glob of the file names to search, e.g. "*.py".',
+                        },
+                        "path": {
+                            "type": "string",
+                            "description": "Directory or file to search (default: the repository root).",
+                        },
+                        "limit": {
+                            "type": "integer",
+                            "description": "The maximum number of file paths to return.",
+                        },
+                    },
+                    "required": ["pattern"],
+                },
+                self._grep_files,
+            ),
         ]
 
     async def _shell(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
@@ -104,7 +172,10 @@ class CodexHarness(ToolCallingHarness):
         lines = (await ws.read_text(full)).splitlines()
         if offset > len(lines):
             raise ToolError(f"offset {offset} is past the end of the file ({len(lines)} lines)")
-        out = [f"L{n}: {line[:MAX_LINE_CHARS]}" for n, line in enumerate(lines[offset - 1:offset - 1 + limit], offset)]
+        out = [
+            f"L{n}: {line[:MAX_LINE_CHARS]}"
+            for n, line in enumerate(lines[offset - 1 : offset - 1 + limit], offset)
+        ]
         return ToolOutput(text="\n".join(out))
 
     async def _list_dir(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
@@ -115,15 +186,16 @@ class CodexHarness(ToolCallingHarness):
         lines = render_tree(await ws.tree(full, min(depth, 10)))
         if offset > max(len(lines), 1):
             raise ToolError(f"offset {offset} is past the last entry ({len(lines)} entries)")
-        page = lines[offset - 1:offset - 1 + limit]
+        page = lines[offset - 1 : offset - 1 + limit]
         more = f"\nMore than {limit} entries found" if offset - 1 + limit < len(lines) else ""
         return ToolOutput(text=f"Absolute path: {full}\n" + "\n".join(page) + more)
 
     async def _grep_files(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
         root = ws.resolve(args.get("path") or ws.workdir, what="path")
         limit = min(max(1, args.get("limit", 100)), 2000)
-        files, more = await grep(ws, args["pattern"], root, include=args.get("include"), files_only=True,
-                                 limit=limit)
+        files, more = await grep(
+            ws, args["pattern"], root, include=args.get("include"), files_only=True, limit=limit
+        )
         if not files:
             return ToolOutput(text="No matches found.")
         return ToolOutput(text="\n".join(files) + (f"\n[more than {limit} files matched]" if more else ""))

@@ -36,8 +36,18 @@ __all__ = ["OpenCodeHarness"]
 
 RESULT_LIMIT = 100
 MAX_LINE_CHARS = 2000
-DEFAULT_IGNORE = ("__pycache__", "node_modules", ".tox", ".venv", "venv", "dist", "build", ".mypy_cache",
-                  ".pytest_cache", "*.egg-info")
+DEFAULT_IGNORE = (
+    "__pycache__",
+    "node_modules",
+    ".tox",
+    ".venv",
+    "venv",
+    "dist",
+    "build",
+    ".mypy_cache",
+    ".pytest_cache",
+    "*.egg-info",
+)
 
 
 class OpenCodeHarness(ToolCallingHarness):
@@ -47,52 +57,137 @@ class OpenCodeHarness(ToolCallingHarness):
     default_config = config_path("harness_opencode.yaml")
 
     def _tools(self) -> list[Tool]:
-        path = {"type": "string", "description": "Path of the file (absolute, or relative to the repository root)."}
+        path = {
+            "type": "string",
+            "description": "Path of the file (absolute, or relative to the repository root).",
+        }
         return [
-            Tool("bash", "Executes a bash command in a fresh shell from the repository root and returns its output.",
-                 {"type": "object", "properties": {
-                     "command": {"type": "string", "description": "The command to execute."},
-                     "timeout": {"type": "integer", "description": "Optional timeout in milliseconds."},
-                     "description": {"type": "string", "description": "What the command does, in 5-10 words."}},
-                  "required": ["command"]}, self._bash, shell=True),
-            Tool("read", "Reads a file; lines are numbered `00001| `.",
-                 {"type": "object", "properties": {
-                     "file_path": path,
-                     "offset": {"type": "integer", "description": "The line number to start reading from (0-based)."},
-                     "limit": {"type": "integer", "description": "The number of lines to read (default 2000)."}},
-                  "required": ["file_path"]}, self._read),
-            Tool("write", "Writes a file, replacing it if it exists.",
-                 {"type": "object", "properties": {
-                     "file_path": path, "content": {"type": "string", "description": "The content to write."}},
-                  "required": ["file_path", "content"]}, self._write),
-            Tool("edit", "Replaces old_string with new_string in a file. old_string must match exactly (whitespace "
-                 "included) and be unique in the file unless replace_all is true.",
-                 {"type": "object", "properties": {
-                     "file_path": path,
-                     "old_string": {"type": "string", "description": "The text to replace."},
-                     "new_string": {"type": "string", "description": "The text to replace it with."},
-                     "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}},
-                  "required": ["file_path", "old_string", "new_string"]}, self._edit),
-            Tool("glob", "Finds files by name with a glob pattern such as \"**/*.py\" or \"src/**/test_*.py\".",
-                 {"type": "object", "properties": {
-                     "pattern": {"type": "string", "description": "The glob pattern to match files against."},
-                     "path": {"type": "string", "description": "The directory to search in (default: the "
-                              "repository root)."}},
-                  "required": ["pattern"]}, self._glob),
-            Tool("grep", "Searches file contents with an extended regular expression; matches grouped by file.",
-                 {"type": "object", "properties": {
-                     "pattern": {"type": "string", "description": "The regex pattern to search for."},
-                     "path": {"type": "string", "description": "The directory to search in (default: the "
-                              "repository root)."},
-                     "include": {"type": "string", "description": "File pattern to include, e.g. \"*.py\"."}},
-                  "required": ["pattern"]}, self._grep),
-            Tool("list_dir", "Lists files and directories under a path as a tree.",
-                 {"type": "object", "properties": {
-                     "path": {"type": "string", "description": "The directory to list (default: the repository "
-                              "root)."},
-                     "ignore": {"type": "array", "items": {"type": "string"},
-                                "description": "Glob patterns of names to leave out."}},
-                  "required": []}, self._list_dir),
+            Tool(
+                "bash",
+                "Executes a bash command in a fresh shell from the repository root and returns its output.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "command": {"type": "string", "description": "The command to execute."},
+                        "timeout": {"type": "integer", "description": "Optional timeout in milliseconds."},
+                        "description": {
+                            "type": "string",
+                            "description": "What the command does, in 5-10 words.",
+                        },
+                    },
+                    "required": ["command"],
+                },
+                self._bash,
+                shell=True,
+            ),
+            Tool(
+                "read",
+                "Reads a file; lines are numbered `00001| `.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "file_path": path,
+                        "offset": {
+                            "type": "integer",
+                            "description": "The line number to start reading from (0-based).",
+                        },
+                        "limit": {
+                            "type": "integer",
+                            "description": "The number of lines to read (default 2000).",
+                        },
+                    },
+                    "required": ["file_path"],
+                },
+                self._read,
+            ),
+            Tool(
+                "write",
+                "Writes a file, replacing it if it exists.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "file_path": path,
+                        "content": {"type": "string", "description": "The content to write."},
+                    },
+                    "required": ["file_path", "content"],
+                },
+                self._write,
+            ),
+            Tool(
+                "edit",
+                "Replaces old_string with new_string in a file. old_string must match exactly (whitespace "
+                "included) and be unique in the file unless replace_all is true.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "file_path": path,
+                        "old_string": {"type": "string", "description": "The text to replace."},
+                        "new_string": {"type": "string", "description": "The text to replace it with."},
+                        "replace_all": {
+                            "type": "boolean",
+                            "description": "Replace every occurrence (default false).",
+                        },
+                    },
+                    "required": ["file_path", "old_string", "new_string"],
+                },
+                self._edit,
+            ),
+            Tool(
+                "glob",
+                'Finds files by name with a glob pattern such as "**/*.py" or "src/**/test_*.py".',
+                {
+                    "type": "object",
+                    "properties": {
+                        "pattern": {
+                            "type": "string",
+                            "description": "The glob pattern to match files against.",
+                        },
+                        "path": {
+                            "type": "string",
+                            "description": "The directory to search in (default: the repository root).",
+                        },
+                    },
+                    "required": ["pattern"],
+                },
+                self._glob,
+            ),
+            Tool(
+                "grep",
+                "Searches file contents with an extended regular expression; matches grouped by file.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "pattern": {"type": "string", "description": "The regex pattern to search for."},
+                        "path": {
+                            "type": "string",
+                            "description": "The directory to search in (default: the repository root).",
+                        },
+                        "include": {"type": "string", "description": 'File pattern to include, e.g. "*.py".'},
+                    },
+                    "required": ["pattern"],
+                },
+                self._grep,
+            ),
+            Tool(
+                "list_dir",
+                "Lists files and directories under a path as a tree.",
+                {
+                    "type": "object",
+                    "properties": {
+                        "path": {
+                            "type": "string",
+                            "description": "The directory to list (default: the repository root).",
+                        },
+                        "ignore": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "Glob patterns of names to leave out.",
+                        },
+                    },
+                    "required": [],
+                },
+                self._list_dir,
+            ),
         ]
 
     async def _bash(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
@@ -103,8 +198,11 @@ class OpenCodeHarness(ToolCallingHarness):
         timeout = self.limit(ms / 1000 if ms else None, cap)
         res = await ws.shell(command, timeout=timeout)
         out = res.output.rstrip("\n")
-        tail = (f"(killed after {int((timeout or 0) * 1000)} ms timeout)" if res.timed_out
-                else f"(exit code {res.returncode})")
+        tail = (
+            f"(killed after {int((timeout or 0) * 1000)} ms timeout)"
+            if res.timed_out
+            else f"(exit code {res.returncode})"
+        )
         return self.shell_output(res, f"{out}\n{tail}" if out else tail)
 
     async def _read(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
@@ -115,11 +213,14 @@ class OpenCodeHarness(ToolCallingHarness):
         lines = (await ws.read_text(full)).splitlines()
         if offset >= max(len(lines), 1):
             raise ToolError(f"offset {offset} is past the end of {full} ({len(lines)} lines)")
-        page = lines[offset:offset + limit]
+        page = lines[offset : offset + limit]
         body = "\n".join(f"{n:05d}| {line[:MAX_LINE_CHARS]}" for n, line in enumerate(page, offset + 1))
         end = offset + len(page)
-        note = (f"(File has more lines. Use 'offset' to read beyond line {end})" if end < len(lines)
-                else f"(End of file - total {len(lines)} lines)")
+        note = (
+            f"(File has more lines. Use 'offset' to read beyond line {end})"
+            if end < len(lines)
+            else f"(End of file - total {len(lines)} lines)"
+        )
         return ToolOutput(text=f"<file>\n{body}\n\n{note}\n</file>")
 
     async def _write(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
@@ -139,10 +240,13 @@ class OpenCodeHarness(ToolCallingHarness):
             await ws.write_text(full, new, existed=False)
             return ToolOutput(text=f"Created {full}.")
         text = await ws.read_text(full)
-        new_text, count, first = replace_text(text, old, new, path=full, replace_all=bool(args.get("replace_all")),
-                                              old_name="old_string")
+        new_text, count, first = replace_text(
+            text, old, new, path=full, replace_all=bool(args.get("replace_all")), old_name="old_string"
+        )
         await ws.write_text(full, new_text, existed=True, previous=text)
-        return ToolOutput(text=f"Edited {full}: {count} replacement{'s' if count != 1 else ''} (first at line {first}).")
+        return ToolOutput(
+            text=f"Edited {full}: {count} replacement{'s' if count != 1 else ''} (first at line {first})."
+        )
 
     async def _glob(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
         root = ws.resolve(args.get("path") or ws.workdir, what="path")
@@ -150,15 +254,20 @@ class OpenCodeHarness(ToolCallingHarness):
             raise ToolError(f"{root} is not a directory" if await ws.kind(root) else f"{root} does not exist")
         pattern = args["pattern"]
         if pattern.startswith(root.rstrip("/") + "/"):
-            pattern = pattern[len(root.rstrip("/")) + 1:]
+            pattern = pattern[len(root.rstrip("/")) + 1 :]
         regex = glob_to_regex(pattern.lstrip("./") if pattern.startswith("./") else pattern)
         found = [f"{root.rstrip('/')}/{rel}" for rel in await ws.files(root) if regex.match(rel)]
         if not found:
             return ToolOutput(text="No files found.")
         more = len(found) > RESULT_LIMIT
-        return ToolOutput(text="\n".join(found[:RESULT_LIMIT]) + (
-            f"\n(Results are truncated: {len(found)} files matched. Use a more specific path or pattern.)"
-            if more else ""))
+        return ToolOutput(
+            text="\n".join(found[:RESULT_LIMIT])
+            + (
+                f"\n(Results are truncated: {len(found)} files matched. Use a more specific path or pattern.)"
+                if more
+                else ""
+            )
+        )
 
     async def _grep(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
         root = ws.resolve(args.get("path") or ws.workdir, what="path")
@@ -174,15 +283,23 @@ class OpenCodeHarness(ToolCallingHarness):
         for path, found in by_file.items():
             out += ["", f"{path}:", *found]
         if more:
-            out.append(f"\n(Results are truncated at {RESULT_LIMIT} matches. Use a more specific path or pattern.)")
+            out.append(
+                f"\n(Results are truncated at {RESULT_LIMIT} matches. Use a more specific path or pattern.)"
+            )
         return ToolOutput(text="\n".join(out))
 
     async def _list_dir(self, ws: Workspace, args: dict[str, Any], cap: float | None) -> ToolOutput:
         root = ws.resolve(args.get("path") or ws.workdir, what="path")
         ignore = list(DEFAULT_IGNORE) + list(args.get("ignore") or [])
-        entries = [(k, rel) for k, rel in await ws.tree(root, 6, limit=20_000)
-                   if not any(fnmatch.fnmatch(part, pat) for part in rel.split("/") for pat in ignore)]
+        entries = [
+            (k, rel)
+            for k, rel in await ws.tree(root, 6, limit=20_000)
+            if not any(fnmatch.fnmatch(part, pat) for part in rel.split("/") for pat in ignore)
+        ]
         lines = render_tree(entries)
         more = len(lines) > RESULT_LIMIT
-        return ToolOutput(text=f"{root.rstrip('/')}/\n" + "\n".join("  " + line for line in lines[:RESULT_LIMIT]) + (
-            f"\n(Truncated: {len(lines)} entries. List a subdirectory to see more.)" if more else ""))
+        return ToolOutput(
+            text=f"{root.rstrip('/')}/\n"
+            + "\n".join("  " + line for line in lines[:RESULT_LIMIT])
+            + (f"\n(Truncated: {len(lines)} entries. List a subdirectory to see more.)" if more else "")
+        )

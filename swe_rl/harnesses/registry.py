@@ -62,16 +62,38 @@ class HarnessSpec:
 
 _TOOL_CONFIG = "swe_rl.harnesses.tool_harness:ToolHarnessConfig"
 
-HARNESSES: dict[str, HarnessSpec] = {spec.name: spec for spec in (
-    HarnessSpec("bash_block", "swe_rl.harnesses.bash_block:BashBlockHarness",
-                "swe_rl.harnesses.bash_block:BashBlockConfig"),
-    HarnessSpec("codeact", "swe_rl.harnesses.codeact:CodeActHarness", _TOOL_CONFIG, tool_calls=True,
-                shell_tool="execute_bash", aliases=("openhands",)),
-    HarnessSpec("codex", "swe_rl.harnesses.codex:CodexHarness", _TOOL_CONFIG, tool_calls=True,
-                shell_tool="shell_command"),
-    HarnessSpec("opencode", "swe_rl.harnesses.opencode:OpenCodeHarness", _TOOL_CONFIG, tool_calls=True,
-                shell_tool="bash"),
-)}
+HARNESSES: dict[str, HarnessSpec] = {
+    spec.name: spec
+    for spec in (
+        HarnessSpec(
+            "bash_block",
+            "swe_rl.harnesses.bash_block:BashBlockHarness",
+            "swe_rl.harnesses.bash_block:BashBlockConfig",
+        ),
+        HarnessSpec(
+            "codeact",
+            "swe_rl.harnesses.codeact:CodeActHarness",
+            _TOOL_CONFIG,
+            tool_calls=True,
+            shell_tool="execute_bash",
+            aliases=("openhands",),
+        ),
+        HarnessSpec(
+            "codex",
+            "swe_rl.harnesses.codex:CodexHarness",
+            _TOOL_CONFIG,
+            tool_calls=True,
+            shell_tool="shell_command",
+        ),
+        HarnessSpec(
+            "opencode",
+            "swe_rl.harnesses.opencode:OpenCodeHarness",
+            _TOOL_CONFIG,
+            tool_calls=True,
+            shell_tool="bash",
+        ),
+    )
+}
 """Every harness, by name, in the order listings and mixes use."""
 
 HARNESS_NAMES: tuple[str, ...] = tuple(HARNESSES)

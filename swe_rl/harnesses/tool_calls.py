@@ -58,7 +58,9 @@ def _arguments(raw: Any, where: str) -> dict[str, Any]:
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ToolCallError(f"{where}: its arguments are not valid JSON ({exc.msg} at char {exc.pos})") from None
+            raise ToolCallError(
+                f"{where}: its arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+            ) from None
     if not isinstance(raw, dict):
         raise ToolCallError(f"{where}: its arguments must be a JSON object, not {type(raw).__name__}")
     return raw
@@ -75,15 +77,21 @@ def calls_from_text(text: str, *, strip_think: bool = True) -> list[ToolCall]:
         try:
             data = json.loads(body)
         except json.JSONDecodeError as exc:
-            raise ToolCallError(f"{where} is not valid JSON ({exc.msg} at char {exc.pos}): "
-                                f"{body[:200]!r}") from None
+            raise ToolCallError(
+                f"{where} is not valid JSON ({exc.msg} at char {exc.pos}): {body[:200]!r}"
+            ) from None
         if not isinstance(data, dict):
-            raise ToolCallError(f"{where} must be a JSON object with \"name\" and \"arguments\"")
+            raise ToolCallError(f'{where} must be a JSON object with "name" and "arguments"')
         name = data.get("name")
         if not isinstance(name, str) or not name.strip():
-            raise ToolCallError(f"{where} has no \"name\" string")
-        calls.append(ToolCall(name=name.strip(), arguments=_arguments(data.get("arguments"), f"{where} ({name})"),
-                              call_id=f"call_{i}"))
+            raise ToolCallError(f'{where} has no "name" string')
+        calls.append(
+            ToolCall(
+                name=name.strip(),
+                arguments=_arguments(data.get("arguments"), f"{where} ({name})"),
+                call_id=f"call_{i}",
+            )
+        )
     rest = _CALL.sub("", text)
     if OPEN in rest:
         raise ToolCallError(f"a {OPEN} is not closed by {CLOSE} (was the answer cut off?)")
@@ -100,8 +108,13 @@ def normalize_openai_calls(tool_calls: list[dict[str, Any]] | None) -> list[dict
         args = fn.get("arguments")
         if args is not None and not isinstance(args, str):
             fn["arguments"] = json.dumps(args, ensure_ascii=False)
-        out.append({"id": tc.get("id") or f"call_{i}", "type": tc.get("type") or "function",
-                    "function": {"name": fn.get("name"), "arguments": fn.get("arguments") or "{}"}})
+        out.append(
+            {
+                "id": tc.get("id") or f"call_{i}",
+                "type": tc.get("type") or "function",
+                "function": {"name": fn.get("name"), "arguments": fn.get("arguments") or "{}"},
+            }
+        )
     return out
 
 
@@ -125,11 +138,19 @@ def calls_from_openai(tool_calls: list[dict[str, Any]]) -> list[ToolCall]:
 
 def render_hermes(calls: list[ToolCall]) -> str:
     """The calls as the Qwen3 chat template writes them (one ``<tool_call>`` block per call)."""
-    return "\n".join(f'{OPEN}\n{{"name": "{c.name}", "arguments": {json.dumps(c.arguments, ensure_ascii=False)}}}'
-                     f"\n{CLOSE}" for c in calls)
+    return "\n".join(
+        f'{OPEN}\n{{"name": "{c.name}", "arguments": {json.dumps(c.arguments, ensure_ascii=False)}}}\n{CLOSE}'
+        for c in calls
+    )
 
 
 def to_openai(calls: list[ToolCall]) -> list[dict[str, Any]]:
     """The calls as an OpenAI assistant message's ``tool_calls``."""
-    return [{"id": c.call_id, "type": "function",
-             "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}} for c in calls]
+    return [
+        {
+            "id": c.call_id,
+            "type": "function",
+            "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+        }
+        for c in calls
+    ]

@@ -78,8 +78,10 @@ class Tool:
 
     @property
     def schema(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 class ToolHarnessConfig(BaseModel):
@@ -139,8 +141,9 @@ def _coerce(value: Any, spec: dict[str, Any], where: str) -> Any:
     elif kind == "boolean" and isinstance(value, str) and value.lower() in ("true", "false"):
         value = value.lower() == "true"
     elif kind in _TYPES and not isinstance(value, _TYPES[kind]):
-        raise ToolCallError(f"{where} must be a{'n' if kind[0] in 'aeiou' else ''} {kind}, "
-                            f"not {type(value).__name__}")
+        raise ToolCallError(
+            f"{where} must be a{'n' if kind[0] in 'aeiou' else ''} {kind}, not {type(value).__name__}"
+        )
     if kind == "array" and "items" in spec:
         value = [_coerce(v, spec["items"], f"{where}[{i}]") for i, v in enumerate(value)]
     if "enum" in spec and value not in spec["enum"]:
@@ -153,8 +156,10 @@ def check_arguments(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any]:
     props: dict[str, Any] = tool.parameters.get("properties", {})
     unknown = sorted(set(arguments) - set(props))
     if unknown:
-        raise ToolCallError(f"{tool.name} does not take {', '.join(map(repr, unknown))} "
-                            f"(its arguments: {', '.join(props) or 'none'})")
+        raise ToolCallError(
+            f"{tool.name} does not take {', '.join(map(repr, unknown))} "
+            f"(its arguments: {', '.join(props) or 'none'})"
+        )
     missing = [k for k in tool.parameters.get("required", []) if arguments.get(k) is None]
     if missing:
         raise ToolCallError(f"{tool.name} needs {', '.join(map(repr, missing))}")
@@ -183,23 +188,37 @@ class ToolCallingHarness:
 
     @cached_property
     def _templates(self) -> dict[str, jinja2.Template]:
-        return {n: self._jinja.from_string(getattr(self.config, f"{n}_template"))
-                for n in ("system", "instance", "format_error", "remaining_steps")}
+        return {
+            n: self._jinja.from_string(getattr(self.config, f"{n}_template"))
+            for n in ("system", "instance", "format_error", "remaining_steps")
+        }
 
     def render(self, name: str, **variables: Any) -> str:
         return self._templates[name].render(**variables).strip("\n")
 
     def _common(self, **variables: Any) -> dict[str, Any]:
-        return {"tools": list(self.tools), "sentinel": self.config.sentinel,
-                "submit_command": self.config.submit_command, **variables}
+        return {
+            "tools": list(self.tools),
+            "sentinel": self.config.sentinel,
+            "submit_command": self.config.submit_command,
+            **variables,
+        }
 
     # ------------------------------------------------------------------ prompts
 
     def initial_messages(self, instance: TaskInstance, **variables: Any) -> list[Message]:
-        common = self._common(step_limit=variables.pop("step_limit", "many"), workdir=instance.workdir, **variables)
-        return [{"role": "system", "content": self.render("system", **common)},
-                {"role": "user", "content": self.render("instance", instance=instance,
-                                                        problem_statement=instance.problem_statement, **common)}]
+        common = self._common(
+            step_limit=variables.pop("step_limit", "many"), workdir=instance.workdir, **variables
+        )
+        return [
+            {"role": "system", "content": self.render("system", **common)},
+            {
+                "role": "user",
+                "content": self.render(
+                    "instance", instance=instance, problem_statement=instance.problem_statement, **common
+                ),
+            },
+        ]
 
     def assistant_message(self, turn: PolicyTurn) -> Message:
         message: Message = {"role": "assistant", "content": turn.text}
@@ -223,14 +242,20 @@ class ToolCallingHarness:
                 reason += " (the answer was cut off at the length limit; think more briefly)"
             raise FormatError(reason, call_ids=[], n_calls=0)
         if len(calls) > self.config.max_calls_per_turn:
-            raise FormatError(f"it has {len(calls)} tool calls, at most {self.config.max_calls_per_turn} are allowed",
-                              call_ids=ids, n_calls=len(calls))
+            raise FormatError(
+                f"it has {len(calls)} tool calls, at most {self.config.max_calls_per_turn} are allowed",
+                call_ids=ids,
+                n_calls=len(calls),
+            )
         actions = []
         for call in calls:
             tool = self.tools.get(call.name)
             if tool is None:
-                raise FormatError(f"there is no tool {call.name!r} (the tools: {', '.join(self.tools)})",
-                                  call_ids=ids, n_calls=len(calls))
+                raise FormatError(
+                    f"there is no tool {call.name!r} (the tools: {', '.join(self.tools)})",
+                    call_ids=ids,
+                    n_calls=len(calls),
+                )
             try:
                 args = check_arguments(tool, call.arguments)
             except ToolCallError as exc:
@@ -242,8 +267,14 @@ class ToolCallingHarness:
         """The agent's record of a call: shell tools show their command, others ``name {json arguments}``."""
         tool = self.tools[call.name]
         command = call.arguments.get("command") if tool.shell else None
-        shown = command if isinstance(command, str) else f"{call.name} {json.dumps(call.arguments, ensure_ascii=False)}"
-        return Action(command=shown, kind="tool", name=call.name, arguments=call.arguments, call_id=call.call_id)
+        shown = (
+            command
+            if isinstance(command, str)
+            else f"{call.name} {json.dumps(call.arguments, ensure_ascii=False)}"
+        )
+        return Action(
+            command=shown, kind="tool", name=call.name, arguments=call.arguments, call_id=call.call_id
+        )
 
     # ------------------------------------------------------------------ running
 
@@ -251,8 +282,14 @@ class ToolCallingHarness:
         """A shell tool's output rendered as ``text``; the raw output when it starts with the submit sentinel."""
         if res.output.lstrip().startswith(self.config.sentinel):
             text = res.output
-        return ToolOutput(text=text, ok=res.returncode == 0 and not res.timed_out, returncode=res.returncode,
-                          timed_out=res.timed_out, truncated=res.truncated, duration=res.duration)
+        return ToolOutput(
+            text=text,
+            ok=res.returncode == 0 and not res.timed_out,
+            returncode=res.returncode,
+            timed_out=res.timed_out,
+            truncated=res.truncated,
+            duration=res.duration,
+        )
 
     @staticmethod
     def limit(requested: float | None, cap: float | None) -> float | None:
@@ -261,7 +298,9 @@ class ToolCallingHarness:
             return cap
         return min(requested, cap) if cap else requested
 
-    async def run_action(self, env: Environment, action: Action, timeout: float | None = None) -> CommandResult:
+    async def run_action(
+        self, env: Environment, action: Action, timeout: float | None = None
+    ) -> CommandResult:
         """Run one tool call in the environment; fleet failures propagate, tool failures are results."""
         tool = self.tools[action.name or ""]
         started = time.monotonic()
@@ -273,7 +312,9 @@ class ToolCallingHarness:
             raise
         except Exception as exc:
             log.exception("tool %s failed", tool.name)
-            out = ToolOutput(text=f"Error: the tool failed unexpectedly: {type(exc).__name__}: {exc}", ok=False)
+            out = ToolOutput(
+                text=f"Error: the tool failed unexpectedly: {type(exc).__name__}: {exc}", ok=False
+            )
         if not out.duration:
             out.duration = time.monotonic() - started
         return out.as_result()
@@ -284,7 +325,9 @@ class ToolCallingHarness:
             return None
         if tool.finish:
             return str(action.arguments.get("message") or "")
-        if tool.shell and not any(t.finish for t in self.tools.values()):  # with a finish tool, only it submits
+        if tool.shell and not any(
+            t.finish for t in self.tools.values()
+        ):  # with a finish tool, only it submits
             return sentinel_submission(result.output, self.config.sentinel)
         return None
 
@@ -294,20 +337,33 @@ class ToolCallingHarness:
         return reminder(self.render, remaining_steps, self.config.remind_at_steps)
 
     def format_error_messages(self, error: FormatError, *, remaining_steps: int) -> list[Message]:
-        content = self.render("format_error", **self._common(reason=error.reason, remaining_steps=remaining_steps,
-                                                             reminder=self._reminder(remaining_steps)))
+        content = self.render(
+            "format_error",
+            **self._common(
+                reason=error.reason, remaining_steps=remaining_steps, reminder=self._reminder(remaining_steps)
+            ),
+        )
         ids = error.details.get("call_ids") or []
         if ids:  # chat mode: every call of the turn gets an answer
             return [{"role": "tool", "tool_call_id": i, "content": content} for i in ids]
         return [{"role": "user", "content": content}]
 
-    def observation_messages(self, action: Action, result: CommandResult, *, remaining_steps: int,
-                             max_chars: int | None = None, timeout: float | None = None) -> list[Message]:
+    def observation_messages(
+        self,
+        action: Action,
+        result: CommandResult,
+        *,
+        remaining_steps: int,
+        max_chars: int | None = None,
+        timeout: float | None = None,
+    ) -> list[Message]:
         limit = self.config.max_observation_chars if max_chars is None else max_chars
         text, elided = truncate_middle(result.output, limit)
         if elided:
-            text += (f"\n[The output was too long: {elided} characters in the middle were left out. "
-                     "Narrow the command or the range to see what you need.]")
+            text += (
+                f"\n[The output was too long: {elided} characters in the middle were left out. "
+                "Narrow the command or the range to see what you need.]"
+            )
         reminder = self._reminder(remaining_steps)
         if reminder:
             text = f"{text}\n{reminder}"

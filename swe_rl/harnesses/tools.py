@@ -63,9 +63,14 @@ class ToolOutput:
     duration: float = 0.0
 
     def as_result(self) -> ExecResult:
-        return ExecResult(returncode=self.returncode if self.ok else (self.returncode or 1), output=self.text,
-                          timed_out=self.timed_out, truncated=self.truncated,
-                          output_bytes=len(self.text.encode("utf-8", "replace")), duration=self.duration)
+        return ExecResult(
+            returncode=self.returncode if self.ok else (self.returncode or 1),
+            output=self.text,
+            timed_out=self.timed_out,
+            truncated=self.truncated,
+            output_bytes=len(self.text.encode("utf-8", "replace")),
+            duration=self.duration,
+        )
 
 
 def q(value: str) -> str:
@@ -96,8 +101,9 @@ def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def replace_text(text: str, old: str, new: str, *, path: str, replace_all: bool = False,
-                 old_name: str = "old string") -> tuple[str, int, int]:
+def replace_text(
+    text: str, old: str, new: str, *, path: str, replace_all: bool = False, old_name: str = "old string"
+) -> tuple[str, int, int]:
     """``text`` with ``old`` replaced by ``new``; returns (new text, replacements, first line changed).
     ToolError when ``old`` is empty, not found, or found several times without ``replace_all``."""
     if old == "":
@@ -116,11 +122,17 @@ def replace_text(text: str, old: str, new: str, *, path: str, replace_all: bool 
         while at != -1:
             starts.append(_line_of(text, at))
             at = text.find(old, at + 1)
-        raise ToolError(f"the {old_name} was found {count} times in {path} (lines {', '.join(map(str, starts))}); "
-                        "no change was made: include more surrounding lines to make it unique"
-                        + ("" if old_name == "old_str" else ", or set replace_all to replace every occurrence"))
+        raise ToolError(
+            f"the {old_name} was found {count} times in {path} (lines {', '.join(map(str, starts))}); "
+            "no change was made: include more surrounding lines to make it unique"
+            + ("" if old_name == "old_str" else ", or set replace_all to replace every occurrence")
+        )
     first = _line_of(text, text.find(old))
-    return (text.replace(old, new) if replace_all else text.replace(old, new, 1)), (count if replace_all else 1), first
+    return (
+        (text.replace(old, new) if replace_all else text.replace(old, new, 1)),
+        (count if replace_all else 1),
+        first,
+    )
 
 
 def glob_to_regex(pattern: str) -> re.Pattern[str]:
@@ -145,7 +157,9 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
             out.append("[^/]")
         elif c == "{" and "}" in pattern[i:]:
             end = pattern.index("}", i)
-            out.append("(?:" + "|".join(fnmatch.translate(p)[4:-3] for p in pattern[i + 1:end].split(",")) + ")")
+            out.append(
+                "(?:" + "|".join(fnmatch.translate(p)[4:-3] for p in pattern[i + 1 : end].split(",")) + ")"
+            )
             i = end + 1
             continue
         elif c == "[":
@@ -153,7 +167,7 @@ def glob_to_regex(pattern: str) -> re.Pattern[str]:
             if end == -1:
                 out.append(re.escape(c))
             else:
-                out.append(pattern[i:end + 1].replace("[!", "[^"))
+                out.append(pattern[i : end + 1].replace("[!", "[^"))
                 i = end + 1
                 continue
         else:
@@ -181,7 +195,9 @@ class Workspace:
             ws = None
         if ws is None:
             scratch = getattr(env, "scratch_dir", None)
-            ws = cls(env, await _workdir(env), scratch_dir=scratch if isinstance(scratch, str) else SCRATCH_DIR)
+            ws = cls(
+                env, await _workdir(env), scratch_dir=scratch if isinstance(scratch, str) else SCRATCH_DIR
+            )
             try:
                 _WORKSPACES[env] = ws
             except TypeError:
@@ -200,9 +216,13 @@ class Workspace:
         if full.startswith("//"):
             full = "/" + full.lstrip("/")
         if inside and not self.contains(full):
-            raise ToolError(f"{path} is outside the repository {self.workdir}: only files in it can be changed")
-        if inside and (full == posixpath.join(self.workdir, ".git") or
-                       full.startswith(posixpath.join(self.workdir, ".git") + "/")):
+            raise ToolError(
+                f"{path} is outside the repository {self.workdir}: only files in it can be changed"
+            )
+        if inside and (
+            full == posixpath.join(self.workdir, ".git")
+            or full.startswith(posixpath.join(self.workdir, ".git") + "/")
+        ):
             raise ToolError(f"{path} is inside .git: change the repository through git commands instead")
         return full
 
@@ -212,14 +232,17 @@ class Workspace:
 
     def relative(self, full: str) -> str:
         root = self.workdir.rstrip("/")
-        return full[len(root) + 1:] if full.startswith(root + "/") else full
+        return full[len(root) + 1 :] if full.startswith(root + "/") else full
 
     # ------------------------------------------------------------------ files
 
     async def kind(self, full: str) -> str | None:
         """``file``, ``dir``, ``other``, or None when nothing is there."""
-        res = await self.shell(f"if [ -d {q(full)} ]; then echo dir; elif [ -f {q(full)} ]; then echo file; "
-                               f"elif [ -e {q(full)} ]; then echo other; else echo none; fi", timeout=30)
+        res = await self.shell(
+            f"if [ -d {q(full)} ]; then echo dir; elif [ -f {q(full)} ]; then echo file; "
+            f"elif [ -e {q(full)} ]; then echo other; else echo none; fi",
+            timeout=30,
+        )
         word = res.output.strip().splitlines()[-1] if res.output.strip() else "none"
         return None if word == "none" else word
 
@@ -237,11 +260,15 @@ class Workspace:
     async def read_text(self, full: str, shown: str | None = None) -> str:
         data = await self.read_bytes(full, shown)
         if is_binary(data):
-            raise ToolError(f"{shown or full} is a binary file ({len(data)} bytes), not text: it cannot be shown "
-                            "or edited with this tool")
+            raise ToolError(
+                f"{shown or full} is a binary file ({len(data)} bytes), not text: it cannot be shown "
+                "or edited with this tool"
+            )
         return data.decode("utf-8")
 
-    async def write_bytes(self, full: str, data: bytes, *, existed: bool, remember: bytes | None = None) -> None:
+    async def write_bytes(
+        self, full: str, data: bytes, *, existed: bool, remember: bytes | None = None
+    ) -> None:
         """Write a file in the repository: in place when it exists (mode and links kept), else created
         with its directories. ``remember`` (or None for a new file) goes to the undo history."""
         if not self.contains(full):
@@ -249,8 +276,9 @@ class Workspace:
         if existed:
             scratch = f"{self.scratch_dir}/{secrets.token_hex(8)}"
             await self.env.write_file(scratch, data)
-            res = await self.shell(f"cat -- {q(scratch)} > {q(full)}; rc=$?; rm -f -- {q(scratch)}; exit $rc",
-                                   timeout=60)
+            res = await self.shell(
+                f"cat -- {q(scratch)} > {q(full)}; rc=$?; rm -f -- {q(scratch)}; exit $rc", timeout=60
+            )
             if res.returncode != 0:
                 raise ToolError(f"cannot write {full}: {res.output.strip()}")
         else:
@@ -263,8 +291,12 @@ class Workspace:
         self.history.setdefault(full, []).append(remember if existed else None)
 
     async def write_text(self, full: str, text: str, *, existed: bool, previous: str | None = None) -> None:
-        await self.write_bytes(full, text.encode("utf-8"), existed=existed,
-                               remember=previous.encode("utf-8") if previous is not None else None)
+        await self.write_bytes(
+            full,
+            text.encode("utf-8"),
+            existed=existed,
+            remember=previous.encode("utf-8") if previous is not None else None,
+        )
 
     async def delete(self, full: str, previous: bytes) -> None:
         res = await self.shell(f"rm -f -- {q(full)}", timeout=30)
@@ -290,25 +322,38 @@ class Workspace:
 
     # ------------------------------------------------------------------ commands
 
-    async def shell(self, command: str, timeout: float | None = 60.0, workdir: str | None = None) -> ExecResult:
+    async def shell(
+        self, command: str, timeout: float | None = 60.0, workdir: str | None = None
+    ) -> ExecResult:
         """Run a command (from ``workdir`` when given); a refused command is a result, not an exception."""
         if workdir:
             command = f"cd {q(workdir)} || exit 1\n{command}"
         try:
             return await self.env.exec(command, timeout=timeout)
         except CommandRefused as exc:
-            return ExecResult(returncode=-1, output=f"the command was refused: {exc}", timed_out=False,
-                              truncated=False, output_bytes=0, duration=0.0)
+            return ExecResult(
+                returncode=-1,
+                output=f"the command was refused: {exc}",
+                timed_out=False,
+                truncated=False,
+                output_bytes=0,
+                duration=0.0,
+            )
 
     async def files(self, root: str, *, limit: int = 100_000) -> list[str]:
         """Files and links under ``root`` (relative to it, sorted), ``.git`` left out."""
-        res = await self.shell(f"cd {q(root)} && find . -name .git -prune -o \\( -type f -o -type l \\) -print "
-                               f"| head -n {limit}", timeout=120)
+        res = await self.shell(
+            f"cd {q(root)} && find . -name .git -prune -o \\( -type f -o -type l \\) -print "
+            f"| head -n {limit}",
+            timeout=120,
+        )
         if res.returncode != 0 and not res.output.strip():
             raise ToolError(f"cannot list {root}")
         return sorted(line[2:] for line in res.output.splitlines() if line.startswith("./"))
 
-    async def tree(self, root: str, depth: int, *, hidden: bool = True, limit: int = 5000) -> list[tuple[str, str]]:
+    async def tree(
+        self, root: str, depth: int, *, hidden: bool = True, limit: int = 5000
+    ) -> list[tuple[str, str]]:
         """(kind, relative path) of entries under ``root`` down to ``depth`` levels; kind is ``d``, ``f``, ``l``..."""
         kind = await self.kind(root)
         if kind is None:
@@ -316,8 +361,11 @@ class Workspace:
         if kind != "dir":
             raise ToolError(f"{root} is not a directory")
         skip = "-name .git -prune -o " + ("" if hidden else "-name '.*' -prune -o ")
-        res = await self.shell(f"cd {q(root)} && find . -mindepth 1 -maxdepth {int(depth)} {skip}-printf '%y %P\\n' "
-                               f"| LC_ALL=C sort -k2 | head -n {limit}", timeout=120)
+        res = await self.shell(
+            f"cd {q(root)} && find . -mindepth 1 -maxdepth {int(depth)} {skip}-printf '%y %P\\n' "
+            f"| LC_ALL=C sort -k2 | head -n {limit}",
+            timeout=120,
+        )
         entries = []
         for line in res.output.splitlines():
             if len(line) > 2 and line[1] == " ":
@@ -343,8 +391,15 @@ async def _workdir(env: Environment) -> str:
 # --------------------------------------------------------------------------- search and listing
 
 
-async def grep(ws: Workspace, pattern: str, root: str, *, include: str | None = None, files_only: bool = False,
-               limit: int = 100) -> tuple[list[str], bool]:
+async def grep(
+    ws: Workspace,
+    pattern: str,
+    root: str,
+    *,
+    include: str | None = None,
+    files_only: bool = False,
+    limit: int = 100,
+) -> tuple[list[str], bool]:
     """``grep -E`` over the text files under ``root`` (``.git`` left out): matching files, or
     ``path:line:text`` lines; returns (at most ``limit`` results, whether there were more)."""
     if not pattern:
@@ -354,8 +409,11 @@ async def grep(ws: Workspace, pattern: str, root: str, *, include: str | None = 
         raise ToolError(f"{root} does not exist")
     flags = "-rlIE" if files_only else "-rnIE"
     inc = f" --include={q(include)}" if include else ""
-    res = await ws.shell(f"grep {flags} --exclude-dir=.git{inc} -e {q(pattern)} -- {q(root)} 2>&1 "
-                         f"| head -n {limit + 1}; exit ${{PIPESTATUS[0]}}", timeout=120)
+    res = await ws.shell(
+        f"grep {flags} --exclude-dir=.git{inc} -e {q(pattern)} -- {q(root)} 2>&1 "
+        f"| head -n {limit + 1}; exit ${{PIPESTATUS[0]}}",
+        timeout=120,
+    )
     if res.returncode not in (0, 1) or res.output.startswith("grep: "):
         msg = res.output.strip().splitlines()[0] if res.output.strip() else f"exit code {res.returncode}"
         raise ToolError(f"the search failed (is the pattern a valid extended regular expression?): {msg}")
@@ -368,5 +426,7 @@ def render_tree(entries: list[tuple[str, str]]) -> list[str]:
     out = []
     for kind, rel in sorted(entries, key=lambda e: e[1].split("/")):
         depth = rel.count("/")
-        out.append("  " * depth + rel.rsplit("/", 1)[-1] + ("/" if kind == "d" else "@" if kind == "l" else ""))
+        out.append(
+            "  " * depth + rel.rsplit("/", 1)[-1] + ("/" if kind == "d" else "@" if kind == "l" else "")
+        )
     return out

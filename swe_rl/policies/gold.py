@@ -40,8 +40,9 @@ def tool_turn(call: ToolCall, thought: str, style: str = "chat") -> PolicyTurn:
 class GoldPolicy:
     """Apply the gold patch, then submit."""
 
-    def __init__(self, submit_command: str = SUBMIT_COMMAND, patch_path: str = GOLD_PATCH_PATH,
-                 style: str = "chat") -> None:
+    def __init__(
+        self, submit_command: str = SUBMIT_COMMAND, patch_path: str = GOLD_PATCH_PATH, style: str = "chat"
+    ) -> None:
         if style not in ("chat", "hermes"):
             raise ValueError(f"style must be chat or hermes, not {style!r}")
         self.submit_command = submit_command
@@ -53,8 +54,9 @@ class GoldPolicy:
             raise ValueError(f"{instance.instance_id} has no gold patch")
         await env.write_file(self.patch_path, instance.patch)
 
-    async def act(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-                  **kwargs: Any) -> PolicyTurn:
+    async def act(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None = None, **kwargs: Any
+    ) -> PolicyTurn:
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         apply = f"git apply --verbose {self.patch_path}"
         if not tools:
@@ -67,9 +69,17 @@ class GoldPolicy:
             raise ValueError(f"no shell tool among {names}: the gold policy cannot play this harness")
         call_id = f"call_gold_{turn}"
         if turn == 0:
-            return tool_turn(ToolCall(shell, {"command": apply}, call_id), "Applying the gold patch.", self.style)
+            return tool_turn(
+                ToolCall(shell, {"command": apply}, call_id), "Applying the gold patch.", self.style
+            )
         if "finish" in names:
-            return tool_turn(ToolCall("finish", {"message": "Applied the gold patch."}, call_id),
-                             "Submitting the gold patch.", self.style)
-        return tool_turn(ToolCall(shell, {"command": self.submit_command}, call_id), "Submitting the gold patch.",
-                         self.style)
+            return tool_turn(
+                ToolCall("finish", {"message": "Applied the gold patch."}, call_id),
+                "Submitting the gold patch.",
+                self.style,
+            )
+        return tool_turn(
+            ToolCall(shell, {"command": self.submit_command}, call_id),
+            "Submitting the gold patch.",
+            self.style,
+        )

@@ -80,15 +80,30 @@ class OpenAIChatPolicy:
         self._litellm = _litellm()
         key = f"{config.provider}/{config.model}"
         if key not in self._litellm.model_cost:  # no price entry: register it free, cost tracking stays quiet
-            self._litellm.register_model({key: {
-                "input_cost_per_token": 0.0, "output_cost_per_token": 0.0, "cache_creation_input_token_cost": 0.0,
-                "cache_read_input_token_cost": 0.0, "litellm_provider": config.provider, "mode": "chat"}})
+            self._litellm.register_model(
+                {
+                    key: {
+                        "input_cost_per_token": 0.0,
+                        "output_cost_per_token": 0.0,
+                        "cache_creation_input_token_cost": 0.0,
+                        "cache_read_input_token_cost": 0.0,
+                        "litellm_provider": config.provider,
+                        "mode": "chat",
+                    }
+                }
+            )
 
     def request_kwargs(self, messages: list[Message], **overrides: Any) -> dict[str, Any]:
         """The keyword arguments of the litellm call (without the messages' copy)."""
         c = self.config
-        kwargs: dict[str, Any] = {"model": c.model, "custom_llm_provider": c.provider, "messages": messages,
-                                  "api_key": c.api_key, "timeout": c.timeout, "num_retries": c.retries}
+        kwargs: dict[str, Any] = {
+            "model": c.model,
+            "custom_llm_provider": c.provider,
+            "messages": messages,
+            "api_key": c.api_key,
+            "timeout": c.timeout,
+            "num_retries": c.retries,
+        }
         if c.api_base:
             kwargs["api_base"] = c.api_base
         for name in ("temperature", "top_p", "max_tokens"):
@@ -119,11 +134,15 @@ class OpenAIChatPolicy:
             text=message.content or "",
             reasoning=getattr(message, "reasoning_content", None) or None,
             finish_reason=choice.finish_reason,
-            usage=TokenUsage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
-                             reasoning_tokens=getattr(details, "reasoning_tokens", 0) or 0, calls=1),
+            usage=TokenUsage(
+                prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                reasoning_tokens=getattr(details, "reasoning_tokens", 0) or 0,
+                calls=1,
+            ),
             tool_calls=[tc.model_dump() if hasattr(tc, "model_dump") else dict(tc) for tc in tool_calls]
-            if tool_calls else None,
+            if tool_calls
+            else None,
             latency=time.monotonic() - started,
             extra={"response_id": getattr(response, "id", None)},
         )

@@ -36,9 +36,11 @@ CONTEXT_KEYS = ("context_length", "context_len", "max_context_length", "max_mode
 
 # SGLang: "The input (N tokens) is longer than the model's context length (C tokens)." and
 # "Requested token count exceeds the model's maximum context length of C tokens. ..."
-_OVERFLOW = [re.compile(r"longer than the model's context length \((\d+) tokens\)", re.I),
-             re.compile(r"maximum context length (?:of|is) (\d+) tokens", re.I),
-             re.compile(r"exceeds? the (?:available )?context (?:size|window|length)", re.I)]
+_OVERFLOW = [
+    re.compile(r"longer than the model's context length \((\d+) tokens\)", re.I),
+    re.compile(r"maximum context length (?:of|is) (\d+) tokens", re.I),
+    re.compile(r"exceeds? the (?:available )?context (?:size|window|length)", re.I),
+]
 
 
 def _positive(value: Any) -> int | None:
@@ -62,7 +64,9 @@ def _from_body(body: Any) -> tuple[list[int], list[int]]:
     return contexts, caps
 
 
-async def fetch_context_length(http: httpx.AsyncClient, generate_url: str, timeout: float = 10.0) -> int | None:
+async def fetch_context_length(
+    http: httpx.AsyncClient, generate_url: str, timeout: float = 10.0
+) -> int | None:
     """The server's context window in tokens, or None when none of its info routes says."""
     base = generate_url.rsplit("/generate", 1)[0]
     contexts: list[int] = []
@@ -108,8 +112,11 @@ class ContextBudget:
                 if url not in self.known:
                     self.known[url] = await fetch_context_length(http, url)
                     if self.known[url] is None:
-                        log.info("the policy server at %s does not state its context length; budget stays %s",
-                                 url, configured)
+                        log.info(
+                            "the policy server at %s does not state its context length; budget stays %s",
+                            url,
+                            configured,
+                        )
         window = self.known[url]
         if window is None:
             return configured
@@ -120,12 +127,21 @@ class ContextBudget:
         if key not in self._warned:
             self._warned.add(key)
             if configured is None:
-                log.info("context budget: the policy server's context length %d (no swe_max_context_len / "
-                         "--rollout-max-context-len set)", window)
+                log.info(
+                    "context budget: the policy server's context length %d (no swe_max_context_len / "
+                    "--rollout-max-context-len set)",
+                    window,
+                )
             else:
-                log.warning("context budget %d is larger than the policy server's context length %d (%s): "
-                            "clamped to %d; start SGLang with a longer --context-length or lower "
-                            "swe_max_context_len / --rollout-max-context-len", configured, window, url, usable)
+                log.warning(
+                    "context budget %d is larger than the policy server's context length %d (%s): "
+                    "clamped to %d; start SGLang with a longer --context-length or lower "
+                    "swe_max_context_len / --rollout-max-context-len",
+                    configured,
+                    window,
+                    url,
+                    usable,
+                )
         return usable
 
     def learn(self, url: str, window: int) -> None:

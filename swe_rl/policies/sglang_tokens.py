@@ -80,8 +80,13 @@ class SGLangTokenConfig(BaseModel):
 class SGLangTokenPolicy:
     """An `EpisodePolicy` that keeps the episode's tokens; not shared between episodes."""
 
-    def __init__(self, codec: ChatCodec, config: SGLangTokenConfig, http: httpx.AsyncClient | None = None,
-                 should_abort: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        codec: ChatCodec,
+        config: SGLangTokenConfig,
+        http: httpx.AsyncClient | None = None,
+        should_abort: Callable[[], bool] | None = None,
+    ) -> None:
         self.codec = codec
         self.should_abort = should_abort
         self.config = config
@@ -117,7 +122,7 @@ class SGLangTokenPolicy:
             if len(messages) <= self._seen or messages[self._seen].get("role") != "assistant":
                 raise ValueError("the history must continue with this policy's own turn")
             last = self.trajectory.turns[-1].ids
-            ids = self.codec.observation_ids(messages[self._seen], messages[self._seen + 1:], last)
+            ids = self.codec.observation_ids(messages[self._seen], messages[self._seen + 1 :], last)
             self.trajectory.add_observation(ids)
         self._seen = len(messages)
 
@@ -133,11 +138,17 @@ class SGLangTokenPolicy:
         fits = False
         if self.config.context_management and self.trajectory.turns:
             marker = self.config.omission_marker
-            fits = self.trajectory.compact(budget, lambda n: self.codec.marker_ids(marker.format(n=n)),
-                                           head_ratio=self.config.head_ratio, tail_ratio=self.config.tail_ratio)
+            fits = self.trajectory.compact(
+                budget,
+                lambda n: self.codec.marker_ids(marker.format(n=n)),
+                head_ratio=self.config.head_ratio,
+                tail_ratio=self.config.tail_ratio,
+            )
         if not fits:
-            raise ContextExhausted(f"context of {len(self.trajectory.context)} ids does not fit "
-                                              f"{limit} - {self.max_new_tokens} max new tokens")
+            raise ContextExhausted(
+                f"context of {len(self.trajectory.context)} ids does not fit "
+                f"{limit} - {self.max_new_tokens} max new tokens"
+            )
 
     # ------------------------------------------------------------------ generate
 
@@ -149,11 +160,17 @@ class SGLangTokenPolicy:
 
         async def attempt() -> dict[str, Any]:
             try:
-                resp = await http.post(self.config.url, json=payload, headers=self.config.headers or None,
-                                       timeout=self.config.timeout)
+                resp = await http.post(
+                    self.config.url,
+                    json=payload,
+                    headers=self.config.headers or None,
+                    timeout=self.config.timeout,
+                )
             except (httpx.TransportError, httpx.TimeoutException) as exc:
                 error = f"{type(exc).__name__}: {exc}"
-                raise TryAgain(PolicyUnreachable(f"/generate failed after {attempts} attempts: {error}")) from exc
+                raise TryAgain(
+                    PolicyUnreachable(f"/generate failed after {attempts} attempts: {error}")
+                ) from exc
             if resp.status_code == 200:
                 return resp.json()
             error = f"HTTP {resp.status_code}: {resp.text[:300]}"
@@ -164,8 +181,11 @@ class SGLangTokenPolicy:
             raise TryAgain(PolicyUnreachable(f"/generate failed after {attempts} attempts: {error}"))
 
         try:
-            return await retry_async(attempt, RetryPolicy(retries=self.config.retries, backoff=1.0, backoff_max=10.0),
-                                     name="/generate")
+            return await retry_async(
+                attempt,
+                RetryPolicy(retries=self.config.retries, backoff=1.0, backoff_max=10.0),
+                name="/generate",
+            )
         except PolicyUnreachable as exc:
             raise exc from None
 
@@ -178,10 +198,12 @@ class SGLangTokenPolicy:
             f"the policy server's context{f' ({window} tokens)' if window else ''} is smaller than this turn's "
             f"budget: {sent} context ids + {new} max new tokens (budget {self.config.max_context_len}); "
             f"lower swe_max_context_len / --rollout-max-context-len or start the server with a longer "
-            f"context. Server: {error}")
+            f"context. Server: {error}"
+        )
 
-    async def act(self, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-                  **kwargs: Any) -> PolicyTurn:
+    async def act(
+        self, messages: list[Message], tools: list[dict[str, Any]] | None = None, **kwargs: Any
+    ) -> PolicyTurn:
         """One turn; ``tools`` (a tool-calling harness's schemas) are rendered into the first prompt by the
         chat template, and the model answers with Hermes ``<tool_call>`` text the harness parses."""
         started = time.monotonic()
@@ -202,8 +224,9 @@ class SGLangTokenPolicy:
             raise PolicyAborted((meta.get("finish_reason") or {}).get("message") or "request aborted")
         pairs = meta.get("output_token_logprobs")
         if pairs is None:
-            raise PolicyBadResponse("/generate answered without output_token_logprobs "
-                                               "(return_logprob ignored?)")
+            raise PolicyBadResponse(
+                "/generate answered without output_token_logprobs (return_logprob ignored?)"
+            )
         ids = [int(p[1]) for p in pairs]
         logprobs = [float(p[0]) for p in pairs]
         self.trajectory.add_turn(ids, logprobs, finish)
@@ -217,12 +240,22 @@ class SGLangTokenPolicy:
             text = text[: -len(end)]
         reasoning, content = split_thinking(text)
         return PolicyTurn(
-            text=content, reasoning=reasoning, finish_reason=finish,
-            usage=TokenUsage(prompt_tokens=len(context), completion_tokens=len(ids),
-                             reasoning_tokens=_reasoning_tokens(ids, self.codec), calls=1),
+            text=content,
+            reasoning=reasoning,
+            finish_reason=finish,
+            usage=TokenUsage(
+                prompt_tokens=len(context),
+                completion_tokens=len(ids),
+                reasoning_tokens=_reasoning_tokens(ids, self.codec),
+                calls=1,
+            ),
             latency=time.monotonic() - started,
-            extra={"turn": len(self.trajectory.turns) - 1, "segment": self.trajectory.segment.index,
-                   "context_tokens": len(context), "weight_version": meta.get("weight_version")},
+            extra={
+                "turn": len(self.trajectory.turns) - 1,
+                "segment": self.trajectory.segment.index,
+                "context_tokens": len(context),
+                "weight_version": meta.get("weight_version"),
+            },
         )
 
 

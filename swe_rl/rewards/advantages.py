@@ -76,7 +76,9 @@ def _outcome(args: Any, sample: Any) -> float | None:
 
 
 def _exclusion(args: Any, sample: Any) -> str | None:
-    if getattr(sample, "remove_sample", False) or (isinstance(sample.reward, dict) and sample.reward.get("removed")):
+    if getattr(sample, "remove_sample", False) or (
+        isinstance(sample.reward, dict) and sample.reward.get("removed")
+    ):
         return "removed"
     status = getattr(getattr(sample, "status", None), "value", None)
     if status == "aborted":
@@ -124,7 +126,11 @@ def _normalised(args: Any, trajs: list[TrajectorySamples]) -> dict[int, float]:
             out.update({id(t): t.reward for t in members})
             continue
         mean = math.fsum(rewards) / len(rewards)
-        std = math.sqrt(math.fsum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1)) if len(rewards) > 1 else 0.0
+        std = (
+            math.sqrt(math.fsum((r - mean) ** 2 for r in rewards) / (len(rewards) - 1))
+            if len(rewards) > 1
+            else 0.0
+        )
         for t in members:
             adv = t.reward - mean
             out[id(t)] = adv / (std + EPS) if use_std else adv
@@ -146,7 +152,12 @@ def sample_advantages(args: Any, samples: Sequence[Any]) -> tuple[list[float], l
             bonus = (raw[pos] or 0.0) - (_outcome(args, samples[pos]) or 0.0)  # PRM step score × coef, else 0
             rewards[pos] = base + bonus
     excluded = [t for t in trajs if t.excluded]
-    log.info("reward post-process: %d samples, %d trajectories in %d groups, %d excluded (%s)", len(samples),
-             len(trajs), len({t.group for t in trajs}), len(excluded),
-             ", ".join(sorted({t.excluded for t in excluded if t.excluded})) or "none")
+    log.info(
+        "reward post-process: %d samples, %d trajectories in %d groups, %d excluded (%s)",
+        len(samples),
+        len(trajs),
+        len({t.group for t in trajs}),
+        len(excluded),
+        ", ".join(sorted({t.excluded for t in excluded if t.excluded})) or "none",
+    )
     return [0.0 if r is None else r for r in raw], rewards

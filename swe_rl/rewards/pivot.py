@@ -85,22 +85,64 @@ class PivotRewardConfig(BaseModel):
     """Numbers closer than this are equal."""
     command_keys: list[str] = Field(default_factory=lambda: ["command", "cmd", "script"])
     """Argument keys holding a shell command (a string, or an argv list like ``["bash", "-lc", "..."]``)."""
-    path_keys: list[str] = Field(default_factory=lambda: [
-        "path", "file_path", "filepath", "filename", "file", "dir", "directory", "cwd", "workdir"])
+    path_keys: list[str] = Field(
+        default_factory=lambda: [
+            "path",
+            "file_path",
+            "filepath",
+            "filename",
+            "file",
+            "dir",
+            "directory",
+            "cwd",
+            "workdir",
+        ]
+    )
     """Argument keys holding a path."""
-    text_keys: list[str] = Field(default_factory=lambda: [
-        "old_str", "new_str", "file_text", "content", "old_string", "new_string", "new_content", "insert_text",
-        "text", "patch", "code"])
+    text_keys: list[str] = Field(
+        default_factory=lambda: [
+            "old_str",
+            "new_str",
+            "file_text",
+            "content",
+            "old_string",
+            "new_string",
+            "new_content",
+            "insert_text",
+            "text",
+            "patch",
+            "code",
+        ]
+    )
     """Argument keys holding free text or code (editor strings)."""
-    ignore_keys: list[str] = Field(default_factory=lambda: [
-        "thought", "reasoning", "explanation", "description", "summary", "security_risk", "timeout", "is_input"])
+    ignore_keys: list[str] = Field(
+        default_factory=lambda: [
+            "thought",
+            "reasoning",
+            "explanation",
+            "description",
+            "summary",
+            "security_risk",
+            "timeout",
+            "is_input",
+        ]
+    )
     """Argument keys left out of the comparison (commentary, execution knobs)."""
-    tool_aliases: dict[str, str] = Field(default_factory=lambda: {
-        "execute_bash": "bash", "run_bash": "bash", "bash_command": "bash", "shell": "bash", "terminal": "bash"})
+    tool_aliases: dict[str, str] = Field(
+        default_factory=lambda: {
+            "execute_bash": "bash",
+            "run_bash": "bash",
+            "bash_command": "bash",
+            "shell": "bash",
+            "terminal": "bash",
+        }
+    )
     """Tool names meaning the same tool (compared lower-case)."""
     program_aliases: dict[str, str] = Field(default_factory=lambda: {"python3": "python"})
     """Programs meaning the same in the task image (commands' first words)."""
-    edit_pairs: dict[str, str] = Field(default_factory=lambda: {"new_str": "old_str", "new_string": "old_string"})
+    edit_pairs: dict[str, str] = Field(
+        default_factory=lambda: {"new_str": "old_str", "new_string": "old_string"}
+    )
     """Replacement text → the text it replaces: the edit itself (tokens removed and added) must also be
     ``text_similarity`` alike, so a one-token change inside a long string is not a match."""
     ignore_stderr_merge: bool = True
@@ -164,8 +206,11 @@ class PivotScore(BaseModel):
 
     def as_reward(self) -> dict[str, Any]:
         """The dict slime's ``--reward-key score`` reads (plus what to log)."""
-        return {"score": self.score, "acc": 1.0 if self.category is PivotCategory.MATCH else 0.0,
-                "category": self.category.value}
+        return {
+            "score": self.score,
+            "acc": 1.0 if self.category is PivotCategory.MATCH else 0.0,
+            "category": self.category.value,
+        }
 
 
 # --------------------------------------------------------------------------- parsing
@@ -189,8 +234,9 @@ def _tool_call(raw: str) -> PolicyAction | None:
         return PolicyAction(tool=str(fn.get("name")), error=str(exc))
 
 
-def parse_action(text: str, *, harness: str = "bash_block", tool_calls: list[dict[str, Any]] | None = None
-                 ) -> ParsedAction:
+def parse_action(
+    text: str, *, harness: str = "bash_block", tool_calls: list[dict[str, Any]] | None = None
+) -> ParsedAction:
     """The single action of an assistant turn (thinking ignored). ``bash_block``: exactly one
     ```bash block; ``tool_call``: exactly one call, from `tool_calls` (an OpenAI message's) or
     Hermes ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` in the text; ``auto``:
@@ -250,7 +296,7 @@ def _similarity(a: Sequence[str], b: Sequence[str], threshold: float) -> float:
     if not a or not b:
         return 0.0
     p, q = _trim(a, b)
-    mid_a, mid_b = a[p:len(a) - q], b[p:len(b) - q]
+    mid_a, mid_b = a[p : len(a) - q], b[p : len(b) - q]
     total = len(a) + len(b)
     if not mid_a or not mid_b:
         return 2 * (p + q) / total
@@ -265,7 +311,11 @@ def _command_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, list) and value and all(isinstance(x, str) for x in value):
-        if len(value) == 3 and value[0] in ("bash", "sh", "/bin/bash", "/bin/sh") and value[1] in ("-c", "-lc"):
+        if (
+            len(value) == 3
+            and value[0] in ("bash", "sh", "/bin/bash", "/bin/sh")
+            and value[1] in ("-c", "-lc")
+        ):
             return value[2]
         import shlex
 
@@ -273,7 +323,9 @@ def _command_text(value: Any) -> str:
     raise _Bad(f"a command must be a string or a list of strings, got {type(value).__name__}")
 
 
-def _compare_command(exp: Any, act: Any, cfg: PivotRewardConfig, workdir: str) -> tuple[float, dict[str, Any]]:
+def _compare_command(
+    exp: Any, act: Any, cfg: PivotRewardConfig, workdir: str
+) -> tuple[float, dict[str, Any]]:
     exp_text, act_text = _command_text(exp), _command_text(act)
     if not act_text.strip():
         raise _Bad("empty command")
@@ -289,7 +341,9 @@ def _compare_command(exp: Any, act: Any, cfg: PivotRewardConfig, workdir: str) -
     if exp_c.form != act_c.form or len(exp_c.bodies) != len(act_c.bodies):
         sim = _similarity(exp_c.flat(), act_c.flat(), 1.0) if cfg.partial_credit else 0.0
         return sim, {"rule": "shell", "expert": exp_c.flat(), "policy": act_c.flat()}
-    sims = [_similarity(_tokens(e), _tokens(a), cfg.text_similarity) for e, a in zip(exp_c.bodies, act_c.bodies)]
+    sims = [
+        _similarity(_tokens(e), _tokens(a), cfg.text_similarity) for e, a in zip(exp_c.bodies, act_c.bodies)
+    ]
     if all(s >= cfg.text_similarity for s in sims):
         return 1.0, {"rule": "shell"}
     return min(sims), {"rule": "shell", "heredoc_similarity": [round(s, 4) for s in sims]}
@@ -299,7 +353,9 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _value(exp: Any, act: Any, key: str, cfg: PivotRewardConfig, workdir: str) -> tuple[float, dict[str, Any]]:
+def _value(
+    exp: Any, act: Any, key: str, cfg: PivotRewardConfig, workdir: str
+) -> tuple[float, dict[str, Any]]:
     """Similarity in [0, 1] (1 = equal) of one argument value; raises `_Bad` for a wrong type."""
     if key in cfg.command_keys and isinstance(exp, (str, list)):
         return _compare_command(exp, act, cfg, workdir)
@@ -316,7 +372,9 @@ def _value(exp: Any, act: Any, key: str, cfg: PivotRewardConfig, workdir: str) -
         raise _Bad(f"{key}: expected {type(exp).__name__}, got {type(act).__name__}")
     if isinstance(exp, str):
         if key in cfg.path_keys:
-            return float(normalize_path(exp.strip(), workdir) == normalize_path(act.strip(), workdir)), {"rule": "path"}
+            return float(normalize_path(exp.strip(), workdir) == normalize_path(act.strip(), workdir)), {
+                "rule": "path"
+            }
         if key in cfg.text_keys:
             sim = _similarity(_tokens(exp), _tokens(act), cfg.text_similarity)
             return (1.0 if sim >= cfg.text_similarity else sim), {"rule": "text", "similarity": round(sim, 4)}
@@ -332,9 +390,14 @@ def _value(exp: Any, act: Any, key: str, cfg: PivotRewardConfig, workdir: str) -
     return float(exp == act), {}
 
 
-def _arguments(exp: dict[str, Any], act: dict[str, Any], cfg: PivotRewardConfig, workdir: str,
-               required: tuple[str, ...] | list[str], known: set[str] | None = None
-               ) -> tuple[dict[str, float], dict[str, Any]]:
+def _arguments(
+    exp: dict[str, Any],
+    act: dict[str, Any],
+    cfg: PivotRewardConfig,
+    workdir: str,
+    required: tuple[str, ...] | list[str],
+    known: set[str] | None = None,
+) -> tuple[dict[str, float], dict[str, Any]]:
     """Per-key similarity over the union of keys; raises `_Bad` for malformed arguments."""
     exp = {k: v for k, v in exp.items() if k not in cfg.ignore_keys and v is not None}
     act = {k: v for k, v in act.items() if k not in cfg.ignore_keys and v is not None}
@@ -366,7 +429,7 @@ def _edit(old: str, new: str) -> list[str]:
     """What an edit changes, as tokens: ``-x`` removed, ``+y`` added, ``|`` between changes."""
     a, b = _tokens(old), _tokens(new)
     p, q = _trim(a, b)
-    a, b = a[p:len(a) - q], b[p:len(b) - q]
+    a, b = a[p : len(a) - q], b[p : len(b) - q]
     out: list[str] = []
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if op != "equal":
@@ -385,8 +448,14 @@ def _schema(tools: list[dict[str, Any]] | None, name: str) -> dict[str, Any] | N
 # --------------------------------------------------------------------------- compare
 
 
-def compare(policy: PolicyAction | None, expert: ExpertAction, cfg: PivotRewardConfig | None = None, *,
-            tools: list[dict[str, Any]] | None = None, workdir: str | None = None) -> PivotScore:
+def compare(
+    policy: PolicyAction | None,
+    expert: ExpertAction,
+    cfg: PivotRewardConfig | None = None,
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    workdir: str | None = None,
+) -> PivotScore:
     """Score the policy's action against the expert's (see the module doc for the rules)."""
     cfg = cfg or PivotRewardConfig()
     workdir = workdir or cfg.workdir
@@ -398,16 +467,25 @@ def compare(policy: PolicyAction | None, expert: ExpertAction, cfg: PivotRewardC
         return cfg.tool_aliases.get(name.lower(), name.lower())
 
     if canon(policy.tool) != canon(expert.tool):
-        return PivotScore(score=miss, category=PivotCategory.WRONG_TOOL,
-                          details={"expert_tool": expert.tool, "policy_tool": policy.tool})
+        return PivotScore(
+            score=miss,
+            category=PivotCategory.WRONG_TOOL,
+            details={"expert_tool": expert.tool, "policy_tool": policy.tool},
+        )
     if policy.error is not None:
         return PivotScore(score=miss, category=PivotCategory.BAD_ARGUMENTS, details={"error": policy.error})
     schema = _schema(tools, expert.tool) or {}
     properties = schema.get("properties")
     known = set(properties) | set(cfg.ignore_keys) if isinstance(properties, dict) and properties else None
     try:
-        credits, details = _arguments(expert.arguments, policy.arguments, cfg, workdir,
-                                      required=list(schema.get("required") or []), known=known)
+        credits, details = _arguments(
+            expert.arguments,
+            policy.arguments,
+            cfg,
+            workdir,
+            required=list(schema.get("required") or []),
+            known=known,
+        )
     except _Bad as exc:
         return PivotScore(score=miss, category=PivotCategory.BAD_ARGUMENTS, details={"error": str(exc)})
     if all(c >= 1.0 for c in credits.values()):
@@ -415,13 +493,23 @@ def compare(policy: PolicyAction | None, expert: ExpertAction, cfg: PivotRewardC
     score = miss
     if cfg.partial_credit > 0 and credits:
         score = miss + (cfg.reward_match - miss) * cfg.partial_credit * sum(credits.values()) / len(credits)
-    return PivotScore(score=score, category=PivotCategory.MISMATCH,
-                      details={"keys": details, "similarity": {k: round(v, 4) for k, v in credits.items()}})
+    return PivotScore(
+        score=score,
+        category=PivotCategory.MISMATCH,
+        details={"keys": details, "similarity": {k: round(v, 4) for k, v in credits.items()}},
+    )
 
 
-def score_turn(text: str, expert: ExpertAction | dict[str, Any], cfg: PivotRewardConfig | None = None, *,
-               harness: str = "bash_block", tools: list[dict[str, Any]] | None = None,
-               tool_calls: list[dict[str, Any]] | None = None, workdir: str | None = None) -> PivotScore:
+def score_turn(
+    text: str,
+    expert: ExpertAction | dict[str, Any],
+    cfg: PivotRewardConfig | None = None,
+    *,
+    harness: str = "bash_block",
+    tools: list[dict[str, Any]] | None = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    workdir: str | None = None,
+) -> PivotScore:
     """Parse an assistant turn and score its action; the parsed action is kept in details."""
     if not isinstance(expert, ExpertAction):
         expert = ExpertAction.from_any(expert)

@@ -57,5 +57,7 @@ def install() -> Callable[..., Any]:
     return _upstream_generate
 
 
-async def generate(args: Any, base_sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
+async def generate(
+    args: Any, base_sample: Any, sampling_params: dict[str, Any], evaluation: bool = False
+) -> Any:
     return await install()(args, base_sample, sampling_params, evaluation=evaluation)

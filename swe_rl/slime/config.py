@@ -40,7 +40,13 @@ from swe_rl.prm import PRMConfig
 from swe_rl.resources import config_path, resolve_config
 from swe_rl.rewards.pivot import PivotRewardConfig
 
-__all__ = ["DEFAULT_CHAT_TEMPLATE", "PluginConfig", "known_names", "unknown_settings", "warn_unknown_settings"]
+__all__ = [
+    "DEFAULT_CHAT_TEMPLATE",
+    "PluginConfig",
+    "known_names",
+    "unknown_settings",
+    "warn_unknown_settings",
+]
 
 log = logging.getLogger(__name__)
 DEFAULT_CHAT_TEMPLATE = config_path("chat_template_qwen3_thinking.jinja")
@@ -198,14 +204,19 @@ class PluginConfig(BaseModel):
         """``http://<sglang_router_ip>:<sglang_router_port>/generate``."""
         ip, port = getattr(args, "sglang_router_ip", None), getattr(args, "sglang_router_port", None)
         if not ip or not port:
-            raise ValueError("args.sglang_router_ip and args.sglang_router_port must be set (slime sets them)")
+            raise ValueError(
+                "args.sglang_router_ip and args.sglang_router_port must be set (slime sets them)"
+            )
         return f"http://{ip}:{port}/generate"
 
 
 def _groups(config_class: type[BaseModel]) -> dict[str, type[BaseModel]]:
     """The nested settings groups (``prm``, ``pivot``, ``integrity``, ``monitor``): name -> model."""
-    return {name: info.annotation for name, info in config_class.model_fields.items()
-            if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)}
+    return {
+        name: info.annotation
+        for name, info in config_class.model_fields.items()
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+    }
 
 
 def plugin_env_vars(config_class: type[BaseModel] = PluginConfig) -> dict[str, EnvVar]:
@@ -213,13 +224,17 @@ def plugin_env_vars(config_class: type[BaseModel] = PluginConfig) -> dict[str, E
     for the keys of the nested groups."""
     out = prefixed("SWE_", config_class.model_fields)
     for group, model in _groups(config_class).items():
-        out.update({f"{group}.{k}": v for k, v in prefixed(f"SWE_{group.upper()}_", model.model_fields).items()})
+        out.update(
+            {f"{group}.{k}": v for k, v in prefixed(f"SWE_{group.upper()}_", model.model_fields).items()}
+        )
     return out
 
 
 def _nested(model: type[BaseModel], name: str, args: Any, env: Mapping[str, str] | None) -> BaseModel:
     """Settings group ``name``: ``SWE_<NAME>_<KEY>`` < mapping ``swe_<name>`` < flat ``swe_<name>_<key>`` on args."""
-    values: dict[str, Any] = read_env(prefixed(f"SWE_{name.upper()}_", model.model_fields), field_types(model), env)
+    values: dict[str, Any] = read_env(
+        prefixed(f"SWE_{name.upper()}_", model.model_fields), field_types(model), env
+    )
     mapping = getattr(args, f"swe_{name}", None) if args is not None else None
     if isinstance(mapping, BaseModel):
         mapping = mapping.model_dump(exclude_unset=True)
@@ -251,7 +266,9 @@ def _nearest(name: str, candidates: set[str], cutoff: float = 0.6) -> str | None
     return found[0] if found else None
 
 
-def unknown_settings(config_class: type[BaseModel], args: Any, env: Mapping[str, str]) -> list[tuple[str, str | None]]:
+def unknown_settings(
+    config_class: type[BaseModel], args: Any, env: Mapping[str, str]
+) -> list[tuple[str, str | None]]:
     """``(unknown name, nearest valid name or None)`` for args keys and plugin-looking variables."""
     known = known_names(config_class)
     out: list[tuple[str, str | None]] = []
@@ -272,8 +289,11 @@ def unknown_settings(config_class: type[BaseModel], args: Any, env: Mapping[str,
 def warn_unknown_settings(config_class: type[BaseModel], args: Any, env: Mapping[str, str]) -> list[str]:
     """Log a warning per unknown setting (once per process); returns the messages logged now."""
     keys = vars(args) if hasattr(args, "__dict__") else {}
-    seen = (config_class, tuple(sorted(k for k in keys if k.startswith("swe_"))),
-            tuple(sorted(k for k in env if k.startswith("SWE_"))))
+    seen = (
+        config_class,
+        tuple(sorted(k for k in keys if k.startswith("swe_"))),
+        tuple(sorted(k for k in env if k.startswith("SWE_"))),
+    )
     if seen in _checked:  # called on every rollout: look once per distinct set of names
         return []
     _checked.add(seen)

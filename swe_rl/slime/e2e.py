@@ -88,15 +88,26 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     codec = state.codec(config)
     single = evaluation or not config.dynamic_history
     url = PluginConfig.router_url(args)
-    budget = await state.context.budget(state.http, url, config.max_context_len)  # clamped to the server's window
-    policy = SGLangTokenPolicy(codec, SGLangTokenConfig(
-        url=url, sampling_params=dict(sampling_params),
-        max_context_len=budget, context_management=config.context_management and not (
-            single and not evaluation),
-        head_ratio=config.context_head_ratio, tail_ratio=config.context_tail_ratio,
-        omission_marker=config.omission_marker, timeout=config.generate_timeout,
-        retries=config.generate_retries, headers=runtime.routing_headers(args, sample)), http=state.http,
-        should_abort=lambda: runtime.slime_aborting(args))
+    budget = await state.context.budget(
+        state.http, url, config.max_context_len
+    )  # clamped to the server's window
+    policy = SGLangTokenPolicy(
+        codec,
+        SGLangTokenConfig(
+            url=url,
+            sampling_params=dict(sampling_params),
+            max_context_len=budget,
+            context_management=config.context_management and not (single and not evaluation),
+            head_ratio=config.context_head_ratio,
+            tail_ratio=config.context_tail_ratio,
+            omission_marker=config.omission_marker,
+            timeout=config.generate_timeout,
+            retries=config.generate_retries,
+            headers=runtime.routing_headers(args, sample),
+        ),
+        http=state.http,
+        should_abort=lambda: runtime.slime_aborting(args),
+    )
     info: dict[str, Any] = {"removed": False, "removed_reason": None}
     agent: AgentResult | None = None
     grade: GradeResult | None = None
@@ -116,8 +127,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             judge = state.step_judge(config, instance)
         async with state.semaphore:
             played = time.monotonic()
-            played_agent, grade = await asyncio.wait_for(_play(instance, policy, harness, state, config, judge),
-                                                         timeout=config.rollout_timeout)
+            played_agent, grade = await asyncio.wait_for(
+                _play(instance, policy, harness, state, config, judge), timeout=config.rollout_timeout
+            )
         agent = played_agent  # the outer name feeds the summary
         info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
         if agent.stop_reason == "aborted":
@@ -127,7 +139,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         elif agent.infra_failure or (grade is not None and grade.infra_failure):
             raise Removed(f"env_error: {agent.error or (grade.message if grade else '')}")
         elif gate is not None and gate.flaky_only(grade):  # a flaky-only difference is no failure to learn
-            raise Removed(f"flaky_only: failed only on tests the ledger marks flaky ({grade.message if grade else ''})")
+            raise Removed(
+                f"flaky_only: failed only on tests the ledger marks flaky ({grade.message if grade else ''})"
+            )
         elif agent.stop_reason in ("unreachable", "bad_response"):
             raise Removed(f"policy_server: {agent.error}")
         elif not policy.trajectory or not policy.trajectory.turns:
@@ -143,11 +157,17 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     if not info["removed"] and agent is not None and config.drop_flagged:
         flagged = rollout_integrity(agent, grade)
         if is_flagged(flagged):
-            info.update(removed=True, removed_reason=f"flagged: {flagged['tamper_rules'] + sorted(flagged['flags'])}")
+            info.update(
+                removed=True, removed_reason=f"flagged: {flagged['tamper_rules'] + sorted(flagged['flags'])}"
+            )
     if info["removed"]:
-        log.warning("removing rollout of %s (group %s, index %s) from training: %s",
-                    instance.instance_id if instance else "?", sample.group_index, sample.index,
-                    info["removed_reason"])
+        log.warning(
+            "removing rollout of %s (group %s, index %s) from training: %s",
+            instance.instance_id if instance else "?",
+            sample.group_index,
+            sample.index,
+            info["removed_reason"],
+        )
 
     aborted = agent is not None and agent.stop_reason == "aborted" and not info["removed"]
     if policy.server_context_len:  # an overflow answer named the server's window: clamp the next rollouts
@@ -156,14 +176,29 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         if info["removed"] or aborted:
             judge.cancel()
         prm = await judge.finish(config.prm.finish_timeout)
-        info["prm"] = {"step_coef": config.prm.step_coef, "model": config.prm.model, "m": config.prm.m,
-                       **prm.model_dump(mode="json")}
+        info["prm"] = {
+            "step_coef": config.prm.step_coef,
+            "model": config.prm.model,
+            "m": config.prm.m,
+            **prm.model_dump(mode="json"),
+        }
     info.update(_summary(instance, agent, grade, policy, codec, started))
     info["aborted"] = aborted
     out_dir = None
     if config.save_traj_dir and instance is not None and not aborted:
-        out_dir = await asyncio.to_thread(_save, Path(config.save_traj_dir), instance, sample, agent, grade, info,
-                                          policy, sampling_params, config, evaluation)
+        out_dir = await asyncio.to_thread(
+            _save,
+            Path(config.save_traj_dir),
+            instance,
+            sample,
+            agent,
+            grade,
+            info,
+            policy,
+            sampling_params,
+            config,
+            evaluation,
+        )
         info["traj_dir"] = str(out_dir)
     record = RolloutRecord.model_validate(info).to_metadata()
     if info["removed"] or not (policy.trajectory and policy.trajectory.turns):
@@ -189,22 +224,47 @@ def _harness(config: PluginConfig, instance: TaskInstance, evaluation: bool) -> 
     return harness_by_name(name, config.harness_config if name == "bash_block" else None)
 
 
-async def _play(instance: TaskInstance, policy: SGLangTokenPolicy, harness: Any, state: ProcessState,
-                config: PluginConfig, judge: StepJudge | None = None) -> tuple[AgentResult, GradeResult | None]:
-    agent_config = AgentConfig(step_limit=config.step_limit, command_timeout=config.command_timeout,
-                               deadline=config.episode_deadline, env_options=dict(config.container_options),
-                               git_hygiene=config.git_hygiene, monitor=config.monitor)
-    agent = await run_agent(instance, policy, harness, client=state.client, config=agent_config, on_step=judge)
+async def _play(
+    instance: TaskInstance,
+    policy: SGLangTokenPolicy,
+    harness: Any,
+    state: ProcessState,
+    config: PluginConfig,
+    judge: StepJudge | None = None,
+) -> tuple[AgentResult, GradeResult | None]:
+    agent_config = AgentConfig(
+        step_limit=config.step_limit,
+        command_timeout=config.command_timeout,
+        deadline=config.episode_deadline,
+        env_options=dict(config.container_options),
+        git_hygiene=config.git_hygiene,
+        monitor=config.monitor,
+    )
+    agent = await run_agent(
+        instance, policy, harness, client=state.client, config=agent_config, on_step=judge
+    )
     if agent.infra_failure or agent.stop_reason in ("aborted", "unreachable", "bad_response"):
         return agent, None  # nothing worth grading
-    grader = FleetGrader(state.client, GraderConfig(eval_timeout=config.eval_timeout, network=config.grading_network,
-                                                    test_empty_patch=False,  # training: no_patch needs no run
-                                                    integrity=config.integrity))
+    grader = FleetGrader(
+        state.client,
+        GraderConfig(
+            eval_timeout=config.eval_timeout,
+            network=config.grading_network,
+            test_empty_patch=False,  # training: no_patch needs no run
+            integrity=config.integrity,
+        ),
+    )
     return agent, await grader.grade(instance, agent.patch)
 
 
-def _summary(instance: TaskInstance | None, agent: AgentResult | None, grade: GradeResult | None,
-             policy: SGLangTokenPolicy, codec: ChatCodec, started: float) -> dict[str, Any]:
+def _summary(
+    instance: TaskInstance | None,
+    agent: AgentResult | None,
+    grade: GradeResult | None,
+    policy: SGLangTokenPolicy,
+    codec: ChatCodec,
+    started: float,
+) -> dict[str, Any]:
     traj = policy.trajectory
     return {
         "instance_id": instance.instance_id if instance else None,
@@ -227,28 +287,59 @@ def _summary(instance: TaskInstance | None, agent: AgentResult | None, grade: Gr
 # --------------------------------------------------------------------------- artifacts
 
 
-def _save(root: Path, instance: TaskInstance, sample: Any, agent: AgentResult | None, grade: GradeResult | None,
-          info: dict[str, Any], policy: SGLangTokenPolicy, sampling_params: dict[str, Any], config: PluginConfig,
-          evaluation: bool) -> Path:
+def _save(
+    root: Path,
+    instance: TaskInstance,
+    sample: Any,
+    agent: AgentResult | None,
+    grade: GradeResult | None,
+    info: dict[str, Any],
+    policy: SGLangTokenPolicy,
+    sampling_params: dict[str, Any],
+    config: PluginConfig,
+    evaluation: bool,
+) -> Path:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     out = root / f"{instance.instance_id}__g{sample.group_index}__i{sample.index}__{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     traj = policy.trajectory
-    turns = [{"turn": t.index, "segment": t.segment, "context_tokens": t.start, "sampled_tokens": len(t.ids),
-              "observation_tokens": len(t.observation), "finish_reason": t.finish_reason,
-              "logprob_sum": round(sum(t.logprobs), 4)} for t in (traj.turns if traj else [])]
-    body = {"instance_id": instance.instance_id, "status": info["status"], "resolved": info["resolved"],
-            "removed_reason": info["removed_reason"],
-            **(agent.model_dump(mode="json", exclude={"instance_id", "patch"}) if agent else {}),
-            "grade": grade.model_dump(mode="json") if grade else None, "token_turns": turns, "prm": info.get("prm")}
+    turns = [
+        {
+            "turn": t.index,
+            "segment": t.segment,
+            "context_tokens": t.start,
+            "sampled_tokens": len(t.ids),
+            "observation_tokens": len(t.observation),
+            "finish_reason": t.finish_reason,
+            "logprob_sum": round(sum(t.logprobs), 4),
+        }
+        for t in (traj.turns if traj else [])
+    ]
+    body = {
+        "instance_id": instance.instance_id,
+        "status": info["status"],
+        "resolved": info["resolved"],
+        "removed_reason": info["removed_reason"],
+        **(agent.model_dump(mode="json", exclude={"instance_id", "patch"}) if agent else {}),
+        "grade": grade.model_dump(mode="json") if grade else None,
+        "token_turns": turns,
+        "prm": info.get("prm"),
+    }
     (out / "traj.json").write_text(json.dumps(body, indent=1, ensure_ascii=False))
     (out / "patch.diff").write_text(agent.patch if agent else "")
     if grade is not None:
         write_grade_artifacts(out, grade)  # eval.log + report.json
-    meta = {**{k: v for k, v in info.items() if k != "tokens"}, "tokens": info.get("tokens"),
-            "image": instance.image, "data_source": instance.data_source, "group_index": sample.group_index,
-            "index": sample.index, "rollout_id": sample.rollout_id, "evaluation": evaluation,
-            "sampling_params": sampling_params, "config": config.model_dump(mode="json")}
+    meta = {
+        **{k: v for k, v in info.items() if k != "tokens"},
+        "tokens": info.get("tokens"),
+        "image": instance.image,
+        "data_source": instance.data_source,
+        "group_index": sample.group_index,
+        "index": sample.index,
+        "rollout_id": sample.rollout_id,
+        "evaluation": evaluation,
+        "sampling_params": sampling_params,
+        "config": config.model_dump(mode="json"),
+    }
     (out / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     return out
-

@@ -22,8 +22,11 @@ from typing import Any
 
 from swe_rl.rewards.advantages import trajectories
 
-__all__ = ["check_trajectory_reward_nonzero_std", "check_trajectory_reward_nonzero_std_with_fallback",
-           "trajectory_rewards"]
+__all__ = [
+    "check_trajectory_reward_nonzero_std",
+    "check_trajectory_reward_nonzero_std_with_fallback",
+    "trajectory_rewards",
+]
 
 
 @dataclass

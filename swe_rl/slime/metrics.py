@@ -41,12 +41,15 @@ def eval_metrics(args: Any, data: dict[str, Any]) -> dict[str, float]:
         samples = result.get("samples") if isinstance(result, dict) else None
         if samples:
             prefix = EVAL_PREFIX.format(name=name)
-            out.update({prefix + k: v for k, v in figures(trajectories_from_samples(samples, reward_key)).items()})
+            out.update(
+                {prefix + k: v for k, v in figures(trajectories_from_samples(samples, reward_key)).items()}
+            )
     return out
 
 
-def log_rollout_data(rollout_id: int, args: Any, samples: list[Any], rollout_extra_metrics: Any,
-                     rollout_time: float) -> bool:
+def log_rollout_data(
+    rollout_id: int, args: Any, samples: list[Any], rollout_extra_metrics: Any, rollout_time: float
+) -> bool:
     """slime's custom rollout log function: log the SWE figures; False = slime's default logging runs too."""
     try:
         _emit(args, rollout_id, rollout_metrics(args, samples), TRAIN_STEP)
@@ -71,7 +74,9 @@ def _emit(args: Any, rollout_id: int, metrics: dict[str, float], step_key: str) 
         from slime.observability import logging_utils
         from slime.observability.metric_utils import compute_rollout_step
     except ImportError:
-        log.info("SWE metrics of rollout %s (slime not importable, not sent to a tracker): %s", rollout_id, metrics)
+        log.info(
+            "SWE metrics of rollout %s (slime not importable, not sent to a tracker): %s", rollout_id, metrics
+        )
         return
     step = compute_rollout_step(args, rollout_id)
     log.info("SWE metrics of rollout %s (step %s): %s", rollout_id, step, metrics)

@@ -70,8 +70,9 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     return [out]
 
 
-async def _generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool,
-                    config: PluginConfig) -> Any:
+async def _generate(
+    args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool, config: PluginConfig
+) -> Any:
     Sample = sample_class_of(sample)
     started = time.monotonic()
     sample.status = Sample.Status.PENDING
@@ -94,11 +95,20 @@ async def _generate(args: Any, sample: Any, sampling_params: dict[str, Any], eva
             if room <= 0:
                 raise Removed(f"context_too_long: {len(prompt)} prompt ids, context {config.max_context_len}")
             params["max_new_tokens"] = min(int(params.get("max_new_tokens") or room), room)
-        policy = SGLangTokenPolicy(codec, SGLangTokenConfig(
-            url=PluginConfig.router_url(args), sampling_params=params, max_context_len=None,
-            context_management=False, timeout=config.generate_timeout, retries=config.generate_retries,
-            headers=runtime.routing_headers(args, sample)), http=state.http,
-            should_abort=lambda: runtime.slime_aborting(args))
+        policy = SGLangTokenPolicy(
+            codec,
+            SGLangTokenConfig(
+                url=PluginConfig.router_url(args),
+                sampling_params=params,
+                max_context_len=None,
+                context_management=False,
+                timeout=config.generate_timeout,
+                retries=config.generate_retries,
+                headers=runtime.routing_headers(args, sample),
+            ),
+            http=state.http,
+            should_abort=lambda: runtime.slime_aborting(args),
+        )
         try:
             turn = await policy.act([dict(m) for m in row.messages])
         except PolicyAborted as exc:
@@ -107,14 +117,21 @@ async def _generate(args: Any, sample: Any, sampling_params: dict[str, Any], eva
             sample.tokens, sample.response, sample.response_length = list(prompt), "", 0
             sample.loss_mask, sample.rollout_log_probs, sample.reward = [], [], None
             sample.status = Sample.Status.ABORTED
-            sample.metadata = {**metadata, PIVOT_RESULT_KEY: PivotRecord(**result, aborted=True).to_metadata()}
+            sample.metadata = {
+                **metadata,
+                PIVOT_RESULT_KEY: PivotRecord(**result, aborted=True).to_metadata(),
+            }
             return sample
         except Exception as exc:  # noqa: BLE001 - any other policy-server failure removes the sample
             raise Removed(f"policy_server: {type(exc).__name__}: {exc}") from None
     except Removed as exc:
         result.update(removed=True, removed_reason=str(exc))
-        log.warning("removing pivot sample (group %s, index %s) from training: %s", sample.group_index, sample.index,
-                    exc)
+        log.warning(
+            "removing pivot sample (group %s, index %s) from training: %s",
+            sample.group_index,
+            sample.index,
+            exc,
+        )
         record = PivotRecord(**result)
         out = removed_sample(Sample, sample, codec, {**metadata, PIVOT_RESULT_KEY: record.to_metadata()})
         out.rollout_id = sample.rollout_id  # generate names the trajectory, as for a played sample
@@ -124,9 +141,14 @@ async def _generate(args: Any, sample: Any, sampling_params: dict[str, Any], eva
     assert policy.trajectory is not None
     sampled = policy.trajectory.turns[0]
     scored = score_turn(turn.text, expert, pivot_row_config(config, row), harness=row.parser, tools=row.tools)
-    result.update(scored_record(scored), finish_reason=sampled.finish_reason, prompt_tokens=len(prompt),
-                  response_tokens=len(sampled.ids), weight_versions=policy.weight_versions,
-                  seconds=round(time.monotonic() - started, 3))
+    result.update(
+        scored_record(scored),
+        finish_reason=sampled.finish_reason,
+        prompt_tokens=len(prompt),
+        response_tokens=len(sampled.ids),
+        weight_versions=policy.weight_versions,
+        seconds=round(time.monotonic() - started, 3),
+    )
     sample.tokens = list(prompt) + list(sampled.ids)
     sample.response = codec.decode(sampled.ids)
     sample.response_length = len(sampled.ids)
@@ -138,4 +160,3 @@ async def _generate(args: Any, sample: Any, sampling_params: dict[str, Any], eva
     sample.metadata = {**metadata, PIVOT_RESULT_KEY: record.to_metadata()}
     sample.reward = pivot_reward(record, config)
     return sample
-

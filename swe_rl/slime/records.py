@@ -22,8 +22,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from swe_rl.harnesses.registry import TOOL_HARNESS_NAMES, harness_tool_schemas
 from swe_rl.rewards.pivot import ExpertAction
 
-__all__ = ["PIVOT_RESULT_KEY", "PIVOT_ROW_KEY", "SEGMENT_KEY", "STEP_KEY", "SWE_KEY", "TOOL_HARNESSES", "PivotRecord",
-           "PivotRow", "RolloutRecord", "StepRecord"]
+__all__ = [
+    "PIVOT_RESULT_KEY",
+    "PIVOT_ROW_KEY",
+    "SEGMENT_KEY",
+    "STEP_KEY",
+    "SWE_KEY",
+    "TOOL_HARNESSES",
+    "PivotRecord",
+    "PivotRow",
+    "RolloutRecord",
+    "StepRecord",
+]
 
 SWE_KEY, STEP_KEY, SEGMENT_KEY = "swe", "swe_step", "swe_segment"
 PIVOT_ROW_KEY, PIVOT_RESULT_KEY = "pivot", "pivot_result"
@@ -163,4 +173,3 @@ class PivotRow(BaseModel):
 
     def expert(self) -> ExpertAction:
         return ExpertAction.from_any(self.expected_action)
-

@@ -58,20 +58,35 @@ def reward_for(sample: Any, config: PluginConfig) -> dict[str, Any]:
 # --------------------------------------------------------------------------- end-to-end
 
 
-def rollout_reward(record: RolloutRecord, step: StepRecord | None, config: PluginConfig, *,
-                   remove_sample: bool = False) -> dict[str, Any]:
+def rollout_reward(
+    record: RolloutRecord, step: StepRecord | None, config: PluginConfig, *, remove_sample: bool = False
+) -> dict[str, Any]:
     """The reward of an end-to-end sample: outcome, and the PRM step bonus when the judge ran."""
     removed = record.removed or bool(remove_sample)
     resolved = record.resolved and not removed
-    rewards = OutcomeRewards(resolved=config.reward_resolved, unresolved=config.reward_unresolved,
-                             removed=config.reward_removed, flagged=config.flagged_reward)
-    score = outcome_score(rewards, resolved=resolved, removed=removed, flagged=is_flagged(record.to_metadata()))
-    out = {"score": score, "acc": 1.0 if resolved else 0.0, "status": record.status, "resolved": resolved,
-           "removed": removed, "exit_reason": record.exit_reason}
+    rewards = OutcomeRewards(
+        resolved=config.reward_resolved,
+        unresolved=config.reward_unresolved,
+        removed=config.reward_removed,
+        flagged=config.flagged_reward,
+    )
+    score = outcome_score(
+        rewards, resolved=resolved, removed=removed, flagged=is_flagged(record.to_metadata())
+    )
+    out = {
+        "score": score,
+        "acc": 1.0 if resolved else 0.0,
+        "status": record.status,
+        "resolved": resolved,
+        "removed": removed,
+        "exit_reason": record.exit_reason,
+    }
     prm = record.prm
     if prm and not removed:
         step_score = step.prm_score if step is not None else prm.get("mean")
-        out.update(score=mixed_reward(score, step_score, config.prm.step_coef), outcome=score, prm_score=step_score)
+        out.update(
+            score=mixed_reward(score, step_score, config.prm.step_coef), outcome=score, prm_score=step_score
+        )
     return out
 
 
@@ -92,8 +107,12 @@ def pivot_reward(record: PivotRecord, config: PluginConfig) -> dict[str, Any]:
     """The reward of a scored (or removed) pivot turn."""
     if record.removed:
         return {"score": float(config.reward_removed), "acc": 0.0, "category": "removed", "removed": True}
-    return {"score": float(record.score or 0.0), "acc": 1.0 if record.category == "match" else 0.0,
-            "category": record.category, "removed": False}
+    return {
+        "score": float(record.score or 0.0),
+        "acc": 1.0 if record.category == "match" else 0.0,
+        "category": record.category,
+        "removed": False,
+    }
 
 
 def _pivot_sample_reward(sample: Any, config: PluginConfig) -> dict[str, Any]:
@@ -101,8 +120,13 @@ def _pivot_sample_reward(sample: Any, config: PluginConfig) -> dict[str, Any]:
     if record is None or record.aborted:  # not scored by pivot generate: score the response now
         try:
             row = PivotRow.model_validate(sample.metadata[PIVOT_ROW_KEY])
-            scored = score_turn(sample.response or "", row.expert(), pivot_row_config(config, row),
-                                harness=row.parser, tools=row.tools)
+            scored = score_turn(
+                sample.response or "",
+                row.expert(),
+                pivot_row_config(config, row),
+                harness=row.parser,
+                tools=row.tools,
+            )
             record = PivotRecord(**scored_record(scored))
         except (ValidationError, ValueError, TypeError) as exc:
             record = PivotRecord(removed=True, removed_reason=f"bad_pivot: {exc}")

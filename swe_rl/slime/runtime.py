@@ -36,8 +36,17 @@ if TYPE_CHECKING:
     from swe_rl.slime.config import PluginConfig
     from swe_rl.tasks import TaskInstance
 
-__all__ = ["POST_PROCESS_PATH", "ROUTING_KEY_HEADER", "TRAJECTORY_FILTER_PATH", "ProcessState", "check_options",
-           "routing_headers", "shutdown", "slime_aborting", "state"]
+__all__ = [
+    "POST_PROCESS_PATH",
+    "ROUTING_KEY_HEADER",
+    "TRAJECTORY_FILTER_PATH",
+    "ProcessState",
+    "check_options",
+    "routing_headers",
+    "shutdown",
+    "slime_aborting",
+    "state",
+]
 
 log = logging.getLogger(__name__)
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
@@ -82,27 +91,40 @@ def check_options(args: Any, *, dynamic_history: bool, evaluation: bool) -> None
         return
     why = "swe_dynamic_history returns a list of samples per rollout (one per step)"
     if getattr(args, "group_rm", False):
-        raise ValueError(f"--group-rm is not supported: {why}, and upstream's group reward assigns one reward per "
-                         "group item. The SWE reward needs no group: drop --group-rm (or set swe_dynamic_history: "
-                         "false).")
+        raise ValueError(
+            f"--group-rm is not supported: {why}, and upstream's group reward assigns one reward per "
+            "group item. The SWE reward needs no group: drop --group-rm (or set swe_dynamic_history: "
+            "false)."
+        )
     if getattr(args, "partial_rollout", False):
-        raise ValueError(f"--partial-rollout is not supported: {why}; upstream's abort walks group items as "
-                         "single samples, and an agent episode cannot resume anyway (its container is gone). Drop "
-                         "--partial-rollout (or set swe_dynamic_history: false: aborted episodes are then replayed "
-                         "from the start).")
+        raise ValueError(
+            f"--partial-rollout is not supported: {why}; upstream's abort walks group items as "
+            "single samples, and an agent episode cannot resume anyway (its container is gone). Drop "
+            "--partial-rollout (or set swe_dynamic_history: false: aborted episodes are then replayed "
+            "from the start)."
+        )
     path = getattr(args, "dynamic_sampling_filter_path", None) or ""
     if path.startswith(_STEP_FILTERS):
-        raise ValueError(f"--dynamic-sampling-filter-path {path} judges single samples but {why}: use "
-                         f"--dynamic-sampling-filter-path {TRAJECTORY_FILTER_PATH} (or its _with_fallback variant), "
-                         "which judges trajectories.")
+        raise ValueError(
+            f"--dynamic-sampling-filter-path {path} judges single samples but {why}: use "
+            f"--dynamic-sampling-filter-path {TRAJECTORY_FILTER_PATH} (or its _with_fallback variant), "
+            "which judges trajectories."
+        )
     estimator = getattr(args, "advantage_estimator", None)
-    if (estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
-            and getattr(args, "rewards_normalization", True)
-            and getattr(args, "custom_reward_post_process_path", None) is None and "post_process" not in _warned):
+    if (
+        estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
+        and getattr(args, "rewards_normalization", True)
+        and getattr(args, "custom_reward_post_process_path", None) is None
+        and "post_process" not in _warned
+    ):
         _warned.add("post_process")
-        log.warning("--advantage-estimator %s with swe_dynamic_history but no --custom-reward-post-process-path: "
-                    "upstream normalises step samples batch-wide, not trajectories per prompt group; pass "
-                    "--custom-reward-post-process-path %s (docs/advantages.md)", estimator, POST_PROCESS_PATH)
+        log.warning(
+            "--advantage-estimator %s with swe_dynamic_history but no --custom-reward-post-process-path: "
+            "upstream normalises step samples batch-wide, not trajectories per prompt group; pass "
+            "--custom-reward-post-process-path %s (docs/advantages.md)",
+            estimator,
+            POST_PROCESS_PATH,
+        )
 
 
 # --------------------------------------------------------------------------- process state
@@ -116,12 +138,18 @@ class ProcessState:
 
     def __init__(self, config: PluginConfig) -> None:
         self.loop = asyncio.get_running_loop()
-        self.http = httpx.AsyncClient(timeout=httpx.Timeout(config.generate_timeout, connect=30.0),
-                                      limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
+        self.http = httpx.AsyncClient(
+            timeout=httpx.Timeout(config.generate_timeout, connect=30.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+        )
         self.semaphore = asyncio.Semaphore(max(1, config.max_concurrent))
         self.codecs: dict[tuple[Any, ...], ChatCodec] = {}
-        self.judges: dict[str, JudgeClient] = {}  # PRM clients; each one's semaphore bounds the process's requests
-        self.context = ContextBudget()  # the policy server's context length, asked once; the budget clamped to it
+        self.judges: dict[
+            str, JudgeClient
+        ] = {}  # PRM clients; each one's semaphore bounds the process's requests
+        self.context = (
+            ContextBudget()
+        )  # the policy server's context length, asked once; the budget clamped to it
         self._client: EnvClient | None = None
 
     @property
@@ -151,8 +179,9 @@ class ProcessState:
                 kwargs["tools"] = tools
             if len(self.codecs) > _CODEC_CACHE:  # rows of many different tool sets: keep the cache bounded
                 self.codecs.clear()
-            self.codecs[key] = ChatCodec(load_tokenizer(config.tokenizer_path),
-                                         ChatRenderer.from_file(config.chat_template), **kwargs)
+            self.codecs[key] = ChatCodec(
+                load_tokenizer(config.tokenizer_path), ChatRenderer.from_file(config.chat_template), **kwargs
+            )
         return self.codecs[key]
 
     async def aclose(self) -> None:

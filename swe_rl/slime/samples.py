@@ -136,29 +136,60 @@ def rollout_id_of(parent: Any) -> int | None:
     return parent.rollout_id if parent.rollout_id is not None else parent.index
 
 
-def child_sample(parent: Any, *, tokens: list[int], mask: list[int], logprobs: list[float], status: Any,
-                 response: str, metadata: dict[str, Any], rollout_id: int | None, removed: bool = False,
-                 weight_versions: list[Any] | None = None) -> Any:
+def child_sample(
+    parent: Any,
+    *,
+    tokens: list[int],
+    mask: list[int],
+    logprobs: list[float],
+    status: Any,
+    response: str,
+    metadata: dict[str, Any],
+    rollout_id: int | None,
+    removed: bool = False,
+    weight_versions: list[Any] | None = None,
+) -> Any:
     """A copy of ``parent`` (group fields and all) with a new response; no reward yet."""
     fresh = {k: type(getattr(parent, k))() for k in ("spec_info", "prefix_cache_info") if hasattr(parent, k)}
     return dataclasses.replace(
-        parent, tokens=tokens, response=response, response_length=len(mask), loss_mask=mask,
-        rollout_log_probs=logprobs, status=status, reward=None, remove_sample=removed, metadata=metadata,
-        rollout_id=rollout_id, weight_versions=list(weight_versions or []), **fresh)
+        parent,
+        tokens=tokens,
+        response=response,
+        response_length=len(mask),
+        loss_mask=mask,
+        rollout_log_probs=logprobs,
+        status=status,
+        reward=None,
+        remove_sample=removed,
+        metadata=metadata,
+        rollout_id=rollout_id,
+        weight_versions=list(weight_versions or []),
+        **fresh,
+    )
 
 
 def removed_sample(Sample: type[CompatSample], parent: Any, codec: Any, metadata: dict[str, Any]) -> Any:
     """A minimal trainable-shaped sample with a zero loss mask: a few prompt ids, one end-of-turn id
     (``response`` is that id's text, so text and ids agree); FAILED, ``remove_sample`` set."""
     prompt, end = removed_ids(codec)
-    return child_sample(parent, tokens=list(prompt) + end, mask=[0] * len(end), logprobs=[0.0] * len(end),
-                        status=Sample.Status.FAILED, response=codec.decode(end), metadata=metadata,
-                        rollout_id=rollout_id_of(parent), removed=True,
-                        weight_versions=(metadata.get(SWE_KEY) or {}).get("weight_versions"))
+    return child_sample(
+        parent,
+        tokens=list(prompt) + end,
+        mask=[0] * len(end),
+        logprobs=[0.0] * len(end),
+        status=Sample.Status.FAILED,
+        response=codec.decode(end),
+        metadata=metadata,
+        rollout_id=rollout_id_of(parent),
+        removed=True,
+        weight_versions=(metadata.get(SWE_KEY) or {}).get("weight_versions"),
+    )
 
 
 def _status(Sample: type[CompatSample], finish: str) -> Any:
-    return {"length": Sample.Status.TRUNCATED, "abort": Sample.Status.ABORTED}.get(finish, Sample.Status.COMPLETED)
+    return {"length": Sample.Status.TRUNCATED, "abort": Sample.Status.ABORTED}.get(
+        finish, Sample.Status.COMPLETED
+    )
 
 
 def _prm_step(record: dict[str, Any], turn: int) -> dict[str, Any]:
@@ -167,11 +198,15 @@ def _prm_step(record: dict[str, Any], turn: int) -> dict[str, Any]:
     if not prm:
         return {}
     judged = next((j for j in prm["steps"] if j["step"] == turn), None)
-    return {"prm_score": judged["score"] if judged else None, "prm_status": judged["status"] if judged else None}
+    return {
+        "prm_score": judged["score"] if judged else None,
+        "prm_status": judged["status"] if judged else None,
+    }
 
 
-def trajectory_samples(Sample: type[CompatSample], parent: Any, traj: Any, codec: Any, record: dict[str, Any], *,
-                       single: bool) -> list[Any]:
+def trajectory_samples(
+    Sample: type[CompatSample], parent: Any, traj: Any, codec: Any, record: dict[str, Any], *, single: bool
+) -> list[Any]:
     """The training samples of a played token trajectory (``record``: the rollout's ``metadata["swe"]``).
 
     ``single``: one sample, the last context segment (prompt + every turn and observation); else one
@@ -185,10 +220,19 @@ def trajectory_samples(Sample: type[CompatSample], parent: Any, traj: Any, codec
         status = _status(Sample, seg.turns[-1].finish_reason) if seg.turns else Sample.Status.COMPLETED
         if exhausted:
             status = Sample.Status.TRUNCATED
-        return [child_sample(parent, tokens=seg.tokens[:seg.end], mask=seg.loss_mask[:n], logprobs=seg.logprobs[:n],
-                             status=status, response=codec.decode(seg.tokens[seg.prompt_len:seg.end]),
-                             metadata={**base, SWE_KEY: record, SEGMENT_KEY: seg.index}, rollout_id=parent.rollout_id,
-                             weight_versions=versions)]
+        return [
+            child_sample(
+                parent,
+                tokens=seg.tokens[: seg.end],
+                mask=seg.loss_mask[:n],
+                logprobs=seg.logprobs[:n],
+                status=status,
+                response=codec.decode(seg.tokens[seg.prompt_len : seg.end]),
+                metadata={**base, SWE_KEY: record, SEGMENT_KEY: seg.index},
+                rollout_id=parent.rollout_id,
+                weight_versions=versions,
+            )
+        ]
     rollout_id = rollout_id_of(parent)
     out = []
     for turn in traj.turns:
@@ -196,9 +240,23 @@ def trajectory_samples(Sample: type[CompatSample], parent: Any, traj: Any, codec
         status = _status(Sample, turn.finish_reason)
         if turn is traj.turns[-1] and exhausted:
             status = Sample.Status.TRUNCATED
-        step = {"turn": turn.index, "segment": turn.segment, "of": len(traj.turns), **_prm_step(record, turn.index)}
-        out.append(child_sample(parent, tokens=seg.tokens[:turn.start + len(turn.ids)], mask=[1] * len(turn.ids),
-                                logprobs=list(turn.logprobs), status=status, response=codec.decode(turn.ids),
-                                metadata={**base, SWE_KEY: record, STEP_KEY: step}, rollout_id=rollout_id,
-                                weight_versions=versions))
+        step = {
+            "turn": turn.index,
+            "segment": turn.segment,
+            "of": len(traj.turns),
+            **_prm_step(record, turn.index),
+        }
+        out.append(
+            child_sample(
+                parent,
+                tokens=seg.tokens[: turn.start + len(turn.ids)],
+                mask=[1] * len(turn.ids),
+                logprobs=list(turn.logprobs),
+                status=status,
+                response=codec.decode(turn.ids),
+                metadata={**base, SWE_KEY: record, STEP_KEY: step},
+                rollout_id=rollout_id,
+                weight_versions=versions,
+            )
+        )
     return out

@@ -23,18 +23,21 @@ class EvalSpecUnavailable(RuntimeError):
 def _r2e_eval_script(instance: TaskInstance) -> str:
     # The hidden tests live at /r2e_tests and run_tests.sh runs them from the repo root.
     wd = instance.workdir
-    return "\n".join(
-        [
-            "#!/bin/bash",
-            "set -uxo pipefail",
-            f"cd {wd}",
-            f"rm -rf {wd}/r2e_tests && ln -s /r2e_tests {wd}/r2e_tests",
-            f": '{START_TEST_OUTPUT}'",
-            f"bash {wd}/run_tests.sh",
-            f": '{END_TEST_OUTPUT}'",
-            f"rm -f {wd}/r2e_tests",
-        ]
-    ) + "\n"
+    return (
+        "\n".join(
+            [
+                "#!/bin/bash",
+                "set -uxo pipefail",
+                f"cd {wd}",
+                f"rm -rf {wd}/r2e_tests && ln -s /r2e_tests {wd}/r2e_tests",
+                f": '{START_TEST_OUTPUT}'",
+                f"bash {wd}/run_tests.sh",
+                f": '{END_TEST_OUTPUT}'",
+                f"rm -f {wd}/r2e_tests",
+            ]
+        )
+        + "\n"
+    )
 
 
 def eval_script_for(instance: TaskInstance) -> str:
@@ -88,8 +91,7 @@ def eval_script_for(instance: TaskInstance) -> str:
         )  # fmt: skip
     except Exception as exc:  # malformed test_patch, spec quirks: never a stack trace upstream
         raise EvalSpecUnavailable(
-            f"{instance.instance_id}: swebench could not build the eval script: "
-            f"{type(exc).__name__}: {exc}"
+            f"{instance.instance_id}: swebench could not build the eval script: {type(exc).__name__}: {exc}"
         ) from exc
     # Same framing as swebench's TestSpec.eval_script (no -e: tests are reverted at the end).
     return "\n".join(["#!/bin/bash", "set -uxo pipefail", *lines]) + "\n"

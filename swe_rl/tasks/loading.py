@@ -73,7 +73,7 @@ def _json_rows(path: Path) -> Iterator[_RawRow]:
     if isinstance(data, Mapping) and isinstance(data.get("instances"), list):
         data = data["instances"]
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of rows or {{\"instances\": [...]}}")
+        raise ValueError(f'{path}: expected a JSON list of rows or {{"instances": [...]}}')
     for i, row in enumerate(data):
         yield None, i, row
 
@@ -90,8 +90,7 @@ def _parquet_rows(path: Path) -> Iterator[_RawRow]:
             records = pd.read_parquet(path).to_dict("records")
         except ImportError:
             raise ImportError(
-                f"reading {path} needs pyarrow (or pandas with fastparquet): "
-                "pip install 'swe-rl[eval]'"
+                f"reading {path} needs pyarrow (or pandas with fastparquet): pip install 'swe-rl[eval]'"
             ) from None
         rows = [{k: _plain(v) for k, v in r.items()} for r in records]
     for i, row in enumerate(rows):
@@ -112,8 +111,7 @@ def _dataset_rows(name: str, split: str) -> Iterator[_RawRow]:
         import datasets
     except ImportError:
         raise FileNotFoundError(
-            f"{name!r} is not a local file, and the 'datasets' package to load it by name "
-            "is not installed"
+            f"{name!r} is not a local file, and the 'datasets' package to load it by name is not installed"
         ) from None
     for i, row in enumerate(datasets.load_dataset(name, split=split)):
         yield None, i, row

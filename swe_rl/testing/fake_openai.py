@@ -86,15 +86,19 @@ class FakeOpenAI(LoopbackServer):
             self.headers.append(dict(request.headers))
             item = self.script.pop(0) if self.script else None
         if item is None:
-            return JSONResponse({"error": {"message": "fake server: script exhausted", "type": "server_error"}}, 500)
+            return JSONResponse(
+                {"error": {"message": "fake server: script exhausted", "type": "server_error"}}, 500
+            )
         reply = item(body) if callable(item) else item
         if isinstance(reply, str):
             reply = ChatReply(content=reply)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.status != 200:
-            return JSONResponse({"error": {"message": reply.content or "scripted error", "type": "server_error"}},
-                                reply.status)
+            return JSONResponse(
+                {"error": {"message": reply.content or "scripted error", "type": "server_error"}},
+                reply.status,
+            )
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
         if reply.reasoning_content is not None:
             message["reasoning_content"] = reply.reasoning_content
@@ -103,22 +107,29 @@ class FakeOpenAI(LoopbackServer):
         prompt_chars = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
         completion = len(reply.content) + len(reply.reasoning_content or "")
         usage = reply.usage or {
-            "prompt_tokens": max(1, prompt_chars // 4), "completion_tokens": max(1, completion // 4),
+            "prompt_tokens": max(1, prompt_chars // 4),
+            "completion_tokens": max(1, completion // 4),
             "total_tokens": max(1, prompt_chars // 4) + max(1, completion // 4),
             "completion_tokens_details": {"reasoning_tokens": len(reply.reasoning_content or "") // 4},
         }
-        return JSONResponse({
-            "id": "chatcmpl-" + secrets.token_hex(8), "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model", "fake"),
-            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
-            "usage": usage,
-        })
+        return JSONResponse(
+            {
+                "id": "chatcmpl-" + secrets.token_hex(8),
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "fake"),
+                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+                "usage": usage,
+            }
+        )
 
     async def _models(self, request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "tests"}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "tests"}]}
+        )
 
     def routes(self) -> list[Route]:
-        return [Route("/v1/chat/completions", self._completions, methods=["POST"]),
-                Route("/v1/models", self._models, methods=["GET"])]
-
-
+        return [
+            Route("/v1/chat/completions", self._completions, methods=["POST"]),
+            Route("/v1/models", self._models, methods=["GET"]),
+        ]

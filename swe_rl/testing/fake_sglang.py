@@ -131,7 +131,9 @@ class FakeSGLang(LoopbackServer):
             self.requests.append(body)
             self.headers.append({k.lower(): v for k, v in request.headers.items()})
             refusal = self._context_refusal(body)
-            if refusal is not None:  # refused before the script is consulted: the reply stays for the next call
+            if (
+                refusal is not None
+            ):  # refused before the script is consulted: the reply stays for the next call
                 self.refusals.append(refusal)
                 return JSONResponse({"error": {"message": refusal}}, 400)
             queue = self.keyed.get(request.headers.get("x-smg-routing-key", ""), self.script)
@@ -154,13 +156,19 @@ class FakeSGLang(LoopbackServer):
             finish["matched"] = reply.stop_token
         elif reply.finish_reason == "abort":
             finish["message"] = "aborted by the scripted router"
-        logprobs = list(reply.logprobs) if reply.logprobs is not None else [
-            -round(0.01 + 0.5 * abs(math.sin(len(self.outputs) * 7.1 + i)), 6) for i in range(len(ids))]
+        logprobs = (
+            list(reply.logprobs)
+            if reply.logprobs is not None
+            else [-round(0.01 + 0.5 * abs(math.sin(len(self.outputs) * 7.1 + i)), 6) for i in range(len(ids))]
+        )
         logprobs = logprobs[: len(ids)]
         self.outputs.append(Output(ids=ids, logprobs=logprobs, finish_reason=finish["type"]))
         meta: dict[str, Any] = {
-            "id": f"fake-{len(self.outputs)}", "finish_reason": finish, "prompt_tokens": len(body["input_ids"]),
-            "completion_tokens": len(ids), "cached_tokens": 0,
+            "id": f"fake-{len(self.outputs)}",
+            "finish_reason": finish,
+            "prompt_tokens": len(body["input_ids"]),
+            "completion_tokens": len(ids),
+            "cached_tokens": 0,
             "output_token_logprobs": [[lp, tid, None] for lp, tid in zip(logprobs, ids)],
         }
         if reply.weight_version is not None:
@@ -182,10 +190,12 @@ class FakeSGLang(LoopbackServer):
             return f"The input ({n} tokens) is longer than the model's context length ({ctx} tokens)."
         new = (body.get("sampling_params") or {}).get("max_new_tokens")
         if new is not None and n + new >= ctx:
-            return (f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested "
-                    f"a total of {n + new} tokens: {n} tokens from the input messages and {new} tokens for the "
-                    "completion. Please reduce the number of tokens in the input messages or the completion to fit "
-                    "within the limit.")
+            return (
+                f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested "
+                f"a total of {n + new} tokens: {n} tokens from the input messages and {new} tokens for the "
+                "completion. Please reduce the number of tokens in the input messages or the completion to fit "
+                "within the limit."
+            )
         return None
 
     def _advertised(self, request: Request) -> bool:
@@ -195,28 +205,56 @@ class FakeSGLang(LoopbackServer):
     async def _models(self, request: Request) -> JSONResponse:
         if not self._advertised(request):
             return JSONResponse({"detail": "Not Found"}, 404)
-        return JSONResponse({"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "sglang",
-                                                         "root": "fake", "max_model_len": self.context_length}]})
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": "fake",
+                        "object": "model",
+                        "owned_by": "sglang",
+                        "root": "fake",
+                        "max_model_len": self.context_length,
+                    }
+                ],
+            }
+        )
 
     async def _model_info(self, request: Request) -> JSONResponse:
         if not self._advertised(request):
             return JSONResponse({"detail": "Not Found"}, 404)
-        return JSONResponse({"model_path": "fake", "tokenizer_path": "fake", "is_generation": True,
-                             "preferred_sampling_params": None, "weight_version": "default"})
+        return JSONResponse(
+            {
+                "model_path": "fake",
+                "tokenizer_path": "fake",
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+            }
+        )
 
     async def _server_info(self, request: Request) -> JSONResponse:
         if not self._advertised(request):
             return JSONResponse({"detail": "Not Found"}, 404)
         assert self.context_length is not None
         total = self.max_total_num_tokens or 8 * self.context_length
-        return JSONResponse({"model_path": "fake", "context_length": self.context_length, "max_total_num_tokens": total,
-                             "max_req_input_len": min(self.context_length, total) - 1,
-                             "internal_states": [{"last_gen_throughput": 0.0}], "version": "fake"})
+        return JSONResponse(
+            {
+                "model_path": "fake",
+                "context_length": self.context_length,
+                "max_total_num_tokens": total,
+                "max_req_input_len": min(self.context_length, total) - 1,
+                "internal_states": [{"last_gen_throughput": 0.0}],
+                "version": "fake",
+            }
+        )
 
     def routes(self) -> list[Route]:
-        return [Route("/generate", self._generate, methods=["POST"]),
-                Route("/health", self._health, methods=["GET"]),
-                Route("/v1/models", self._models, methods=["GET"]),
-                Route("/get_model_info", self._model_info, methods=["GET"]),
-                Route("/get_server_info", self._server_info, methods=["GET"]),
-                Route("/server_info", self._server_info, methods=["GET"])]
+        return [
+            Route("/generate", self._generate, methods=["POST"]),
+            Route("/health", self._health, methods=["GET"]),
+            Route("/v1/models", self._models, methods=["GET"]),
+            Route("/get_model_info", self._model_info, methods=["GET"]),
+            Route("/get_server_info", self._server_info, methods=["GET"]),
+            Route("/server_info", self._server_info, methods=["GET"]),
+        ]

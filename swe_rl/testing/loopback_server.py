@@ -26,8 +26,13 @@ class LoopbackServer:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        config = uvicorn.Config(Starlette(routes=self.routes()), host="127.0.0.1", port=self.port,
-                                log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            Starlette(routes=self.routes()),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name=type(self).__name__, daemon=True)
         self._thread.start()

@@ -69,9 +69,14 @@ class ChatRenderer:
     def from_file(cls, path: str | Path, **defaults: Any) -> ChatRenderer:
         return cls(Path(path).read_text(encoding="utf-8"), **defaults)
 
-    def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = False, **kwargs: Any) -> str:
-        return self.template.render(messages=list(messages), add_generation_prompt=add_generation_prompt,
-                                    **{**self.defaults, **kwargs})
+    def render(
+        self, messages: Sequence[Message], *, add_generation_prompt: bool = False, **kwargs: Any
+    ) -> str:
+        return self.template.render(
+            messages=list(messages),
+            add_generation_prompt=add_generation_prompt,
+            **{**self.defaults, **kwargs},
+        )
 
 
 class ChatCodec:
@@ -85,7 +90,7 @@ class ChatCodec:
         """Observations whose ids would differ from tokenizing the whole conversation (should stay 0)."""
         probe = [{"role": "user", "content": "x"}]
         bare = self.render(probe)
-        self.generation_prompt = self.render(probe, add_generation_prompt=True)[len(bare):]
+        self.generation_prompt = self.render(probe, add_generation_prompt=True)[len(bare) :]
         self.header_ids = self.encode(self.generation_prompt)
         """Ids of the next assistant header (``<|im_start|>assistant\\n``); every context ends with them."""
         marker = "\x01"  # what the template wraps around an assistant turn's text
@@ -98,7 +103,9 @@ class ChatCodec:
         self._closing_ids = {i for i in self.added_ids if self.turn_end.startswith(self.decode([i]))}
 
     def render(self, messages: Sequence[Message], *, add_generation_prompt: bool = False) -> str:
-        return self.renderer.render(messages, add_generation_prompt=add_generation_prompt, **self.template_kwargs)
+        return self.renderer.render(
+            messages, add_generation_prompt=add_generation_prompt, **self.template_kwargs
+        )
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -110,16 +117,19 @@ class ChatCodec:
         """The first context: the messages (and the harness's tool schemas, rendered by the template into
         the system turn) and the assistant header."""
         if tools:
-            text = self.renderer.render(messages, add_generation_prompt=True,
-                                        **{**self.template_kwargs, "tools": list(tools)})
+            text = self.renderer.render(
+                messages, add_generation_prompt=True, **{**self.template_kwargs, "tools": list(tools)}
+            )
         else:
             text = self.render(messages, add_generation_prompt=True)
         ids = self.encode(text)
-        if ids[-len(self.header_ids):] != self.header_ids:
+        if ids[-len(self.header_ids) :] != self.header_ids:
             raise PrefixError("the rendered prompt does not end with the assistant header")
         return ids
 
-    def observation_text(self, assistant: Message, new_messages: Sequence[Message], last_id: int | None) -> str:
+    def observation_text(
+        self, assistant: Message, new_messages: Sequence[Message], last_id: int | None
+    ) -> str:
         """Text after a sampled turn: the rest of its closing, the new messages, the next header."""
         prefix = self.render([assistant])
         full = self.render([assistant, *new_messages], add_generation_prompt=True)
@@ -127,10 +137,12 @@ class ChatCodec:
             raise PrefixError("the chat template rewrote an assistant turn when messages were added after it")
         closing = self.turn_end
         if last_id is not None and last_id in self._closing_ids:  # e.g. the sampled <|im_end|>
-            closing = closing[len(self.decode([last_id])):]
-        return closing + full[len(prefix):]
+            closing = closing[len(self.decode([last_id])) :]
+        return closing + full[len(prefix) :]
 
-    def observation_ids(self, assistant: Message, new_messages: Sequence[Message], last_ids: Sequence[int]) -> list[int]:
+    def observation_ids(
+        self, assistant: Message, new_messages: Sequence[Message], last_ids: Sequence[int]
+    ) -> list[int]:
         """Ids of `observation_text`, checked to tokenize the same as within the whole conversation."""
         text = self.observation_text(assistant, new_messages, last_ids[-1] if last_ids else None)
         ids = self.encode(text)

@@ -32,9 +32,16 @@ class KeptContext:
     """Pairs kept (head and tail)."""
 
 
-def head_tail_context(prompt_ids: Sequence[int], pairs: Sequence[Turn], budget: int,
-                      marker: Callable[[int], list[int]], *, header_len: int, head_ratio: float = 0.3,
-                      tail_ratio: float = 0.7) -> KeptContext | None:
+def head_tail_context(
+    prompt_ids: Sequence[int],
+    pairs: Sequence[Turn],
+    budget: int,
+    marker: Callable[[int], list[int]],
+    *,
+    header_len: int,
+    head_ratio: float = 0.3,
+    tail_ratio: float = 0.7,
+) -> KeptContext | None:
     """Prompt + head pairs + marker + tail pairs within ``budget`` ids; None when even prompt + marker +
     newest pair exceed it. ``marker(n)`` gives the ids of the marker for ``n`` omitted pairs, ending with
     its own assistant header (``header_len`` ids, which the pair before it then drops)."""
@@ -54,7 +61,7 @@ def head_tail_context(prompt_ids: Sequence[int], pairs: Sequence[Turn], budget: 
         tokens += turn.ids
         tokens += turn.observation
     if omitted:
-        del tokens[len(tokens) - header_len:]  # the marker brings its own assistant header
+        del tokens[len(tokens) - header_len :]  # the marker brings its own assistant header
         tokens += marker(omitted)
     for turn in pairs[first_tail:]:
         tokens += turn.ids

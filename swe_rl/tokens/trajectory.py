@@ -97,8 +97,14 @@ class TokenTrajectory:
         if len(ids) != len(logprobs):
             raise ValueError(f"{len(ids)} sampled ids but {len(logprobs)} log-probs")
         seg = self.segment
-        turn = Turn(index=len(self.turns), segment=seg.index, start=len(seg.tokens), ids=list(ids),
-                    logprobs=[float(x) for x in logprobs], finish_reason=finish_reason)
+        turn = Turn(
+            index=len(self.turns),
+            segment=seg.index,
+            start=len(seg.tokens),
+            ids=list(ids),
+            logprobs=[float(x) for x in logprobs],
+            finish_reason=finish_reason,
+        )
         seg.tokens.extend(turn.ids)
         seg.loss_mask.extend([1] * len(turn.ids))
         seg.logprobs.extend(turn.logprobs)
@@ -110,7 +116,7 @@ class TokenTrajectory:
         """Ids after the last turn (loss mask 0); they end with the next assistant header."""
         if not self.turns or self.turns[-1].observation:
             raise ValueError("an observation follows exactly one sampled turn")
-        if self.header_ids and list(ids[-len(self.header_ids):]) != self.header_ids:
+        if self.header_ids and list(ids[-len(self.header_ids) :]) != self.header_ids:
             raise PrefixError("an observation must end with the assistant header")
         seg = self.segment
         self.turns[-1].observation = list(ids)
@@ -118,8 +124,14 @@ class TokenTrajectory:
         seg.loss_mask.extend([0] * len(ids))
         seg.logprobs.extend([0.0] * len(ids))
 
-    def compact(self, budget: int, marker: Callable[[int], list[int]], *, head_ratio: float = 0.3,
-                tail_ratio: float = 0.7) -> bool:
+    def compact(
+        self,
+        budget: int,
+        marker: Callable[[int], list[int]],
+        *,
+        head_ratio: float = 0.3,
+        tail_ratio: float = 0.7,
+    ) -> bool:
         """Start a segment of prompt + head pairs + marker + tail pairs within `budget` ids.
 
         Pairs are (turn, its observation), oldest first; the newest pair is always kept.
@@ -128,19 +140,36 @@ class TokenTrajectory:
         pairs = self.turns
         if not pairs or not pairs[-1].observation:
             raise ValueError("compact after an observation, before the next turn")
-        kept = head_tail_context(self.prompt_ids, pairs, budget, marker, header_len=len(self.header_ids),
-                                 head_ratio=head_ratio, tail_ratio=tail_ratio)
+        kept = head_tail_context(
+            self.prompt_ids,
+            pairs,
+            budget,
+            marker,
+            header_len=len(self.header_ids),
+            head_ratio=head_ratio,
+            tail_ratio=tail_ratio,
+        )
         if kept is None:
             return False
-        self.segments.append(Segment(index=len(self.segments), prompt_len=len(kept.tokens), tokens=kept.tokens,
-                                     omitted_turns=kept.omitted_turns, kept_turns=kept.kept_turns))
+        self.segments.append(
+            Segment(
+                index=len(self.segments),
+                prompt_len=len(kept.tokens),
+                tokens=kept.tokens,
+                omitted_turns=kept.omitted_turns,
+                kept_turns=kept.kept_turns,
+            )
+        )
         return True
 
     def summary(self) -> dict[str, Any]:
         """Counts for logs and meta.json."""
-        return {"turns": len(self.turns), "segments": len(self.segments),
-                "prompt_tokens": len(self.prompt_ids),
-                "sampled_tokens": sum(len(t.ids) for t in self.turns),
-                "observation_tokens": sum(len(t.observation) for t in self.turns),
-                "segment_prompt_lens": [s.prompt_len for s in self.segments],
-                "omitted_turns": [s.omitted_turns for s in self.segments]}
+        return {
+            "turns": len(self.turns),
+            "segments": len(self.segments),
+            "prompt_tokens": len(self.prompt_ids),
+            "sampled_tokens": sum(len(t.ids) for t in self.turns),
+            "observation_tokens": sum(len(t.observation) for t in self.turns),
+            "segment_prompt_lens": [s.prompt_len for s in self.segments],
+            "omitted_turns": [s.omitted_turns for s in self.segments],
+        }

@@ -25,8 +25,10 @@ from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
 TOOLZ = "pytoolz__toolz-9001"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
-FIX = ("sed -i 's/iters = itertools.takewhile(predicate, iters)/"
-       "iters = itertools.cycle(itertools.takewhile(predicate, iters))/' toolz/itertoolz.py")
+FIX = (
+    "sed -i 's/iters = itertools.takewhile(predicate, iters)/"
+    "iters = itertools.cycle(itertools.takewhile(predicate, iters))/' toolz/itertoolz.py"
+)
 REPRO = "python3 -c \"from toolz import interleave; print(''.join(interleave(('A', '123'))))\""
 
 
@@ -35,26 +37,42 @@ def bash(command: str, thought: str = "Next step.", **kw) -> ChatReply:
 
 
 def policy_for(server: FakeOpenAI) -> OpenAIChatPolicy:
-    return OpenAIChatPolicy(OpenAIChatConfig(model="fake/swe-policy", api_base=server.base_url, retries=0,
-                                             temperature=0.6, top_k=20))
+    return OpenAIChatPolicy(
+        OpenAIChatConfig(
+            model="fake/swe-policy", api_base=server.base_url, retries=0, temperature=0.6, top_k=20
+        )
+    )
 
 
 def last_user(request: dict) -> str:
     return request["messages"][-1]["content"]
 
 
-async def test_scripted_agent_fixes_an_instance_and_is_resolved(client, pool, fixture_instances, docker_client):
+async def test_scripted_agent_fixes_an_instance_and_is_resolved(
+    client, pool, fixture_instances, docker_client
+):
     script = [
-        bash("grep -n 'takewhile' toolz/itertoolz.py", "Find the code.", reasoning_content="R1: look at interleave"),
+        bash(
+            "grep -n 'takewhile' toolz/itertoolz.py",
+            "Find the code.",
+            reasoning_content="R1: look at interleave",
+        ),
         bash(REPRO, "Reproduce.", reasoning_content="R2: reproduce"),
         bash(FIX, "Keep cycling over the remaining iterators."),
-        ChatReply("Check with python.\n\n```bash\npython3 - <<'EOF'\nfrom toolz import interleave\n"
-              "print(list(interleave([[1, 2, 3], [4], [5, 6, 7]])))\nEOF\n```"),
+        ChatReply(
+            "Check with python.\n\n```bash\npython3 - <<'EOF'\nfrom toolz import interleave\n"
+            "print(list(interleave([[1, 2, 3], [4], [5, 6, 7]])))\nEOF\n```"
+        ),
         bash(SUBMIT, "Submit."),
     ]
     with FakeOpenAI(script) as server:
-        result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client,
-                                    config=AgentConfig(step_limit=10, command_timeout=60))
+        result = await run_instance(
+            fixture_instances[TOOLZ],
+            policy_for(server),
+            BashBlockHarness(),
+            client=client,
+            config=AgentConfig(step_limit=10, command_timeout=60),
+        )
     agent = result.agent
     assert agent.exit_reason is ExitReason.SUBMITTED, agent.error
     assert result.status is GradeStatus.RESOLVED and result.resolved, result.grade.message
@@ -84,17 +102,25 @@ async def test_scripted_agent_fixes_an_instance_and_is_resolved(client, pool, fi
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_format_errors_get_feedback_and_too_many_end_the_episode(client, pool, fixture_instances,
-                                                                       docker_client):
+async def test_format_errors_get_feedback_and_too_many_end_the_episode(
+    client, pool, fixture_instances, docker_client
+):
     script = [
-        ChatReply("I believe the bug is in interleave."),                       # no block
-        ChatReply("```bash\nls\n```\nand\n```bash\npwd\n```"),                   # two blocks
-        bash("echo ok"),                                                     # fine: the count restarts
-        ChatReply("no block"), ChatReply("still none"), ChatReply("nothing again"),      # three in a row
+        ChatReply("I believe the bug is in interleave."),  # no block
+        ChatReply("```bash\nls\n```\nand\n```bash\npwd\n```"),  # two blocks
+        bash("echo ok"),  # fine: the count restarts
+        ChatReply("no block"),
+        ChatReply("still none"),
+        ChatReply("nothing again"),  # three in a row
     ]
     with FakeOpenAI(script) as server:
-        result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client,
-                                    config=AgentConfig(step_limit=10, max_format_errors=3))
+        result = await run_instance(
+            fixture_instances[TOOLZ],
+            policy_for(server),
+            BashBlockHarness(),
+            client=client,
+            config=AgentConfig(step_limit=10, max_format_errors=3),
+        )
     assert "no ```bash block" in last_user(server.requests[1])
     assert "2 ```bash blocks" in last_user(server.requests[2])
     assert "<output>\nok\n</output>" in last_user(server.requests[3])
@@ -107,8 +133,13 @@ async def test_format_errors_get_feedback_and_too_many_end_the_episode(client, p
 async def test_step_limit_takes_the_patch_from_git_diff(client, pool, fixture_instances, docker_client):
     script = [bash(FIX, "Fix it."), bash("git status --short", "Look."), bash(SUBMIT, "never reached")]
     with FakeOpenAI(script) as server:
-        result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client,
-                                    config=AgentConfig(step_limit=2))
+        result = await run_instance(
+            fixture_instances[TOOLZ],
+            policy_for(server),
+            BashBlockHarness(),
+            client=client,
+            config=AgentConfig(step_limit=2),
+        )
     assert result.agent.exit_reason is ExitReason.STEP_LIMIT and server.calls == 2
     assert result.agent.submission is None
     assert "itertools.cycle(itertools.takewhile" in result.agent.patch
@@ -121,8 +152,13 @@ async def test_step_limit_takes_the_patch_from_git_diff(client, pool, fixture_in
 async def test_command_timeout_is_shown_to_the_agent(client, pool, fixture_instances, docker_client):
     script = [bash("echo started; sleep 30", "Slow."), bash(SUBMIT, "Give up.")]
     with FakeOpenAI(script) as server:
-        result = await run_agent(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client,
-                                 config=AgentConfig(step_limit=5, command_timeout=1.5))
+        result = await run_agent(
+            fixture_instances[TOOLZ],
+            policy_for(server),
+            BashBlockHarness(),
+            client=client,
+            config=AgentConfig(step_limit=5, command_timeout=1.5),
+        )
     step = result.steps[0]
     assert step.timed_out and step.returncode == 124 and step.exec_seconds < 15
     feedback = last_user(server.requests[1])
@@ -134,8 +170,13 @@ async def test_deadline_ends_the_episode_and_keeps_the_diff(client, pool, fixtur
     script = [bash("echo note > NOTES.txt", "Write a note."), bash("sleep 60", "Wait a long time.")]
     with FakeOpenAI(script) as server:
         started = time.monotonic()
-        result = await run_agent(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client,
-                                 config=AgentConfig(step_limit=5, command_timeout=120, deadline=6))
+        result = await run_agent(
+            fixture_instances[TOOLZ],
+            policy_for(server),
+            BashBlockHarness(),
+            client=client,
+            config=AgentConfig(step_limit=5, command_timeout=120, deadline=6),
+        )
     assert result.exit_reason is ExitReason.DEADLINE and "deadline" in result.error
     assert time.monotonic() - started < 30
     assert "+++ b/NOTES.txt" in result.patch and "+note" in result.patch
@@ -145,7 +186,9 @@ async def test_deadline_ends_the_episode_and_keeps_the_diff(client, pool, fixtur
 
 async def test_policy_failure_is_a_policy_error(client, pool, fixture_instances, docker_client):
     with FakeOpenAI([bash("true"), ChatReply("overloaded", status=500)]) as server:
-        result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client)
+        result = await run_instance(
+            fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client
+        )
     assert result.agent.exit_reason is ExitReason.POLICY_ERROR and "overloaded" in result.agent.error
     assert result.status is GradeStatus.NO_PATCH and not result.infra_failure
     assert not leftover_containers(docker_client, pool)
@@ -166,14 +209,16 @@ async def test_dead_exec_server_is_an_env_error(fleet, pool_factory, fixture_ins
     srv.kill()
     async with client_for(pool, allocate_deadline=3) as client:
         with FakeOpenAI([bash(SUBMIT)]) as server:
-            result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(),
-                                        client=client)
+            result = await run_instance(
+                fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client
+            )
     assert result.agent.exit_reason is ExitReason.ENV_ERROR and "FleetUnavailable" in result.agent.error
     assert result.status is GradeStatus.ENV_ERROR and result.infra_failure
 
 
-async def test_node_dying_mid_episode_is_an_env_error_not_a_score(fleet, pool_factory, fixture_instances,
-                                                                  docker_client):
+async def test_node_dying_mid_episode_is_an_env_error_not_a_score(
+    fleet, pool_factory, fixture_instances, docker_client
+):
     (srv,) = fleet(1)
     pool = pool_factory([srv])
 
@@ -183,8 +228,9 @@ async def test_node_dying_mid_episode_is_an_env_error_not_a_score(fleet, pool_fa
 
     async with client_for(pool, allocate_deadline=3, retries=1) as client:
         with FakeOpenAI([bash("ls"), kill_node_then_answer, bash(SUBMIT)]) as server:
-            result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(),
-                                        client=client)
+            result = await run_instance(
+                fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client
+            )
     assert result.agent.exit_reason is ExitReason.ENV_ERROR, result.agent.exit_reason
     assert result.status is GradeStatus.ENV_ERROR and result.infra_failure
     assert result.agent.patch == ""
@@ -192,8 +238,15 @@ async def test_node_dying_mid_episode_is_an_env_error_not_a_score(fleet, pool_fa
 
 async def test_cancelled_episode_releases_its_container(client, pool, fixture_instances, docker_client):
     with FakeOpenAI([bash("sleep 60")]) as server:
-        task = asyncio.create_task(run_agent(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(),
-                                             client=client, config=AgentConfig(command_timeout=120)))
+        task = asyncio.create_task(
+            run_agent(
+                fixture_instances[TOOLZ],
+                policy_for(server),
+                BashBlockHarness(),
+                client=client,
+                config=AgentConfig(command_timeout=120),
+            )
+        )
         deadline = time.monotonic() + 30
         while server.calls == 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
@@ -206,9 +259,13 @@ async def test_cancelled_episode_releases_its_container(client, pool, fixture_in
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_agent_that_destroys_the_repository_gets_no_patch_not_an_env_error(client, pool, fixture_instances):
+async def test_agent_that_destroys_the_repository_gets_no_patch_not_an_env_error(
+    client, pool, fixture_instances
+):
     with FakeOpenAI([bash(FIX), bash("rm -rf .git"), bash(SUBMIT)]) as server:
-        result = await run_instance(fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client)
+        result = await run_instance(
+            fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client
+        )
     assert result.agent.exit_reason is ExitReason.SUBMITTED
     assert result.agent.patch == "" and "no patch" in result.agent.error
     assert result.status is GradeStatus.NO_PATCH and not result.infra_failure

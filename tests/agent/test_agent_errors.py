@@ -20,8 +20,9 @@ from swe_rl.agent.protocols import PolicyTurn
 from swe_rl.harnesses.registry import harness_by_name
 from swe_rl.tasks import TaskInstance
 
-INSTANCE = TaskInstance(instance_id="tiny__repo-1", repo="tiny/repo", problem_statement="f() must return 2",
-                        image="unused")
+INSTANCE = TaskInstance(
+    instance_id="tiny__repo-1", repo="tiny/repo", problem_statement="f() must return 2", image="unused"
+)
 
 
 class FailingPolicy:
@@ -48,23 +49,38 @@ def factory(tmp_path):
 
 
 def test_every_policy_error_names_its_stop_reason():
-    reasons = {cls: cls.stop_reason for cls in (ContextExhausted, PolicyAborted, PolicyUnreachable, PolicyBadResponse)}
-    assert reasons == {ContextExhausted: "context_exhausted", PolicyAborted: "aborted",
-                       PolicyUnreachable: "unreachable", PolicyBadResponse: "bad_response"}
+    reasons = {
+        cls: cls.stop_reason
+        for cls in (ContextExhausted, PolicyAborted, PolicyUnreachable, PolicyBadResponse)
+    }
+    assert reasons == {
+        ContextExhausted: "context_exhausted",
+        PolicyAborted: "aborted",
+        PolicyUnreachable: "unreachable",
+        PolicyBadResponse: "bad_response",
+    }
     assert all(issubclass(cls, PolicyError) and issubclass(cls, RuntimeError) for cls in reasons)
     assert not issubclass(FormatError, PolicyError)
 
 
-@pytest.mark.parametrize(("error", "stop_reason"), [
-    (ContextExhausted("too long"), "context_exhausted"),
-    (PolicyAborted("slime aborts"), "aborted"),
-    (PolicyUnreachable("router down"), "unreachable"),
-    (PolicyBadResponse("no log-probs"), "bad_response"),
-    (ValueError("a bug"), None),
-])
+@pytest.mark.parametrize(
+    ("error", "stop_reason"),
+    [
+        (ContextExhausted("too long"), "context_exhausted"),
+        (PolicyAborted("slime aborts"), "aborted"),
+        (PolicyUnreachable("router down"), "unreachable"),
+        (PolicyBadResponse("no log-probs"), "bad_response"),
+        (ValueError("a bug"), None),
+    ],
+)
 async def test_the_result_carries_the_policy_errors_stop_reason(factory, error, stop_reason):
-    result = await run_agent(INSTANCE, FailingPolicy(error), harness_by_name("bash_block"), env_factory=factory,
-                             config=AgentConfig(step_limit=5, git_hygiene=False))
+    result = await run_agent(
+        INSTANCE,
+        FailingPolicy(error),
+        harness_by_name("bash_block"),
+        env_factory=factory,
+        config=AgentConfig(step_limit=5, git_hygiene=False),
+    )
     assert result.exit_reason is ExitReason.POLICY_ERROR  # the exit values stay as they were
     assert result.stop_reason == stop_reason
     assert result.error == f"{type(error).__name__}: {error}"
@@ -72,9 +88,13 @@ async def test_the_result_carries_the_policy_errors_stop_reason(factory, error, 
 
 
 async def test_a_policy_error_at_episode_start_is_kept_too(factory):
-    result = await run_agent(INSTANCE, FailingPolicy(PolicyAborted("early"), at_start=True),
-                             harness_by_name("bash_block"), env_factory=factory,
-                             config=AgentConfig(step_limit=5, git_hygiene=False))
+    result = await run_agent(
+        INSTANCE,
+        FailingPolicy(PolicyAborted("early"), at_start=True),
+        harness_by_name("bash_block"),
+        env_factory=factory,
+        config=AgentConfig(step_limit=5, git_hygiene=False),
+    )
     assert result.exit_reason is ExitReason.POLICY_ERROR and result.stop_reason == "aborted"
     assert result.error == "start_episode: PolicyAborted: early"
 
@@ -84,6 +104,11 @@ async def test_episodes_that_end_otherwise_have_no_stop_reason(factory):
         async def act(self, messages, **kwargs) -> PolicyTurn:
             return PolicyTurn(text="```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```")
 
-    result = await run_agent(INSTANCE, Submitter(), harness_by_name("bash_block"), env_factory=factory,
-                             config=AgentConfig(step_limit=5, git_hygiene=False))
+    result = await run_agent(
+        INSTANCE,
+        Submitter(),
+        harness_by_name("bash_block"),
+        env_factory=factory,
+        config=AgentConfig(step_limit=5, git_hygiene=False),
+    )
     assert result.exit_reason is ExitReason.SUBMITTED and result.stop_reason is None

@@ -47,7 +47,9 @@ async def env_calls(env: Environment) -> list[tuple]:
             out.append((label, value))
 
     await attempt("exec", env.exec("echo out; exit 3", timeout=10))
-    await attempt("exec stderr", env.exec("echo err >&2", timeout=10))  # (the fleet's two pipes keep no order)
+    await attempt(
+        "exec stderr", env.exec("echo err >&2", timeout=10)
+    )  # (the fleet's two pipes keep no order)
     await attempt("exec timeout", env.exec("echo before; sleep 20", timeout=1))
     await attempt("exec NUL", env.exec("echo a\x00b", timeout=10))
     await attempt("read text", env.read_file("uni.py"))
@@ -72,15 +74,40 @@ TOOL_CALLS = [
     (CodeActHarness, lambda w: tool("str_replace_editor", command="view", path=w)),
     (CodeActHarness, lambda w: tool("str_replace_editor", command="view", path=f"{w}/nope.py")),
     (CodeActHarness, lambda w: tool("str_replace_editor", command="view", path=f"{w}/blob.bin")),
-    (CodeActHarness, lambda w: tool("str_replace_editor", command="str_replace", path=f"{w}/pkg", old_str="a",
-                                    new_str="b")),
-    (CodeActHarness, lambda w: tool("str_replace_editor", command="str_replace", path=f"{w}/pkg/core.py",
-                                    old_str="    return ", new_str="    return  ")),
-    (CodeActHarness, lambda w: tool("str_replace_editor", command="str_replace", path=f"{w}/uni.py",
-                                    old_str="name = 'Zoë'", new_str="name = 'Zoé'")),
-    (CodeActHarness, lambda w: tool("str_replace_editor", command="create", path=f"{w}/pkg/new.py",
-                                    file_text="NEW = 1\n")),
-    (CodeActHarness, lambda w: tool("str_replace_editor", command="create", path="/tmp/evil.py", file_text="x")),
+    (
+        CodeActHarness,
+        lambda w: tool(
+            "str_replace_editor", command="str_replace", path=f"{w}/pkg", old_str="a", new_str="b"
+        ),
+    ),
+    (
+        CodeActHarness,
+        lambda w: tool(
+            "str_replace_editor",
+            command="str_replace",
+            path=f"{w}/pkg/core.py",
+            old_str="    return ",
+            new_str="    return  ",
+        ),
+    ),
+    (
+        CodeActHarness,
+        lambda w: tool(
+            "str_replace_editor",
+            command="str_replace",
+            path=f"{w}/uni.py",
+            old_str="name = 'Zoë'",
+            new_str="name = 'Zoé'",
+        ),
+    ),
+    (
+        CodeActHarness,
+        lambda w: tool("str_replace_editor", command="create", path=f"{w}/pkg/new.py", file_text="NEW = 1\n"),
+    ),
+    (
+        CodeActHarness,
+        lambda w: tool("str_replace_editor", command="create", path="/tmp/evil.py", file_text="x"),
+    ),
     (CodeActHarness, lambda w: tool("execute_bash", command="echo hi && exit 3")),
     (CodeActHarness, lambda w: tool("execute_bash", command="echo a\x00b")),
     (CodexHarness, lambda w: tool("read_file", file_path=f"{w}/uni.py")),
@@ -90,10 +117,20 @@ TOOL_CALLS = [
     (CodexHarness, lambda w: tool("list_dir", dir_path=w, depth=2)),
     (CodexHarness, lambda w: tool("list_dir", dir_path=f"{w}/nope")),
     (CodexHarness, lambda w: tool("grep_files", pattern="def interleave", path=w, include="*.py")),
-    (CodexHarness, lambda w: tool("apply_patch", input="*** Begin Patch\n*** Update File: rep.txt\n@@\n b\n-a\n+c\n"
-                                                       "*** Add File: docs/n.md\n+# N\n*** End Patch")),
-    (CodexHarness, lambda w: tool("apply_patch", input="*** Begin Patch\n*** Update File: rep.txt\n@@\n-zzz\n+y\n"
-                                                       "*** End Patch")),
+    (
+        CodexHarness,
+        lambda w: tool(
+            "apply_patch",
+            input="*** Begin Patch\n*** Update File: rep.txt\n@@\n b\n-a\n+c\n"
+            "*** Add File: docs/n.md\n+# N\n*** End Patch",
+        ),
+    ),
+    (
+        CodexHarness,
+        lambda w: tool(
+            "apply_patch", input="*** Begin Patch\n*** Update File: rep.txt\n@@\n-zzz\n+y\n*** End Patch"
+        ),
+    ),
     (OpenCodeHarness, lambda w: tool("read", file_path="pkg/core.py")),
     (OpenCodeHarness, lambda w: tool("read", file_path="pkg")),
     (OpenCodeHarness, lambda w: tool("edit", file_path="rep.txt", old_string="a", new_string="z")),
@@ -126,7 +163,9 @@ async def test_in_process_and_fleet_environments_agree(client, base_image, tmp_p
         fleet_env = FleetEnvironment(lease)
         for path, content in FILES.items():
             await fleet_env.write_file(path, content)
-        setup = await fleet_env.exec(f"git init -q -b main && git add -A && {GIT} commit -qm base", timeout=60)
+        setup = await fleet_env.exec(
+            f"git init -q -b main && git add -A && {GIT} commit -qm base", timeout=60
+        )
         assert setup.ok, setup.output
         on_fleet = await transcript(fleet_env)
     repo = init_repo(tmp_path / "src", FILES)

@@ -42,7 +42,8 @@ def files_of(patch: str) -> list[str]:
 
 
 async def test_noop_on_untracked_build_output_is_no_patch_with_an_empty_patch_and_tests_run(
-        client, pool, fixture_instances, docker_client):
+    client, pool, fixture_instances, docker_client
+):
     result = await run_instance(fixture_instances[BUILD], NoopPolicy(), BashBlockHarness(), client=client)
     assert result.agent.exit_reason is ExitReason.SUBMITTED
     assert result.agent.patch == ""
@@ -63,7 +64,9 @@ async def test_gold_on_untracked_build_output_applies_with_plain_git_apply(clien
     assert result.grade.apply_strategy == "git apply"
 
 
-async def test_agent_edits_and_new_files_inside_the_untracked_folder_are_in_the_patch(client, fixture_instances):
+async def test_agent_edits_and_new_files_inside_the_untracked_folder_are_in_the_patch(
+    client, fixture_instances
+):
     commands = [
         "git status --porcelain",
         "echo '# touched by the agent' >> build/lib/toolz/dicttoolz.py",
@@ -71,16 +74,34 @@ async def test_agent_edits_and_new_files_inside_the_untracked_folder_are_in_the_
         "rm build/lib/toolz/recipes.py",
         FIX,
     ]
-    result = await run_instance(fixture_instances[BUILD], ScriptedPolicy(commands), BashBlockHarness(),
-                                client=client, config=AgentConfig(step_limit=10, command_timeout=60))
+    result = await run_instance(
+        fixture_instances[BUILD],
+        ScriptedPolicy(commands),
+        BashBlockHarness(),
+        client=client,
+        config=AgentConfig(step_limit=10, command_timeout=60),
+    )
     patch = result.agent.patch
-    assert sorted(files_of(patch)) == sorted([
-        "build/lib/toolz/agent_new.py", "build/lib/toolz/dicttoolz.py", "build/lib/toolz/recipes.py",
-        "toolz.egg-info/NOTES", "toolz/dicttoolz.py"])
+    assert sorted(files_of(patch)) == sorted(
+        [
+            "build/lib/toolz/agent_new.py",
+            "build/lib/toolz/dicttoolz.py",
+            "build/lib/toolz/recipes.py",
+            "toolz.egg-info/NOTES",
+            "toolz/dicttoolz.py",
+        ]
+    )
     edited = patch.split("diff --git a/build/lib/toolz/dicttoolz.py")[1].split("diff --git")[0]
-    assert "new file mode" not in edited and "+# touched by the agent" in edited  # a modification, not a creation
-    assert "new file mode" in patch.split("diff --git a/build/lib/toolz/agent_new.py")[1].split("diff --git")[0]
-    assert "deleted file mode" in patch.split("diff --git a/build/lib/toolz/recipes.py")[1].split("diff --git")[0]
+    assert (
+        "new file mode" not in edited and "+# touched by the agent" in edited
+    )  # a modification, not a creation
+    assert (
+        "new file mode" in patch.split("diff --git a/build/lib/toolz/agent_new.py")[1].split("diff --git")[0]
+    )
+    assert (
+        "deleted file mode"
+        in patch.split("diff --git a/build/lib/toolz/recipes.py")[1].split("diff --git")[0]
+    )
     # it applies as is in a fresh container of the same image (where build/ is present, untracked)
     assert result.status is GradeStatus.RESOLVED, result.grade.message
     assert result.grade.apply_strategy == "git apply"
@@ -91,12 +112,19 @@ async def test_without_a_baseline_the_build_output_would_be_swept_in(client, fix
     inst = fixture_instances[BUILD]
     async with client.lease(inst.image, workdir=inst.workdir) as lease:
         plain = await lease.diff()
-        assert "build/lib/toolz/dicttoolz.py" in files_of(plain) and "toolz.egg-info/PKG-INFO" in files_of(plain)
+        assert "build/lib/toolz/dicttoolz.py" in files_of(plain) and "toolz.egg-info/PKG-INFO" in files_of(
+            plain
+        )
     async with client.lease(inst.image, workdir=inst.workdir) as lease:
         summary = await lease.record_baseline()
         assert summary.startswith("baseline ")
         assert await lease.diff() == ""
-        assert (await lease.exec("git status --porcelain")).output.split() == ["??", "build/", "??", "toolz.egg-info/"]
+        assert (await lease.exec("git status --porcelain")).output.split() == [
+            "??",
+            "build/",
+            "??",
+            "toolz.egg-info/",
+        ]
 
 
 async def test_ignored_files_present_at_start_stay_out_even_when_gitignore_changes(client, fixture_instances):

@@ -99,7 +99,9 @@ def tool_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_tool(script: str, *args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_tool(
+    script: str, *args: str, env: dict | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     """Run a data/ tool as users do: ``python data/<script> ...``, from outside the repo."""
     return subprocess.run(
         [sys.executable, str(DATA / script), *map(str, args)],

@@ -18,13 +18,35 @@ def test_future_history_is_committed_away_once_and_clean_images_are_left_alone(d
     tmp = f"swe-rl/pytest-h15-clean-{secrets.token_hex(3)}"
     docker_client.images.get(FUTURE).tag(tmp, "src")
     try:
-        out = subprocess.run([sys.executable, str(ROOT / "data/clean_image_history.py"), f"{tmp}:src", CLEAN,
-                              "--suffix=-clean"], capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "data/clean_image_history.py"),
+                f"{tmp}:src",
+                CLEAN,
+                "--suffix=-clean",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr
         assert f"{tmp}:src: cleaned -> {tmp}:src-clean" in out.stdout and f"{CLEAN}: clean" in out.stdout
-        log = docker_client.containers.run(f"{tmp}:src-clean", ["bash", "-c", "git log --all --oneline | wc -l; "
-                                           "git cat-file --batch-all-objects --batch | grep -c MARKER; pwd"],
-                                           remove=True, network_mode="none").decode().split()
+        log = (
+            docker_client.containers.run(
+                f"{tmp}:src-clean",
+                [
+                    "bash",
+                    "-c",
+                    "git log --all --oneline | wc -l; "
+                    "git cat-file --batch-all-objects --batch | grep -c MARKER; pwd",
+                ],
+                remove=True,
+                network_mode="none",
+            )
+            .decode()
+            .split()
+        )
         assert log == ["1", "0", "/testbed"]
         assert not docker_client.images.list(name=CLEAN.replace(":latest", "") + ":latest-clean")
     finally:

@@ -71,11 +71,18 @@ def test_images_are_listed_once_in_first_use_order(tmp_path):
     shared = "swe-rl/shared-env:1"
     src = write_jsonl(
         tmp_path / "rows.jsonl",
-        [swebench_row("a__a-1", image_name=shared), swebench_row("b__b-1"), swebench_row("c__c-1", image_name=shared)],
+        [
+            swebench_row("a__a-1", image_name=shared),
+            swebench_row("b__b-1"),
+            swebench_row("c__c-1", image_name=shared),
+        ],
     )
     proc, out = export(tmp_path, "--dataset", src)
     assert proc.returncode == 0, proc.stderr
-    assert (out / "docker_images.txt").read_text().splitlines() == [shared, "swebench/sweb.eval.x86_64.b_1776_b-1:latest"]
+    assert (out / "docker_images.txt").read_text().splitlines() == [
+        shared,
+        "swebench/sweb.eval.x86_64.b_1776_b-1:latest",
+    ]
     assert len((out / "instance_ids.txt").read_text().splitlines()) == 3
 
 
@@ -84,7 +91,9 @@ def test_fixture_rows_keep_their_own_images(tmp_path):
     assert proc.returncode == 0, proc.stderr
     fixtures = load_instances(FIXTURE_INSTANCES, limit=2).instances
     assert (out / "docker_images.txt").read_text().splitlines() == [i.image for i in fixtures]
-    assert [r["eval_script"] for r in read_jsonl(out / "verified_eval.jsonl")] == [i.eval_script for i in fixtures]
+    assert [r["eval_script"] for r in read_jsonl(out / "verified_eval.jsonl")] == [
+        i.eval_script for i in fixtures
+    ]
 
 
 def test_prefix_template_and_instance_ids(tmp_path):
@@ -99,9 +108,16 @@ def test_prefix_template_and_instance_ids(tmp_path):
     ]
     assert "1 requested id(s) not found: nope__nope-1" in proc.stderr
 
-    proc, out = export(tmp_path, "--dataset", src, "--image-template", "reg:5000/sweb.eval.x86_64.{id_swebench}:v1")
-    assert (out / "docker_images.txt").read_text().splitlines()[0] == "reg:5000/sweb.eval.x86_64.django_1776_django-11099:v1"
-    assert read_jsonl(out / "verified_eval.jsonl")[0]["image_name"] == "reg:5000/sweb.eval.x86_64.django_1776_django-11099:v1"
+    proc, out = export(
+        tmp_path, "--dataset", src, "--image-template", "reg:5000/sweb.eval.x86_64.{id_swebench}:v1"
+    )
+    assert (out / "docker_images.txt").read_text().splitlines()[
+        0
+    ] == "reg:5000/sweb.eval.x86_64.django_1776_django-11099:v1"
+    assert (
+        read_jsonl(out / "verified_eval.jsonl")[0]["image_name"]
+        == "reg:5000/sweb.eval.x86_64.django_1776_django-11099:v1"
+    )
 
 
 def test_nothing_exported_is_an_error(tmp_path):

@@ -23,9 +23,22 @@ TEST_LABEL = {"swe-rl.test": "fixtures"}
 RUN_TIMEOUT = 120
 
 REQUIRED_FIELDS = (
-    "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
-    "FAIL_TO_PASS", "PASS_TO_PASS", "version", "environment_setup_commit", "created_at",
-    "hints_text", "image_name", "eval_script", "workdir", "data_source",
+    "instance_id",
+    "repo",
+    "base_commit",
+    "problem_statement",
+    "patch",
+    "test_patch",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "version",
+    "environment_setup_commit",
+    "created_at",
+    "hints_text",
+    "image_name",
+    "eval_script",
+    "workdir",
+    "data_source",
 )
 
 
@@ -54,6 +67,7 @@ def parse_pytest_log(log: str) -> dict[str, str]:
 
 # --- static checks ---------------------------------------------------------------------------
 
+
 def test_at_least_four_instances_from_several_libraries():
     assert len(ROWS) >= 4
     assert len(set(IDS)) == len(IDS)
@@ -61,8 +75,9 @@ def test_at_least_four_instances_from_several_libraries():
 
 
 def test_instances_jsonl_is_up_to_date():
-    result = subprocess.run(["python3", str(FIXTURES / "make_instances.py"), "--check"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["python3", str(FIXTURES / "make_instances.py"), "--check"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -111,6 +126,7 @@ def test_eval_script_is_swebench_style(row):
 
 # --- real containers ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def fixture_images(docker_client, base_image) -> None:
     missing = []
@@ -120,8 +136,11 @@ def fixture_images(docker_client, base_image) -> None:
         except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
             missing.append(row["instance_id"])
     if missing:
-        subprocess.run(["bash", str(BUILD_SCRIPT), *missing], check=True,
-                       env={**os.environ, "SWE_BASE_IMAGE": base_image})
+        subprocess.run(
+            ["bash", str(BUILD_SCRIPT), *missing],
+            check=True,
+            env={**os.environ, "SWE_BASE_IMAGE": base_image},
+        )
 
 
 def meta_of(row: dict) -> dict:
@@ -137,8 +156,9 @@ def row_network(request, internal_network):
 def run_in_fresh_container(client, image: str, script: str, network: str | None = None) -> tuple[int, str]:
     """Run a bash script in a new container (no network unless named) and return (exit code, output)."""
     net = {"network": network} if network else {"network_disabled": True}
-    container = client.containers.create(image, ["bash", "-c", script], labels=TEST_LABEL,
-                                         mem_limit="1g", pids_limit=512, **net)
+    container = client.containers.create(
+        image, ["bash", "-c", script], labels=TEST_LABEL, mem_limit="1g", pids_limit=512, **net
+    )
     try:
         container.start()
         status = container.wait(timeout=RUN_TIMEOUT)
@@ -148,18 +168,25 @@ def run_in_fresh_container(client, image: str, script: str, network: str | None 
 
 
 def gold_then_eval(row: dict) -> str:
-    return ("set -e\ncd /testbed\ngit apply -v - <<'GOLD_PATCH_EOF'\n" + row["patch"] + "GOLD_PATCH_EOF\n"
-            "set +e\n" + row["eval_script"])
+    return (
+        "set -e\ncd /testbed\ngit apply -v - <<'GOLD_PATCH_EOF'\n" + row["patch"] + "GOLD_PATCH_EOF\n"
+        "set +e\n" + row["eval_script"]
+    )
 
 
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_image_head_is_the_base_commit_with_only_its_setup_untracked(docker_client, fixture_images, row):
     code, out = run_in_fresh_container(
-        docker_client, row["image_name"],
-        "cd /testbed && git rev-parse HEAD && git log --oneline | wc -l && git status --porcelain")
+        docker_client,
+        row["image_name"],
+        "cd /testbed && git rev-parse HEAD && git log --oneline | wc -l && git status --porcelain",
+    )
     assert code == 0, out
-    untracked = ["??", "build/", "??", "toolz.egg-info/"] if "untracked-build-output" in meta_of(row).get(
-        "traits", []) else []
+    untracked = (
+        ["??", "build/", "??", "toolz.egg-info/"]
+        if "untracked-build-output" in meta_of(row).get("traits", [])
+        else []
+    )
     assert out.split() == [row["base_commit"], "1", *untracked]
 
 

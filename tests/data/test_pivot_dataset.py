@@ -22,79 +22,173 @@ from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 pytestmark = pytest.mark.slow  # runs the data tools as subprocesses, as users do
 
 BUILD, PROFILE = "build_pivot_dataset.py", "profile_pivots.py"
-EDITOR = {"type": "function", "function": {"name": "str_replace_editor", "description": "view or edit files",
-                                           "parameters": {"type": "object", "required": ["command", "path"],
-                                                          "properties": {"command": {"type": "string"},
-                                                                         "path": {"type": "string"}}}}}
-BASH_TOOL = {"type": "function", "function": {"name": "execute_bash", "description": "run a command",
-                                              "parameters": {"type": "object", "required": ["command"],
-                                                             "properties": {"command": {"type": "string"}}}}}
+EDITOR = {
+    "type": "function",
+    "function": {
+        "name": "str_replace_editor",
+        "description": "view or edit files",
+        "parameters": {
+            "type": "object",
+            "required": ["command", "path"],
+            "properties": {"command": {"type": "string"}, "path": {"type": "string"}},
+        },
+    },
+}
+BASH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "execute_bash",
+        "description": "run a command",
+        "parameters": {
+            "type": "object",
+            "required": ["command"],
+            "properties": {"command": {"type": "string"}},
+        },
+    },
+}
 
 
 @pytest.fixture(scope="session")
 def gold_run(fixture_instances, tmp_path_factory):
     """A real eval run of the gold policy on one fixture task: its traj.json is our expert trajectory."""
     out = tmp_path_factory.mktemp("gold")
-    proc = subprocess.run([sys.executable, str(ROOT / "eval" / "eval_swe.py"), "--data", str(FIXTURE_INSTANCES),
-                           "--policy", "gold", "--local-fleet", "--output-dir", str(out),
-                           "--instance-ids", "pytoolz__toolz-9001"], capture_output=True, text=True, timeout=300,
-                          check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "eval" / "eval_swe.py"),
+            "--data",
+            str(FIXTURE_INSTANCES),
+            "--policy",
+            "gold",
+            "--local-fleet",
+            "--output-dir",
+            str(out),
+            "--instance-ids",
+            "pytoolz__toolz-9001",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
 
 def thinking_traj(resolved: bool = True) -> dict:
     """Our traj.json schema with reasoning and a turn that did not parse."""
-    return {"instance_id": "demo__demo-1", "status": "resolved" if resolved else "unresolved", "resolved": resolved,
-            "messages": [
-                {"role": "system", "content": "You are an engineer."},
-                {"role": "user", "content": "Fix interleave."},
-                {"role": "assistant", "content": "Look.\n\n```bash\ngrep -rn interleave toolz\n```",
-                 "reasoning_content": "Find the function first."},
-                {"role": "user", "content": "<returncode>0</returncode>\n<output>\ntoolz/itertoolz.py:9\n</output>"},
-                {"role": "assistant", "content": "Hmm, no block.", "reasoning_content": "Oops."},
-                {"role": "user", "content": "Your answer could not be run: it has no ```bash block"},
-                {"role": "assistant", "content": "Read.\n\n```bash\nsed -n '1,40p' toolz/itertoolz.py\n```",
-                 "reasoning_content": "Read it."},
-            ], "steps": []}
+    return {
+        "instance_id": "demo__demo-1",
+        "status": "resolved" if resolved else "unresolved",
+        "resolved": resolved,
+        "messages": [
+            {"role": "system", "content": "You are an engineer."},
+            {"role": "user", "content": "Fix interleave."},
+            {
+                "role": "assistant",
+                "content": "Look.\n\n```bash\ngrep -rn interleave toolz\n```",
+                "reasoning_content": "Find the function first.",
+            },
+            {
+                "role": "user",
+                "content": "<returncode>0</returncode>\n<output>\ntoolz/itertoolz.py:9\n</output>",
+            },
+            {"role": "assistant", "content": "Hmm, no block.", "reasoning_content": "Oops."},
+            {"role": "user", "content": "Your answer could not be run: it has no ```bash block"},
+            {
+                "role": "assistant",
+                "content": "Read.\n\n```bash\nsed -n '1,40p' toolz/itertoolz.py\n```",
+                "reasoning_content": "Read it.",
+            },
+        ],
+        "steps": [],
+    }
 
 
 def openai_row(**over) -> dict:
-    call = [{"id": "c1", "type": "function", "function": {"name": "str_replace_editor",
-                                                         "arguments": '{"command": "view", "path": "/testbed/a.py"}'}}]
-    two = [{"id": "c2", "type": "function", "function": {"name": "execute_bash", "arguments": '{"command": "ls"}'}},
-           {"id": "c3", "type": "function", "function": {"name": "execute_bash", "arguments": '{"command": "pwd"}'}}]
-    row = {"instance_id": "demo__demo-2", "resolved": True, "tools": [EDITOR, BASH_TOOL], "messages": [
-        {"role": "system", "content": "Use the tools."},
-        {"role": "user", "content": "Fix a.py."},
-        {"role": "assistant", "content": "", "reasoning_content": "View it.", "tool_calls": call},
-        {"role": "tool", "tool_call_id": "c1", "content": "1 x = 1"},
-        {"role": "assistant", "content": "", "tool_calls": two},
-        {"role": "tool", "tool_call_id": "c2", "content": "a.py"},
-        {"role": "tool", "tool_call_id": "c3", "content": "/testbed"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c4", "type": "function", "function": {"name": "execute_bash",
-                                                          "arguments": '{"command": "python a.py"}'}}]},
-        {"role": "tool", "tool_call_id": "c4", "content": "ok"},
-        {"role": "assistant", "content": "Done: a.py is fixed."},
-    ]}
+    call = [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {
+                "name": "str_replace_editor",
+                "arguments": '{"command": "view", "path": "/testbed/a.py"}',
+            },
+        }
+    ]
+    two = [
+        {
+            "id": "c2",
+            "type": "function",
+            "function": {"name": "execute_bash", "arguments": '{"command": "ls"}'},
+        },
+        {
+            "id": "c3",
+            "type": "function",
+            "function": {"name": "execute_bash", "arguments": '{"command": "pwd"}'},
+        },
+    ]
+    row = {
+        "instance_id": "demo__demo-2",
+        "resolved": True,
+        "tools": [EDITOR, BASH_TOOL],
+        "messages": [
+            {"role": "system", "content": "Use the tools."},
+            {"role": "user", "content": "Fix a.py."},
+            {"role": "assistant", "content": "", "reasoning_content": "View it.", "tool_calls": call},
+            {"role": "tool", "tool_call_id": "c1", "content": "1 x = 1"},
+            {"role": "assistant", "content": "", "tool_calls": two},
+            {"role": "tool", "tool_call_id": "c2", "content": "a.py"},
+            {"role": "tool", "tool_call_id": "c3", "content": "/testbed"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "c4",
+                        "type": "function",
+                        "function": {"name": "execute_bash", "arguments": '{"command": "python a.py"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c4", "content": "ok"},
+            {"role": "assistant", "content": "Done: a.py is fixed."},
+        ],
+    }
     row.update(over)
     return row
 
 
 def responses_row(command: str = "grep -rn foo src", **over) -> dict:
-    row = {"responses_create_params": {
-        "input": [
-            {"role": "developer", "content": "Use the tools."},
-            {"role": "user", "content": [{"type": "input_text", "text": "Fix foo."}]},
-            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "List files."}]},
-            {"type": "function_call", "call_id": "f1", "name": "execute_bash", "arguments": '{"command": "ls"}'},
-            {"type": "function_call_output", "call_id": "f1", "output": "src"},
-        ],
-        "tools": [{"type": "function", "name": "execute_bash", "description": "run",
-                   "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}]},
-        "expected_action": {"type": "function_call", "name": "execute_bash",
-                            "arguments": json.dumps({"command": command})}}
+    row = {
+        "responses_create_params": {
+            "input": [
+                {"role": "developer", "content": "Use the tools."},
+                {"role": "user", "content": [{"type": "input_text", "text": "Fix foo."}]},
+                {"type": "reasoning", "summary": [{"type": "summary_text", "text": "List files."}]},
+                {
+                    "type": "function_call",
+                    "call_id": "f1",
+                    "name": "execute_bash",
+                    "arguments": '{"command": "ls"}',
+                },
+                {"type": "function_call_output", "call_id": "f1", "output": "src"},
+            ],
+            "tools": [
+                {
+                    "type": "function",
+                    "name": "execute_bash",
+                    "description": "run",
+                    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+                }
+            ],
+        },
+        "expected_action": {
+            "type": "function_call",
+            "name": "execute_bash",
+            "arguments": json.dumps({"command": command}),
+        },
+    }
     row.update(over)
     return row
 
@@ -130,7 +224,9 @@ def test_eval_traj_becomes_one_pivot_per_assistant_turn(gold_run, tmp_path):
         assert pivot["messages"] == traj["messages"][:cut]  # the context, exactly
         assert row["text"] == pivot["messages"][-1]["content"]
     assert train[0]["metadata"]["pivot"]["expected_action"] == {
-        "tool": "bash", "arguments": {"command": "git apply --verbose /tmp/swe-rl-gold.patch"}}
+        "tool": "bash",
+        "arguments": {"command": "git apply --verbose /tmp/swe-rl-gold.patch"},
+    }
     assert stats["trajectories"] == 1 and stats["pivots"] == 2
     # the submit turn can be left out
     _, train, _, stats = build(tmp_path, gold_run, val_size=0, skip_submit=True)
@@ -150,7 +246,9 @@ def test_thinking_kept_unparsed_turns_skipped_and_resolved_filter(tmp_path):
     assert stats["skipped"] == {"no_action": 1}
     last = train[1]["metadata"]["pivot"]
     assert [m.get("reasoning_content") for m in last["messages"] if m["role"] == "assistant"] == [
-        "Find the function first.", "Oops."]
+        "Find the function first.",
+        "Oops.",
+    ]
     assert last["expected_action"]["arguments"]["command"] == "sed -n '1,40p' toolz/itertoolz.py"
 
 
@@ -161,27 +259,50 @@ def test_openai_messages_with_tool_calls(tmp_path):
     assert len(train) == 2
     first, second = (r["metadata"]["pivot"] for r in train)
     assert first["harness"] == "tool_call" and first["tools"] == [EDITOR, BASH_TOOL]
-    assert first["expected_action"] == {"tool": "str_replace_editor",
-                                        "arguments": {"command": "view", "path": "/testbed/a.py"}}
+    assert first["expected_action"] == {
+        "tool": "str_replace_editor",
+        "arguments": {"command": "view", "path": "/testbed/a.py"},
+    }
     assert second["expected_action"] == {"tool": "execute_bash", "arguments": {"command": "python a.py"}}
-    assert second["step_index"] == 2 and second["messages"][-1] == {"role": "tool", "tool_call_id": "c3",
-                                                                   "content": "/testbed"}
+    assert second["step_index"] == 2 and second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "c3",
+        "content": "/testbed",
+    }
     assert stats["skipped"] == {"multiple_tool_calls": 1, "no_action": 1}
 
 
 def test_responses_rows_are_pivots_already(tmp_path):
-    src = write_jsonl(tmp_path / "swe1.jsonl", [
-        responses_row(), responses_row("pytest -x"),
-        responses_row(expected_action={"type": "message", "content": "done"}), "not json"])
+    src = write_jsonl(
+        tmp_path / "swe1.jsonl",
+        [
+            responses_row(),
+            responses_row("pytest -x"),
+            responses_row(expected_action={"type": "message", "content": "done"}),
+            "not json",
+        ],
+    )
     proc, train, _, stats = build(tmp_path, src, val_size=0)
     assert proc.returncode == 0, proc.stderr
     assert len(train) == 2 and stats["skipped"] == {"expected_message": 1, "bad_row": 1}
     pivot = train[0]["metadata"]["pivot"]
     assert pivot["messages"] == [
-        {"role": "system", "content": "Use the tools."}, {"role": "user", "content": "Fix foo."},
-        {"role": "assistant", "content": "", "reasoning_content": "List files.", "tool_calls": [
-            {"id": "f1", "type": "function", "function": {"name": "execute_bash", "arguments": '{"command": "ls"}'}}]},
-        {"role": "tool", "tool_call_id": "f1", "content": "src"}]
+        {"role": "system", "content": "Use the tools."},
+        {"role": "user", "content": "Fix foo."},
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "List files.",
+            "tool_calls": [
+                {
+                    "id": "f1",
+                    "type": "function",
+                    "function": {"name": "execute_bash", "arguments": '{"command": "ls"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "f1", "content": "src"},
+    ]
     assert pivot["tools"][0]["function"]["name"] == "execute_bash" and pivot["harness"] == "tool_call"
     assert pivot["expected_action"] == {"tool": "execute_bash", "arguments": {"command": "grep -rn foo src"}}
     assert pivot["step_index"] == 1 and train[0]["text"] == "src"
@@ -195,7 +316,9 @@ def test_dedupe_length_limits_and_split(tmp_path, qwen_tokenizer_dir):
     ids = [r["metadata"]["pivot"]["pivot_id"] for r in train + val]
     assert len(set(ids)) == 6
     assert [r["metadata"]["pivot"]["expected_action"]["arguments"]["command"] for r in val] == [
-        "grep -rn foo4 src", "grep -rn foo5 src"]  # the last ones are held out
+        "grep -rn foo4 src",
+        "grep -rn foo5 src",
+    ]  # the last ones are held out
     _, train, val, _ = build(tmp_path, src, val_size=2, no_dedupe=True, shuffle=True, seed=3)
     assert len(train) + len(val) == 7
     _, train, _, stats = build(tmp_path, src, val_size=0, max_context_chars=10)
@@ -204,7 +327,9 @@ def test_dedupe_length_limits_and_split(tmp_path, qwen_tokenizer_dir):
     _, train, _, _ = build(tmp_path, src, val_size=0, max_context_tokens=100000, tokenizer=qwen_tokenizer_dir)
     n = train[0]["metadata"]["pivot"]["prompt_tokens"]
     assert 100 < n < 1000
-    _, train, _, stats = build(tmp_path, src, val_size=0, max_context_tokens=n - 1, tokenizer=qwen_tokenizer_dir)
+    _, train, _, stats = build(
+        tmp_path, src, val_size=0, max_context_tokens=n - 1, tokenizer=qwen_tokenizer_dir
+    )
     assert train == [] and stats["skipped"]["context_too_long"] == 7  # none kept: no duplicates either
     proc, *_ = build(tmp_path, tmp_path / "missing.jsonl")
     assert proc.returncode == 2 and "no such input" in proc.stderr
@@ -214,8 +339,11 @@ def test_dedupe_length_limits_and_split(tmp_path, qwen_tokenizer_dir):
 
 
 def answer(command: str) -> ChatReply:
-    call = {"id": "x", "type": "function", "function": {"name": "execute_bash", "arguments": json.dumps(
-        {"command": command})}}
+    call = {
+        "id": "x",
+        "type": "function",
+        "function": {"name": "execute_bash", "arguments": json.dumps({"command": command})},
+    }
     return ChatReply(content="", tool_calls=[call])
 
 
@@ -259,8 +387,18 @@ def marked_pivots(tmp_path, n: int) -> list:
 def profile(tmp_path, server, pivots, *extra):
     src = write_jsonl(tmp_path / "pivots.jsonl", pivots)
     out = tmp_path / "informative.jsonl"
-    proc = run_tool(PROFILE, src, "--output", out, "--api-base", server.base_url, "--model", "ref", "--no-progress",
-                    *map(str, extra))
+    proc = run_tool(
+        PROFILE,
+        src,
+        "--output",
+        out,
+        "--api-base",
+        server.base_url,
+        "--model",
+        "ref",
+        "--no-progress",
+        *map(str, extra),
+    )
     return proc, (read_jsonl(out) if out.exists() else []), out
 
 
@@ -271,15 +409,28 @@ def test_profiling_keeps_mixed_pivots_with_pass_rates(tmp_path):
         proc, kept, _ = profile(tmp_path, server, pivots, "--k", 4, "--max-mean", 0.75, "--concurrency", 4)
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert stats == {"rows": 4, "profiled": 4, "kept": 1, "errors": {}, "matches_of_k": {"0/4": 1, "2/4": 1, "3/4": 1,
-                                                                                       "4/4": 1}}
+    assert stats == {
+        "rows": 4,
+        "profiled": 4,
+        "kept": 1,
+        "errors": {},
+        "matches_of_k": {"0/4": 1, "2/4": 1, "3/4": 1, "4/4": 1},
+    }
     (row,) = kept
     assert row["metadata"]["pivot"]["expected_action"]["arguments"]["command"] == "grep -rn foo1 src"
-    assert row["metadata"]["pivot"]["profile"] == {"k": 4, "matches": 2, "pass_rate": 0.5, "mean_score": 0.5,
-                                                   "categories": {"match": 2, "mismatch": 2}, "model": "ref"}
+    assert row["metadata"]["pivot"]["profile"] == {
+        "k": 4,
+        "matches": 2,
+        "pass_rate": 0.5,
+        "mean_score": 0.5,
+        "categories": {"match": 2, "mismatch": 2},
+        "model": "ref",
+    }
     body = server.requests[0]
     assert body["model"] == "ref" and body["tools"][0]["function"]["name"] == "execute_bash"
-    assert body["messages"][2]["reasoning_content"] == "List files."  # the expert's thinking is in the context
+    assert (
+        body["messages"][2]["reasoning_content"] == "List files."
+    )  # the expert's thinking is in the context
 
 
 def test_profiling_resumes_and_never_counts_failures_as_zero(tmp_path):
@@ -294,7 +445,9 @@ def test_profiling_resumes_and_never_counts_failures_as_zero(tmp_path):
     with FakeOpenAI([flaky] * 6 + [ChatReply(status=500)] * 2) as server:
         proc, kept, out = profile(tmp_path, server, pivots, "--k", 2, "--retries", 0, "--concurrency", 1)
     assert proc.returncode == 1 and "error on pivot" in proc.stderr
-    assert len(kept) == 2 and json.loads(proc.stdout.strip().splitlines()[-1])["errors"] == {"RuntimeError": 1}
+    assert len(kept) == 2 and json.loads(proc.stdout.strip().splitlines()[-1])["errors"] == {
+        "RuntimeError": 1
+    }
     cache = read_jsonl(out.parent / "informative.jsonl.profile.jsonl")
     assert len(cache) == 2  # the failed pivot is not recorded
     with (out.parent / "informative.jsonl.profile.jsonl").open("a") as fh:

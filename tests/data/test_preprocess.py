@@ -146,7 +146,11 @@ def test_r2e_parquet_keeps_image_and_expected_statuses(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    rows = [r2e_row(), r2e_row("3333333333333333333333333333333333333333"), r2e_row(repo_name=None, docker_image=None)]
+    rows = [
+        r2e_row(),
+        r2e_row("3333333333333333333333333333333333333333"),
+        r2e_row(repo_name=None, docker_image=None),
+    ]
     src = tmp_path / "r2e.parquet"
     pq.write_table(pa.Table.from_pylist(rows), src)
     proc, out = convert(tmp_path, "--train-data-source", src, "--data-source-name", "R2E-Gym/R2E-Gym-Lite")
@@ -166,7 +170,9 @@ def test_r2e_parquet_keeps_image_and_expected_statuses(tmp_path):
 
 def test_val_split_limit_and_instance_ids(tmp_path):
     train = write_jsonl(tmp_path / "t.jsonl", [swebench_row(f"psf__requests-{n}") for n in range(6)])
-    val = write_jsonl(tmp_path / "v.jsonl", [swebench_row(f"pallets__flask-{n}", repo="pallets/flask") for n in range(3)])
+    val = write_jsonl(
+        tmp_path / "v.jsonl", [swebench_row(f"pallets__flask-{n}", repo="pallets/flask") for n in range(3)]
+    )
     proc, out = convert(tmp_path, "--train-data-source", train, "--val-data-source", val, "--limit", "2")
     assert proc.returncode == 0, proc.stderr
     assert "train: wrote 2" in proc.stdout and "val: wrote 2" in proc.stdout
@@ -193,7 +199,9 @@ def test_val_split_limit_and_instance_ids(tmp_path):
 
 def test_a_val_split_with_nothing_usable_fails_but_train_is_written(tmp_path):
     train = write_jsonl(tmp_path / "t.jsonl", [swebench_row()])
-    proc, out = convert(tmp_path, "--train-data-source", train, "--val-data-source", tmp_path / "missing.jsonl")
+    proc, out = convert(
+        tmp_path, "--train-data-source", train, "--val-data-source", tmp_path / "missing.jsonl"
+    )
     assert proc.returncode == 1
     assert (out / "train.jsonl").exists() and not (out / "val.jsonl").exists()
     assert "error: val: cannot read" in proc.stderr and "no such file" in proc.stderr
@@ -221,7 +229,9 @@ def test_image_prefix_and_template(tmp_path):
 
 def test_unreachable_hub_dataset_fails_clearly(tmp_path):
     # Real `datasets` (or its absence) with the hub switched off: one clear line, exit 1.
-    proc, out = convert(tmp_path, "--train-data-source", "princeton-nlp/SWE-bench_Verified", "--train-split", "test")
+    proc, out = convert(
+        tmp_path, "--train-data-source", "princeton-nlp/SWE-bench_Verified", "--train-split", "test"
+    )
     assert proc.returncode == 1
     assert "error: train: cannot read 'princeton-nlp/SWE-bench_Verified' (split 'test')" in proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
@@ -244,7 +254,10 @@ def test_hub_dataset_rows_convert_like_local_ones(tmp_path, monkeypatch, capsys)
     assert "skipped 1 bad row(s)" in capsys.readouterr().err
     written = read_jsonl(tmp_path / "out" / "train.jsonl")
     assert [r["metadata"]["data_source"] for r in written] == ["SumanthRH/SWE-Gym-Subset"] * 2
-    assert written[0]["metadata"]["instance"]["image_name"] == "xingyaoww/sweb.eval.x86_64.getmoto_s_moto-5752:latest"
+    assert (
+        written[0]["metadata"]["instance"]["image_name"]
+        == "xingyaoww/sweb.eval.x86_64.getmoto_s_moto-5752:latest"
+    )
     loaded = load_instances(tmp_path / "out" / "train.jsonl").instances
     assert [i.instance_id for i in loaded] == ["getmoto__moto-5752", "python__mypy-15413"]
     assert loaded[0].fail_to_pass == rows[0]["FAIL_TO_PASS"]

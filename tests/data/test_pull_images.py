@@ -168,7 +168,9 @@ def test_pulls_missing_images_retries_flaky_ones_and_lists_failures(tmp_path, fa
     assert fake.present() == {"local/present:1", "reg/ok:1", "reg/ok2:1", "reg/flaky:1"}
     assert "[present] local/present:1" in proc.stdout
     assert "[pulled] reg/flaky:1 (attempt 3)" in proc.stdout
-    assert "[retry] reg/flaky:1: attempt 1 failed (Error response from daemon: simulated failure" in proc.stderr
+    assert (
+        "[retry] reg/flaky:1: attempt 1 failed (Error response from daemon: simulated failure" in proc.stderr
+    )
     assert "[failed] reg/broken:1 after 3 attempt(s)" in proc.stderr
     assert "retry with IMAGE_LIST=failed_images.txt" in proc.stderr
 
@@ -191,8 +193,15 @@ def test_backoff_doubles_between_attempts(tmp_path, fake):
     slept = tmp_path / "slept.txt"
     (fake.bin / "sleep").write_text('#!/bin/sh\necho "$1" >> "$FAKE_SLEEP_LOG"\n')
     (fake.bin / "sleep").chmod(0o755)
-    proc = pull(tmp_path, {**fake.env(), "IMAGE_LIST": image_list(tmp_path, "reg/flaky:1\n"), "BACKOFF": "1",
-                           "FAKE_SLEEP_LOG": str(slept)})
+    proc = pull(
+        tmp_path,
+        {
+            **fake.env(),
+            "IMAGE_LIST": image_list(tmp_path, "reg/flaky:1\n"),
+            "BACKOFF": "1",
+            "FAKE_SLEEP_LOG": str(slept),
+        },
+    )
     assert proc.returncode == 0, proc.stderr
     assert "attempt 1 failed" in proc.stderr and "retrying in 1s" in proc.stderr
     assert "attempt 2 failed" in proc.stderr and "retrying in 2s" in proc.stderr
@@ -202,7 +211,9 @@ def test_backoff_doubles_between_attempts(tmp_path, fake):
 
 def test_train_jsonl_images_and_first_n(tmp_path, fake):
     train_dir = tmp_path / "data"
-    conv = run_tool("preprocess_swe_dataset.py", "--train-data-source", FIXTURE_INSTANCES, "--output-dir", train_dir)
+    conv = run_tool(
+        "preprocess_swe_dataset.py", "--train-data-source", FIXTURE_INSTANCES, "--output-dir", train_dir
+    )
     assert conv.returncode == 0, conv.stderr
     train = train_dir / "train.jsonl"
     rows = [json.loads(line) for line in train.read_text().splitlines()]
@@ -257,10 +268,19 @@ def test_proxy_prefix_pulls_from_the_mirror_and_keeps_the_original_name(tmp_path
 def test_dry_run_prints_the_commands_and_changes_nothing(tmp_path, fake):
     fake.set_present("have/it:1")
     images = image_list(tmp_path, "have/it:1\nswebench/x:1\n")
-    env = {**fake.env(), "IMAGE_LIST": images, "DRY_RUN": "1", "SRC_PREFIX": "swebench", "PROXY_PREFIX": "m:5000/sb"}
+    env = {
+        **fake.env(),
+        "IMAGE_LIST": images,
+        "DRY_RUN": "1",
+        "SRC_PREFIX": "swebench",
+        "PROXY_PREFIX": "m:5000/sb",
+    }
     proc = pull(tmp_path, env)
     assert proc.returncode == 0, proc.stderr
-    assert "+ docker pull m:5000/sb/x:1\n+ docker tag m:5000/sb/x:1 swebench/x:1\n+ docker rmi m:5000/sb/x:1\n" in proc.stdout
+    assert (
+        "+ docker pull m:5000/sb/x:1\n+ docker tag m:5000/sb/x:1 swebench/x:1\n+ docker rmi m:5000/sb/x:1\n"
+        in proc.stdout
+    )
     assert summary(proc) == "summary: 2 image(s): 1 to pull, 1 present, 0 failed (dry run: nothing is pulled)"
     assert {c["args"][0] for c in fake.calls()} == {"image"}  # presence checks only
     assert fake.present() == {"have/it:1"}
@@ -311,7 +331,9 @@ def test_export_then_pull_dry_run(tmp_path, fake):
                                                "problem_statement": "x"}])  # fmt: skip
     conv = run_tool("export_swebench_verified_assets.py", "--dataset", rows, "--output-dir", tmp_path / "v")
     assert conv.returncode == 0, conv.stderr
-    proc = pull(tmp_path, {**fake.env(), "IMAGE_LIST": str(tmp_path / "v" / "docker_images.txt"), "DRY_RUN": "1"})
+    proc = pull(
+        tmp_path, {**fake.env(), "IMAGE_LIST": str(tmp_path / "v" / "docker_images.txt"), "DRY_RUN": "1"}
+    )
     assert "+ docker pull swebench/sweb.eval.x86_64.django_1776_django-11099:latest" in proc.stdout
 
 

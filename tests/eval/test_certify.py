@@ -27,15 +27,29 @@ FLAKY_TEST = "toolz/tests/test_itertoolz.py::test_partition_all_is_fast_enough"
 @pytest.fixture(scope="module")
 def fleet(docker_client, base_image, internal_network):
     subprocess.run(["bash", str(ROOT / "data/build_fixture_images.sh")], check=True, capture_output=True)
-    with LocalFleet(exec_servers=1, max_containers_per_node=8,
-                    exec_env={"SWE_EXEC_NETWORKS": internal_network}) as f:
+    with LocalFleet(
+        exec_servers=1, max_containers_per_node=8, exec_env={"SWE_EXEC_NETWORKS": internal_network}
+    ) as f:
         f.network = internal_network
         yield f
 
 
 def certify_run(fleet, ledger, *extra: str) -> dict:
-    args = certify.parse_args(["run", "--data", str(FIXTURES), "--ledger", str(ledger), "--max-concurrent", "3",
-                               "--network", fleet.network, "--no-progress", *extra])
+    args = certify.parse_args(
+        [
+            "run",
+            "--data",
+            str(FIXTURES),
+            "--ledger",
+            str(ledger),
+            "--max-concurrent",
+            "3",
+            "--network",
+            fleet.network,
+            "--no-progress",
+            *extra,
+        ]
+    )
     return asyncio.run(certify.run(args, fleet.client_env()))
 
 
@@ -56,19 +70,28 @@ def test_every_fixture_gold_is_certified_and_resume_skips_them(fleet, tmp_path):
     # resume: everything is in the ledger already; an env_error row is certified again
     lines = ledger.read_text().splitlines()
     with ledger.open("a") as fh:
-        fh.write(LedgerEntry(instance_id=IDS[0], certified=False, env_error=True, reason="env_error: x")
-                 .model_dump_json() + "\n")
+        fh.write(
+            LedgerEntry(
+                instance_id=IDS[0], certified=False, env_error=True, reason="env_error: x"
+            ).model_dump_json()
+            + "\n"
+        )
         fh.write('{"instance_id": "torn", "cert')
     summary = certify_run(fleet, ledger, "--runs", "1")
     assert summary["certified"] == len(IDS)
-    assert len(ledger.read_text().splitlines()) == len(lines) + 3  # the env_error row, the torn line, one re-run
+    assert (
+        len(ledger.read_text().splitlines()) == len(lines) + 3
+    )  # the env_error row, the torn line, one re-run
     assert read_ledger(ledger).entries[IDS[0]].gold_runs == 1
 
     # data preparation keeps only certified rows
     out = tmp_path / "certified.jsonl"
     assert certify.filter_rows(ledger, FIXTURES, out) == (len(IDS), len(IDS))
     with ledger.open("a") as fh:
-        fh.write(LedgerEntry(instance_id=IDS[1], certified=False, reason="gold not resolved").model_dump_json() + "\n")
+        fh.write(
+            LedgerEntry(instance_id=IDS[1], certified=False, reason="gold not resolved").model_dump_json()
+            + "\n"
+        )
     assert certify.filter_rows(ledger, FIXTURES, out) == (len(IDS) - 1, len(IDS))
     assert IDS[1] not in out.read_text()
 
@@ -86,8 +109,20 @@ def test_the_deliberately_flaky_test_is_found(fleet, tmp_path):
 
 def test_missing_network_is_an_env_error_row_not_a_rejection(fleet, tmp_path):
     ledger = tmp_path / "ledger.jsonl"
-    args = certify.parse_args(["run", "--data", str(FIXTURES), "--ledger", str(ledger), "--runs", "1",
-                               "--instance-ids", "pytoolz__toolz-9004", "--no-progress"])  # the row's own network
+    args = certify.parse_args(
+        [
+            "run",
+            "--data",
+            str(FIXTURES),
+            "--ledger",
+            str(ledger),
+            "--runs",
+            "1",
+            "--instance-ids",
+            "pytoolz__toolz-9004",
+            "--no-progress",
+        ]
+    )  # the row's own network
     summary = asyncio.run(certify.run(args, fleet.client_env()))
     entry = read_ledger(ledger).entries["pytoolz__toolz-9004"]
     assert entry.env_error and not entry.certified and "swe-rl-internal" in entry.reason
@@ -96,8 +131,14 @@ def test_missing_network_is_an_env_error_row_not_a_rejection(fleet, tmp_path):
 
 def entry_from(statuses: list[dict[str, str]], empty: dict[str, str] | None = None) -> LedgerEntry:
     def g(tests: dict[str, str], status: str = "resolved") -> GradeResult:
-        return GradeResult(instance_id="x", status=GradeStatus(status), resolved=status == "resolved",
-                           tests_status=tests, fail_to_pass=TestsReport(success=["a"]), eval_seconds=1.0)
+        return GradeResult(
+            instance_id="x",
+            status=GradeStatus(status),
+            resolved=status == "resolved",
+            tests_status=tests,
+            fail_to_pass=TestsReport(success=["a"]),
+            eval_seconds=1.0,
+        )
 
     class Inst:
         instance_id, image = "x", "img"
@@ -112,21 +153,32 @@ def test_certify_entry_rules():
     assert e.certified and e.flaky_tests == ["b"] and e.tests["b"] == ["PASSED", "FAILED", "MISSING"]
     # an empty patch whose tests already pass everything: a broken instance
     broken = entry_from([{"a": "PASSED"}], empty={"a": "PASSED"})
-    broken_empty = GradeResult(instance_id="x", status=GradeStatus.NO_PATCH, resolved=False,
-                               tests_status={"a": "PASSED"}, fail_to_pass=TestsReport(success=["a"]))
+    broken_empty = GradeResult(
+        instance_id="x",
+        status=GradeStatus.NO_PATCH,
+        resolved=False,
+        tests_status={"a": "PASSED"},
+        fail_to_pass=TestsReport(success=["a"]),
+    )
 
     class Inst:
         instance_id, image = "x", "img"
 
-    gold = GradeResult(instance_id="x", status=GradeStatus.RESOLVED, resolved=True, tests_status={"a": "PASSED"})
+    gold = GradeResult(
+        instance_id="x", status=GradeStatus.RESOLVED, resolved=True, tests_status={"a": "PASSED"}
+    )
     broken = certify.certify_entry(Inst, [gold], broken_empty, None, [])
     assert not broken.certified and "empty patch" in broken.reason and broken.empty_would_resolve
 
 
 def test_flaky_only_failure_rule():
     flaky = {"t1"}
-    only_flaky = GradeResult(instance_id="x", status=GradeStatus.UNRESOLVED, resolved=False,
-                             fail_to_pass=TestsReport(success=["t0"], failure=["t1"]))
+    only_flaky = GradeResult(
+        instance_id="x",
+        status=GradeStatus.UNRESOLVED,
+        resolved=False,
+        fail_to_pass=TestsReport(success=["t0"], failure=["t1"]),
+    )
     assert flaky_only_failure(only_flaky, flaky)
     real = only_flaky.model_copy(update={"pass_to_pass": TestsReport(failure=["t2"])})
     assert not flaky_only_failure(real, flaky)
@@ -137,15 +189,32 @@ def test_flaky_only_failure_rule():
 
 def test_summary_and_filter_cli(tmp_path, capsys):
     ledger = tmp_path / "l.jsonl"
-    ledger.write_text(LedgerEntry(instance_id=IDS[0], certified=True, flaky_tests=["t"]).model_dump_json() + "\n"
-                      + LedgerEntry(instance_id=IDS[1], certified=False, reason="gold not resolved in 1/3 runs (x)")
-                      .model_dump_json() + "\n")
+    ledger.write_text(
+        LedgerEntry(instance_id=IDS[0], certified=True, flaky_tests=["t"]).model_dump_json()
+        + "\n"
+        + LedgerEntry(
+            instance_id=IDS[1], certified=False, reason="gold not resolved in 1/3 runs (x)"
+        ).model_dump_json()
+        + "\n"
+    )
     assert certify.main(["summary", "--ledger", str(ledger)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["certified_fraction"] == 0.5 and out["flake_rate"] == 0.5
     assert out["not_certified_reasons"] == {"gold not resolved in 1/3 runs": 1}
-    assert certify.main(["filter", "--ledger", str(ledger), "--data", str(FIXTURES),
-                         "--output", str(tmp_path / "o.jsonl")]) == 0
+    assert (
+        certify.main(
+            [
+                "filter",
+                "--ledger",
+                str(ledger),
+                "--data",
+                str(FIXTURES),
+                "--output",
+                str(tmp_path / "o.jsonl"),
+            ]
+        )
+        == 0
+    )
     assert [json.loads(x)["instance_id"] for x in (tmp_path / "o.jsonl").read_text().splitlines()] == [IDS[0]]
     with pytest.raises(FileNotFoundError):
         read_ledger(tmp_path / "nope.jsonl")

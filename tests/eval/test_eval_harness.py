@@ -24,8 +24,9 @@ def fleet(docker_client):
 
 
 def run_eval(fleet, out: Path, *extra: str) -> dict:
-    args = eval_swe.parse_args(["--data", str(FIXTURES), "--output-dir", str(out), "--max-concurrent", "2",
-                                "--no-progress", *extra])
+    args = eval_swe.parse_args(
+        ["--data", str(FIXTURES), "--output-dir", str(out), "--max-concurrent", "2", "--no-progress", *extra]
+    )
     return asyncio.run(eval_swe.run(args, fleet.client_env()))
 
 
@@ -40,8 +41,16 @@ def test_unknown_harness_is_a_usage_error():
 
 @pytest.mark.parametrize("harness", ["codeact", "opencode"])
 def test_gold_through_a_tool_harness(fleet, tmp_path, harness):
-    summary = run_eval(fleet, tmp_path, "--policy", "gold", "--harness", harness, "--instance-ids",
-                       f"{TOOLZ},jpvanhal__inflection-9001")
+    summary = run_eval(
+        fleet,
+        tmp_path,
+        "--policy",
+        "gold",
+        "--harness",
+        harness,
+        "--instance-ids",
+        f"{TOOLZ},jpvanhal__inflection-9001",
+    )
     assert summary["resolved"] == 2, summary
     for row in rows(tmp_path):
         assert row["harness"] == harness and row["format_errors"] == 0 and row["steps"] == 2
@@ -54,24 +63,47 @@ def test_gold_through_a_tool_harness(fleet, tmp_path, harness):
 def test_chat_model_with_tool_calls_under_codex(fleet, tmp_path):
     from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
-    patch = ("*** Begin Patch\n*** Update File: toolz/itertoolz.py\n@@\n"
-             "-            iters = itertools.takewhile(predicate, iters)\n"
-             "+            iters = itertools.cycle(itertools.takewhile(predicate, iters))\n*** End Patch")
+    patch = (
+        "*** Begin Patch\n*** Update File: toolz/itertoolz.py\n@@\n"
+        "-            iters = itertools.takewhile(predicate, iters)\n"
+        "+            iters = itertools.cycle(itertools.takewhile(predicate, iters))\n*** End Patch"
+    )
     submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
 
     def call(call_id, name, **arguments):
-        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
 
-    script = [ChatReply("Patch.", finish_reason="tool_calls", tool_calls=[call("a", "apply_patch", input=patch)]),
-              ChatReply("No call, just words."),
-              ChatReply("Submit.", finish_reason="tool_calls", tool_calls=[call("b", "shell_command", command=submit)])]
+    script = [
+        ChatReply("Patch.", finish_reason="tool_calls", tool_calls=[call("a", "apply_patch", input=patch)]),
+        ChatReply("No call, just words."),
+        ChatReply(
+            "Submit.", finish_reason="tool_calls", tool_calls=[call("b", "shell_command", command=submit)]
+        ),
+    ]
     with FakeOpenAI(script) as server:
-        summary = run_eval(fleet, tmp_path, "--model", "openai/fake-policy", "--api-base", server.base_url,
-                           "--instance-ids", TOOLZ, "--harness", "codex")
+        summary = run_eval(
+            fleet,
+            tmp_path,
+            "--model",
+            "openai/fake-policy",
+            "--api-base",
+            server.base_url,
+            "--instance-ids",
+            TOOLZ,
+            "--harness",
+            "codex",
+        )
         sent = server.requests
     assert summary["resolved"] == 1
     assert [t["function"]["name"] for t in sent[0]["tools"]][:2] == ["shell_command", "apply_patch"]
-    assert sent[1]["messages"][-1] == {"role": "tool", "tool_call_id": "a",
-                                       "content": "Success. Updated the following files:\nM toolz/itertoolz.py"}
+    assert sent[1]["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "a",
+        "content": "Success. Updated the following files:\nM toolz/itertoolz.py",
+    }
     (row,) = rows(tmp_path)
     assert row["harness"] == "codex" and row["format_errors"] == 1 and row["exit_reason"] == "submitted"

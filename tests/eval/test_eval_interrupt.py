@@ -22,18 +22,28 @@ from tests.conftest import ROOT
 ALL_FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 # The five plain fixtures (the others need a named network, are flaky on purpose, or carry exploits' bait):
 # the counts below ("2 of 5") are about stopping and resuming, not about the fixtures.
-IDS = ["jpvanhal__inflection-9001", "more-itertools__more-itertools-9001", "more-itertools__more-itertools-9002",
-       "pytoolz__toolz-9001", "pytoolz__toolz-9002"]
+IDS = [
+    "jpvanhal__inflection-9001",
+    "more-itertools__more-itertools-9001",
+    "more-itertools__more-itertools-9002",
+    "pytoolz__toolz-9001",
+    "pytoolz__toolz-9002",
+]
 FIXTURES: Path = ALL_FIXTURES  # replaced by the `plain_fixtures` file for the tests of this module
-SUBMIT = "Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached\n```"
+SUBMIT = (
+    "Done.\n\n```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached\n```"
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def plain_fixtures(tmp_path_factory):
     """A data file of the five plain fixture instances."""
     global FIXTURES
-    rows = [line for line in ALL_FIXTURES.read_text().splitlines()
-            if line.strip() and json.loads(line)["instance_id"] in IDS]
+    rows = [
+        line
+        for line in ALL_FIXTURES.read_text().splitlines()
+        if line.strip() and json.loads(line)["instance_id"] in IDS
+    ]
     assert len(rows) == len(IDS)
     path = tmp_path_factory.mktemp("data") / "instances.jsonl"
     path.write_text("\n".join(rows) + "\n")
@@ -52,10 +62,14 @@ def fleet(docker_client):
 def fleet_containers(fleet: LocalFleet) -> list:
     import docker
 
-    listed = docker.from_env().containers.list(all=True, filters={"label": "swe-rl.managed-by=swe-rl"},
-                                               ignore_removed=True)  # containers may go while listed
-    return [c for c in listed
-            if c.labels.get("swe-rl.exec-server") in fleet.server_ids and "swe-rl.warm" not in c.labels]
+    listed = docker.from_env().containers.list(
+        all=True, filters={"label": "swe-rl.managed-by=swe-rl"}, ignore_removed=True
+    )  # containers may go while listed
+    return [
+        c
+        for c in listed
+        if c.labels.get("swe-rl.exec-server") in fleet.server_ids and "swe-rl.warm" not in c.labels
+    ]
 
 
 def pool_leases(fleet: LocalFleet) -> int:
@@ -78,8 +92,21 @@ class Gate:
 
 
 def eval_cmd(out: Path, api_base: str) -> list[str]:
-    return [sys.executable, str(ROOT / "eval/eval_swe.py"), "--data", str(FIXTURES), "--output-dir", str(out),
-            "--model", "openai/fake", "--api-base", api_base, "--max-concurrent", "2", "--no-progress"]
+    return [
+        sys.executable,
+        str(ROOT / "eval/eval_swe.py"),
+        "--data",
+        str(FIXTURES),
+        "--output-dir",
+        str(out),
+        "--model",
+        "openai/fake",
+        "--api-base",
+        api_base,
+        "--max-concurrent",
+        "2",
+        "--no-progress",
+    ]
 
 
 def wait_for(pred, timeout: float, what: str) -> None:
@@ -92,7 +119,9 @@ def wait_for(pred, timeout: float, what: str) -> None:
 
 def rows(out: Path) -> list[dict]:
     path = out / "results.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    )
 
 
 def test_sigint_stops_cleanly_and_a_resume_adds_up(fleet, tmp_path):
@@ -101,10 +130,19 @@ def test_sigint_stops_cleanly_and_a_resume_adds_up(fleet, tmp_path):
     env = {**os.environ, **fleet.client_env(), "PYTHONPATH": str(ROOT)}
     with FakeOpenAI([gate] * 40) as server:
         cmd = eval_cmd(out, server.base_url)
-        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)  # its own process group, as a terminal job is
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )  # its own process group, as a terminal job is
         try:
-            wait_for(lambda: len(rows(out)) >= 2 and gate.count >= 4, 180, "two finished instances and two running")
+            wait_for(
+                lambda: len(rows(out)) >= 2 and gate.count >= 4, 180, "two finished instances and two running"
+            )
             assert pool_leases(fleet) >= 1  # the running instances hold containers
             os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground process group
             stdout, stderr = proc.communicate(timeout=20)  # well before the slow replies (25 s) would come
@@ -115,12 +153,17 @@ def test_sigint_stops_cleanly_and_a_resume_adds_up(fleet, tmp_path):
         assert proc.returncode == 130, stderr
         assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
         last = stderr.strip().splitlines()[-1]
-        assert last.startswith("interrupted (SIGINT): 2 of 5 instances finished; run the same command again to resume:")
+        assert last.startswith(
+            "interrupted (SIGINT): 2 of 5 instances finished; run the same command again to resume:"
+        )
         assert "eval/eval_swe.py" in last and "--output-dir" in last
         summary = json.loads((out / "summary.json").read_text())
         assert summary["finished"] == 2 and summary["missing"] == len(IDS) - 2
         assert summary["interrupted"] == "SIGINT" and len(summary["runs"]) == 1
-        assert "interrupted" in (out / "report.html").read_text() or "SIGINT" in (out / "report.html").read_text()
+        assert (
+            "interrupted" in (out / "report.html").read_text()
+            or "SIGINT" in (out / "report.html").read_text()
+        )
         # nothing leaked: every lease released and every container gone while the fleet keeps running
         assert pool_leases(fleet) == 0
         wait_for(lambda: not fleet_containers(fleet), 30, "the fleet's containers to go")
@@ -147,11 +190,19 @@ def test_sigterm_on_the_local_fleet_path(docker_client, tmp_path):
     out = tmp_path / "run"
     gate = Gate(fast=1)
     with FakeOpenAI([gate] * 20) as server:
-        proc = subprocess.Popen([*eval_cmd(out, server.base_url), "--local-fleet", "--max-concurrent", "1"],
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [*eval_cmd(out, server.base_url), "--local-fleet", "--max-concurrent", "1"],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            wait_for(lambda: len(rows(out)) >= 1 and gate.count >= 2, 180, "one finished instance, one running")
+            wait_for(
+                lambda: len(rows(out)) >= 1 and gate.count >= 2, 180, "one finished instance, one running"
+            )
             proc.send_signal(signal.SIGTERM)
             _, stderr = proc.communicate(timeout=40)
         finally:
@@ -169,15 +220,35 @@ def test_sigint_during_grading_predictions(fleet, tmp_path):
     preds = {}
     for line in FIXTURES.read_text().splitlines():
         row = json.loads(line)
-        preds[row["instance_id"]] = {"instance_id": row["instance_id"], "model_patch": row["patch"],
-                                     "model_name_or_path": "gold"}
+        preds[row["instance_id"]] = {
+            "instance_id": row["instance_id"],
+            "model_patch": row["patch"],
+            "model_name_or_path": "gold",
+        }
     (tmp_path / "preds.json").write_text(json.dumps(preds))
     out = tmp_path / "graded"
-    cmd = [sys.executable, str(ROOT / "eval/grade_predictions.py"), "--preds", str(tmp_path / "preds.json"),
-           "--data", str(FIXTURES), "--output-dir", str(out), "--max-concurrent", "1"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "eval/grade_predictions.py"),
+        "--preds",
+        str(tmp_path / "preds.json"),
+        "--data",
+        str(FIXTURES),
+        "--output-dir",
+        str(out),
+        "--max-concurrent",
+        "1",
+    ]
     env = {**os.environ, **fleet.client_env(), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: len(rows(out)) >= 1, 180, "one graded prediction")
         os.killpg(proc.pid, signal.SIGINT)
@@ -197,4 +268,7 @@ def test_sigint_during_grading_predictions(fleet, tmp_path):
     resumed = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["resolved"] == len(IDS) and [r["finished"] for r in summary["runs"]] == [graded, len(IDS) - graded]
+    assert summary["resolved"] == len(IDS) and [r["finished"] for r in summary["runs"]] == [
+        graded,
+        len(IDS) - graded,
+    ]

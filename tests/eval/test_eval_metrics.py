@@ -19,8 +19,19 @@ FIXTURES = ROOT / "data/fixtures/instances.jsonl"
 def test_summary_and_report_carry_the_dashboard_figures(docker_client, base_image, tmp_path: Path):
     ids = [json.loads(line)["instance_id"] for line in FIXTURES.read_text().splitlines() if line.strip()][:2]
     with LocalFleet(exec_servers=1, max_containers_per_node=4) as fleet:
-        args = eval_swe.parse_args(["--data", str(FIXTURES), "--output-dir", str(tmp_path), "--policy", "gold",
-                                    "--instance-ids", ",".join(ids), "--no-progress"])
+        args = eval_swe.parse_args(
+            [
+                "--data",
+                str(FIXTURES),
+                "--output-dir",
+                str(tmp_path),
+                "--policy",
+                "gold",
+                "--instance-ids",
+                ",".join(ids),
+                "--no-progress",
+            ]
+        )
         summary = asyncio.run(eval_swe.run(args, fleet.client_env()))
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     m = summary["metrics"]

@@ -25,22 +25,39 @@ def fixture_images(docker_client):
 @pytest.fixture(scope="module")
 def fleet(fixture_images, internal_network):
     # the node allows the session's internal network: the fixture whose tests need one is graded on it
-    with LocalFleet(exec_servers=1, max_containers_per_node=8,
-                    exec_env={"SWE_EXEC_NETWORKS": internal_network}) as f:
+    with LocalFleet(
+        exec_servers=1, max_containers_per_node=8, exec_env={"SWE_EXEC_NETWORKS": internal_network}
+    ) as f:
         f.network = internal_network
         yield f
     # LocalFleet removed its containers; make sure of it.
     import docker
 
-    left = [c for c in docker.from_env().containers.list(all=True, filters={"label": "swe-rl.managed-by=swe-rl"})
-            if c.labels.get("swe-rl.exec-server") in f.server_ids]
+    left = [
+        c
+        for c in docker.from_env().containers.list(all=True, filters={"label": "swe-rl.managed-by=swe-rl"})
+        if c.labels.get("swe-rl.exec-server") in f.server_ids
+    ]
     assert left == []
 
 
 def run_eval(fleet, out: Path, *extra: str) -> dict:
-    args = eval_swe.parse_args(["--data", str(FIXTURES), "--output-dir", str(out), "--max-concurrent", "2",
-                                "--no-progress", "--grading-network", fleet.network, "--agent-network",
-                                fleet.network, *extra])
+    args = eval_swe.parse_args(
+        [
+            "--data",
+            str(FIXTURES),
+            "--output-dir",
+            str(out),
+            "--max-concurrent",
+            "2",
+            "--no-progress",
+            "--grading-network",
+            fleet.network,
+            "--agent-network",
+            fleet.network,
+            *extra,
+        ]
+    )
     return asyncio.run(eval_swe.run(args, fleet.client_env()))
 
 
@@ -98,8 +115,9 @@ def test_certified_only_runs_the_certified_instances(fleet, tmp_path):
     from swe_rl.grading.certification import LedgerEntry
 
     ledger = tmp_path / "ledger.jsonl"
-    ledger.write_text("".join(LedgerEntry(instance_id=i, certified=i == IDS[0]).model_dump_json() + "\n"
-                              for i in IDS[:2]))
+    ledger.write_text(
+        "".join(LedgerEntry(instance_id=i, certified=i == IDS[0]).model_dump_json() + "\n" for i in IDS[:2])
+    )
     summary = run_eval(fleet, tmp_path / "run", "--policy", "gold", "--certified-only", str(ledger))
     assert summary["total"] == 1 and summary["resolved"] == 1
     (row,) = rows(tmp_path / "run")
@@ -127,7 +145,9 @@ def test_bad_rows_are_reported_and_the_rest_runs(fleet, tmp_path, capsys):
     good = FIXTURES.read_text().splitlines()[0]
     data.write_text("\n".join([good, "{not json", json.dumps({"instance_id": "x"})]) + "\n")
     out = tmp_path / "run"
-    args = eval_swe.parse_args(["--data", str(data), "--output-dir", str(out), "--policy", "gold", "--no-progress"])
+    args = eval_swe.parse_args(
+        ["--data", str(data), "--output-dir", str(out), "--policy", "gold", "--no-progress"]
+    )
     summary = asyncio.run(eval_swe.run(args, fleet.client_env()))
     assert summary["total"] == 1 and summary["resolved"] == 1 and summary["load_errors"] == 2
     assert "skipped bad row" in capsys.readouterr().err
@@ -138,8 +158,9 @@ def test_missing_image_is_env_error_not_a_wrong_answer(fleet, tmp_path):
     row["image_name"] = "swe-rl/fixture.does-not-exist:latest"
     data = tmp_path / "missing.jsonl"
     data.write_text(json.dumps(row) + "\n")
-    args = eval_swe.parse_args(["--data", str(data), "--output-dir", str(tmp_path / "run"), "--policy", "gold",
-                                "--no-progress"])
+    args = eval_swe.parse_args(
+        ["--data", str(data), "--output-dir", str(tmp_path / "run"), "--policy", "gold", "--no-progress"]
+    )
     summary = asyncio.run(eval_swe.run(args, fleet.client_env()))
     assert summary["status_counts"]["env_error"] == 1 and summary["resolved"] == 0
 
@@ -153,14 +174,30 @@ def test_chat_model_through_an_openai_endpoint(fleet, tmp_path):
     """The CLI's chat path against a real HTTP server speaking OpenAI chat (scripted turns)."""
     from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
-    fix = ("sed -i 's/iters = itertools.takewhile(predicate, iters)/"
-           "iters = itertools.cycle(itertools.takewhile(predicate, iters))/' toolz/itertoolz.py")
+    fix = (
+        "sed -i 's/iters = itertools.takewhile(predicate, iters)/"
+        "iters = itertools.cycle(itertools.takewhile(predicate, iters))/' toolz/itertoolz.py"
+    )
     submit = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
-    script = [ChatReply(f"Fix it.\n\n```bash\n{fix}\n```", reasoning_content="the cycle is lost"),
-              ChatReply(f"Submit.\n\n```bash\n{submit}\n```")]
+    script = [
+        ChatReply(f"Fix it.\n\n```bash\n{fix}\n```", reasoning_content="the cycle is lost"),
+        ChatReply(f"Submit.\n\n```bash\n{submit}\n```"),
+    ]
     with FakeOpenAI(script) as server:
-        summary = run_eval(fleet, tmp_path, "--model", "openai/fake-policy", "--api-base", server.base_url,
-                           "--instance-ids", "pytoolz__toolz-9001", "--temperature", "0.3", "--max-tokens", "512")
+        summary = run_eval(
+            fleet,
+            tmp_path,
+            "--model",
+            "openai/fake-policy",
+            "--api-base",
+            server.base_url,
+            "--instance-ids",
+            "pytoolz__toolz-9001",
+            "--temperature",
+            "0.3",
+            "--max-tokens",
+            "512",
+        )
         sent = server.requests
     assert summary["resolved"] == 1 and summary["avg_steps"] == 2
     assert sent[0]["temperature"] == 0.3 and sent[0]["max_tokens"] == 512

@@ -40,8 +40,12 @@ SUBMIT = action("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git diff", "submi
 
 def swept(label: str) -> list[str]:
     """Remove every container with this run label; return the ids that were still there."""
-    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=swe-rl.minisweagent-run={label}"],
-                         capture_output=True, text=True, check=False).stdout.split()
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=swe-rl.minisweagent-run={label}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
     if out:
         subprocess.run(["docker", "rm", "-f", *out], capture_output=True, check=False)
     return out
@@ -54,11 +58,17 @@ def minisweagent():
     try:
         import minisweagent as mod
     except ImportError:
-        p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"mini-swe-agent=={PIN}"],
-                           capture_output=True, text=True, check=False)
+        p = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", f"mini-swe-agent=={PIN}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if p.returncode != 0:
-            pytest.skip(f"mini-swe-agent=={PIN} is not installed and pip could not install it (no package index?): "
-                        f"{p.stderr.strip()[-300:]}")
+            pytest.skip(
+                f"mini-swe-agent=={PIN} is not installed and pip could not install it (no package index?): "
+                f"{p.stderr.strip()[-300:]}"
+            )
         importlib.invalidate_caches()
         import minisweagent as mod
     assert mod.__version__ == PIN, f"installed mini-swe-agent {mod.__version__}, pinned {PIN}"
@@ -100,11 +110,29 @@ def test_fixture_task_through_minisweagent_then_our_grader(run_mini, fleet, tmp_
     with FakeOpenAI([fix, SUBMIT]) as server:
         # The node script itself, as users run it (health check, model name, slicing args).
         p = subprocess.run(
-            ["bash", str(ROOT / "scripts/run_minisweagent_eval.sh"), "--sglang-url", server.base_url.removesuffix("/v1"),
-             "--workers", "1", "--data", str(FIXTURES), "--filter", "^jpvanhal__inflection-9001$", "--output", str(mini_dir),
-             "--", "--run-label", label],
-            env={**os.environ, **MINI_ENV, "MSWEA_PYTHON": sys.executable}, capture_output=True, text=True,
-            timeout=300, check=False)
+            [
+                "bash",
+                str(ROOT / "scripts/run_minisweagent_eval.sh"),
+                "--sglang-url",
+                server.base_url.removesuffix("/v1"),
+                "--workers",
+                "1",
+                "--data",
+                str(FIXTURES),
+                "--filter",
+                "^jpvanhal__inflection-9001$",
+                "--output",
+                str(mini_dir),
+                "--",
+                "--run-label",
+                label,
+            ],
+            env={**os.environ, **MINI_ENV, "MSWEA_PYTHON": sys.executable},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         sent = server.requests
     assert swept(label) == [], "the driver must remove its containers itself"
@@ -126,30 +154,74 @@ def test_fixture_task_through_minisweagent_then_our_grader(run_mini, fleet, tmp_
     # A second node whose image is missing: an infrastructure failure, recorded as such.
     broken_dir = tmp_path / "broken"
     broken = "pytoolz__toolz-9001"
-    assert run_mini.main(["--data", str(FIXTURES), "--instance-ids", broken, "-o", str(broken_dir), "--model",
-                          "openai/fake", "--api-base", "http://127.0.0.1:9/v1", "--run-label", label,
-                          "--image-template", "swe-rl/missing.{id_swebench}:latest"]) == 0
+    assert (
+        run_mini.main(
+            [
+                "--data",
+                str(FIXTURES),
+                "--instance-ids",
+                broken,
+                "-o",
+                str(broken_dir),
+                "--model",
+                "openai/fake",
+                "--api-base",
+                "http://127.0.0.1:9/v1",
+                "--run-label",
+                label,
+                "--image-template",
+                "swe-rl/missing.{id_swebench}:latest",
+            ]
+        )
+        == 0
+    )
     assert json.loads((broken_dir / "preds.json").read_text())[broken]["model_patch"] == ""
 
     # Hand-written predictions in SWE-bench's list format: no trajectories next to them.
     other = tmp_path / "other.json"
-    other.write_text(json.dumps([
-        {"instance_id": "more-itertools__more-itertools-9001", "model_patch": "", "model_name_or_path": "x"},
-        {"instance_id": "more-itertools__more-itertools-9002", "model_name_or_path": "x",
-         "model_patch": "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-a\n+b\n"},
-    ]))
+    other.write_text(
+        json.dumps(
+            [
+                {
+                    "instance_id": "more-itertools__more-itertools-9001",
+                    "model_patch": "",
+                    "model_name_or_path": "x",
+                },
+                {
+                    "instance_id": "more-itertools__more-itertools-9002",
+                    "model_name_or_path": "x",
+                    "model_patch": "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-a\n+b\n",
+                },
+            ]
+        )
+    )
 
     graded = tmp_path / "graded"
-    args = grade_predictions.parse_args(["--preds", str(mini_dir), str(broken_dir / "preds.json"), str(other),
-                                         "--data", str(FIXTURES), "--output-dir", str(graded)])
+    args = grade_predictions.parse_args(
+        [
+            "--preds",
+            str(mini_dir),
+            str(broken_dir / "preds.json"),
+            str(other),
+            "--data",
+            str(FIXTURES),
+            "--output-dir",
+            str(graded),
+        ]
+    )
     import asyncio
 
     summary = asyncio.run(grade_predictions.grade_all(args, fleet.client_env()))
     rows = {r["instance_id"]: r for r in map(json.loads, (graded / "results.jsonl").read_text().splitlines())}
     assert {i: r["status"] for i, r in rows.items()} == {
-        iid: "resolved", broken: "env_error", "more-itertools__more-itertools-9001": "no_patch",
-        "more-itertools__more-itertools-9002": "patch_apply_failed"}
-    assert rows[iid]["exit_reason"] == "submitted" and rows[iid]["steps"] == 2 and rows[iid]["prompt_tokens"] > 0
+        iid: "resolved",
+        broken: "env_error",
+        "more-itertools__more-itertools-9001": "no_patch",
+        "more-itertools__more-itertools-9002": "patch_apply_failed",
+    }
+    assert (
+        rows[iid]["exit_reason"] == "submitted" and rows[iid]["steps"] == 2 and rows[iid]["prompt_tokens"] > 0
+    )
     assert "FAIL_TO_PASS" in rows[iid]["grade_message"] and rows[broken]["exit_reason"] == "env_error"
     assert (graded / rows[iid]["dir"] / "patch.diff").read_text() == preds[iid]["model_patch"]
     # The same summary format as eval/eval_swe.py.
@@ -169,16 +241,39 @@ def test_minisweagent_patch_leaves_out_the_images_build_output(run_mini, fixture
     """pytoolz__toolz-9003's image has build/ and toolz.egg-info/ untracked: mini's own submit (`git add -A &&
     git diff --cached`) would carry them; the prediction is the agent's changes only, build/ edits included."""
     iid = "pytoolz__toolz-9003"
-    edit = action("echo '# agent' >> build/lib/toolz/dicttoolz.py && echo 'X = 1' > build/lib/toolz/new_mod.py "
-                  "&& sed -i 's/difference_update(keys\\[:-1\\])/difference_update(keys)/' toolz/dicttoolz.py",
-                  "edit")
+    edit = action(
+        "echo '# agent' >> build/lib/toolz/dicttoolz.py && echo 'X = 1' > build/lib/toolz/new_mod.py "
+        "&& sed -i 's/difference_update(keys\\[:-1\\])/difference_update(keys)/' toolz/dicttoolz.py",
+        "edit",
+    )
     submit = action("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached", "submit")
     with FakeOpenAI([edit, submit]) as server:
-        assert run_mini.main(["--data", str(FIXTURES), "--instance-ids", iid, "-o", str(tmp_path), "--model",
-                              "openai/fake", "--api-base", server.base_url, "--run-label", label]) == 0
+        assert (
+            run_mini.main(
+                [
+                    "--data",
+                    str(FIXTURES),
+                    "--instance-ids",
+                    iid,
+                    "-o",
+                    str(tmp_path),
+                    "--model",
+                    "openai/fake",
+                    "--api-base",
+                    server.base_url,
+                    "--run-label",
+                    label,
+                ]
+            )
+            == 0
+        )
     patch = json.loads((tmp_path / "preds.json").read_text())[iid]["model_patch"]
     files = re.findall(r"^diff --git a/\S+ b/(\S+)$", patch, flags=re.MULTILINE)
-    assert sorted(files) == ["build/lib/toolz/dicttoolz.py", "build/lib/toolz/new_mod.py", "toolz/dicttoolz.py"]
+    assert sorted(files) == [
+        "build/lib/toolz/dicttoolz.py",
+        "build/lib/toolz/new_mod.py",
+        "toolz/dicttoolz.py",
+    ]
     assert "toolz.egg-info" not in patch
     assert swept(label) == []
 
@@ -192,20 +287,47 @@ def run_mini_version() -> str:
 @pytest.mark.docker  # the set-up script checks the Docker daemon
 def test_setup_check_only_reports_pin_config_and_served_models(minisweagent, tmp_path):
     with FakeOpenAI() as server:
-        p = subprocess.run(["bash", str(ROOT / "scripts/setup_minisweagent_node.sh"), "--check-only",
-                            "--venv", str(tmp_path / "venv"), "--sglang-url", server.base_url.removesuffix("/v1")],
-                           env={**os.environ, "MSWEA_PYTHON": sys.executable}, capture_output=True, text=True,
-                           timeout=180, check=False)
+        p = subprocess.run(
+            [
+                "bash",
+                str(ROOT / "scripts/setup_minisweagent_node.sh"),
+                "--check-only",
+                "--venv",
+                str(tmp_path / "venv"),
+                "--sglang-url",
+                server.base_url.removesuffix("/v1"),
+            ],
+            env={**os.environ, "MSWEA_PYTHON": sys.executable},
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
     assert p.returncode == 0, p.stdout + p.stderr
     assert f"mini-swe-agent {PIN} | model class litellm_textbased | step limit 100" in p.stdout
     assert "serves: fake" in p.stdout
 
 
 def test_run_script_fails_clearly_when_the_endpoint_is_down(minisweagent, tmp_path):
-    p = subprocess.run(["bash", str(ROOT / "scripts/run_minisweagent_eval.sh"), "--sglang-url", "http://127.0.0.1:9",
-                        "--workers", "1", "--data", str(FIXTURES), "--output", str(tmp_path)],
-                       env={**os.environ, "MSWEA_PYTHON": sys.executable}, capture_output=True, text=True, timeout=60,
-                       check=False)
+    p = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "scripts/run_minisweagent_eval.sh"),
+            "--sglang-url",
+            "http://127.0.0.1:9",
+            "--workers",
+            "1",
+            "--data",
+            str(FIXTURES),
+            "--output",
+            str(tmp_path),
+        ],
+        env={**os.environ, "MSWEA_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert p.returncode == 2 and "does not answer" in p.stderr
     assert not (tmp_path / "preds.json").exists()
 
@@ -214,10 +336,25 @@ def test_run_script_fails_clearly_when_the_endpoint_is_down(minisweagent, tmp_pa
 
 
 def test_config_layers_on_the_pinned_prompts(run_mini, tmp_path):
-    args = run_mini.parse_args(["--data", str(FIXTURES), "-o", str(tmp_path), "--model", "openai/Qwen3-32B",
-                                "--api-base", "http://router:30000/v1", "-c", "agent.step_limit=7"])
+    args = run_mini.parse_args(
+        [
+            "--data",
+            str(FIXTURES),
+            "-o",
+            str(tmp_path),
+            "--model",
+            "openai/Qwen3-32B",
+            "--api-base",
+            "http://router:30000/v1",
+            "-c",
+            "agent.step_limit=7",
+        ]
+    )
     cfg = run_mini.build_config(args, "run-1")
-    assert cfg["model"]["model_class"] == "litellm_textbased" and cfg["model"]["cost_tracking"] == "ignore_errors"
+    assert (
+        cfg["model"]["model_class"] == "litellm_textbased"
+        and cfg["model"]["cost_tracking"] == "ignore_errors"
+    )
     assert cfg["model"]["model_kwargs"]["api_base"] == "http://router:30000/v1"
     assert Path(cfg["model"]["litellm_model_registry"]) == ROOT / "swe_rl/configs/litellm.json"
     assert cfg["agent"]["step_limit"] == 7 and cfg["agent"]["cost_limit"] == 0
@@ -233,8 +370,16 @@ def test_config_layers_on_the_pinned_prompts(run_mini, tmp_path):
 def test_model_without_price_is_not_an_error(run_mini):
     from minisweagent.models import get_model
 
-    model = get_model(config={**run_mini.build_config(run_mini.parse_args(
-        ["--data", "x", "-o", "/tmp/unused", "--model", "openai/unregistered-model"]), "x")["model"]})
+    model = get_model(
+        config={
+            **run_mini.build_config(
+                run_mini.parse_args(
+                    ["--data", "x", "-o", "/tmp/unused", "--model", "openai/unregistered-model"]
+                ),
+                "x",
+            )["model"]
+        }
+    )
     response = type("R", (), {"model": "unregistered-model", "usage": None})()
     assert model._calculate_cost(response) == {"cost": 0.0}
 
@@ -242,7 +387,10 @@ def test_model_without_price_is_not_an_error(run_mini):
 def test_slice_and_shard_split_a_dataset_exactly_once(run_mini):
     items = list(range(10))
     assert run_mini.slice_instances(items, "2:5") == [2, 3, 4]
-    assert run_mini.slice_instances(items, ":3") == [0, 1, 2] and run_mini.slice_instances(items, "8:") == [8, 9]
+    assert run_mini.slice_instances(items, ":3") == [0, 1, 2] and run_mini.slice_instances(items, "8:") == [
+        8,
+        9,
+    ]
     shards = [run_mini.shard_instances(items, f"{i}/3") for i in range(3)]
     assert shards == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
     assert run_mini.shard_instances([1], "2/3") == []
@@ -257,24 +405,53 @@ def test_slice_and_shard_split_a_dataset_exactly_once(run_mini):
 def test_trajectory_facts_tell_infrastructure_from_model_failures():
     facts = grade_predictions.trajectory_facts
     assert facts(None)["exit_reason"] == "unknown"
-    ok = facts({"info": {"exit_status": "LimitsExceeded", "model_stats": {"api_calls": 100}}, "messages": [
-        {"role": "assistant", "extra": {"timestamp": 10.0, "response": {"usage": {"prompt_tokens": 5,
-                                                                                   "completion_tokens": 2}}}},
-        {"role": "assistant", "extra": {"timestamp": 14.5, "response": {"usage": {"prompt_tokens": 7,
-                                                                                   "completion_tokens": 3}}}}]})
-    assert (ok["exit_reason"], ok["steps"], ok["prompt_tokens"], ok["completion_tokens"], ok["agent_seconds"]) == \
-        ("step_limit", 100, 12, 5, 4.5)
+    ok = facts(
+        {
+            "info": {"exit_status": "LimitsExceeded", "model_stats": {"api_calls": 100}},
+            "messages": [
+                {
+                    "role": "assistant",
+                    "extra": {
+                        "timestamp": 10.0,
+                        "response": {"usage": {"prompt_tokens": 5, "completion_tokens": 2}},
+                    },
+                },
+                {
+                    "role": "assistant",
+                    "extra": {
+                        "timestamp": 14.5,
+                        "response": {"usage": {"prompt_tokens": 7, "completion_tokens": 3}},
+                    },
+                },
+            ],
+        }
+    )
+    assert (
+        ok["exit_reason"],
+        ok["steps"],
+        ok["prompt_tokens"],
+        ok["completion_tokens"],
+        ok["agent_seconds"],
+    ) == ("step_limit", 100, 12, 5, 4.5)
     assert not ok["infra_failure"]
-    env = facts({"info": {"exit_status": "CalledProcessError",
-                          "swe_rl": {"failed_in": "environment", "exception_str": "docker run failed"}}})
+    env = facts(
+        {
+            "info": {
+                "exit_status": "CalledProcessError",
+                "swe_rl": {"failed_in": "environment", "exception_str": "docker run failed"},
+            }
+        }
+    )
     assert env["infra_failure"] and env["exit_reason"] == "env_error" and env["error"] == "docker run failed"
     model = facts({"info": {"exit_status": "APIConnectionError", "exception_str": "refused"}})
     assert not model["infra_failure"] and model["exit_reason"] == "policy_error"
 
 
 def test_predictions_load_from_every_swebench_format(tmp_path):
-    rows = [{"instance_id": "a__b-1", "model_patch": "diff", "model_name_or_path": "m"},
-            {"instance_id": "a__b-2", "model_patch": None}]
+    rows = [
+        {"instance_id": "a__b-1", "model_patch": "diff", "model_name_or_path": "m"},
+        {"instance_id": "a__b-2", "model_patch": None},
+    ]
     (tmp_path / "d.json").write_text(json.dumps({r["instance_id"]: r for r in rows}))
     (tmp_path / "l.json").write_text(json.dumps(rows))
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -287,8 +464,13 @@ def test_predictions_load_from_every_swebench_format(tmp_path):
 
 
 def test_resume_runs_again_what_did_not_end_on_the_agents_terms(run_mini, tmp_path):
-    statuses = {"a__x-1": "Submitted", "a__x-2": "LimitsExceeded", "a__x-3": "Interrupted",
-                "a__x-4": "CalledProcessError", "a__x-5": None}
+    statuses = {
+        "a__x-1": "Submitted",
+        "a__x-2": "LimitsExceeded",
+        "a__x-3": "Interrupted",
+        "a__x-4": "CalledProcessError",
+        "a__x-5": None,
+    }
     for iid, status in statuses.items():
         if status is not None:
             (tmp_path / iid).mkdir()
@@ -302,7 +484,11 @@ class _Model:
     config = None
 
     def query(self, messages, **kw):
-        return {"role": "assistant", "content": "x", "extra": {"actions": [{"command": "echo hi"}], "cost": 0.0}}
+        return {
+            "role": "assistant",
+            "content": "x",
+            "extra": {"actions": [{"command": "echo hi"}], "cost": 0.0},
+        }
 
     def format_message(self, **kw):
         return kw
@@ -336,8 +522,9 @@ class _Env:
 
 
 def test_a_stopping_run_ends_each_agent_at_its_next_step(run_mini):
-    agent = run_mini._stoppable_agent_class()(_Model(), _Env(), system_template="sys", instance_template="{{task}}",
-                                              step_limit=50)
+    agent = run_mini._stoppable_agent_class()(
+        _Model(), _Env(), system_template="sys", instance_template="{{task}}", step_limit=50
+    )
     try:
         with pytest.raises(run_mini.RunInterrupted):
             agent.run("task")

@@ -48,5 +48,7 @@ def test_stop_cancels_running_work_and_skips_the_rest():
 
 def test_resume_line_is_one_line_with_the_command():
     line = resume_line("SIGTERM", 3, 10, command_line("eval/eval_swe.py", ["--data", "a b.jsonl"]))
-    assert line == ("interrupted (SIGTERM): 3 of 10 instances finished; run the same command again to resume: "
-                    "python eval/eval_swe.py --data 'a b.jsonl'")
+    assert line == (
+        "interrupted (SIGTERM): 3 of 10 instances finished; run the same command again to resume: "
+        "python eval/eval_swe.py --data 'a b.jsonl'"
+    )

@@ -33,8 +33,12 @@ def check(resp: httpx.Response, status: int | tuple[int, ...], field: str | None
 
 
 def raw(url: str, path: str, token: str, content: bytes) -> httpx.Response:
-    return httpx.post(url + path, content=content, timeout=60,
-                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    return httpx.post(
+        url + path,
+        content=content,
+        timeout=60,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
 
 
 def managed(docker_client: Any, server_id: str) -> list[Any]:
@@ -62,8 +66,13 @@ def test_exec_server_rejects_malformed_values(exec_server, docker_client):
     check(srv.post("/container/exec", {"container_id": cid, "command": "true", "env": []}), 400, "env")
     check(srv.post("/container/create", {"image": BASE_IMAGE, "env": []}), 400, "env")
     check(srv.post("/container/create", {"image": BASE_IMAGE, "env": "A=1"}), 400, "env")
-    check(srv.post("/container/write_file", {"container_id": cid, "path": "/tmp/m", "content": "x", "mode": 0.5}),
-          400, "mode")
+    check(
+        srv.post(
+            "/container/write_file", {"container_id": cid, "path": "/tmp/m", "content": "x", "mode": 0.5}
+        ),
+        400,
+        "mode",
+    )
     check(srv.post("/warm", {"image": BASE_IMAGE, "count": 1.5}), 400, "count")
     # the container is untouched and still works
     out = srv.post("/container/exec", {"container_id": cid, "command": "echo ok"}).json()
@@ -100,8 +109,13 @@ def test_exec_server_create_out_of_range_is_400_and_creates_nothing(exec_server,
 def test_read_file_symlink_loop_is_4xx_without_host_paths(exec_server):
     srv = exec_server
     cid = srv.post("/container/create", {"image": BASE_IMAGE}).json()["container_id"]
-    out = srv.post("/container/exec", {"container_id": cid,
-                                       "command": "ln -s /tmp/b /tmp/a && ln -s /tmp/a /tmp/b && ln -s self /tmp/self"})
+    out = srv.post(
+        "/container/exec",
+        {
+            "container_id": cid,
+            "command": "ln -s /tmp/b /tmp/a && ln -s /tmp/a /tmp/b && ln -s self /tmp/self",
+        },
+    )
     assert out.json()["returncode"] == 0
     for path in ("/tmp/a", "/tmp/self", "/tmp/a/inside"):
         check(srv.post("/container/read_file", {"container_id": cid, "path": path}), (400, 404, 422), None)
@@ -111,16 +125,28 @@ def test_write_file_onto_a_directory_is_400_and_keeps_the_directory(exec_server)
     """Docker's tar upload would replace a directory by the file: refused before it is sent."""
     srv = exec_server
     cid = srv.post("/container/create", {"image": BASE_IMAGE}).json()["container_id"]
-    assert srv.post("/container/exec", {"container_id": cid, "command": "mkdir -p /tmp/d && touch /tmp/d/keep"}
-                    ).json()["returncode"] == 0
-    body = check(srv.post("/container/write_file", {"container_id": cid, "path": "/tmp/d", "content": "x"}), 400)
+    assert (
+        srv.post(
+            "/container/exec", {"container_id": cid, "command": "mkdir -p /tmp/d && touch /tmp/d/keep"}
+        ).json()["returncode"]
+        == 0
+    )
+    body = check(
+        srv.post("/container/write_file", {"container_id": cid, "path": "/tmp/d", "content": "x"}), 400
+    )
     assert "is a directory" in body["error"]
-    out = srv.post("/container/exec", {"container_id": cid, "command": "test -f /tmp/d/keep && echo kept"}).json()
+    out = srv.post(
+        "/container/exec", {"container_id": cid, "command": "test -f /tmp/d/keep && echo kept"}
+    ).json()
     assert out["output"].strip() == "kept"
     # a plain file is still overwritten, a new one still created
     for _ in range(2):
-        assert srv.post("/container/write_file", {"container_id": cid, "path": "/tmp/d/f", "content": "y"}
-                        ).status_code == 200
+        assert (
+            srv.post(
+                "/container/write_file", {"container_id": cid, "path": "/tmp/d/f", "content": "y"}
+            ).status_code
+            == 200
+        )
 
 
 def test_exec_server_body_limit_is_413_json(exec_server_factory):
@@ -141,7 +167,11 @@ def test_pool_rejects_malformed_values_before_forwarding(fleet, pool_factory, do
         ("/exec", '{"lease_id": "%s", "command": "true", "timeout": NaN}' % lid, "timeout"),
         ("/exec", '{"lease_id": "%s", "command": "true", "timeout": 1e400}' % lid, "timeout"),
         ("/exec", '{"lease_id": "%s", "command": "true", "timeout": -Infinity}' % lid, "timeout"),
-        ("/evaluate", '{"lease_id": "%s", "patch": "", "eval_script": "true", "timeout": NaN}' % lid, "timeout"),
+        (
+            "/evaluate",
+            '{"lease_id": "%s", "patch": "", "eval_script": "true", "timeout": NaN}' % lid,
+            "timeout",
+        ),
         ("/exec", '{"lease_id": "%s", "command": "echo \\udcff"}' % lid, "command"),
         ("/exec", '{"lease_id": "%s", "command": "true", "env": {"A": "\\udcff"}}' % lid, "env"),
         ("/write_file", '{"lease_id": "%s", "path": "/tmp/x", "content": "\\udcff"}' % lid, "content"),
@@ -161,8 +191,12 @@ def test_pool_passes_docker_refusals_through_as_client_errors(fleet, pool_factor
     (srv,) = fleet(1)
     pool = pool_factory([srv], SWE_POOL_WARM_MIN="1")
     cpus = os.cpu_count() or 1
-    for extra, field in (({"memory": "1"}, "memory"), ({"cpus": cpus + 1}, "cpus"),
-                         ({"workdir": "/proc/1"}, "workdir"), ({"workdir": "/etc/passwd/sub"}, None)):
+    for extra, field in (
+        ({"memory": "1"}, "memory"),
+        ({"cpus": cpus + 1}, "cpus"),
+        ({"workdir": "/proc/1"}, "workdir"),
+        ({"workdir": "/etc/passwd/sub"}, None),
+    ):
         body = check(pool.post("/allocate", {"image": BASE_IMAGE, **extra}), 400, field)
         assert not body.get("node_down"), body
     st = pool.status()
@@ -180,6 +214,6 @@ def test_pool_body_limit_is_413_json_and_one_log_line(fleet, pool_factory):
     check(pool.post("/exec", {"lease_id": "x", "command": "x" * 200_000}), 413)
     resp = httpx.post(pool.url + "/exec", content=b"x" * 200_000, headers=pool.headers, timeout=30)
     check(resp, 413)
-    new = pool.logs()[len(before):]
+    new = pool.logs()[len(before) :]
     assert "Traceback" not in new
     assert sum("413" in line or "too large" in line for line in new.splitlines()) <= 2, new

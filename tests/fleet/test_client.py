@@ -24,8 +24,9 @@ from swe_rl.fleet.errors import (
 async def none_left(docker_client, filters: dict, timeout: float = 30) -> list:
     """Containers matching filters once the pool's background destroys are done (close does not wait for them)."""
     deadline = time.monotonic() + timeout
-    while ((left := docker_client.containers.list(all=True, filters=filters, ignore_removed=True))
-           and time.monotonic() < deadline):
+    while (
+        left := docker_client.containers.list(all=True, filters=filters, ignore_removed=True)
+    ) and time.monotonic() < deadline:
         await asyncio.sleep(0.1)
     return left
 
@@ -43,7 +44,9 @@ async def test_lease_roundtrip(pool, docker_client, base_image):
     async with client_for(pool, heartbeat_interval=0.3) as client:
         async with client.lease(base_image, instance_id="demo-1", workdir="/testbed") as env:
             assert env.instance_id == "demo-1" and env.workdir == "/testbed"
-            setup = await env.exec("git init -q && printf 'a\\n' > f.txt && git add f.txt && git commit -qm init")
+            setup = await env.exec(
+                "git init -q && printf 'a\\n' > f.txt && git add f.txt && git commit -qm init"
+            )
             assert setup.ok and setup.output == ""
             result = await env.exec("echo $GREETING; pwd; exit 3", env={"GREETING": "hi"}, workdir="/tmp")
             assert (result.returncode, result.output, result.ok) == (3, "hi\n/tmp\n", False)
@@ -115,8 +118,11 @@ async def test_full_fleet_retries_until_deadline(fleet, pool_factory, base_image
             await client.allocate(base_image)
         elapsed = time.monotonic() - t0
         assert 3.0 <= elapsed < 8 and isinstance(info.value, FleetUnavailable)
-        full = [line for line in pool.get("/metrics").text.splitlines()
-                if line.startswith('swe_pool_allocations_total{outcome="full"}')]
+        full = [
+            line
+            for line in pool.get("/metrics").text.splitlines()
+            if line.startswith('swe_pool_allocations_total{outcome="full"}')
+        ]
         assert float(full[0].split()[-1]) >= 3  # honoured Retry-After: 1 s, not a hot loop nor one try
 
         client.config.allocate_deadline = 30
@@ -157,8 +163,9 @@ async def test_typed_errors(pool, base_image):
         with pytest.raises(BadRequest, match="unauthorized"):
             await client.allocate(base_image)
 
-    dead = EnvClientConfig(pool_url=f"http://127.0.0.1:{free_port()}", token="x", retries=2, backoff=0.1,
-                           allocate_deadline=1)
+    dead = EnvClientConfig(
+        pool_url=f"http://127.0.0.1:{free_port()}", token="x", retries=2, backoff=0.1, allocate_deadline=1
+    )
     async with EnvClient(dead) as client:
         t0 = time.monotonic()
         with pytest.raises(FleetUnavailable, match="unreachable"):
@@ -178,6 +185,11 @@ def test_config_from_env(monkeypatch, tmp_path):
     monkeypatch.setenv("SWE_CLIENT_ALLOCATE_DEADLINE", "12.5")
     cfg = EnvClientConfig.from_env(heartbeat_interval=5)
     assert (cfg.pool_url, cfg.token, cfg.retries, cfg.allocate_deadline, cfg.heartbeat_interval) == (
-        "http://pool:1", "from-file", 7, 12.5, 5)
+        "http://pool:1",
+        "from-file",
+        7,
+        12.5,
+        5,
+    )
     assert "from-file" not in repr(cfg)
     assert issubclass(LeaseLost, FleetUnavailable) and issubclass(FleetUnavailable, FleetError)

@@ -59,23 +59,30 @@ def test_the_new_names_extend_the_old_tree():
     assert not issubclass(IsADirectory, FileNotFound) and not issubclass(CommandRefused, FleetUnavailable)
 
 
-@pytest.mark.parametrize("op, status, body, expected", [
-    ("read_file", 400, {"error": "/testbed/pkg is a directory", "path": "/testbed/pkg"}, IsADirectory),
-    ("write_file", 400, {"error": "path '/testbed/' names a directory"}, IsADirectory),
-    ("read_file", 404, {"error": "no such file: /testbed/x", "path": "/testbed/x"}, FileMissing),
-    ("read_file", 404, {"error": "unknown lease", "lease_lost": True}, LeaseLost),
-    ("read_file", 413, {"error": "/testbed/big has 9 bytes, more than the limit 1"}, BadRequest),
-    ("read_file", 400, {"error": "path must be an absolute path"}, BadRequest),
-    ("exec", 400, {"error": "field 'command' contains a NUL byte"}, CommandRefused),
-    ("exec", 422, {"error": "no user 'nobody2' in the container"}, CommandRefused),
-    ("exec", 410, {"error": "container abc no longer exists"}, LeaseLost),
-    ("exec", 503, {"error": "node down", "node_down": True}, EnvUnavailable),
-    ("diff", 422, {"error": "git diff failed in /testbed: not a git repository"}, BadRequest),
-])
+@pytest.mark.parametrize(
+    "op, status, body, expected",
+    [
+        ("read_file", 400, {"error": "/testbed/pkg is a directory", "path": "/testbed/pkg"}, IsADirectory),
+        ("write_file", 400, {"error": "path '/testbed/' names a directory"}, IsADirectory),
+        ("read_file", 404, {"error": "no such file: /testbed/x", "path": "/testbed/x"}, FileMissing),
+        ("read_file", 404, {"error": "unknown lease", "lease_lost": True}, LeaseLost),
+        ("read_file", 413, {"error": "/testbed/big has 9 bytes, more than the limit 1"}, BadRequest),
+        ("read_file", 400, {"error": "path must be an absolute path"}, BadRequest),
+        ("exec", 400, {"error": "field 'command' contains a NUL byte"}, CommandRefused),
+        ("exec", 422, {"error": "no user 'nobody2' in the container"}, CommandRefused),
+        ("exec", 410, {"error": "container abc no longer exists"}, LeaseLost),
+        ("exec", 503, {"error": "node down", "node_down": True}, EnvUnavailable),
+        ("diff", 422, {"error": "git diff failed in /testbed: not a git repository"}, BadRequest),
+    ],
+)
 async def test_answers_become_typed_errors(lease, op, status, body, expected):
     lease.pool.answers[op] = (status, body)
-    call = {"read_file": lambda: lease.read_file("x"), "write_file": lambda: lease.write_file("x", "y"),
-            "exec": lambda: lease.exec("true", timeout=5), "diff": lease.diff}[op]
+    call = {
+        "read_file": lambda: lease.read_file("x"),
+        "write_file": lambda: lease.write_file("x", "y"),
+        "exec": lambda: lease.exec("true", timeout=5),
+        "diff": lease.diff,
+    }[op]
     with pytest.raises(expected) as err:
         await call()
     assert type(err.value) is expected and err.value.status == status and body["error"] in str(err.value)

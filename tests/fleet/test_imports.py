@@ -44,7 +44,9 @@ def test_the_fleet_imports_nothing_of_swe_rl_outside_it():
 
 
 def test_the_check_sees_an_outside_import():
-    source = ("from swe_rl.tasks import x\nimport swe_rl.fleet.protocol\n"
-              "from swe_rl import fleet\nfrom .. import y\n")
+    source = (
+        "from swe_rl.tasks import x\nimport swe_rl.fleet.protocol\n"
+        "from swe_rl import fleet\nfrom .. import y\n"
+    )
     assert outside_imports(source) == [(1, "swe_rl.tasks"), (3, "swe_rl"), (4, "swe_rl")]
     assert outside_imports("from ..protocol import x\n", depth=1) == []

@@ -55,7 +55,10 @@ def test_other_errors_end_the_loop_at_once_unless_retryable():
         run(fake, RetryPolicy(retries=5))
     assert fake.calls == 1 and fake.sleeps == []
     fake = Fake(ConnectionError("reset"), ConnectionError("reset"))
-    assert run(fake, RetryPolicy(retries=5, backoff=0.1), retryable=lambda e: isinstance(e, ConnectionError)) == "ok"
+    assert (
+        run(fake, RetryPolicy(retries=5, backoff=0.1), retryable=lambda e: isinstance(e, ConnectionError))
+        == "ok"
+    )
     assert fake.calls == 3
     fake = Fake(*(ConnectionError(str(i)) for i in range(5)))
     with pytest.raises(ConnectionError, match="1"):  # the plain exception itself when giving up

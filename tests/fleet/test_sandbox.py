@@ -35,8 +35,14 @@ NO = inspect.Parameter.empty
 EXPECTED = {
     "__aenter__": [],
     "__aexit__": [("exc_type", P, NO), ("exc", P, NO), ("tb", P, NO)],
-    "exec": [("cmd", P, NO), ("user", K, "root"), ("env", K, None), ("timeout", K, 120), ("check", K, False),
-             ("idempotent", K, True)],
+    "exec": [
+        ("cmd", P, NO),
+        ("user", K, "root"),
+        ("env", K, None),
+        ("timeout", K, 120),
+        ("check", K, False),
+        ("idempotent", K, True),
+    ],
     "write_file": [("sandbox_path", P, NO), ("content", P, NO), ("user", K, "root")],
     "read_file": [("sandbox_path", P, NO), ("user", K, "root")],
 }
@@ -75,7 +81,9 @@ def test_signatures_match_upstream_when_slime_is_importable():
     for name in EXPECTED:
         ours = list(inspect.signature(getattr(FleetSandbox, name)).parameters.values())
         theirs = list(inspect.signature(getattr(upstream.Sandbox, name)).parameters.values())
-        assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs], name
+        assert [(p.name, p.kind, p.default) for p in ours] == [(p.name, p.kind, p.default) for p in theirs], (
+            name
+        )
 
 
 def test_settings_from_env(monkeypatch):
@@ -103,7 +111,9 @@ def pool(fleet, pool_factory) -> PoolProc:
 
 
 def sandbox(pool: PoolProc, image: str, url: str | None = None, **cfg: object) -> FleetSandbox:
-    client_config = EnvClientConfig(pool_url=url or pool.url, token=pool.token, backoff=0.05, heartbeat_interval=0.5)
+    client_config = EnvClientConfig(
+        pool_url=url or pool.url, token=pool.token, backoff=0.05, heartbeat_interval=0.5
+    )
     return FleetSandbox(image, config=FleetSandboxConfig(**cfg), client_config=client_config)
 
 
@@ -126,7 +136,11 @@ async def test_exec_users_env_streams_check_timeout(pool, base_image):
         with pytest.raises(SandboxCommandError) as failed:
             await sb.exec("echo partial; echo broken >&2; exit 7", check=True)
         assert isinstance(failed.value, RuntimeError)
-        assert failed.value.exit_code == 7 and failed.value.stdout == "partial\n" and "broken" in str(failed.value)
+        assert (
+            failed.value.exit_code == 7
+            and failed.value.stdout == "partial\n"
+            and "broken" in str(failed.value)
+        )
         assert (await sb.exec("true", check=True)) == (0, "", "")
 
         started = time.monotonic()
@@ -161,8 +175,9 @@ async def test_files_str_bytes_and_large_host_path(pool, base_image, tmp_path):
         assert await sb.read_file("/opt/notes/a.txt") == text
 
         await sb.write_file("/home/agent/blob.bin", b"\x00\x01 bytes", user="agent")
-        assert (await sb.exec("stat -c %U /home/agent/blob.bin; od -An -tx1 /home/agent/blob.bin"))[1].split() == [
-            "agent", "00", "01", "20", "62", "79", "74", "65", "73"]
+        assert (await sb.exec("stat -c %U /home/agent/blob.bin; od -An -tx1 /home/agent/blob.bin"))[
+            1
+        ].split() == ["agent", "00", "01", "20", "62", "79", "74", "65", "73"]
         await sb.write_file("rel.txt", "in home", user="agent")  # relative: from the user's home
         assert await sb.read_file("/home/agent/rel.txt", user="agent") == "in home"
         await sb.write_file("/tmp/empty", b"", user="agent")
@@ -173,7 +188,11 @@ async def test_files_str_bytes_and_large_host_path(pool, base_image, tmp_path):
         big.write_bytes(payload)
         await sb.write_file("/opt/big.bin", big)
         code, out, _ = await sb.exec("sha256sum /opt/big.bin; stat -c %s /opt/big.bin")
-        assert code == 0 and out.split()[0] == hashlib.sha256(payload).hexdigest() and out.split()[2] == str(len(payload))
+        assert (
+            code == 0
+            and out.split()[0] == hashlib.sha256(payload).hexdigest()
+            and out.split()[2] == str(len(payload))
+        )
         await sb.write_file("/home/agent/big.bin", big, user="agent")
         assert (await sb.exec("stat -c %U:%s /home/agent/big.bin"))[1] == f"agent:{len(payload)}\n"
         assert (await sb.exec("ls -A /tmp/.swe-rl-upload"))[1] == ""  # nothing staged is left behind
@@ -207,20 +226,31 @@ async def test_harness_lifecycle_tarball_agent_user_and_detached_run(pool, base_
 
     async with sandbox(pool, base_image, chunk_bytes=1 << 20) as sb:
         await sb.write_file("/tmp/node22.tar", tarball)
-        await sb.exec("mkdir -p /opt/node22 && tar xf /tmp/node22.tar -C /opt/node22 --strip-components=1 && "
-                      "ln -sf /opt/node22/bin/node /usr/local/bin/node && node --version", check=True, timeout=120)
+        await sb.exec(
+            "mkdir -p /opt/node22 && tar xf /tmp/node22.tar -C /opt/node22 --strip-components=1 && "
+            "ln -sf /opt/node22/bin/node /usr/local/bin/node && node --version",
+            check=True,
+            timeout=120,
+        )
         await add_agent(sb)
         await sb.exec("mkdir -p /work/repo && chown -R agent:agent /home/agent /work/repo", check=True)
 
         tag, user = "run", "agent"
         launcher, out_file, done = f"/tmp/.{tag}.sh", f"/work/repo/.{tag}.out", f"/tmp/.{tag}.done"
-        body = ("#!/bin/bash\ncd /work/repo\necho start as $(id -un) key=$API_KEY\nsleep 6\nnode --version\n"
-                "exit 3\n")
+        body = (
+            "#!/bin/bash\ncd /work/repo\necho start as $(id -un) key=$API_KEY\nsleep 6\nnode --version\n"
+            "exit 3\n"
+        )
         await sb.write_file(launcher, f"#!/bin/bash\n( {body} )\necho $? > {done}\n", user=user)
         await sb.exec(f"rm -f {out_file} {done}", user=user, check=True, timeout=30)
         spawned = time.monotonic()
-        await sb.exec(f"chmod +x {launcher}; setsid bash {launcher} < /dev/null > {out_file} 2>&1 &",
-                      user=user, env={"API_KEY": "sid-1"}, timeout=5, check=True)
+        await sb.exec(
+            f"chmod +x {launcher}; setsid bash {launcher} < /dev/null > {out_file} 2>&1 &",
+            user=user,
+            env={"API_KEY": "sid-1"},
+            timeout=5,
+            check=True,
+        )
         assert time.monotonic() - spawned < 5  # the call returned while the command keeps running
 
         exit_code = None
@@ -260,8 +290,9 @@ async def test_non_idempotent_exec_is_never_resent_after_a_severed_answer(pool, 
 
 
 def leased_containers(docker_client, lease_id: str) -> list:
-    return docker_client.containers.list(all=True, filters={"label": f"swe-rl.lease-id={lease_id}"},
-                                         ignore_removed=True)
+    return docker_client.containers.list(
+        all=True, filters={"label": f"swe-rl.lease-id={lease_id}"}, ignore_removed=True
+    )
 
 
 def containers_after_release(docker_client, lease_id: str, wait: float = 20.0) -> list:
@@ -296,7 +327,9 @@ async def test_cancellation_and_errors_release_the_lease(pool, base_image, docke
         async with sandbox(pool, base_image) as sb:
             holder["id"] = sb.sandbox_id
             raise ZeroDivisionError("the body fails")
-    assert pool.status()["totals"]["leases"] == 0 and containers_after_release(docker_client, holder["id"]) == []
+    assert (
+        pool.status()["totals"]["leases"] == 0 and containers_after_release(docker_client, holder["id"]) == []
+    )
 
     sb = sandbox(pool, base_image)  # upstream also drives __aenter__/__aexit__ by hand
     await sb.__aenter__()
@@ -311,16 +344,25 @@ async def test_upstream_helpers_run_unchanged_when_slime_is_importable(pool, bas
     async with sandbox(pool, base_image) as sb:
         await sb.exec("mkdir -p /work/repo", check=True)
         await upstream.ensure_agent_user(sb, "/work/repo")
-        code, out = await upstream.exec_and_wait(sb, cmd="sleep 2; id -un; echo $TOKEN; (exit 4)", time_budget_sec=60,
-                                                 tag="t", user="agent", env={"TOKEN": "abc"},
-                                                 workdir="/work/repo", want_output=True)
+        code, out = await upstream.exec_and_wait(
+            sb,
+            cmd="sleep 2; id -un; echo $TOKEN; (exit 4)",
+            time_budget_sec=60,
+            tag="t",
+            user="agent",
+            env={"TOKEN": "abc"},
+            workdir="/work/repo",
+            want_output=True,
+        )
         assert (code, out) == (4, "agent\nabc\n")
 
 
 async def test_network_lets_the_container_reach_an_adapter_on_the_host(pool, base_image, docker_client):
     """The coding-agent CLIs call back to an adapter on the training host; with a network they can."""
     ipam = docker_client.networks.get("bridge").attrs["IPAM"]["Config"][0]
-    gateway = ipam.get("Gateway") or str(next(ipaddress.ip_network(ipam["Subnet"]).hosts()))  # the host's side
+    gateway = ipam.get("Gateway") or str(
+        next(ipaddress.ip_network(ipam["Subnet"]).hosts())
+    )  # the host's side
 
     class Hello(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -335,8 +377,10 @@ async def test_network_lets_the_container_reach_an_adapter_on_the_host(pool, bas
 
     server = http.server.ThreadingHTTPServer((gateway, 0), Hello)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    fetch = (f"python3 -c \"import urllib.request; "
-             f"print(urllib.request.urlopen('http://{gateway}:{server.server_port}/', timeout=5).read().decode())\"")
+    fetch = (
+        f'python3 -c "import urllib.request; '
+        f"print(urllib.request.urlopen('http://{gateway}:{server.server_port}/', timeout=5).read().decode())\""
+    )
     try:
         async with sandbox(pool, base_image, network=True) as sb:
             assert await sb.exec(fetch, user="root", timeout=60) == (0, "adapter says hi\n", "")

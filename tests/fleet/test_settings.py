@@ -23,9 +23,13 @@ from swe_rl.fleet.settings import (
 )
 from swe_rl.slime.config import PluginConfig, unknown_settings
 
-RENAMED = {"SWE_EXEC_SERVER_URLS": "SWE_POOL_EXEC_URLS", "SWE_LEASE_TTL": "SWE_POOL_LEASE_TTL",
-           "SWE_MAX_CONTAINERS_PER_NODE": "SWE_POOL_MAX_PER_NODE", "SWE_HEALTH_INTERVAL": "SWE_POOL_HEALTH_INTERVAL",
-           "SWE_NODE_DOWN_AFTER": "SWE_POOL_NODE_DOWN_AFTER"}
+RENAMED = {
+    "SWE_EXEC_SERVER_URLS": "SWE_POOL_EXEC_URLS",
+    "SWE_LEASE_TTL": "SWE_POOL_LEASE_TTL",
+    "SWE_MAX_CONTAINERS_PER_NODE": "SWE_POOL_MAX_PER_NODE",
+    "SWE_HEALTH_INTERVAL": "SWE_POOL_HEALTH_INTERVAL",
+    "SWE_NODE_DOWN_AFTER": "SWE_POOL_NODE_DOWN_AFTER",
+}
 
 
 def test_an_empty_environment_gives_the_defaults():
@@ -37,22 +41,47 @@ def test_an_empty_environment_gives_the_defaults():
 
 
 def test_values_are_parsed_by_the_field_type():
-    cfg = ExecConfig.from_env({"SWE_EXEC_PORT": "5001", "SWE_EXEC_CPUS": "1.5", "SWE_EXEC_ALLOW_PULL": "1",
-                               "SWE_EXEC_ALLOW_NETWORK": "false", "SWE_EXEC_NETWORKS": " a, b ,,",
-                               "SWE_EXEC_MEMORY": "8g", "SWE_EXEC_HOST": ""})
+    cfg = ExecConfig.from_env(
+        {
+            "SWE_EXEC_PORT": "5001",
+            "SWE_EXEC_CPUS": "1.5",
+            "SWE_EXEC_ALLOW_PULL": "1",
+            "SWE_EXEC_ALLOW_NETWORK": "false",
+            "SWE_EXEC_NETWORKS": " a, b ,,",
+            "SWE_EXEC_MEMORY": "8g",
+            "SWE_EXEC_HOST": "",
+        }
+    )
     assert (cfg.port, cfg.cpus, cfg.allow_pull, cfg.allow_network) == (5001, 1.5, True, False)
     assert cfg.networks == ("a", "b") and cfg.memory == "8g"
     assert cfg.host == "127.0.0.1"  # empty counts as unset
-    pool = PoolConfig.from_env({"SWE_POOL_EXEC_URLS": "http://a:5000/, http://b:5000", "SWE_POOL_KEEP_LEASES_ON_EXIT": "1",
-                                "SWE_POOL_ID": "p1", "SWE_POOL_DB": "/tmp/x.db"})
+    pool = PoolConfig.from_env(
+        {
+            "SWE_POOL_EXEC_URLS": "http://a:5000/, http://b:5000",
+            "SWE_POOL_KEEP_LEASES_ON_EXIT": "1",
+            "SWE_POOL_ID": "p1",
+            "SWE_POOL_DB": "/tmp/x.db",
+        }
+    )
     assert pool.exec_urls == ["http://a:5000", "http://b:5000"] and pool.keep_leases_on_exit
     assert (pool.pool_id, pool.db_path) == ("p1", "/tmp/x.db")
-    client = EnvClientConfig.from_env({"SWE_CLIENT_RETRIES": "7", "SWE_POOL_URL": "http://pool:1"}, backoff=0.1)
+    client = EnvClientConfig.from_env(
+        {"SWE_CLIENT_RETRIES": "7", "SWE_POOL_URL": "http://pool:1"}, backoff=0.1
+    )
     assert (client.retries, client.pool_url, client.backoff) == (7, "http://pool:1", 0.1)
-    sandbox = FleetSandboxConfig.from_env({"SWE_FLEET_SANDBOX_NETWORK": "adapter-net", "SWE_FLEET_SANDBOX_CPUS": " 3 "})
+    sandbox = FleetSandboxConfig.from_env(
+        {"SWE_FLEET_SANDBOX_NETWORK": "adapter-net", "SWE_FLEET_SANDBOX_CPUS": " 3 "}
+    )
     assert (sandbox.network, sandbox.cpus) == ("adapter-net", 3.0)
-    plugin = PluginConfig.from_sources(None, {"SWE_HARNESS_MIX": '{"bash_block": 1}', "SWE_ENABLE_THINKING": "no",
-                                             "SWE_PRM_ENABLE": "1", "SWE_PRM_URL": "http://judge/v1"})
+    plugin = PluginConfig.from_sources(
+        None,
+        {
+            "SWE_HARNESS_MIX": '{"bash_block": 1}',
+            "SWE_ENABLE_THINKING": "no",
+            "SWE_PRM_ENABLE": "1",
+            "SWE_PRM_URL": "http://judge/v1",
+        },
+    )
     assert plugin.harness_mix == {"bash_block": 1} and plugin.enable_thinking is False and plugin.prm.enable
 
 
@@ -67,7 +96,10 @@ def test_tokens_come_from_the_variable_or_its_file(tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
     assert ExecConfig.from_env({"SWE_EXEC_TOKEN_FILE": str(token_file)}).token == "from-file"
-    assert ExecConfig.from_env({"SWE_EXEC_TOKEN": " direct ", "SWE_EXEC_TOKEN_FILE": str(token_file)}).token == "direct"
+    assert (
+        ExecConfig.from_env({"SWE_EXEC_TOKEN": " direct ", "SWE_EXEC_TOKEN_FILE": str(token_file)}).token
+        == "direct"
+    )
     pool = PoolConfig.from_env({"SWE_EXEC_TOKEN": "e", "SWE_POOL_TOKEN_FILE": str(token_file)})
     assert (pool.exec_token, pool.pool_token) == ("e", "from-file")
     assert EnvClientConfig.from_env({"SWE_POOL_TOKEN_FILE": str(token_file)}).token == "from-file"
@@ -83,7 +115,11 @@ def test_old_pool_names_still_work_with_a_deprecation_warning(old, new, caplog, 
             cfg = PoolConfig.from_env({old: value})
         with pytest.warns(DeprecationWarning):
             PoolConfig.from_env({old: value})  # the warning each time, the log line once per process
-    assert getattr(cfg, field) == getattr(PoolConfig.from_env({new: value}), field) != getattr(PoolConfig(), field)
+    assert (
+        getattr(cfg, field)
+        == getattr(PoolConfig.from_env({new: value}), field)
+        != getattr(PoolConfig(), field)
+    )
     assert caplog.text.count(f"{old} is deprecated: set {new}") == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the new name: no warning
@@ -104,9 +140,13 @@ def test_every_pool_variable_has_the_pool_prefix_but_the_shared_exec_token():
 
 
 def test_one_prefix_per_object():
-    prefixes = {"exec server": ("SWE_EXEC_",), "pool server": ("SWE_POOL_", "SWE_EXEC_TOKEN"),
-                "client": ("SWE_CLIENT_", "SWE_POOL_URL", "SWE_POOL_TOKEN"), "sandbox": ("SWE_FLEET_SANDBOX_",),
-                "slime agent generate": ("SWE_FLEET_SANDBOX_",)}
+    prefixes = {
+        "exec server": ("SWE_EXEC_",),
+        "pool server": ("SWE_POOL_", "SWE_EXEC_TOKEN"),
+        "client": ("SWE_CLIENT_", "SWE_POOL_URL", "SWE_POOL_TOKEN"),
+        "sandbox": ("SWE_FLEET_SANDBOX_",),
+        "slime agent generate": ("SWE_FLEET_SANDBOX_",),
+    }
     for owner, spec in fleet_env_vars().items():
         for var in spec.values():
             assert var.name.startswith(prefixes[owner]), (owner, var.name)
@@ -116,7 +156,8 @@ def test_the_plugin_check_leaves_every_fleet_variable_alone():
     env = {name: "1" for spec in fleet_env_vars().values() for var in spec.values() for name in var.names}
     assert unknown_settings(PluginConfig, None, env) == []
     assert dict(unknown_settings(PluginConfig, None, {"SWE_MAX_CONCURENT": "4"})) == {
-        "SWE_MAX_CONCURENT": "SWE_MAX_CONCURRENT"}
+        "SWE_MAX_CONCURENT": "SWE_MAX_CONCURRENT"
+    }
 
 
 def test_helpers():

@@ -17,8 +17,9 @@ from swe_rl.grading.fleet import FleetGrader, GraderConfig
 INSTANCE = "more-itertools__more-itertools-9001"
 
 
-async def test_gold_patch_is_resolved_and_a_broken_one_does_not_apply(client, pool, fixture_instances,
-                                                                      docker_client):
+async def test_gold_patch_is_resolved_and_a_broken_one_does_not_apply(
+    client, pool, fixture_instances, docker_client
+):
     instance = fixture_instances[INSTANCE]
     grader = FleetGrader(client)
     gold = await grader.grade(instance, instance.patch)
@@ -29,7 +30,9 @@ async def test_gold_patch_is_resolved_and_a_broken_one_does_not_apply(client, po
     broken = await grader.grade(instance, missing_file)
     assert broken.status is GradeStatus.PATCH_APPLY_FAILED
 
-    unrelated = "diff --git a/NOTES b/NOTES\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES\n@@ -0,0 +1 @@\n+hi\n"
+    unrelated = (
+        "diff --git a/NOTES b/NOTES\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES\n@@ -0,0 +1 @@\n+hi\n"
+    )
     unresolved = await grader.grade(instance, unrelated)
     assert unresolved.status is GradeStatus.UNRESOLVED and unresolved.fail_to_pass.failure
     assert not leftover_containers(docker_client, pool)

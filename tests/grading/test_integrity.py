@@ -10,9 +10,13 @@ import pytest
 from swe_rl.grading.integrity import IntegrityConfig, neutralise, patch_paths, section_files, strict_report
 from swe_rl.grading.patch_split import join_patch, split_patch
 
-TEST_PATCH = "diff --git a/pkg/tests/test_mod.py b/pkg/tests/test_mod.py\n--- a/pkg/tests/test_mod.py\n+++ " \
-             "b/pkg/tests/test_mod.py\n@@ -1 +1,2 @@\n x = 1\n+y = 2\n"
-GOLD = "diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+TEST_PATCH = (
+    "diff --git a/pkg/tests/test_mod.py b/pkg/tests/test_mod.py\n--- a/pkg/tests/test_mod.py\n+++ "
+    "b/pkg/tests/test_mod.py\n@@ -1 +1,2 @@\n x = 1\n+y = 2\n"
+)
+GOLD = (
+    "diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n"
+)
 
 
 def new_file(path: str, text: str) -> str:
@@ -49,15 +53,28 @@ def kept_and_rules(patch: str, **kw) -> tuple[list[str], list[tuple[str, str, st
     return patch_paths(out), [(r.path, r.rule, r.action) for r in report.records]
 
 
-@pytest.mark.parametrize(("path", "rule"), [
-    ("conftest.py", "conftest"), ("deep/er/conftest.py", "conftest"), ("pytest.ini", "pytest_settings"),
-    (".pytest.ini", "pytest_settings"), ("tox.ini", "pytest_settings"), ("sitecustomize.py", "interpreter_hook"),
-    ("src/usercustomize.py", "interpreter_hook"), ("x.pth", "path_file"),
-    ("pkg.egg-info/entry_points.txt", "package_metadata"), ("pytest.py", "runner_shadow"),
-    ("_pytest/runner.py", "runner_shadow"), ("src/pluggy/__init__.py", "runner_shadow"),
-    ("test_new.py", "test_file"), ("pkg/other_test.py", "test_file"), ("tests/helpers.py", "test_dir"),
-    ("pkg/tests/data.json", "test_dir"), ("pkg/tests/test_mod.py", "test_patch_file"),
-])
+@pytest.mark.parametrize(
+    ("path", "rule"),
+    [
+        ("conftest.py", "conftest"),
+        ("deep/er/conftest.py", "conftest"),
+        ("pytest.ini", "pytest_settings"),
+        (".pytest.ini", "pytest_settings"),
+        ("tox.ini", "pytest_settings"),
+        ("sitecustomize.py", "interpreter_hook"),
+        ("src/usercustomize.py", "interpreter_hook"),
+        ("x.pth", "path_file"),
+        ("pkg.egg-info/entry_points.txt", "package_metadata"),
+        ("pytest.py", "runner_shadow"),
+        ("_pytest/runner.py", "runner_shadow"),
+        ("src/pluggy/__init__.py", "runner_shadow"),
+        ("test_new.py", "test_file"),
+        ("pkg/other_test.py", "test_file"),
+        ("tests/helpers.py", "test_dir"),
+        ("pkg/tests/data.json", "test_dir"),
+        ("pkg/tests/test_mod.py", "test_patch_file"),
+    ],
+)
 def test_infrastructure_files_are_dropped(path, rule):
     kept, records = kept_and_rules(GOLD + new_file(path, "x = 1"))
     assert kept == ["pkg/mod.py"]
@@ -65,8 +82,11 @@ def test_infrastructure_files_are_dropped(path, rule):
 
 
 def test_source_changes_are_kept_untouched(tmp_path):
-    patch = git_diff(tmp_path, {"pkg/mod.py": "a = 1\n", "README": "hi\n"},
-                     {"pkg/mod.py": "a = 2\n", "README": "ho\n", "pkg/new.py": "b = 1\n"})
+    patch = git_diff(
+        tmp_path,
+        {"pkg/mod.py": "a = 1\n", "README": "hi\n"},
+        {"pkg/mod.py": "a = 2\n", "README": "ho\n", "pkg/new.py": "b = 1\n"},
+    )
     out, report = neutralise(patch, test_patch=TEST_PATCH)
     assert out == patch and not report.records and report.kept_bytes == report.patch_bytes
 
@@ -78,13 +98,18 @@ def test_gold_touched_test_dir_file_is_the_fix_and_kept():
 
 
 def test_eval_script_files_are_dropped():
-    kept, records = kept_and_rules(new_file("bin/test", "echo ok"), eval_script="cd /testbed\n./bin/test -C x\n")
+    kept, records = kept_and_rules(
+        new_file("bin/test", "echo ok"), eval_script="cd /testbed\n./bin/test -C x\n"
+    )
     assert records == [("bin/test", "eval_script_file", "dropped")] and kept == []
 
 
 def test_deleting_and_renaming_tests_is_dropped(tmp_path):
-    patch = git_diff(tmp_path, {"pkg/tests/test_mod.py": "x = 1\n" * 20, "pkg/mod.py": "a = 1\n"},
-                     {"pkg/tests/test_mod.py": None, "pkg/tested.py": "x = 1\n" * 20, "pkg/mod.py": "a = 2\n"})
+    patch = git_diff(
+        tmp_path,
+        {"pkg/tests/test_mod.py": "x = 1\n" * 20, "pkg/mod.py": "a = 1\n"},
+        {"pkg/tests/test_mod.py": None, "pkg/tested.py": "x = 1\n" * 20, "pkg/mod.py": "a = 2\n"},
+    )
     kept, records = kept_and_rules(patch)
     assert kept == ["pkg/mod.py"]
     assert [r[1] for r in records] == ["test_patch_file"]
@@ -111,8 +136,10 @@ def test_setup_cfg_pytest_lines_are_trimmed_others_kept(tmp_path):
 
 def test_pyproject_section_and_pytest_mentions_are_trimmed(tmp_path):
     before = '[project]\nname = "pkg"\ndependencies = []\n'
-    after = before.replace("[]", '["attrs"]') + '\n[tool.pytest.ini_options]\naddopts = "-p evil"\n' \
+    after = (
+        before.replace("[]", '["attrs"]') + '\n[tool.pytest.ini_options]\naddopts = "-p evil"\n'
         '\n[project.entry-points.pytest11]\nevil = "evil"\n'
+    )
     patch = git_diff(tmp_path, {"pyproject.toml": before}, {"pyproject.toml": after})
     out, report = neutralise(patch, originals={"pyproject.toml": before})
     assert '"attrs"' in out and "evil" not in out and "ini_options" not in out
@@ -138,10 +165,17 @@ def test_setup_py_pytest_plugin_is_dropped():
     assert records == [("setup.py", "setup_py_plugin", "dropped")]
 
 
-@pytest.mark.parametrize("line", [
-    "import _pytest.reports", "pytest.skip('no')", "def pytest_runtest_makereport(item, call):",
-    "os.environ['PYTEST_ADDOPTS'] = '-p x'", "print('PASSED ' + t)", "os._exit(0)",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import _pytest.reports",
+        "pytest.skip('no')",
+        "def pytest_runtest_makereport(item, call):",
+        "os.environ['PYTEST_ADDOPTS'] = '-p x'",
+        "print('PASSED ' + t)",
+        "os._exit(0)",
+    ],
+)
 def test_source_reaching_into_the_runner_is_flagged(line):
     out, report = neutralise(GOLD.replace("+a = 2", f"+{line}"))
     assert patch_paths(out) == ["pkg/mod.py"]
@@ -153,8 +187,9 @@ def test_source_reaching_into_the_runner_is_flagged(line):
 
 def test_disabled_shadow_check_and_custom_test_dirs():
     config = IntegrityConfig(shadow_check=False, test_dirs=["spec"])
-    kept, records = kept_and_rules(new_file("pytest.py", "") + new_file("spec/a.py", "") + new_file("tests/b.py", ""),
-                                   config=config)
+    kept, records = kept_and_rules(
+        new_file("pytest.py", "") + new_file("spec/a.py", "") + new_file("tests/b.py", ""), config=config
+    )
     assert kept == ["pytest.py", "tests/b.py"] and records == [("spec/a.py", "test_dir", "dropped")]
 
 
@@ -164,8 +199,11 @@ def test_section_files_lists_only_changed_settings():
 
 
 def test_roundtrip_of_binary_rename_and_no_newline(tmp_path):
-    patch = git_diff(tmp_path, {"a.bin": "x\0y", "old.py": "z = 1\n" * 30, "n.txt": "a"},
-                     {"a.bin": "x\0z", "old.py": None, "new.py": "z = 1\n" * 30, "n.txt": "b"})
+    patch = git_diff(
+        tmp_path,
+        {"a.bin": "x\0y", "old.py": "z = 1\n" * 30, "n.txt": "a"},
+        {"a.bin": "x\0z", "old.py": None, "new.py": "z = 1\n" * 30, "n.txt": "b"},
+    )
     pre, files = split_patch(patch)
     assert join_patch(pre, files) == patch
     assert sorted(p for f in files for p in f.paths) == ["a.bin", "n.txt", "new.py", "old.py"]

@@ -193,7 +193,11 @@ def test_builtin_and_official_reports_agree_on_every_status_combination(official
         status_map = {k: v for k, v in (("t::a", a), ("t::b", b)) if v is not None}
         for f2p, p2p in [(["t::a"], ["t::b"]), (["t::a", "t::b"], []), ([], ["t::a"])]:
             inst = instance(f2p=f2p, p2p=p2p)
-            assert builtin.report(status_map, inst) == official.report(status_map, inst), (status_map, f2p, p2p)
+            assert builtin.report(status_map, inst) == official.report(status_map, inst), (
+                status_map,
+                f2p,
+                p2p,
+            )
 
 
 def test_default_grader_is_official_when_installed(official):

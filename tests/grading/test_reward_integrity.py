@@ -24,7 +24,10 @@ from pool_fixtures import fleet, pool_factory  # noqa: F401
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader
 
-FULL_SUITE = ["jpvanhal__inflection-9001", "more-itertools__more-itertools-9001"]  # root tests; tests/ + tox/pyproject
+FULL_SUITE = [
+    "jpvanhal__inflection-9001",
+    "more-itertools__more-itertools-9001",
+]  # root tests; tests/ + tox/pyproject
 # Exploits the naive grader must pay for on every fixture (measured; the suite is pointless otherwise).
 NAIVE_WINS = {"conftest_makereport_pass", "conftest_makereport_xfail", "pytest_ini_plugin"}
 _TABLE: dict[str, dict[str, dict[str, object]]] = {}
@@ -32,8 +35,10 @@ _TABLE: dict[str, dict[str, dict[str, object]]] = {}
 
 def _record(instance_id: str, name: str, result) -> None:
     _TABLE.setdefault(name, {})[instance_id] = {
-        "naive": result.official.status if result.official else None, "ours": result.status.value,
-        "rules": sorted({r.rule for r in result.tamper.records}) if result.tamper else []}
+        "naive": result.official.status if result.official else None,
+        "ours": result.status.value,
+        "rules": sorted({r.rule for r in result.tamper.records}) if result.tamper else [],
+    }
     path = os.environ.get("SWE_INTEGRITY_TABLE")
     if path:
         with open(path, "w") as fh:
@@ -66,12 +71,18 @@ async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, poo
     names = {"conftest_makereport_pass", "conftest_makereport_xfail"}
     for instance in fixture_instances.values():
         gold = await grader.grade(instance, instance.patch)
-        assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, (instance.instance_id, gold.message)
+        assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, (
+            instance.instance_id,
+            gold.message,
+        )
         patches = await exploit_patches(client, instance, [e for e in EXPLOITS if e.name in names])
         for name, patch in patches.items():
             result = await grader.grade(instance, patch)
             _record(instance.instance_id, name, result)
-            assert not result.resolved and result.status is GradeStatus.UNRESOLVED, (instance.instance_id, name)
+            assert not result.resolved and result.status is GradeStatus.UNRESOLVED, (
+                instance.instance_id,
+                name,
+            )
             assert result.official.resolved, (instance.instance_id, name, "naive grader should pay")
             assert [r.rule for r in result.tamper.records] == ["conftest"]
 

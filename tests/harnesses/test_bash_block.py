@@ -16,8 +16,12 @@ from swe_rl.harnesses.bash_block import (
 )
 from swe_rl.tasks import TaskInstance
 
-INSTANCE = TaskInstance(instance_id="demo__demo-1", repo="demo/demo", problem_statement="`add(1, 1)` returns 3.",
-                        image="swe-rl/base:bookworm")
+INSTANCE = TaskInstance(
+    instance_id="demo__demo-1",
+    repo="demo/demo",
+    problem_statement="`add(1, 1)` returns 3.",
+    image="swe-rl/base:bookworm",
+)
 
 
 def turn(text: str, **kw) -> PolicyTurn:
@@ -25,8 +29,14 @@ def turn(text: str, **kw) -> PolicyTurn:
 
 
 def result(output: str, returncode: int = 0, timed_out: bool = False, duration: float = 0.1) -> ExecResult:
-    return ExecResult(returncode=returncode, output=output, timed_out=timed_out, truncated=False,
-                      output_bytes=len(output), duration=duration)
+    return ExecResult(
+        returncode=returncode,
+        output=output,
+        timed_out=timed_out,
+        truncated=False,
+        output_bytes=len(output),
+        duration=duration,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +54,15 @@ def test_multiline_block_is_kept_whole(harness):
     assert harness.parse(turn(text))[0].command == "cat <<'EOF' > x.py\nprint(1)\nEOF"
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ("I think the bug is in add().", "no ```bash block"),
-    ("```python\nprint(1)\n```", "no ```bash block"),
-    ("```bash\nls\n```\nthen\n```bash\ncat a\n```", "2 ```bash blocks"),
-    ("```bash\n\n```", "empty"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("I think the bug is in add().", "no ```bash block"),
+        ("```python\nprint(1)\n```", "no ```bash block"),
+        ("```bash\nls\n```\nthen\n```bash\ncat a\n```", "2 ```bash blocks"),
+        ("```bash\n\n```", "empty"),
+    ],
+)
 def test_zero_two_or_empty_blocks_are_format_errors(harness, text, reason):
     with pytest.raises(FormatError, match=reason):
         harness.parse(turn(text))
@@ -86,15 +99,17 @@ def test_sentinel_first_line_submits_the_rest(harness):
 
 
 def test_observation_shows_returncode_and_output(harness):
-    [message] = harness.observation_messages(Action(command="false"), result("boom\n", returncode=1),
-                                             remaining_steps=20)
+    [message] = harness.observation_messages(
+        Action(command="false"), result("boom\n", returncode=1), remaining_steps=20
+    )
     assert message == {"role": "user", "content": "<returncode>1</returncode>\n<output>\nboom\n</output>"}
 
 
 def test_long_output_keeps_head_and_tail_with_a_marker(harness):
     output = "H" * 3000 + "M" * 10000 + "T" * 3000
-    [message] = harness.observation_messages(Action(command="cat big"), result(output), remaining_steps=20,
-                                             max_chars=4000)
+    [message] = harness.observation_messages(
+        Action(command="cat big"), result(output), remaining_steps=20, max_chars=4000
+    )
     content = message["content"]
     assert "H" * 2000 in content and "T" * 2000 in content and "MMMM" not in content
     assert "[... 12000 characters elided ...]" in content
@@ -103,8 +118,9 @@ def test_long_output_keeps_head_and_tail_with_a_marker(harness):
 
 
 def test_timeout_is_rendered_with_partial_output(harness):
-    [message] = harness.observation_messages(Action(command="sleep 99"), result("started\n", 124, True, 2.0),
-                                             remaining_steps=20)
+    [message] = harness.observation_messages(
+        Action(command="sleep 99"), result("started\n", 124, True, 2.0), remaining_steps=20
+    )
     assert "did not finish within 2.0 seconds and was killed" in message["content"]
     assert "started" in message["content"]
 

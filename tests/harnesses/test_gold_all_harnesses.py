@@ -19,18 +19,28 @@ from swe_rl.policies.gold import GOLD_PATCH_PATH
 CONCURRENCY = 2  # two cores: an episode and a grading run each hold a container
 
 
-async def test_gold_resolves_every_fixture_through_every_harness(client, pool, fixture_instances, docker_client):
+async def test_gold_resolves_every_fixture_through_every_harness(
+    client, pool, fixture_instances, docker_client
+):
     sem = asyncio.Semaphore(CONCURRENCY)
-    runs = [(name, style, instance) for name in HARNESS_NAMES
-            for style in (("chat", "hermes") if name != "bash_block" else ("chat",))
-            for instance in fixture_instances.values()]
+    runs = [
+        (name, style, instance)
+        for name in HARNESS_NAMES
+        for style in (("chat", "hermes") if name != "bash_block" else ("chat",))
+        for instance in fixture_instances.values()
+    ]
     # every harness on every instance, each tool harness once per call style (alternating over instances)
     runs = [r for i, r in enumerate(runs) if r[0] == "bash_block" or (i % 2 == 0) == (r[1] == "chat")]
 
     async def one(name, style, instance):
         async with sem:
-            result = await run_instance(instance, GoldPolicy(style=style), harness_by_name(name), client=client,
-                                        config=AgentConfig(step_limit=5))
+            result = await run_instance(
+                instance,
+                GoldPolicy(style=style),
+                harness_by_name(name),
+                client=client,
+                config=AgentConfig(step_limit=5),
+            )
         return name, style, result
 
     results = await asyncio.gather(*(one(*r) for r in runs))
@@ -42,7 +52,10 @@ async def test_gold_resolves_every_fixture_through_every_harness(client, pool, f
         agent = result.agent
         assert agent.exit_reason is ExitReason.SUBMITTED and len(agent.steps) == 2, where
         assert agent.harness == name and agent.format_errors == 0
-        assert agent.steps[0].action == f"git apply --verbose {GOLD_PATCH_PATH}" and agent.steps[0].returncode == 0
+        assert (
+            agent.steps[0].action == f"git apply --verbose {GOLD_PATCH_PATH}"
+            and agent.steps[0].returncode == 0
+        )
         changed = [line for line in agent.patch.splitlines() if line.startswith(("+", "-"))]
         assert changed == [line for line in instance.patch.splitlines() if line.startswith(("+", "-"))], where
         if name != "bash_block":  # tool results come back as tool messages answering the call

@@ -65,14 +65,24 @@ def test_names_and_aliases_are_unique_and_resolve():
 
 def test_derived_lists_come_from_the_table():
     assert TOOL_HARNESS_NAMES == ("codeact", "codex", "opencode")
-    assert SHELL_TOOLS == ("execute_bash", "shell_command", "bash")  # the order the gold policy looks them up in
+    assert SHELL_TOOLS == (
+        "execute_bash",
+        "shell_command",
+        "bash",
+    )  # the order the gold policy looks them up in
     assert len(set(SHELL_TOOLS)) == len(SHELL_TOOLS)
 
 
 async def test_a_new_entry_is_all_a_new_harness_needs(monkeypatch):
     """One more `HarnessSpec` (here an alias of an existing class) is found by name, alias and traits."""
-    spec = registry.HarnessSpec("codex2", "swe_rl.harnesses.codex:CodexHarness", registry._TOOL_CONFIG,
-                                tool_calls=True, shell_tool="shell_command", aliases=("codex-two",))
+    spec = registry.HarnessSpec(
+        "codex2",
+        "swe_rl.harnesses.codex:CodexHarness",
+        registry._TOOL_CONFIG,
+        tool_calls=True,
+        shell_tool="shell_command",
+        aliases=("codex-two",),
+    )
     monkeypatch.setitem(registry.HARNESSES, "codex2", spec)
     monkeypatch.setitem(registry.ALIASES, "codex_two", "codex2")
     assert canonical_harness_name("codex-two") == "codex2"

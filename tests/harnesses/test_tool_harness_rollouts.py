@@ -37,7 +37,7 @@ SAMPLING = {"temperature": 1.0, "max_new_tokens": 512}
 
 
 def call(name: str, **arguments) -> str:
-    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 def thinking_turn(reasoning: str, thought: str, *calls: str) -> str:
@@ -46,29 +46,49 @@ def thinking_turn(reasoning: str, thought: str, *calls: str) -> str:
 
 def new_sample(instance_id: str = TOOLZ) -> Sample:
     rows = {r["instance_id"]: r for r in map(json.loads, FIXTURES_JSONL.read_text().splitlines())}
-    return Sample(group_index=1, index=2, prompt=rows[instance_id]["problem_statement"], label=None,
-                  metadata={"instance": rows[instance_id], "data_source": "swe-rl-fixtures"})
+    return Sample(
+        group_index=1,
+        index=2,
+        prompt=rows[instance_id]["problem_statement"],
+        label=None,
+        metadata={"instance": rows[instance_id], "data_source": "swe-rl-fixtures"},
+    )
 
 
 def plugin_args(sglang, tokenizer_dir, **swe) -> SimpleNamespace:
-    return SimpleNamespace(sglang_router_ip="127.0.0.1", sglang_router_port=sglang.port,
-                           hf_checkpoint=str(tokenizer_dir), rollout_max_context_len=None, reward_key="score",
-                           **{f"swe_{k}": v for k, v in swe.items()})
+    return SimpleNamespace(
+        sglang_router_ip="127.0.0.1",
+        sglang_router_port=sglang.port,
+        hf_checkpoint=str(tokenizer_dir),
+        rollout_max_context_len=None,
+        reward_key="score",
+        **{f"swe_{k}": v for k, v in swe.items()},
+    )
 
 
-async def test_token_mode_codex_rollout_is_token_exact_and_resolved(pool, fixture_instances, qwen_tokenizer,
-                                                                   qwen_tokenizer_dir, codec, tmp_path, monkeypatch,
-                                                                   docker_client):
-    for key, value in {"SWE_POOL_URL": pool.url, "SWE_POOL_TOKEN": pool.token, "SWE_CLIENT_BACKOFF": "0.1",
-                       "SWE_SAVE_TRAJ_DIR": str(tmp_path / "rollouts")}.items():
+async def test_token_mode_codex_rollout_is_token_exact_and_resolved(
+    pool, fixture_instances, qwen_tokenizer, qwen_tokenizer_dir, codec, tmp_path, monkeypatch, docker_client
+):
+    for key, value in {
+        "SWE_POOL_URL": pool.url,
+        "SWE_POOL_TOKEN": pool.token,
+        "SWE_CLIENT_BACKOFF": "0.1",
+        "SWE_SAVE_TRAJ_DIR": str(tmp_path / "rollouts"),
+    }.items():
         monkeypatch.setenv(key, value)
     patch = f"*** Begin Patch\n*** Update File: toolz/itertoolz.py\n@@\n-{OLD}\n+{NEW}\n*** End Patch"
     script = [
-        thinking_turn("Where is interleave?", "Search and read.",
-                      call("grep_files", pattern="def interleave", include="*.py"),
-                      call("read_file", file_path="toolz/itertoolz.py", offset=240, limit=8)),
-        thinking_turn("Oops.", "Patch it.", '<tool_call>\n{"name": "apply_patch", "arguments": {"input": }\n'
-                      "</tool_call>"),
+        thinking_turn(
+            "Where is interleave?",
+            "Search and read.",
+            call("grep_files", pattern="def interleave", include="*.py"),
+            call("read_file", file_path="toolz/itertoolz.py", offset=240, limit=8),
+        ),
+        thinking_turn(
+            "Oops.",
+            "Patch it.",
+            '<tool_call>\n{"name": "apply_patch", "arguments": {"input": }\n</tool_call>',
+        ),
         thinking_turn("Cycle over what is left.", "Patch it.", call("apply_patch", input=patch)),
         thinking_turn("Done.", "Submit.", call("shell_command", command=SUBMIT)),
     ]
@@ -76,8 +96,13 @@ async def test_token_mode_codex_rollout_is_token_exact_and_resolved(pool, fixtur
     seed = next(s for s in range(100) if choose_harness(TOOLZ, mix, s) == "codex")
     try:
         with FakeSGLang(qwen_tokenizer, script) as sglang:
-            sample = await generate(plugin_args(sglang, qwen_tokenizer_dir, harness_mix=mix, harness_seed=seed,
-                                                dynamic_history=False), new_sample(), dict(SAMPLING))
+            sample = await generate(
+                plugin_args(
+                    sglang, qwen_tokenizer_dir, harness_mix=mix, harness_seed=seed, dynamic_history=False
+                ),
+                new_sample(),
+                dict(SAMPLING),
+            )
     finally:
         await e2e.shutdown()
     info = sample.metadata["swe"]
@@ -85,7 +110,9 @@ async def test_token_mode_codex_rollout_is_token_exact_and_resolved(pool, fixtur
     assert info["format_errors"] == 1 and info["steps"] == 4 and info["prefix_breaks"] == 0
     # the tools are in the first prompt, rendered by the chat template into the system turn
     prompt_text = qwen_tokenizer.decode(sglang.requests[0]["input_ids"])
-    assert "<tools>" in prompt_text and '"name": "apply_patch"' in prompt_text and "shell_command" in prompt_text
+    assert (
+        "<tools>" in prompt_text and '"name": "apply_patch"' in prompt_text and "shell_command" in prompt_text
+    )
     # the whole sample is the template's rendering of the conversation (tool results as <tool_response>)
     saved = next((tmp_path / "rollouts").iterdir())
     traj = json.loads((saved / "traj.json").read_text())
@@ -95,50 +122,110 @@ async def test_token_mode_codex_rollout_is_token_exact_and_resolved(pool, fixtur
     assert rendered.count("<tool_response>") == 3  # search, read, patch; the format error is a user turn
     tool_messages = [m for m in traj["messages"] if m["role"] == "tool"]
     assert "toolz/itertoolz.py" in tool_messages[0]["content"] and "L245:" in tool_messages[1]["content"]
-    assert tool_messages[2]["content"].startswith("Success. Updated the following files:\nM toolz/itertoolz.py")
+    assert tool_messages[2]["content"].startswith(
+        "Success. Updated the following files:\nM toolz/itertoolz.py"
+    )
     assert "is not valid JSON" in traj["messages"][6]["content"] and traj["messages"][6]["role"] == "user"
     assert "itertools.cycle" in (saved / "patch.diff").read_text()
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_eval_rollouts_use_the_eval_harness(pool, fixture_instances, qwen_tokenizer, qwen_tokenizer_dir,
-                                                  monkeypatch):
-    for key, value in {"SWE_POOL_URL": pool.url, "SWE_POOL_TOKEN": pool.token, "SWE_CLIENT_BACKOFF": "0.1"}.items():
+async def test_eval_rollouts_use_the_eval_harness(
+    pool, fixture_instances, qwen_tokenizer, qwen_tokenizer_dir, monkeypatch
+):
+    for key, value in {
+        "SWE_POOL_URL": pool.url,
+        "SWE_POOL_TOKEN": pool.token,
+        "SWE_CLIENT_BACKOFF": "0.1",
+    }.items():
         monkeypatch.setenv(key, value)
     script = [thinking_turn("Nothing to do.", "Done.", call("finish", message="no change"))]
     try:
         with FakeSGLang(qwen_tokenizer, script) as sglang:
-            sample = await generate(plugin_args(sglang, qwen_tokenizer_dir, eval_harness="codeact",
-                                                harness_mix={"codex": 1.0}), new_sample(), dict(SAMPLING),
-                                    evaluation=True)
+            sample = await generate(
+                plugin_args(sglang, qwen_tokenizer_dir, eval_harness="codeact", harness_mix={"codex": 1.0}),
+                new_sample(),
+                dict(SAMPLING),
+                evaluation=True,
+            )
     finally:
         await e2e.shutdown()
     info = sample.metadata["swe"]
-    assert info["harness"] == "codeact" and info["exit_reason"] == "submitted" and info["status"] == "no_patch"
+    assert (
+        info["harness"] == "codeact" and info["exit_reason"] == "submitted" and info["status"] == "no_patch"
+    )
     assert "str_replace_editor" in qwen_tokenizer.decode(sglang.requests[0]["input_ids"])
 
 
-async def test_chat_mode_codeact_episode_with_openai_tool_calls(client, pool, fixture_instances, docker_client):
+async def test_chat_mode_codeact_episode_with_openai_tool_calls(
+    client, pool, fixture_instances, docker_client
+):
     def tool_call(call_id: str, name: str, **arguments) -> dict:
-        return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)},
+        }
 
     script = [
-        ChatReply("Let me look.", reasoning_content="R1", finish_reason="tool_calls", tool_calls=[
-            tool_call("c1", "str_replace_editor", command="view", path="/testbed/toolz/itertoolz.py",
-                      view_range=[244, 246])]),
-        ChatReply("", finish_reason="tool_calls", tool_calls=[tool_call("c2", "str_replace_editor", command="str_replace",
-                                                                    path="/testbed/toolz/itertoolz.py")]),
-        ChatReply("Fix.", finish_reason="tool_calls", tool_calls=[
-            tool_call("c3", "str_replace_editor", command="str_replace", path="/testbed/toolz/itertoolz.py",
-                      old_str=OLD, new_str=NEW),
-            tool_call("c4", "execute_bash", command="python3 -c \"from toolz import interleave; "
-                      "print(list(interleave([[1, 2, 3], [4], [5, 6, 7]])))\"")]),
-        ChatReply("Done.", finish_reason="tool_calls", tool_calls=[tool_call("c5", "finish", message="fixed")]),
+        ChatReply(
+            "Let me look.",
+            reasoning_content="R1",
+            finish_reason="tool_calls",
+            tool_calls=[
+                tool_call(
+                    "c1",
+                    "str_replace_editor",
+                    command="view",
+                    path="/testbed/toolz/itertoolz.py",
+                    view_range=[244, 246],
+                )
+            ],
+        ),
+        ChatReply(
+            "",
+            finish_reason="tool_calls",
+            tool_calls=[
+                tool_call(
+                    "c2", "str_replace_editor", command="str_replace", path="/testbed/toolz/itertoolz.py"
+                )
+            ],
+        ),
+        ChatReply(
+            "Fix.",
+            finish_reason="tool_calls",
+            tool_calls=[
+                tool_call(
+                    "c3",
+                    "str_replace_editor",
+                    command="str_replace",
+                    path="/testbed/toolz/itertoolz.py",
+                    old_str=OLD,
+                    new_str=NEW,
+                ),
+                tool_call(
+                    "c4",
+                    "execute_bash",
+                    command='python3 -c "from toolz import interleave; '
+                    'print(list(interleave([[1, 2, 3], [4], [5, 6, 7]])))"',
+                ),
+            ],
+        ),
+        ChatReply(
+            "Done.", finish_reason="tool_calls", tool_calls=[tool_call("c5", "finish", message="fixed")]
+        ),
     ]
     with FakeOpenAI(script) as server:
-        policy = OpenAIChatPolicy(OpenAIChatConfig(model="fake/swe-policy", api_base=server.base_url, retries=0))
-        result = await run_instance(fixture_instances[TOOLZ], policy, CodeActHarness(), client=client,
-                                    config=AgentConfig(step_limit=8, command_timeout=60))
+        policy = OpenAIChatPolicy(
+            OpenAIChatConfig(model="fake/swe-policy", api_base=server.base_url, retries=0)
+        )
+        result = await run_instance(
+            fixture_instances[TOOLZ],
+            policy,
+            CodeActHarness(),
+            client=client,
+            config=AgentConfig(step_limit=8, command_timeout=60),
+        )
     agent = result.agent
     assert result.status is GradeStatus.RESOLVED and agent.exit_reason is ExitReason.SUBMITTED, agent.error
     assert agent.submission == "fixed" and agent.harness == "codeact" and agent.format_errors == 0

@@ -29,7 +29,7 @@ FILES = {
 
 async def call(harness, env, name: str, **arguments) -> tuple[str, int]:
     """One call the way the agent runs it: (observation text, return code)."""
-    text = f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+    text = f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
     [action] = harness.parse(PolicyTurn(text=text))
     result = await harness.run_action(env, action, timeout=10)
     return result.output, result.returncode
@@ -39,13 +39,17 @@ async def call(harness, env, name: str, **arguments) -> tuple[str, int]:
 async def env(tmp_path):
     repo = init_repo(tmp_path / "src", FILES)
     async with local_environment(repo, base_dir=tmp_path) as env:
-        assert (await env.exec("chmod 755 uni.py && git -c user.name=t -c user.email=t@t commit -qam mode")).ok
+        assert (
+            await env.exec("chmod 755 uni.py && git -c user.name=t -c user.email=t@t commit -qam mode")
+        ).ok
         yield env
 
 
 async def test_codeact_editor_and_bash(env):
     h, w = CodeActHarness(), env.workdir
-    out, rc = await call(h, env, "str_replace_editor", command="view", path=f"{w}/pkg/core.py", view_range=[1, 2])
+    out, rc = await call(
+        h, env, "str_replace_editor", command="view", path=f"{w}/pkg/core.py", view_range=[1, 2]
+    )
     assert rc == 0 and out.endswith("     1\tdef interleave(seqs):\n     2\t    return seqs")
     out, rc = await call(h, env, "str_replace_editor", command="view", path=w)
     assert rc == 0 and f"{w}/pkg/core.py" in out and f"{w}/.git" not in out
@@ -58,24 +62,47 @@ async def test_codeact_editor_and_bash(env):
     assert rc != 0 and "binary file (1024 bytes)" in out
     out, rc = await call(h, env, "str_replace_editor", command="view", path=f"{w}/uni.py", view_range=[1, 9])
     assert rc != 0 and "view_range end 9 is out of range" in out
-    out, rc = await call(h, env, "str_replace_editor", command="str_replace", path=f"{w}/pkg", old_str="a",
-                         new_str="b")
+    out, rc = await call(
+        h, env, "str_replace_editor", command="str_replace", path=f"{w}/pkg", old_str="a", new_str="b"
+    )
     assert rc != 0 and "is a directory" in out
     # str_replace: not found, several times, unique (unicode and mode kept)
-    out, rc = await call(h, env, "str_replace_editor", command="str_replace", path=f"{w}/uni.py",
-                         old_str="name = 'Zoe'", new_str="x")
+    out, rc = await call(
+        h,
+        env,
+        "str_replace_editor",
+        command="str_replace",
+        path=f"{w}/uni.py",
+        old_str="name = 'Zoe'",
+        new_str="x",
+    )
     assert rc != 0 and out == f"Error: the old_str was not found in {w}/uni.py; no change was made"
-    out, rc = await call(h, env, "str_replace_editor", command="str_replace", path=f"{w}/pkg/core.py",
-                         old_str="    return ", new_str="    return  ")
+    out, rc = await call(
+        h,
+        env,
+        "str_replace_editor",
+        command="str_replace",
+        path=f"{w}/pkg/core.py",
+        old_str="    return ",
+        new_str="    return  ",
+    )
     assert rc != 0 and "found 2 times" in out and "(lines 2, 6)" in out
-    out, rc = await call(h, env, "str_replace_editor", command="str_replace", path=f"{w}/uni.py",
-                         old_str="name = 'Zoë'", new_str="name = 'Zoë ✓'\nother = '世界'")
+    out, rc = await call(
+        h,
+        env,
+        "str_replace_editor",
+        command="str_replace",
+        path=f"{w}/uni.py",
+        old_str="name = 'Zoë'",
+        new_str="name = 'Zoë ✓'\nother = '世界'",
+    )
     assert rc == 0 and "     3\tother = '世界'" in out
     assert (await env.exec("stat -c %a uni.py")).output.strip() == "755"
     assert "mode" not in await env.diff()
     # insert, undo twice, nothing more to undo
-    out, rc = await call(h, env, "str_replace_editor", command="insert", path=f"{w}/uni.py", insert_line=0,
-                         new_str="# top")
+    out, rc = await call(
+        h, env, "str_replace_editor", command="insert", path=f"{w}/uni.py", insert_line=0, new_str="# top"
+    )
     assert rc == 0 and (await env.read_file("uni.py")).startswith(b"# top\n# Gr")
     await call(h, env, "str_replace_editor", command="undo_edit", path=f"{w}/uni.py")
     await call(h, env, "str_replace_editor", command="undo_edit", path=f"{w}/uni.py")
@@ -83,15 +110,17 @@ async def test_codeact_editor_and_bash(env):
     out, rc = await call(h, env, "str_replace_editor", command="undo_edit", path=f"{w}/uni.py")
     assert rc != 0 and f"no edit of {w}/uni.py to undo" in out
     # create: a new file in a new directory; no overwrite; never outside the repository or in .git
-    out, rc = await call(h, env, "str_replace_editor", command="create", path=f"{w}/pkg/new/mod.py",
-                         file_text="VALUE = 'é'\n")
+    out, rc = await call(
+        h, env, "str_replace_editor", command="create", path=f"{w}/pkg/new/mod.py", file_text="VALUE = 'é'\n"
+    )
     assert rc == 0 and await env.read_file("pkg/new/mod.py") == "VALUE = 'é'\n".encode()
     out, rc = await call(h, env, "str_replace_editor", command="create", path=f"{w}/uni.py", file_text="x")
     assert rc != 0 and "already exists" in out
     out, rc = await call(h, env, "str_replace_editor", command="create", path="/tmp/evil.py", file_text="x")
     assert rc != 0 and f"outside the repository {w}" in out and not os.path.exists("/tmp/evil.py")
-    out, rc = await call(h, env, "str_replace_editor", command="str_replace", path=f"{w}/.git/config",
-                         old_str="a", new_str="b")
+    out, rc = await call(
+        h, env, "str_replace_editor", command="str_replace", path=f"{w}/.git/config", old_str="a", new_str="b"
+    )
     assert rc != 0 and "inside .git" in out
     # execute_bash: exit codes, timeouts, a refused command
     out, rc = await call(h, env, "execute_bash", command="echo hi && exit 3")
@@ -128,14 +157,18 @@ async def test_codex_tools(env):
     assert rc == 0 and f"{w}/pkg/core.py" in out
     out, rc = await call(h, env, "grep_files", pattern="zzz_no_such_thing_zzz")
     assert out == "No matches found."
-    patch = ("*** Begin Patch\n*** Update File: uni.py\n@@\n # Grüße, 世界 — ünïcödé ✓\n-name = 'Zoë'\n"
-             "+name = 'Zoë'\n+greeting = 'こんにちは'\n*** Add File: docs/notes.md\n+# Notes\n"
-             "*** Delete File: blob.bin\n*** End Patch")
+    patch = (
+        "*** Begin Patch\n*** Update File: uni.py\n@@\n # Grüße, 世界 — ünïcödé ✓\n-name = 'Zoë'\n"
+        "+name = 'Zoë'\n+greeting = 'こんにちは'\n*** Add File: docs/notes.md\n+# Notes\n"
+        "*** Delete File: blob.bin\n*** End Patch"
+    )
     out, rc = await call(h, env, "apply_patch", input=patch)
     assert rc == 0 and "M uni.py" in out and "A docs/notes.md" in out and "D blob.bin" in out, out
     assert (await env.read_file("uni.py")).decode().endswith("greeting = 'こんにちは'\n")
     assert (await env.exec("stat -c %a uni.py; ls")).output.split()[0] == "755"
-    out, rc = await call(h, env, "apply_patch", input="*** Begin Patch\n*** Add File: ../x.py\n+x\n*** End Patch")
+    out, rc = await call(
+        h, env, "apply_patch", input="*** Begin Patch\n*** Add File: ../x.py\n+x\n*** End Patch"
+    )
     assert rc != 0 and "outside the repository" in out
 
 
@@ -155,7 +188,9 @@ async def test_opencode_tools(env):
     assert rc != 0 and f"the old_string was not found in {w}/uni.py" in out
     out, rc = await call(h, env, "edit", file_path="rep.txt", old_string="a", new_string="c")
     assert rc != 0 and "found 2 times" in out and "(lines 1, 3)" in out and "replace_all" in out
-    out, rc = await call(h, env, "edit", file_path="rep.txt", old_string="a", new_string="c", replace_all=True)
+    out, rc = await call(
+        h, env, "edit", file_path="rep.txt", old_string="a", new_string="c", replace_all=True
+    )
     assert rc == 0 and await env.read_file("rep.txt") == b"c\nb\nc\n"
     out, rc = await call(h, env, "edit", file_path="blob.bin", old_string="a", new_string="b")
     assert rc != 0 and "binary file" in out

@@ -67,19 +67,31 @@ def installed(tmp_path_factory):
         src.mkdir()
         shutil.copy(ROOT / "pyproject.toml", src)
         shutil.copy(ROOT / "README.md", src)
-        shutil.copytree(ROOT / "swe_rl", src / "swe_rl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / "swe_rl", src / "swe_rl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
         env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
-        built = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(src)],
-                    tmp, env, timeout=300)
+        built = run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(src)],
+            tmp,
+            env,
+            timeout=300,
+        )
         assert built.returncode == 0, built.stdout + built.stderr
         wheel = next((tmp / "dist").glob("swe_rl-*.whl"))
 
         venv = tmp / "venv"
-        made = run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], tmp, env)
+        made = run(
+            [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], tmp, env
+        )
         assert made.returncode == 0, made.stderr
         python = venv / "bin" / "python"
         # The machine's pip (visible through --system-site-packages) installs into the venv.
-        inst = run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)], tmp, env)
+        inst = run(
+            [str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
+            tmp,
+            env,
+        )
         assert inst.returncode == 0, inst.stdout + inst.stderr
         work = tmp / "elsewhere"
         work.mkdir()
@@ -97,7 +109,10 @@ def test_the_wheel_imports_and_reads_its_configs_outside_the_checkout(installed)
     got = json.loads(p.stdout)
     prefix = got["prefix"]
     for key in ("package", "eval", "config", "chat_template", "old_style_name"):
-        assert Path(got[key]).resolve().is_relative_to(prefix), (key, got[key])  # the wheel's, not the checkout's
+        assert Path(got[key]).resolve().is_relative_to(prefix), (
+            key,
+            got[key],
+        )  # the wheel's, not the checkout's
         assert not Path(got[key]).resolve().is_relative_to(ROOT), (key, got[key])
     assert got["config_text"] and got["harness_prompt"]
     assert got["scripts"] == sorted(SCRIPTS)

@@ -23,15 +23,24 @@ async def test_gold_policy_resolves_every_fixture_instance(client, pool, fixture
 
     async def one(instance):
         async with sem:
-            return await run_instance(instance, policy, harness, client=client, config=AgentConfig(step_limit=5))
+            return await run_instance(
+                instance, policy, harness, client=client, config=AgentConfig(step_limit=5)
+            )
 
     results = await asyncio.gather(*(one(i) for i in fixture_instances.values()))
     for result in results:
         instance = fixture_instances[result.instance_id]
-        assert result.status is GradeStatus.RESOLVED, (result.instance_id, result.grade.message, result.agent.error)
+        assert result.status is GradeStatus.RESOLVED, (
+            result.instance_id,
+            result.grade.message,
+            result.agent.error,
+        )
         agent = result.agent
         assert agent.exit_reason is ExitReason.SUBMITTED and len(agent.steps) == 2
-        assert agent.steps[0].action == f"git apply --verbose {GOLD_PATCH_PATH}" and agent.steps[0].returncode == 0
+        assert (
+            agent.steps[0].action == f"git apply --verbose {GOLD_PATCH_PATH}"
+            and agent.steps[0].returncode == 0
+        )
         # the patch taken from the container is the gold patch's change (and nothing else)
         changed = [line for line in agent.patch.splitlines() if line.startswith(("+", "-"))]
         gold = [line for line in instance.patch.splitlines() if line.startswith(("+", "-"))]

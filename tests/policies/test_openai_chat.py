@@ -19,28 +19,52 @@ HELLO = [{"role": "system", "content": "be brief"}, {"role": "user", "content": 
 
 
 def policy(server: FakeOpenAI, **overrides) -> OpenAIChatPolicy:
-    return OpenAIChatPolicy(OpenAIChatConfig(**{"model": "acme/never-priced-model", "api_base": server.base_url,
-                                                "retries": 0, **overrides}))
+    return OpenAIChatPolicy(
+        OpenAIChatConfig(
+            **{"model": "acme/never-priced-model", "api_base": server.base_url, "retries": 0, **overrides}
+        )
+    )
 
 
 async def test_turn_carries_text_reasoning_usage_and_finish_reason(caplog):
-    reply = ChatReply("```bash\nls\n```", reasoning_content="look around first", finish_reason="stop",
-                  usage={"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150,
-                         "completion_tokens_details": {"reasoning_tokens": 12}})
+    reply = ChatReply(
+        "```bash\nls\n```",
+        reasoning_content="look around first",
+        finish_reason="stop",
+        usage={
+            "prompt_tokens": 120,
+            "completion_tokens": 30,
+            "total_tokens": 150,
+            "completion_tokens_details": {"reasoning_tokens": 12},
+        },
+    )
     with FakeOpenAI([reply]) as server:
         turn = await policy(server).act(HELLO)
     assert turn.text == "```bash\nls\n```" and turn.reasoning == "look around first"
     assert turn.finish_reason == "stop" and turn.latency > 0
-    assert (turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.usage.reasoning_tokens) == (120, 30, 12)
+    assert (turn.usage.prompt_tokens, turn.usage.completion_tokens, turn.usage.reasoning_tokens) == (
+        120,
+        30,
+        12,
+    )
     assert turn.usage.total_tokens == 150 and turn.usage.calls == 1
     # a model without a price entry: no cost-tracking warnings or errors
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "cost" in r.getMessage().lower()]
+    assert not [
+        r for r in caplog.records if r.levelno >= logging.WARNING and "cost" in r.getMessage().lower()
+    ]
 
 
 async def test_sampling_parameters_and_key_reach_the_server():
     with FakeOpenAI(["ok"], api_key="sk-test") as server:
-        await policy(server, api_key="sk-test", temperature=0.7, top_p=0.95, top_k=40, max_tokens=256,
-                     extra_body={"chat_template_kwargs": {"enable_thinking": True}}).act(HELLO)
+        await policy(
+            server,
+            api_key="sk-test",
+            temperature=0.7,
+            top_p=0.95,
+            top_k=40,
+            max_tokens=256,
+            extra_body={"chat_template_kwargs": {"enable_thinking": True}},
+        ).act(HELLO)
     [body] = server.requests
     assert body["model"] == "acme/never-priced-model" and body["messages"] == HELLO
     assert (body["temperature"], body["top_p"], body["top_k"], body["max_tokens"]) == (0.7, 0.95, 40, 256)
@@ -63,7 +87,11 @@ async def test_reasoning_content_is_sent_back_in_the_history():
         messages += [harness.assistant_message(first), {"role": "user", "content": "<output>a.py</output>"}]
         await chat.act(messages)
     sent = server.requests[1]["messages"][2]
-    assert sent == {"role": "assistant", "content": "```bash\nls\n```", "reasoning_content": "step one thinking"}
+    assert sent == {
+        "role": "assistant",
+        "content": "```bash\nls\n```",
+        "reasoning_content": "step one thinking",
+    }
 
 
 async def test_failed_requests_are_retried():
@@ -73,7 +101,10 @@ async def test_failed_requests_are_retried():
 
 
 async def test_errors_and_timeouts_raise():
-    with FakeOpenAI([ChatReply("bad request", status=400)]) as server, pytest.raises(Exception, match="bad request"):
+    with (
+        FakeOpenAI([ChatReply("bad request", status=400)]) as server,
+        pytest.raises(Exception, match="bad request"),
+    ):
         await policy(server).act(HELLO)
     with FakeOpenAI([ChatReply("late", delay=2.5)]) as server:
         started = time.monotonic()
@@ -83,8 +114,10 @@ async def test_errors_and_timeouts_raise():
 
 
 def test_litellm_is_imported_only_when_a_chat_policy_is_built():
-    code = ("import sys, swe_rl.agent, swe_rl.policies, swe_rl.harnesses; "
-            "assert 'litellm' not in sys.modules, 'imported eagerly'")
+    code = (
+        "import sys, swe_rl.agent, swe_rl.policies, swe_rl.harnesses; "
+        "assert 'litellm' not in sys.modules, 'imported eagerly'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -93,4 +126,9 @@ def test_config_from_env(monkeypatch):
     monkeypatch.setenv("SWE_OPENAI_API_BASE", "http://127.0.0.1:1/v1")
     monkeypatch.setenv("SWE_OPENAI_TOP_K", "20")
     config = OpenAIChatConfig.from_env(temperature=0.3)
-    assert (config.model, config.api_base, config.top_k, config.temperature) == ("m", "http://127.0.0.1:1/v1", 20, 0.3)
+    assert (config.model, config.api_base, config.top_k, config.temperature) == (
+        "m",
+        "http://127.0.0.1:1/v1",
+        20,
+        0.3,
+    )

@@ -25,28 +25,66 @@ from swe_rl.slime.samples import CompatSample as Sample
 # --------------------------------------------------------------------------- rollouts like the plugin's
 
 
-def args_for(n: int, batch: int, estimator: str = "grpo", std: bool = True, norm: bool = True) -> SimpleNamespace:
-    return SimpleNamespace(advantage_estimator=estimator, rewards_normalization=norm, grpo_std_normalization=std,
-                           n_samples_per_prompt=n, rollout_batch_size=batch, reward_key="score")
+def args_for(
+    n: int, batch: int, estimator: str = "grpo", std: bool = True, norm: bool = True
+) -> SimpleNamespace:
+    return SimpleNamespace(
+        advantage_estimator=estimator,
+        rewards_normalization=norm,
+        grpo_std_normalization=std,
+        n_samples_per_prompt=n,
+        rollout_batch_size=batch,
+        reward_key="score",
+    )
 
 
-def trajectory(group: int, index: int, outcome: float, steps: int, *, removed: bool = False, aborted: bool = False,
-               prm: list[float | None] | None = None, coef: float = 1.0) -> list[Sample]:
+def trajectory(
+    group: int,
+    index: int,
+    outcome: float,
+    steps: int,
+    *,
+    removed: bool = False,
+    aborted: bool = False,
+    prm: list[float | None] | None = None,
+    coef: float = 1.0,
+) -> list[Sample]:
     """What the plugin returns in dynamic-history mode: one sample per step, siblings share rollout_id."""
     if removed:  # a removed rollout is one minimal sample: zero mask, preset reward
-        return [Sample(group_index=group, index=index, rollout_id=index, tokens=[1, 2, 3, 4], response_length=1,
-                       loss_mask=[0], remove_sample=True, status=Sample.Status.FAILED,
-                       reward={"score": 0.0, "removed": True})]
+        return [
+            Sample(
+                group_index=group,
+                index=index,
+                rollout_id=index,
+                tokens=[1, 2, 3, 4],
+                response_length=1,
+                loss_mask=[0],
+                remove_sample=True,
+                status=Sample.Status.FAILED,
+                reward={"score": 0.0, "removed": True},
+            )
+        ]
     out = []
     for k in range(steps):
         reward = {"score": outcome, "removed": False}
         if prm is not None:
-            reward = {"score": outcome + coef * prm[k] if prm[k] is not None else outcome, "outcome": outcome,
-                      "removed": False}
-        out.append(Sample(group_index=group, index=index, rollout_id=index, tokens=[1, 2, 3] + [5] * (k + 3),
-                          response_length=3 + k, loss_mask=[1] * (3 + k),
-                          status=Sample.Status.ABORTED if aborted else Sample.Status.COMPLETED,
-                          reward=None if aborted else reward))
+            reward = {
+                "score": outcome + coef * prm[k] if prm[k] is not None else outcome,
+                "outcome": outcome,
+                "removed": False,
+            }
+        out.append(
+            Sample(
+                group_index=group,
+                index=index,
+                rollout_id=index,
+                tokens=[1, 2, 3] + [5] * (k + 3),
+                response_length=3 + k,
+                loss_mask=[1] * (3 + k),
+                status=Sample.Status.ABORTED if aborted else Sample.Status.COMPLETED,
+                reward=None if aborted else reward,
+            )
+        )
     return out
 
 
@@ -54,15 +92,25 @@ def grpo(rewards: list[float], std: bool = True) -> list[float]:
     """Plain GRPO over one group's trajectory rewards (upstream's formula, one sample per trajectory)."""
     if len(rewards) < 2:
         return [0.0] * len(rewards)
-    return upstream_post_process(args_for(len(rewards), 1, std=std), [
-        Sample(reward={"score": r}) for r in rewards])[1]
+    return upstream_post_process(
+        args_for(len(rewards), 1, std=std), [Sample(reward={"score": r}) for r in rewards]
+    )[1]
 
 
 def rollout() -> list[list[list[Sample]]]:
     """Two prompts × n=4: trajectories of 1..10 steps, one removed, one aborted (a non-slime abort is removed)."""
-    g0 = [trajectory(0, 0, 1.0, 1), trajectory(0, 1, 1.0, 3), trajectory(0, 2, -1.0, 7), trajectory(0, 3, -1.0, 2)]
-    g1 = [trajectory(1, 4, -1.0, 10), trajectory(1, 5, 1.0, 1), trajectory(1, 6, 0.0, 1, removed=True),
-          trajectory(1, 7, 0.0, 2, aborted=True)]
+    g0 = [
+        trajectory(0, 0, 1.0, 1),
+        trajectory(0, 1, 1.0, 3),
+        trajectory(0, 2, -1.0, 7),
+        trajectory(0, 3, -1.0, 2),
+    ]
+    g1 = [
+        trajectory(1, 4, -1.0, 10),
+        trajectory(1, 5, 1.0, 1),
+        trajectory(1, 6, 0.0, 1, removed=True),
+        trajectory(1, 7, 0.0, 2, aborted=True),
+    ]
     return [g0, g1]
 
 
@@ -94,8 +142,10 @@ def test_upstream_default_mixes_steps_groups_and_removed_samples():
 def test_issue_example_batch_wide_vs_per_group():
     # the run quoted in the issue: prompt A = two 1-step trajectories scored 0; prompt B = a failed 7-step and a
     # resolved 3-step trajectory. 12 step samples ≠ 2 × 2, so upstream normalised over one batch-wide row.
-    groups = [[trajectory(0, 0, 0.0, 1), trajectory(0, 1, 0.0, 1)],
-              [trajectory(1, 2, -1.0, 7), trajectory(1, 3, 1.0, 3)]]
+    groups = [
+        [trajectory(0, 0, 0.0, 1), trajectory(0, 1, 0.0, 1)],
+        [trajectory(1, 2, -1.0, 7), trajectory(1, 3, 1.0, 3)],
+    ]
     args = args_for(2, 2)
     samples = flatten(groups)
     _, upstream = upstream_post_process(args, samples)
@@ -114,7 +164,9 @@ def test_per_trajectory_equals_plain_grpo_on_trajectory_rewards(std, estimator):
     use_std = std and estimator != "reinforce_plus_plus_baseline"
     for group in groups:
         valid = [t for t in group if not t[0].remove_sample and t[0].status is not Sample.Status.ABORTED]
-        expected = dict(zip((t[0].rollout_id for t in valid), grpo([t[-1].reward["score"] for t in valid], use_std)))
+        expected = dict(
+            zip((t[0].rollout_id for t in valid), grpo([t[-1].reward["score"] for t in valid], use_std))
+        )
         for traj in group:
             got = {round(ours[samples.index(s)], 9) for s in traj}
             assert got == {round(expected.get(traj[0].rollout_id, 0.0), 9)}, (traj[0].rollout_id, got)
@@ -123,8 +175,10 @@ def test_per_trajectory_equals_plain_grpo_on_trajectory_rewards(std, estimator):
 @pytest.mark.parametrize("steps", [1, 2, 5])
 def test_one_sample_per_trajectory_matches_upstream_exactly(steps):
     # when every trajectory gives the same number of samples the values must not depend on that number
-    groups = [[trajectory(g, g * 4 + i, r, steps) for i, r in enumerate(rs)]
-              for g, rs in enumerate([[1, -1, -1, -1], [1, 1, -1, 1]])]
+    groups = [
+        [trajectory(g, g * 4 + i, r, steps) for i, r in enumerate(rs)]
+        for g, rs in enumerate([[1, -1, -1, -1], [1, 1, -1, 1]])
+    ]
     args = args_for(4, 2)
     _, ours = post_process_rewards(args, flatten(groups))
     one_each = flatten([[t[0] for t in g] for g in groups])
@@ -182,8 +236,10 @@ def test_groups_without_group_index_fall_back_to_rows_of_n_trajectories():
 
 
 def test_whole_trajectory_samples_without_rollout_id_use_their_index():
-    samples = [Sample(group_index=0, index=i, reward={"score": r}, response_length=1, loss_mask=[1])
-               for i, r in enumerate([1.0, -1.0])]
+    samples = [
+        Sample(group_index=0, index=i, reward={"score": r}, response_length=1, loss_mask=[1])
+        for i, r in enumerate([1.0, -1.0])
+    ]
     _, ours = post_process_rewards(args_for(2, 1), samples)
     assert [round(a, 3) for a in ours] == [0.707, -0.707]
 
@@ -200,7 +256,11 @@ def test_trajectory_filter_judges_trajectories_not_steps():
     args = args_for(4, 1)
     mixed = [trajectory(0, 0, 1.0, 5), trajectory(0, 1, -1.0, 1)]
     same = [trajectory(0, 0, -1.0, 5), trajectory(0, 1, -1.0, 1), trajectory(0, 2, 0.0, 1, removed=True)]
-    lonely = [trajectory(0, 0, 1.0, 3), trajectory(0, 1, 0.0, 1, removed=True), trajectory(0, 2, 0.0, 2, aborted=True)]
+    lonely = [
+        trajectory(0, 0, 1.0, 3),
+        trajectory(0, 1, 0.0, 1, removed=True),
+        trajectory(0, 2, 0.0, 2, aborted=True),
+    ]
     assert check_trajectory_reward_nonzero_std(args, mixed).keep
     out = check_trajectory_reward_nonzero_std(args, same)
     assert not out.keep and out.reason == "zero_std_-1.0"  # the removed 0.0 does not make a spread
@@ -217,11 +277,28 @@ def test_float_rewards_without_a_reward_key_like_upstreams_agent_example():
     args = SimpleNamespace(**{**vars(args_for(3, 1)), "reward_key": None})
 
     def branches(index: int, reward: float, k: int) -> list[Sample]:
-        return [Sample(group_index=0, index=index, rollout_id=index, reward=reward, response_length=2,
-                       loss_mask=[1, 1]) for _ in range(k)]
+        return [
+            Sample(
+                group_index=0,
+                index=index,
+                rollout_id=index,
+                reward=reward,
+                response_length=2,
+                loss_mask=[1, 1],
+            )
+            for _ in range(k)
+        ]
 
-    failed = Sample(group_index=0, index=3, rollout_id=3, reward=0.0, remove_sample=True,
-                    status=Sample.Status.ABORTED, response_length=1, loss_mask=[0])
+    failed = Sample(
+        group_index=0,
+        index=3,
+        rollout_id=3,
+        reward=0.0,
+        remove_sample=True,
+        status=Sample.Status.ABORTED,
+        response_length=1,
+        loss_mask=[0],
+    )
     samples = branches(1, 1.0, 3) + branches(2, 0.0, 1) + [failed]
     _, ours = post_process_rewards(args, samples)
     assert [round(a, 3) for a in ours] == [0.707] * 3 + [-0.707, 0.0]

@@ -16,11 +16,26 @@ from swe_rl.rewards.pivot import (
 from swe_rl.shell_norm import canonical_command
 
 MATCH, MISMATCH, BAD = PivotCategory.MATCH, PivotCategory.MISMATCH, PivotCategory.BAD_ARGUMENTS
-EDITOR_TOOLS = [{"type": "function", "function": {
-    "name": "str_replace_editor", "description": "edit files",
-    "parameters": {"type": "object", "required": ["command", "path"], "properties": {
-        "command": {"type": "string"}, "path": {"type": "string"}, "old_str": {"type": "string"},
-        "new_str": {"type": "string"}, "view_range": {"type": "array"}}}}}]
+EDITOR_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "str_replace_editor",
+            "description": "edit files",
+            "parameters": {
+                "type": "object",
+                "required": ["command", "path"],
+                "properties": {
+                    "command": {"type": "string"},
+                    "path": {"type": "string"},
+                    "old_str": {"type": "string"},
+                    "new_str": {"type": "string"},
+                    "view_range": {"type": "array"},
+                },
+            },
+        },
+    }
+]
 
 
 def bash(command: str) -> PolicyAction:
@@ -85,8 +100,16 @@ def test_different_commands_mismatch(policy, expert):
 
 def test_strictness_unrelated_multi_word_commands_never_match():
     # a word-overlap rule with threshold 0 accepts any two multi-word strings; this one must not
-    commands = ["ls -la", "grep -rn foo src", "python reproduce.py", "git status --short", "cat a.py b.py",
-                "sed -n 1,40p toolz/itertoolz.py", "pip install -e .", "python -m pytest -x tests"]
+    commands = [
+        "ls -la",
+        "grep -rn foo src",
+        "python reproduce.py",
+        "git status --short",
+        "cat a.py b.py",
+        "sed -n 1,40p toolz/itertoolz.py",
+        "pip install -e .",
+        "python -m pytest -x tests",
+    ]
     for a in commands:
         for b in commands:
             assert (same(a, b) is MATCH) == (a == b), (a, b)
@@ -95,7 +118,9 @@ def test_strictness_unrelated_multi_word_commands_never_match():
 def test_heredoc_bodies_compared_as_text():
     body = "import toolz\n\nprint(list(toolz.interleave([[1, 2], [3]])))\n"
     expert = f"cat <<'EOF' > /testbed/reproduce.py\n{body}EOF"
-    assert same(f"cat > reproduce.py << EOF\n{body.replace('  ', ' ')}EOF", expert) is MATCH  # whitespace, delimiter
+    assert (
+        same(f"cat > reproduce.py << EOF\n{body.replace('  ', ' ')}EOF", expert) is MATCH
+    )  # whitespace, delimiter
     assert same(f"cat <<'END' > reproduce.py\n{body}END\npython reproduce.py", expert) is MISMATCH
     other = "import os\nprint(os.getcwd())\n"
     assert same(f"cat <<'EOF' > reproduce.py\n{other}EOF", expert) is MISMATCH
@@ -107,8 +132,22 @@ def test_unparseable_policy_command_is_bad_arguments_and_expert_falls_back_to_wo
 
 
 def test_canonical_form_details():
-    c = canonical_command("cd /testbed && FOO=1 python3 -m pytest -xq /testbed/tests/test_a.py 2>&1 | tail -n 30")
-    assert c.flat() == ["FOO=1", "python", "-m", "pytest", "q", "x", "tests/test_a.py", "|", "tail", "-n", "30"]
+    c = canonical_command(
+        "cd /testbed && FOO=1 python3 -m pytest -xq /testbed/tests/test_a.py 2>&1 | tail -n 30"
+    )
+    assert c.flat() == [
+        "FOO=1",
+        "python",
+        "-m",
+        "pytest",
+        "q",
+        "x",
+        "tests/test_a.py",
+        "|",
+        "tail",
+        "-n",
+        "30",
+    ]
 
 
 # --------------------------------------------------------------------------- tool calls
@@ -123,12 +162,27 @@ def test_tool_name_must_match_and_aliases():
 
 def test_editor_strings_whitespace_insensitive_with_similarity_threshold():
     old = "def interleave(seqs):\n    iters = itertools.takewhile(predicate, iters)\n    return iters\n"
-    new = old.replace("itertools.takewhile(predicate, iters)", "itertools.cycle(itertools.takewhile(predicate, iters))")
-    expert = ExpertAction(tool="str_replace_editor", arguments={
-        "command": "str_replace", "path": "/testbed/toolz/itertoolz.py", "old_str": old, "new_str": new})
+    new = old.replace(
+        "itertools.takewhile(predicate, iters)", "itertools.cycle(itertools.takewhile(predicate, iters))"
+    )
+    expert = ExpertAction(
+        tool="str_replace_editor",
+        arguments={
+            "command": "str_replace",
+            "path": "/testbed/toolz/itertoolz.py",
+            "old_str": old,
+            "new_str": new,
+        },
+    )
 
     def policy(**over):
-        args = {"command": "str_replace", "path": "toolz/itertoolz.py", "old_str": old, "new_str": new, **over}
+        args = {
+            "command": "str_replace",
+            "path": "toolz/itertoolz.py",
+            "old_str": old,
+            "new_str": new,
+            **over,
+        }
         return compare(PolicyAction(tool="str_replace_editor", arguments=args), expert, tools=EDITOR_TOOLS)
 
     assert policy().category is MATCH
@@ -139,18 +193,46 @@ def test_editor_strings_whitespace_insensitive_with_similarity_threshold():
     chain = policy(new_str=new.replace("cycle", "chain"))
     assert chain.category is MISMATCH and chain.details["keys"]["new_str"]["rule"] == "edit"
     # texts alone, without the edit rule, pass the bar
-    loose = compare(PolicyAction(tool="str_replace_editor", arguments={
-        "command": "str_replace", "path": "toolz/itertoolz.py", "old_str": old, "new_str": new.replace("cycle", "chain")}),
-        expert, PivotRewardConfig(edit_pairs={}))
+    loose = compare(
+        PolicyAction(
+            tool="str_replace_editor",
+            arguments={
+                "command": "str_replace",
+                "path": "toolz/itertoolz.py",
+                "old_str": old,
+                "new_str": new.replace("cycle", "chain"),
+            },
+        ),
+        expert,
+        PivotRewardConfig(edit_pairs={}),
+    )
     assert loose.category is MATCH
     # a long old_str quoted with a few characters of difference still matches (similarity bar)
     assert policy(old_str=old.replace("return iters", "return  iters #")).category is MISMATCH
     long_old = old * 6
-    assert compare(PolicyAction(tool="str_replace_editor", arguments={
-        "command": "str_replace", "path": "toolz/itertoolz.py", "old_str": long_old[:-1] + " # note\n", "new_str": new}),
-        ExpertAction(tool="str_replace_editor", arguments={
-            "command": "str_replace", "path": "toolz/itertoolz.py", "old_str": long_old, "new_str": new}),
-    ).category is MATCH
+    assert (
+        compare(
+            PolicyAction(
+                tool="str_replace_editor",
+                arguments={
+                    "command": "str_replace",
+                    "path": "toolz/itertoolz.py",
+                    "old_str": long_old[:-1] + " # note\n",
+                    "new_str": new,
+                },
+            ),
+            ExpertAction(
+                tool="str_replace_editor",
+                arguments={
+                    "command": "str_replace",
+                    "path": "toolz/itertoolz.py",
+                    "old_str": long_old,
+                    "new_str": new,
+                },
+            ),
+        ).category
+        is MATCH
+    )
 
 
 def test_bad_arguments():
@@ -170,11 +252,16 @@ def test_bad_arguments():
 
 
 def test_type_aware_values():
-    expert = ExpertAction(tool="str_replace_editor", arguments={"command": "view", "path": "a.py", "view_range": [10, 40]})
+    expert = ExpertAction(
+        tool="str_replace_editor", arguments={"command": "view", "path": "a.py", "view_range": [10, 40]}
+    )
 
     def got(**args):
-        return compare(PolicyAction(tool="str_replace_editor", arguments={"command": "view", "path": "a.py", **args}),
-                       expert, tools=EDITOR_TOOLS).category
+        return compare(
+            PolicyAction(tool="str_replace_editor", arguments={"command": "view", "path": "a.py", **args}),
+            expert,
+            tools=EDITOR_TOOLS,
+        ).category
 
     assert got(view_range=[10, 40]) is MATCH
     assert got(view_range=[10.0, "40"]) is MATCH  # numbers, also as numeric strings
@@ -187,7 +274,10 @@ def test_type_aware_values():
 
 def test_codex_style_argv_command():
     expert = ExpertAction(tool="shell", arguments={"command": ["bash", "-lc", "grep -rn foo src"]})
-    assert compare(PolicyAction(tool="bash", arguments={"command": "grep -nr foo ./src"}), expert).category is MATCH
+    assert (
+        compare(PolicyAction(tool="bash", arguments={"command": "grep -nr foo ./src"}), expert).category
+        is MATCH
+    )
 
 
 def test_partial_credit_is_optional():
@@ -198,7 +288,9 @@ def test_partial_credit_is_optional():
     assert got.category is MISMATCH and got.score == pytest.approx(0.25)  # half the keys, half the credit
     bad = PolicyAction(tool="str_replace_editor", arguments={"command": "view", "path": 1})
     assert compare(bad, expert, PivotRewardConfig(partial_credit=0.5)).score == 0.0
-    shell = compare(bash("grep -rn foo src"), expert_bash("grep -rn bar src"), PivotRewardConfig(partial_credit=1.0))
+    shell = compare(
+        bash("grep -rn foo src"), expert_bash("grep -rn bar src"), PivotRewardConfig(partial_credit=1.0)
+    )
     assert 0.0 < shell.score < 1.0
 
 
@@ -222,15 +314,20 @@ def test_parse_bash_block_turns():
 def test_parse_hermes_tool_calls():
     text = 'Let me view it.\n<tool_call>\n{"name": "str_replace_editor", "arguments": {"command": "view", "path": "a.py"}}\n</tool_call>'
     assert parse_action(text, harness="tool_call").action == PolicyAction(
-        tool="str_replace_editor", arguments={"command": "view", "path": "a.py"})
+        tool="str_replace_editor", arguments={"command": "view", "path": "a.py"}
+    )
     stringly = '<tool_call>{"name": "bash", "arguments": "{\\"command\\": \\"ls\\"}"}</tool_call>'
     assert parse_action(stringly, harness="tool_call").action == PolicyAction.bash("ls")
-    broken = parse_action('<tool_call>{"name": "bash", "arguments": {"command": "ls"</tool_call>', harness="tool_call")
+    broken = parse_action(
+        '<tool_call>{"name": "bash", "arguments": {"command": "ls"</tool_call>', harness="tool_call"
+    )
     assert broken.action.tool == "bash" and broken.action.error
     assert parse_action("<tool_call>not json</tool_call>", harness="tool_call").action is None
     two = '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}</tool_call>'
     assert parse_action(two, harness="tool_call").reason == "2 tool calls, exactly one expected"
-    openai = [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]
+    openai = [
+        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    ]
     assert parse_action("", harness="tool_call", tool_calls=openai).action == PolicyAction.bash("ls")
     assert parse_action("```bash\nls\n```", harness="auto").action == PolicyAction.bash("ls")
 
@@ -253,9 +350,11 @@ def test_every_category_from_a_turn(text, harness, category):
 
 def test_expert_action_shapes():
     assert ExpertAction.from_any({"command": "ls"}) == ExpertAction.bash("ls")
-    assert ExpertAction.from_any({"type": "function_call", "name": "bash", "arguments": '{"command": "ls"}'}) == \
-        ExpertAction.bash("ls")
-    assert ExpertAction.from_any({"function": {"name": "bash", "arguments": {"command": "ls"}}}) == \
-        ExpertAction.bash("ls")
+    assert ExpertAction.from_any(
+        {"type": "function_call", "name": "bash", "arguments": '{"command": "ls"}'}
+    ) == ExpertAction.bash("ls")
+    assert ExpertAction.from_any(
+        {"function": {"name": "bash", "arguments": {"command": "ls"}}}
+    ) == ExpertAction.bash("ls")
     with pytest.raises(ValueError):
         ExpertAction.from_any({"arguments": {}})

@@ -22,23 +22,26 @@ from swe_rl.slime.config import PluginConfig
 from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 
 
-@pytest.mark.parametrize(("text", "vote"), [
-    ("The step is useful. \\boxed{+1}", 1),
-    ("\\boxed{1}", 1),
-    ("It breaks the build.\n\\boxed{-1}", -1),
-    ("\\boxed{ +1 }", 1),
-    ("first \\boxed{-1}, on second thought \\boxed{+1}", 1),  # the last one wins
-    ("\\boxed{+1} ... actually no: \\boxed{-1}", -1),
-    ("<think>maybe \\boxed{+1}</think>\nNo. \\boxed{-1}", -1),  # thinking is not the verdict
-    ("<think>cut off while thinking \\boxed{+1}", None),
-    ("\\boxed{0}", None),
-    ("\\boxed{good}", None),
-    ("\\boxed{+1} or \\boxed{maybe}", None),
-    ("\\boxed{\\text{+1}}", None),
-    ("+1", None),
-    ("", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("text", "vote"),
+    [
+        ("The step is useful. \\boxed{+1}", 1),
+        ("\\boxed{1}", 1),
+        ("It breaks the build.\n\\boxed{-1}", -1),
+        ("\\boxed{ +1 }", 1),
+        ("first \\boxed{-1}, on second thought \\boxed{+1}", 1),  # the last one wins
+        ("\\boxed{+1} ... actually no: \\boxed{-1}", -1),
+        ("<think>maybe \\boxed{+1}</think>\nNo. \\boxed{-1}", -1),  # thinking is not the verdict
+        ("<think>cut off while thinking \\boxed{+1}", None),
+        ("\\boxed{0}", None),
+        ("\\boxed{good}", None),
+        ("\\boxed{+1} or \\boxed{maybe}", None),
+        ("\\boxed{\\text{+1}}", None),
+        ("+1", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_parse_vote(text, vote):
     assert parse_vote(text) == vote
 
@@ -61,9 +64,15 @@ def test_mixed_reward():
 
 
 def test_config_from_yaml_mapping_flat_keys_and_environment():
-    args = SimpleNamespace(swe_prm={"enable": True, "url": "http://prm:30000/v1", "m": 5}, swe_prm_step_coef=0.25)
-    env = {"SWE_PRM_M": "7", "SWE_PRM_TEMPERATURE": "0.2", "SWE_PRM_SKIP_SUBMIT": "false",
-           "SWE_PRM_EXTRA_BODY": '{"chat_template_kwargs": {"enable_thinking": false}}'}
+    args = SimpleNamespace(
+        swe_prm={"enable": True, "url": "http://prm:30000/v1", "m": 5}, swe_prm_step_coef=0.25
+    )
+    env = {
+        "SWE_PRM_M": "7",
+        "SWE_PRM_TEMPERATURE": "0.2",
+        "SWE_PRM_SKIP_SUBMIT": "false",
+        "SWE_PRM_EXTRA_BODY": '{"chat_template_kwargs": {"enable_thinking": false}}',
+    }
     prm = PluginConfig.from_args(args, env=env).prm
     assert (prm.enable, prm.url, prm.m, prm.step_coef) == (True, "http://prm:30000/v1", 5, 0.25)  # args win
     assert prm.temperature == 0.2 and prm.skip_submit is False
@@ -92,11 +101,25 @@ def test_shipped_yaml_documents_every_prm_key_with_its_default_and_the_key_is_ne
 # --------------------------------------------------------------------------- the judge
 
 
-def step(index: int, command: str | None, output: str = "", *, response: str | None = None,
-         format_error: str | None = None) -> tuple[Step, PolicyTurn]:
+def step(
+    index: int,
+    command: str | None,
+    output: str = "",
+    *,
+    response: str | None = None,
+    format_error: str | None = None,
+) -> tuple[Step, PolicyTurn]:
     text = response if response is not None else f"Step {index}.\n\n```bash\n{command}\n```"
-    return (Step(index=index, action=command, observation=output, returncode=None if command is None else 0,
-                 format_error=format_error), PolicyTurn(text=text, reasoning=f"thinking {index}"))
+    return (
+        Step(
+            index=index,
+            action=command,
+            observation=output,
+            returncode=None if command is None else 0,
+            format_error=format_error,
+        ),
+        PolicyTurn(text=text, reasoning=f"thinking {index}"),
+    )
 
 
 def client_for(server: FakeOpenAI, **overrides) -> JudgeClient:
@@ -115,9 +138,16 @@ async def test_votes_scores_and_alignment_with_valid_invalid_slow_and_failing_ju
     with FakeOpenAI([judge_fn] * 100) as server:
         client = client_for(server)
         judge = StepJudge(client, issue="interleave stops early")
-        script = [step(0, "echo GOOD"), step(1, "echo MIXED"), step(2, None, response="rambling", format_error="no block"),
-                  step(3, "echo BAD"), step(4, "echo GARBLED"), step(5, "echo FAIL"), step(6, "echo SLOW"),
-                  step(7, "echo GOOD && submit")]
+        script = [
+            step(0, "echo GOOD"),
+            step(1, "echo MIXED"),
+            step(2, None, response="rambling", format_error="no block"),
+            step(3, "echo BAD"),
+            step(4, "echo GARBLED"),
+            step(5, "echo FAIL"),
+            step(6, "echo SLOW"),
+            step(7, "echo GOOD && submit"),
+        ]
         started = time.perf_counter()
         for i, (s, t) in enumerate(script):
             judge.on_step(s, t, submitted=i == len(script) - 1)
@@ -127,7 +157,11 @@ async def test_votes_scores_and_alignment_with_valid_invalid_slow_and_failing_ju
     by_step = {j.step: j for j in result.steps}
     assert [j.step for j in result.steps] == list(range(8))
     assert (by_step[0].status, by_step[0].score, len(by_step[0].votes)) == ("scored", 1.0, 3)
-    assert (by_step[1].status, by_step[1].score, by_step[1].invalid_votes) == ("scored", 0.0, 1)  # (+1 - 1) / 2
+    assert (by_step[1].status, by_step[1].score, by_step[1].invalid_votes) == (
+        "scored",
+        0.0,
+        1,
+    )  # (+1 - 1) / 2
     assert sorted(str(v.score) for v in by_step[1].votes) == ["-1", "1", "None"]
     assert by_step[1].votes[[v.score for v in by_step[1].votes].index(None)].text == "I cannot decide."
     assert by_step[2].status == "skipped" and "nothing executed" in by_step[2].reason
@@ -144,13 +178,30 @@ async def test_votes_scores_and_alignment_with_valid_invalid_slow_and_failing_ju
 
 async def test_prompt_has_the_issue_a_bounded_window_and_capped_parts():
     with FakeOpenAI([ChatReply("\\boxed{+1}")] * 50) as server:
-        client = client_for(server, m=1, history_steps=2, issue_max_chars=200, history_max_chars=100,
-                            response_max_chars=300, observation_max_chars=400, temperature=0.3, max_tokens=77,
-                            model="prm-8b", extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+        client = client_for(
+            server,
+            m=1,
+            history_steps=2,
+            issue_max_chars=200,
+            history_max_chars=100,
+            response_max_chars=300,
+            observation_max_chars=400,
+            temperature=0.3,
+            max_tokens=77,
+            model="prm-8b",
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+        )
         judge = StepJudge(client, issue="ISSUE-START " + "i" * 1000 + " ISSUE-END")
         for i in range(4):
-            judge.on_step(*step(i, f"echo CMD{i}", f"OUT{i}-START " + "o" * 2000 + f" OUT{i}-END",
-                                response=f"RESP{i}-START " + "r" * 2000 + f" RESP{i}-END"), submitted=False)
+            judge.on_step(
+                *step(
+                    i,
+                    f"echo CMD{i}",
+                    f"OUT{i}-START " + "o" * 2000 + f" OUT{i}-END",
+                    response=f"RESP{i}-START " + "r" * 2000 + f" RESP{i}-END",
+                ),
+                submitted=False,
+            )
         await judge.finish(timeout=10)
         await client.aclose()
     body = next(r for r in server.requests if "RESP3-START" in current(r))
@@ -188,7 +239,10 @@ async def test_requests_to_the_judge_are_bounded_per_process():
 
     with FakeOpenAI([slow] * 20) as server:
         client = client_for(server, max_concurrent=2)
-        judges = [StepJudge(client, issue="bug"), StepJudge(client, issue="other bug")]  # two episodes, one client
+        judges = [
+            StepJudge(client, issue="bug"),
+            StepJudge(client, issue="other bug"),
+        ]  # two episodes, one client
         for judge in judges:
             judge.on_step(*step(0, "ls"), submitted=False)
         results = await asyncio.gather(*(judge.finish(timeout=10) for judge in judges))
@@ -203,12 +257,16 @@ async def test_n_votes_in_one_request_and_the_api_key():
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append({"body": json.loads(request.content), "auth": request.headers.get("authorization")})
-        choices = [{"index": i, "message": {"role": "assistant", "content": c}, "finish_reason": "stop"}
-                   for i, c in enumerate(["\\boxed{+1}", "\\boxed{-1}", "\\boxed{+1}"])]
+        choices = [
+            {"index": i, "message": {"role": "assistant", "content": c}, "finish_reason": "stop"}
+            for i, c in enumerate(["\\boxed{+1}", "\\boxed{-1}", "\\boxed{+1}"])
+        ]
         return httpx.Response(200, json={"choices": choices})
 
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
-        client = JudgeClient(PRMConfig(enable=True, url="http://judge/v1/", request_n=True, api_key="k"), http=http)
+        client = JudgeClient(
+            PRMConfig(enable=True, url="http://judge/v1/", request_n=True, api_key="k"), http=http
+        )
         judge = StepJudge(client, issue="bug")
         judge.on_step(*step(0, "ls"), submitted=False)
         result = await judge.finish(timeout=10)

@@ -19,7 +19,10 @@ from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from tests.conftest import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker]  # a simulated 20-node fleet: the fleet tier, not the fast one
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.docker,
+]  # a simulated 20-node fleet: the fleet tier, not the fast one
 
 NODES = 20
 LEASES = 2000
@@ -35,10 +38,21 @@ def node_health(urls: list[str]) -> list[dict]:
 
 def test_2000_concurrent_leases_over_20_nodes():
     t_start = time.monotonic()
-    with MemoryFleet(nodes=NODES, max_per_node=CAP, latency_ms="5,1,2", threads=8,
-                     pool_env={"SWE_POOL_LEASE_TTL": "600", "SWE_POOL_HEALTH_INTERVAL": "2"}) as fleet:
-        config = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300,
-                                 heartbeat_interval=60, allocate_deadline=240, backoff=0.2)
+    with MemoryFleet(
+        nodes=NODES,
+        max_per_node=CAP,
+        latency_ms="5,1,2",
+        threads=8,
+        pool_env={"SWE_POOL_LEASE_TTL": "600", "SWE_POOL_HEALTH_INTERVAL": "2"},
+    ) as fleet:
+        config = EnvClientConfig(
+            pool_url=fleet.pool_url,
+            token=fleet.token,
+            read_timeout=300,
+            heartbeat_interval=60,
+            allocate_deadline=240,
+            backoff=0.2,
+        )
         peak: dict = {}
 
         async def drive() -> list[str]:
@@ -57,8 +71,12 @@ def test_2000_concurrent_leases_over_20_nodes():
                     await asyncio.wait_for(all_held.wait(), 240)  # every lease is held at the same time
                     if i == 0:
                         async with httpx.AsyncClient(timeout=60) as http:
-                            peak["pool"] = (await http.get(fleet.pool_url + "/status",
-                                                           headers={"Authorization": f"Bearer {fleet.token}"})).json()
+                            peak["pool"] = (
+                                await http.get(
+                                    fleet.pool_url + "/status",
+                                    headers={"Authorization": f"Bearer {fleet.token}"},
+                                )
+                            ).json()
                             peak["nodes"] = [(await http.get(u + "/healthz")).json() for u in fleet.exec_urls]
                     for k in range(EXECS):
                         result = await env.exec(f"echo {i}-{k}", timeout=60)
@@ -106,15 +124,26 @@ def test_memory_backend_is_never_the_default_and_says_so(tmp_path):
     assert ExecConfig.from_env().backend == "docker" or os.environ.get("SWE_EXEC_BACKEND")
     # the production server refuses the fake: it only runs through the fakes' own entry point
     env = {**os.environ, "SWE_EXEC_TOKEN": "t", "SWE_EXEC_PORT": "1", "SWE_EXEC_BACKEND": "memory"}
-    p = subprocess.run([sys.executable, "-m", "swe_rl.fleet.exec.app"], env=env, cwd=ROOT, capture_output=True,
-                       text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "swe_rl.fleet.exec.app"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode != 0 and "swe_rl.fleet.fakes.exec_server" in p.stderr
     port = free_port()
     log = tmp_path / "exec.log"
     env = {**os.environ, "SWE_EXEC_TOKEN": "t", "SWE_EXEC_PORT": str(port)}
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "swe_rl.fleet.fakes.exec_server"], env=env, stdout=fh,
-                                stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "swe_rl.fleet.fakes.exec_server"],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz").json()["backend"] == "memory"

@@ -15,17 +15,62 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow  # bash dry runs of every launch script: seconds
 
-FLAGS = {line.strip() for line in (ROOT / "tests/data/slime_flags.txt").read_text().splitlines()
-         if line.startswith("--")}
+FLAGS = {
+    line.strip()
+    for line in (ROOT / "tests/data/slime_flags.txt").read_text().splitlines()
+    if line.startswith("--")
+}
 TRAIN_SCRIPTS = {
     # script: (train nodes x 8 GPUs, actor nodes, rollout GPUs, TP, EP, model layers)
     "run_swe_rl_8b_remote_2nodes.sh": {"nodes": 2, "actor": 1, "rollout": 8, "tp": 2, "ep": 1, "layers": 36},
-    "run_swe_rl_32b_remote_4nodes.sh": {"nodes": 4, "actor": 2, "rollout": 16, "tp": 8, "ep": 1, "layers": 64},
-    "run_swe_rl_32b_remote_8nodes.sh": {"nodes": 8, "actor": 4, "rollout": 32, "tp": 8, "ep": 1, "layers": 64},
-    "run_swe_rl_32b_remote_8nodes_resume.sh": {"nodes": 8, "actor": 4, "rollout": 32, "tp": 8, "ep": 1, "layers": 64},
-    "run_swe_rl_8b_prm_5nodes_remote.sh": {"nodes": 4, "actor": 2, "rollout": 16, "tp": 2, "ep": 1, "layers": 36},
-    "run_qwen3_30b_a3b_thinking_stage1_pivot.sh": {"nodes": 4, "actor": 2, "rollout": 16, "tp": 2, "ep": 8, "layers": 48},
-    "run_qwen3_30b_a3b_thinking_stage2_e2e.sh": {"nodes": 4, "actor": 2, "rollout": 16, "tp": 4, "ep": 8, "layers": 48},
+    "run_swe_rl_32b_remote_4nodes.sh": {
+        "nodes": 4,
+        "actor": 2,
+        "rollout": 16,
+        "tp": 8,
+        "ep": 1,
+        "layers": 64,
+    },
+    "run_swe_rl_32b_remote_8nodes.sh": {
+        "nodes": 8,
+        "actor": 4,
+        "rollout": 32,
+        "tp": 8,
+        "ep": 1,
+        "layers": 64,
+    },
+    "run_swe_rl_32b_remote_8nodes_resume.sh": {
+        "nodes": 8,
+        "actor": 4,
+        "rollout": 32,
+        "tp": 8,
+        "ep": 1,
+        "layers": 64,
+    },
+    "run_swe_rl_8b_prm_5nodes_remote.sh": {
+        "nodes": 4,
+        "actor": 2,
+        "rollout": 16,
+        "tp": 2,
+        "ep": 1,
+        "layers": 36,
+    },
+    "run_qwen3_30b_a3b_thinking_stage1_pivot.sh": {
+        "nodes": 4,
+        "actor": 2,
+        "rollout": 16,
+        "tp": 2,
+        "ep": 8,
+        "layers": 48,
+    },
+    "run_qwen3_30b_a3b_thinking_stage2_e2e.sh": {
+        "nodes": 4,
+        "actor": 2,
+        "rollout": 16,
+        "tp": 4,
+        "ep": 8,
+        "layers": 48,
+    },
 }
 CODING_AGENT_SCRIPT = "run_coding_agent_qwen3_30b_a3b_fleet.sh"
 TOKEN = "s3cret-token-value"
@@ -41,18 +86,35 @@ def env(tmp_path: Path) -> dict[str, str]:
     (slime / "train_async.py").write_text("")
     (hf / "config.json").write_text(json.dumps({"rope_theta": 1000000}))
     (tmp_path / "train.jsonl").write_text("{}\n")
-    return {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "SWE_ENV_FILE": "", "SLIME_DIR": str(slime),
-            "MEGATRON_DIR": str(megatron), "HF_CKPT": str(hf), "REF_LOAD": str(ref),
-            "PROMPT_DATA": str(tmp_path / "train.jsonl"), "EXPORT_ROOT": str(tmp_path / "output"),
-            "SWE_POOL_EXEC_URLS": "http://10.0.0.2:5000,http://10.0.0.3:5000", "SWE_EXEC_TOKEN": TOKEN,
-            "MASTER_ADDR": "10.0.0.1", "RUN_TS": "20260101_000000", "PRM_MODEL_PATH": str(hf),
-            "SWE_PRM_URL": "http://10.0.0.5:30010/v1"}
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "SWE_ENV_FILE": "",
+        "SLIME_DIR": str(slime),
+        "MEGATRON_DIR": str(megatron),
+        "HF_CKPT": str(hf),
+        "REF_LOAD": str(ref),
+        "PROMPT_DATA": str(tmp_path / "train.jsonl"),
+        "EXPORT_ROOT": str(tmp_path / "output"),
+        "SWE_POOL_EXEC_URLS": "http://10.0.0.2:5000,http://10.0.0.3:5000",
+        "SWE_EXEC_TOKEN": TOKEN,
+        "MASTER_ADDR": "10.0.0.1",
+        "RUN_TS": "20260101_000000",
+        "PRM_MODEL_PATH": str(hf),
+        "SWE_PRM_URL": "http://10.0.0.5:30010/v1",
+    }
 
 
 def dry_run(script: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in env.items() if v != "" or k != "SWE_ENV_FILE"}
-    return subprocess.run(["bash", str(ROOT / "scripts" / script), "--dry-run", *args], env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / script), "--dry-run", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def submitted(stdout: str) -> tuple[list[str], dict[str, str], str]:
@@ -62,7 +124,7 @@ def submitted(stdout: str) -> tuple[list[str], dict[str, str], str]:
     runtime_env = json.loads(words[words.index("--runtime-env-json") + 1])["env_vars"]
     sep = words.index("--")
     assert words[sep + 1] == "python3"
-    return words[sep + 3:], runtime_env, words[sep + 2]
+    return words[sep + 3 :], runtime_env, words[sep + 2]
 
 
 def flag_values(args: list[str]) -> dict[str, list[str]]:
@@ -85,8 +147,11 @@ def test_flag_list_is_the_pinned_one():
     for name in ("SLIME_COMMIT", "MEGATRON_COMMIT"):
         commit = next(ln.split("=", 1)[1] for ln in pins.splitlines() if ln.startswith(name + "="))
         assert commit in header
-    assert len(FLAGS) > 1000 and {"--custom-generate-function-path", "--num-layers", "--lr",
-                                  "--sglang-mem-fraction-static"} <= FLAGS
+    assert (
+        len(FLAGS) > 1000
+        and {"--custom-generate-function-path", "--num-layers", "--lr", "--sglang-mem-fraction-static"}
+        <= FLAGS
+    )
 
 
 @pytest.mark.parametrize("script", list(TRAIN_SCRIPTS))
@@ -100,14 +165,20 @@ def test_dry_run_prints_the_slime_command(script, env):
     want = TRAIN_SCRIPTS[script]
     stage1 = "stage1" in script
     assert train_py == f"{env['SLIME_DIR']}/train_async.py" and "--colocate" not in v
-    assert v["--custom-generate-function-path"] == ["swe_rl.slime.pivot.generate" if stage1 else "swe_rl.slime.e2e.generate"]
-    assert v["--custom-rm-path"] == ["swe_rl.slime.reward.reward_func" if stage1 else "swe_rl.slime.reward.reward_func"]
+    assert v["--custom-generate-function-path"] == [
+        "swe_rl.slime.pivot.generate" if stage1 else "swe_rl.slime.e2e.generate"
+    ]
+    assert v["--custom-rm-path"] == [
+        "swe_rl.slime.reward.reward_func" if stage1 else "swe_rl.slime.reward.reward_func"
+    ]
     assert v["--reward-key"] == ["score"]
     assert v["--custom-rollout-log-function-path"] == ["swe_rl.slime.metrics.log_rollout_data"]
     assert v["--custom-eval-rollout-log-function-path"] == ["swe_rl.slime.metrics.log_eval_rollout_data"]
     assert v["--custom-config-path"] == [str(ROOT / "swe_rl/configs/plugin_launch.yaml")]
     assert v["--custom-reward-post-process-path"] == ["swe_rl.slime.post_process.post_process_rewards"]
-    assert "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v
+    assert (
+        "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v
+    )
     assert v["--n-samples-per-prompt"] == ["8"]
     assert v["--actor-num-nodes"] == [str(want["actor"])] and v["--actor-num-gpus-per-node"] == ["8"]
     assert v["--rollout-num-gpus"] == [str(want["rollout"])]
@@ -147,8 +218,12 @@ def test_dry_run_prints_the_slime_command(script, env):
         assert "+ wait for http://10.0.0.5:30010/v1/models" in p.stdout
     # the head's other steps, in order; secrets never printed
     steps = [ln.split()[1] + " " + ln.split()[2] for ln in p.stdout.splitlines() if ln.startswith("+ ")]
-    assert steps.index("curl -fsS") < steps.index("env SWE_POOL_HOST=10.0.0.1") < steps.index("ray start") \
+    assert (
+        steps.index("curl -fsS")
+        < steps.index("env SWE_POOL_HOST=10.0.0.1")
+        < steps.index("ray start")
         < steps.index("ray job")
+    )
     assert "--num-gpus 8" in p.stdout and f"wait until ray has {want['nodes'] * 8} GPUs" in p.stdout
     assert TOKEN not in p.stdout + p.stderr
 
@@ -170,10 +245,17 @@ def test_prm_node_serves_the_judge(env):
     assert f"--model-path {env['HF_CKPT']}" in line and "--port 30010" in line and "--dp-size 8" in line
 
 
-@pytest.mark.parametrize("missing, message", [
-    ("HF_CKPT", "set HF_CKPT"), ("PROMPT_DATA", "set PROMPT_DATA"), ("SLIME_DIR", "set SLIME_DIR"),
-    ("MEGATRON_DIR", "set MEGATRON_DIR"), ("SWE_POOL_EXEC_URLS", "set SWE_POOL_EXEC_URLS"),
-    ("SWE_EXEC_TOKEN", "set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE")])
+@pytest.mark.parametrize(
+    "missing, message",
+    [
+        ("HF_CKPT", "set HF_CKPT"),
+        ("PROMPT_DATA", "set PROMPT_DATA"),
+        ("SLIME_DIR", "set SLIME_DIR"),
+        ("MEGATRON_DIR", "set MEGATRON_DIR"),
+        ("SWE_POOL_EXEC_URLS", "set SWE_POOL_EXEC_URLS"),
+        ("SWE_EXEC_TOKEN", "set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE"),
+    ],
+)
 def test_missing_input_is_a_clear_error(env, missing, message):
     p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {k: v for k, v in env.items() if k != missing})
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
@@ -182,8 +264,10 @@ def test_missing_input_is_a_clear_error(env, missing, message):
 
 def test_old_pool_variable_names_still_work(env):
     old = {k: v for k, v in env.items() if k != "SWE_POOL_EXEC_URLS"}
-    p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {**old, "SWE_EXEC_SERVER_URLS": env["SWE_POOL_EXEC_URLS"],
-                                                   "SWE_MAX_CONTAINERS_PER_NODE": "9"})
+    p = dry_run(
+        "run_swe_rl_8b_remote_2nodes.sh",
+        {**old, "SWE_EXEC_SERVER_URLS": env["SWE_POOL_EXEC_URLS"], "SWE_MAX_CONTAINERS_PER_NODE": "9"},
+    )
     assert p.returncode == 0, p.stderr
     assert "SWE_EXEC_SERVER_URLS is deprecated, set SWE_POOL_EXEC_URLS" in p.stderr
     assert "SWE_POOL_MAX_PER_NODE=9" in p.stdout and "curl -fsS http://10.0.0.2:5000/healthz" in p.stdout
@@ -208,19 +292,30 @@ def test_env_file_is_sourced_and_dry_run_env_var_works(env, tmp_path):
     env_file = tmp_path / "env.swe"
     env_file.write_text(f"PROMPT_DATA={env['PROMPT_DATA']}\nROLLOUT_BATCH_SIZE=4\n")
     env = {k: v for k, v in env.items() if k != "PROMPT_DATA"}
-    p = subprocess.run(["bash", str(ROOT / "scripts/run_swe_rl_8b_remote_2nodes.sh")],
-                       env={**env, "SWE_ENV_FILE": str(env_file), "DRY_RUN": "1"},
-                       capture_output=True, text=True, timeout=60, check=False)
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts/run_swe_rl_8b_remote_2nodes.sh")],
+        env={**env, "SWE_ENV_FILE": str(env_file), "DRY_RUN": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
     assert flag_values(submitted(p.stdout)[0])["--rollout-batch-size"] == ["4"]
 
 
 def test_overrides_reach_the_command(env):
-    p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {**env, "KL_COEF": "0.001", "WANDB_PROJECT": "swe",
-                                                   "EVAL_PROMPT_DATA": env["PROMPT_DATA"],
-                                                   "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor",
-                                                   "DYNAMIC_SAMPLING_FILTER_PATH":
-                                                       "swe_rl.slime.filters.check_trajectory_reward_nonzero_std"})
+    p = dry_run(
+        "run_swe_rl_8b_remote_2nodes.sh",
+        {
+            **env,
+            "KL_COEF": "0.001",
+            "WANDB_PROJECT": "swe",
+            "EVAL_PROMPT_DATA": env["PROMPT_DATA"],
+            "EXTRA_TRAIN_ARGS": "--use-tis --keep-old-actor",
+            "DYNAMIC_SAMPLING_FILTER_PATH": "swe_rl.slime.filters.check_trajectory_reward_nonzero_std",
+        },
+    )
     assert p.returncode == 0, p.stderr
     args, _, _ = submitted(p.stdout)
     assert not sorted({a for a in args if a.startswith("--")} - FLAGS)
@@ -231,31 +326,61 @@ def test_overrides_reach_the_command(env):
 
 
 def test_sglang_cluster_dry_run(env, tmp_path):
-    base = {"PATH": env["PATH"], "HOME": env["HOME"], "MODEL_PATH": env["HF_CKPT"],
-            "SGLANG_NODE_ADDRS": "10.0.0.1,10.0.0.2", "TP": "2", "LOG_DIR": str(tmp_path / "logs")}
-    p = subprocess.run(["bash", str(ROOT / "scripts/launch_sglang_cluster.sh"), "--dry-run"], env=base,
-                       capture_output=True, text=True, timeout=60, check=False)
+    base = {
+        "PATH": env["PATH"],
+        "HOME": env["HOME"],
+        "MODEL_PATH": env["HF_CKPT"],
+        "SGLANG_NODE_ADDRS": "10.0.0.1,10.0.0.2",
+        "TP": "2",
+        "LOG_DIR": str(tmp_path / "logs"),
+    }
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts/launch_sglang_cluster.sh"), "--dry-run"],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert p.returncode == 0, p.stderr
     server = next(ln for ln in p.stdout.splitlines() if "sglang.launch_server" in ln)
     assert "--tp-size 2 --dp-size 4" in server and "chat_template_qwen3_thinking.jinja" in server
     router = next(ln for ln in p.stdout.splitlines() if "sglang_router.launch_router" in ln)
     assert "--worker-urls http://10.0.0.1:30000 http://10.0.0.2:30000" in router
-    p = subprocess.run(["bash", str(ROOT / "scripts/launch_sglang_cluster.sh"), "--dry-run"],
-                       env={**base, "NODE_RANK": "1"}, capture_output=True, text=True, timeout=60, check=False)
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts/launch_sglang_cluster.sh"), "--dry-run"],
+        env={**base, "NODE_RANK": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert p.returncode == 0 and "launch_router" not in p.stdout and "launch_server" in p.stdout
-    p = subprocess.run(["bash", str(ROOT / "scripts/launch_sglang_cluster.sh"), "--dry-run"],
-                       env={k: v for k, v in base.items() if k != "SGLANG_NODE_ADDRS"},
-                       capture_output=True, text=True, timeout=60, check=False)
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts/launch_sglang_cluster.sh"), "--dry-run"],
+        env={k: v for k, v in base.items() if k != "SGLANG_NODE_ADDRS"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert p.returncode == 2 and "set SGLANG_NODE_ADDRS" in p.stderr
 
 
 def test_model_args_match_the_public_configs():
     """Our model files against the Qwen3 config.json values (layers, hidden, heads, kv heads, ffn, vocab)."""
-    expected = {"qwen3-8B": (36, 4096, 32, 8, 12288), "qwen3-32B": (64, 5120, 64, 8, 25600),
-                "qwen3-30B-A3B": (48, 2048, 32, 4, 6144)}
+    expected = {
+        "qwen3-8B": (36, 4096, 32, 8, 12288),
+        "qwen3-32B": (64, 5120, 64, 8, 25600),
+        "qwen3-30B-A3B": (48, 2048, 32, 4, 6144),
+    }
     for name, (layers, hidden, heads, kv, ffn) in expected.items():
-        out = subprocess.run(["bash", "-c", f'source "{ROOT}/scripts/models/{name}.sh"; printf "%s\\n" "${{MODEL_ARGS[@]}}"'],
-                             capture_output=True, text=True, check=True).stdout.split()
+        out = subprocess.run(
+            ["bash", "-c", f'source "{ROOT}/scripts/models/{name}.sh"; printf "%s\\n" "${{MODEL_ARGS[@]}}"'],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         v = flag_values(out)
         assert not set(v) - FLAGS
         assert v["--num-layers"] == [str(layers)] and v["--hidden-size"] == [str(hidden)]
@@ -272,8 +397,11 @@ def agent_env(env, tmp_path):
     (example / "generate.py").write_text("")
     for name in ("node.tar", "cc.tgz", "codex.tgz"):
         (tmp_path / name).write_bytes(b"")
-    return {**env, "SLIME_AGENT_NODE_TARBALL": str(tmp_path / "node.tar"),
-            "SLIME_AGENT_CC_TARBALL": str(tmp_path / "cc.tgz")}
+    return {
+        **env,
+        "SLIME_AGENT_NODE_TARBALL": str(tmp_path / "node.tar"),
+        "SLIME_AGENT_CC_TARBALL": str(tmp_path / "cc.tgz"),
+    }
 
 
 def test_coding_agent_variant_runs_upstreams_example_on_the_fleet(agent_env):
@@ -284,9 +412,17 @@ def test_coding_agent_variant_runs_upstreams_example_on_the_fleet(agent_env):
     v = flag_values(args)
     assert v["--custom-generate-function-path"] == ["swe_rl.slime.agent_generate.generate"]
     assert "--custom-rm-path" not in v and "--reward-key" not in v  # the example rewards its samples itself
-    assert v["--input-key"] == ["prompt"] and v["--label-key"] == ["label"] and v["--metadata-key"] == ["metadata"]
+    assert (
+        v["--input-key"] == ["prompt"]
+        and v["--label-key"] == ["label"]
+        and v["--metadata-key"] == ["metadata"]
+    )
     assert v["--sglang-tool-call-parser"] == ["qwen3_coder"] and v["--sglang-reasoning-parser"] == ["qwen3"]
-    assert v["--num-experts"] == ["128"] and v["--actor-num-nodes"] == ["2"] and v["--rollout-num-gpus"] == ["16"]
+    assert (
+        v["--num-experts"] == ["128"]
+        and v["--actor-num-nodes"] == ["2"]
+        and v["--rollout-num-gpus"] == ["16"]
+    )
     assert train_py == f"{agent_env['SLIME_DIR']}/train_async.py"
     # the rollout process finds the pool, upstream's example (on PYTHONPATH via SLIME_DIR) and its settings
     assert runtime_env["SWE_POOL_URL"] == "http://10.0.0.1:18090"
@@ -299,9 +435,16 @@ def test_coding_agent_variant_runs_upstreams_example_on_the_fleet(agent_env):
     assert runtime_env["SWE_FLEET_SANDBOX_EVAL_NETWORK"] == "false"
     assert TOKEN not in p.stdout + p.stderr
 
-    p = dry_run(CODING_AGENT_SCRIPT, {**agent_env, "SWE_AGENT": "codex", "SWE_FLEET_SANDBOX_NETWORK": "adapter-net",
-                                      "SLIME_AGENT_CODEX_TARBALL": agent_env["SLIME_AGENT_CC_TARBALL"],
-                                      "EXTRA_TRAIN_ARGS": "--use-tis"})
+    p = dry_run(
+        CODING_AGENT_SCRIPT,
+        {
+            **agent_env,
+            "SWE_AGENT": "codex",
+            "SWE_FLEET_SANDBOX_NETWORK": "adapter-net",
+            "SLIME_AGENT_CODEX_TARBALL": agent_env["SLIME_AGENT_CC_TARBALL"],
+            "EXTRA_TRAIN_ARGS": "--use-tis",
+        },
+    )
     assert p.returncode == 0, p.stderr
     args, runtime_env, _ = submitted(p.stdout)
     assert runtime_env["SWE_AGENT"] == "codex" and runtime_env["SWE_FLEET_SANDBOX_NETWORK"] == "adapter-net"
@@ -314,14 +457,17 @@ def test_plugin_scripts_still_pass_their_rm(env):
     assert "--label-key" not in v
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"SLIME_AGENT_NODE_TARBALL": None}, "set SLIME_AGENT_NODE_TARBALL"),
-    ({"SLIME_AGENT_CC_TARBALL": None}, "set SLIME_AGENT_CC_TARBALL"),
-    ({"SWE_AGENT": "codex"}, "set SLIME_AGENT_CODEX_TARBALL"),
-    ({"SWE_AGENT": "aider"}, "SWE_AGENT must be claude_code or codex"),
-    ({"ADAPTER_PUBLIC_HOST": "127.0.0.1"}, "cannot reach a loopback address"),
-    ({"SLIME_AGENT_NODE_TARBALL": "/nonexistent/node.tar"}, "is not a file"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"SLIME_AGENT_NODE_TARBALL": None}, "set SLIME_AGENT_NODE_TARBALL"),
+        ({"SLIME_AGENT_CC_TARBALL": None}, "set SLIME_AGENT_CC_TARBALL"),
+        ({"SWE_AGENT": "codex"}, "set SLIME_AGENT_CODEX_TARBALL"),
+        ({"SWE_AGENT": "aider"}, "SWE_AGENT must be claude_code or codex"),
+        ({"ADAPTER_PUBLIC_HOST": "127.0.0.1"}, "cannot reach a loopback address"),
+        ({"SLIME_AGENT_NODE_TARBALL": "/nonexistent/node.tar"}, "is not a file"),
+    ],
+)
 def test_coding_agent_variant_refuses_missing_inputs(agent_env, change, message):
     env = {k: v for k, v in {**agent_env, **change}.items() if v is not None}
     p = dry_run(CODING_AGENT_SCRIPT, env)
@@ -329,6 +475,12 @@ def test_coding_agent_variant_refuses_missing_inputs(agent_env, change, message)
 
 
 def test_coding_agent_variant_needs_upstreams_example(env, tmp_path):
-    p = dry_run(CODING_AGENT_SCRIPT, {**env, "SLIME_AGENT_NODE_TARBALL": str(tmp_path / "x"),
-                                      "SLIME_AGENT_CC_TARBALL": str(tmp_path / "x")})
+    p = dry_run(
+        CODING_AGENT_SCRIPT,
+        {
+            **env,
+            "SLIME_AGENT_NODE_TARBALL": str(tmp_path / "x"),
+            "SLIME_AGENT_CC_TARBALL": str(tmp_path / "x"),
+        },
+    )
     assert p.returncode == 2 and "examples/coding_agent_rl" in p.stderr

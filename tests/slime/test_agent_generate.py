@@ -15,7 +15,7 @@ from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 from swe_rl.fleet.sandbox import FleetSandbox
 from swe_rl.slime import agent_generate as wrapper
 
-EXAMPLE = '''
+EXAMPLE = """
 class E2BSandbox:  # what upstream boots unless told otherwise
     def __init__(self, image):
         raise AssertionError("the E2B backend was used")
@@ -26,8 +26,8 @@ async def generate(args, base_sample, sampling_params, evaluation=False):
     reward = await swe.run_evaluation(base_sample)
     return {"agent": (code, out.split()[0], type(sb).__name__, sb.config.network), "eval": reward,
             "evaluation": evaluation}
-'''
-TASKS = '''
+"""
+TASKS = """
 class E2BSandbox:
     def __init__(self, image):
         raise AssertionError("the E2B backend was used")
@@ -36,7 +36,7 @@ async def run_evaluation(md):
     async with E2BSandbox(md["image"]) as ev:
         code, out, _ = await ev.exec("echo graded")
     return (code, out, ev.config.network)
-'''
+"""
 
 
 @pytest.fixture
@@ -62,8 +62,9 @@ def test_networks_from_env(monkeypatch):
     assert isinstance(wrapper.agent_sandbox("img"), FleetSandbox)
 
 
-async def test_generate_runs_upstreams_example_on_the_fleet(fleet, pool_factory, base_image, upstream_example,
-                                                            monkeypatch):
+async def test_generate_runs_upstreams_example_on_the_fleet(
+    fleet, pool_factory, base_image, upstream_example, monkeypatch
+):
     pool: PoolProc = pool_factory(fleet(1))
     monkeypatch.setenv("SWE_POOL_URL", pool.url)
     monkeypatch.setenv("SWE_POOL_TOKEN", pool.token)

@@ -13,16 +13,27 @@ from swe_rl.slime.config import PluginConfig
 def test_defaults():
     c = PluginConfig.from_sources(None, env={})
     assert (c.step_limit, c.max_concurrent, c.dynamic_history, c.context_head_ratio, c.reward_unresolved) == (
-        50, 128, True, 0.3, -1.0)
+        50,
+        128,
+        True,
+        0.3,
+        -1.0,
+    )
 
 
 def test_env_then_args_override(tmp_path):
     # what slime does with --custom-config-path: every YAML key becomes an attribute of args
     path = tmp_path / "swe.yaml"
     path.write_text("swe_step_limit: 30\nswe_dynamic_history: false\nswe_container_options: {memory: 4g}\n")
-    args = SimpleNamespace(rollout_max_context_len=32768, hf_checkpoint="/models/qwen3", **yaml.safe_load(path.read_text()))
-    env = {"SWE_MAX_CONCURRENT": "64", "SWE_SAVE_TRAJ_DIR": "/out/rollouts", "SWE_STEP_LIMIT": "40",
-           "SWE_CONTEXT_MANAGEMENT": "false"}
+    args = SimpleNamespace(
+        rollout_max_context_len=32768, hf_checkpoint="/models/qwen3", **yaml.safe_load(path.read_text())
+    )
+    env = {
+        "SWE_MAX_CONCURRENT": "64",
+        "SWE_SAVE_TRAJ_DIR": "/out/rollouts",
+        "SWE_STEP_LIMIT": "40",
+        "SWE_CONTEXT_MANAGEMENT": "false",
+    }
     c = PluginConfig.from_args(args, env=env)
     assert c.step_limit == 30  # the YAML wins over the environment
     assert c.max_concurrent == 64 and c.save_traj_dir == "/out/rollouts" and c.context_management is False
@@ -41,8 +52,10 @@ def test_bad_values_are_clear_errors():
 
 
 def test_router_url():
-    assert PluginConfig.router_url(SimpleNamespace(sglang_router_ip="10.0.0.1", sglang_router_port=30000)) == \
-        "http://10.0.0.1:30000/generate"
+    assert (
+        PluginConfig.router_url(SimpleNamespace(sglang_router_ip="10.0.0.1", sglang_router_port=30000))
+        == "http://10.0.0.1:30000/generate"
+    )
     with pytest.raises(ValueError, match="sglang_router_ip"):
         PluginConfig.router_url(SimpleNamespace())
 
@@ -64,13 +77,24 @@ def test_misspelt_keys_and_variables_warn_with_the_nearest_valid_name(caplog):
     plugin_config._warned.clear()
     plugin_config._checked.clear()
     args = SimpleNamespace(swe_step_limt=30, swe_prm_step_coeff=0.5, swe_step_limit=20, rollout_batch_size=8)
-    env = {"SWE_MAX_CONCURENT": "4", "SWE_PRM_ENABEL": "1", "SWE_POOL_URL": "http://x", "SWE_EXEC_TOKEN": "t",
-           "SWE_CLIENT_BACKOFF": "0.1", "SWE_SAVE_TRAJ_DIR": "/tmp/x", "SWE_PIVOT_PARTIAL_CREDIT": "0.5"}
+    env = {
+        "SWE_MAX_CONCURENT": "4",
+        "SWE_PRM_ENABEL": "1",
+        "SWE_POOL_URL": "http://x",
+        "SWE_EXEC_TOKEN": "t",
+        "SWE_CLIENT_BACKOFF": "0.1",
+        "SWE_SAVE_TRAJ_DIR": "/tmp/x",
+        "SWE_PIVOT_PARTIAL_CREDIT": "0.5",
+    }
     config = PluginConfig.from_args(args, env=env)
     assert config.step_limit == 20  # the valid key still applies
     found = dict(plugin_config.unknown_settings(PluginConfig, args, env))
-    assert found == {"swe_step_limt": "swe_step_limit", "swe_prm_step_coeff": "swe_prm_step_coef",
-                     "SWE_MAX_CONCURENT": "SWE_MAX_CONCURRENT", "SWE_PRM_ENABEL": "SWE_PRM_ENABLE"}
+    assert found == {
+        "swe_step_limt": "swe_step_limit",
+        "swe_prm_step_coeff": "swe_prm_step_coef",
+        "SWE_MAX_CONCURENT": "SWE_MAX_CONCURRENT",
+        "SWE_PRM_ENABEL": "SWE_PRM_ENABLE",
+    }
     assert "did you mean swe_step_limit?" in caplog.text and "did you mean SWE_MAX_CONCURRENT?" in caplog.text
     caplog.clear()
     PluginConfig.from_args(args, env=env)  # once per process, not once per rollout

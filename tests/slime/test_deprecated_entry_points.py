@@ -31,13 +31,19 @@ def test_old_path_resolves_to_the_new_function_and_warns(module):
 
 @pytest.mark.slow  # imports every module of the package in a fresh interpreter
 def test_the_package_imports_none_of_the_aliases():
-    code = ("import sys, warnings; warnings.simplefilter('error', DeprecationWarning); "
-            "import swe_rl.slime.e2e, swe_rl.slime.pivot, swe_rl.slime.reward, swe_rl.slime.post_process, "
-            "swe_rl.slime.filters, swe_rl.slime.metrics, swe_rl.slime.agent_generate; "
-            f"print(sorted(m for m in {sorted(OLD)!r} if m in sys.modules))")
+    code = (
+        "import sys, warnings; warnings.simplefilter('error', DeprecationWarning); "
+        "import swe_rl.slime.e2e, swe_rl.slime.pivot, swe_rl.slime.reward, swe_rl.slime.post_process, "
+        "swe_rl.slime.filters, swe_rl.slime.metrics, swe_rl.slime.agent_generate; "
+        f"print(sorted(m for m in {sorted(OLD)!r} if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     pattern = r"(from|import) swe_rl(\.| import )(slime_plugin|pivot|advantages)\b"
-    found = subprocess.run(["git", "grep", "-l", "-E", pattern, "--", "swe_rl", "eval", "data", "bench", "server"],
-                           cwd=ROOT, capture_output=True, text=True)
+    found = subprocess.run(
+        ["git", "grep", "-l", "-E", pattern, "--", "swe_rl", "eval", "data", "bench", "server"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert found.stdout.split() == []

@@ -23,11 +23,21 @@ from swe_rl.testing.fake_sglang import IM_END, FakeSGLang, TokenReply
 
 TOOLZ = "pytoolz__toolz-9001"
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
-FIX = ("sed -i 's/iters = itertools.takewhile(predicate, iters)/"
-       "iters = itertools.cycle(itertools.takewhile(predicate, iters))/' toolz/itertoolz.py")
-SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_new_tokens": 256, "stop": None,
-            "stop_token_ids": None, "skip_special_tokens": False, "no_stop_trim": True,
-            "spaces_between_special_tokens": False}
+FIX = (
+    "sed -i 's/iters = itertools.takewhile(predicate, iters)/"
+    "iters = itertools.cycle(itertools.takewhile(predicate, iters))/' toolz/itertoolz.py"
+)
+SAMPLING = {
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "top_k": -1,
+    "max_new_tokens": 256,
+    "stop": None,
+    "stop_token_ids": None,
+    "skip_special_tokens": False,
+    "no_stop_trim": True,
+    "spaces_between_special_tokens": False,
+}
 
 
 def turn(reasoning: str, command: str, thought: str = "Next.") -> str:
@@ -41,8 +51,13 @@ def rows() -> dict[str, dict]:
 
 def new_sample(instance_id: str = TOOLZ, group: int = 3, index: int = 7, **instance_updates) -> Sample:
     row = {**rows()[instance_id], **instance_updates}
-    return Sample(group_index=group, index=index, prompt=row["problem_statement"], label=None,
-                  metadata={"instance": row, "data_source": "swe-rl-fixtures"})
+    return Sample(
+        group_index=group,
+        index=index,
+        prompt=row["problem_statement"],
+        label=None,
+        metadata={"instance": row, "data_source": "swe-rl-fixtures"},
+    )
 
 
 @pytest.fixture
@@ -55,9 +70,14 @@ async def plugin_env(pool, fixture_instances, qwen_tokenizer_dir, tmp_path, monk
     monkeypatch.setenv("SWE_MAX_CONCURRENT", "2")
 
     def make_args(sglang: FakeSGLang, **swe) -> SimpleNamespace:
-        return SimpleNamespace(sglang_router_ip="127.0.0.1", sglang_router_port=sglang.port,
-                               hf_checkpoint=str(qwen_tokenizer_dir), rollout_max_context_len=swe.pop("context", None),
-                               reward_key="score", **{f"swe_{k}": v for k, v in swe.items()})
+        return SimpleNamespace(
+            sglang_router_ip="127.0.0.1",
+            sglang_router_port=sglang.port,
+            hf_checkpoint=str(qwen_tokenizer_dir),
+            rollout_max_context_len=swe.pop("context", None),
+            reward_key="score",
+            **{f"swe_{k}": v for k, v in swe.items()},
+        )
 
     yield make_args
     await e2e.shutdown()
@@ -69,11 +89,14 @@ def traj_dir(tmp_path: Path) -> Path:
     return dirs[0]
 
 
-async def test_whole_trajectory_is_token_exact_and_resolved(plugin_env, qwen_tokenizer, codec, pool, docker_client,
-                                                           tmp_path):
-    script = [turn("Find interleave.", "grep -n 'takewhile' toolz/itertoolz.py"),
-              turn("Keep cycling.", FIX, "Fix it."),
-              turn("Done.", SUBMIT, "Submit.")]
+async def test_whole_trajectory_is_token_exact_and_resolved(
+    plugin_env, qwen_tokenizer, codec, pool, docker_client, tmp_path
+):
+    script = [
+        turn("Find interleave.", "grep -n 'takewhile' toolz/itertoolz.py"),
+        turn("Keep cycling.", FIX, "Fix it."),
+        turn("Done.", SUBMIT, "Submit."),
+    ]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
         sample = await generate(plugin_env(sglang, dynamic_history=False), new_sample(), dict(SAMPLING))
     assert isinstance(sample, Sample)
@@ -83,17 +106,17 @@ async def test_whole_trajectory_is_token_exact_and_resolved(plugin_env, qwen_tok
     # shapes: masks and log-probs cover the response; the response is the tail of tokens
     n = sample.response_length
     assert len(sample.loss_mask) == len(sample.rollout_log_probs) == n > 0
-    assert sample.tokens[-n:] == sample.tokens[len(sample.tokens) - n:]
+    assert sample.tokens[-n:] == sample.tokens[len(sample.tokens) - n :]
     prompt = sample.tokens[:-n]
     assert sglang.requests[0]["input_ids"] == prompt
     # every call's input is a prefix of the sample; the sampled ids follow it verbatim, mask 1 + their log-probs
     for request, out in zip(sglang.requests, sglang.outputs):
         ctx = request["input_ids"]
-        assert sample.tokens[:len(ctx)] == ctx
-        assert sample.tokens[len(ctx):len(ctx) + len(out.ids)] == out.ids
+        assert sample.tokens[: len(ctx)] == ctx
+        assert sample.tokens[len(ctx) : len(ctx) + len(out.ids)] == out.ids
         off = len(ctx) - len(prompt)
-        assert sample.loss_mask[off:off + len(out.ids)] == [1] * len(out.ids)
-        assert sample.rollout_log_probs[off:off + len(out.ids)] == out.logprobs
+        assert sample.loss_mask[off : off + len(out.ids)] == [1] * len(out.ids)
+        assert sample.rollout_log_probs[off : off + len(out.ids)] == out.logprobs
         assert request["return_logprob"] is True and request["sampling_params"]["temperature"] == 1.0
     assert sum(sample.loss_mask) == sum(len(o.ids) for o in sglang.outputs)
     assert all(lp == 0.0 for lp, m in zip(sample.rollout_log_probs, sample.loss_mask) if m == 0)
@@ -110,13 +133,20 @@ async def test_whole_trajectory_is_token_exact_and_resolved(plugin_env, qwen_tok
     assert meta["tokens"]["turns"] == 3 and meta["prefix_breaks"] == 0 and meta["group_index"] == 3
 
     reward = await reward_func(SimpleNamespace(), sample)
-    assert reward == {"score": 1.0, "acc": 1.0, "status": "resolved", "resolved": True, "removed": False,
-                      "exit_reason": "submitted"}
+    assert reward == {
+        "score": 1.0,
+        "acc": 1.0,
+        "status": "resolved",
+        "resolved": True,
+        "removed": False,
+        "exit_reason": "submitted",
+    }
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_dynamic_history_gives_one_sample_per_turn_on_the_context_it_saw(plugin_env, qwen_tokenizer, pool,
-                                                                               docker_client):
+async def test_dynamic_history_gives_one_sample_per_turn_on_the_context_it_saw(
+    plugin_env, qwen_tokenizer, pool, docker_client
+):
     script = [turn("Look.", "ls"), "no block here, just rambling", turn("Give up.", SUBMIT, "Submit.")]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
         parent = new_sample(group=5, index=11)
@@ -130,14 +160,18 @@ async def test_dynamic_history_gives_one_sample_per_turn_on_the_context_it_saw(p
         assert (s.group_index, s.index, s.rollout_id, s.session_id) == (5, 11, 11, "sess-1")
         assert s.status is Sample.Status.COMPLETED
     assert [s.metadata["swe_step"]["turn"] for s in samples] == [0, 1, 2]
-    assert "could not be run" in qwen_tokenizer.decode(samples[2].tokens)  # the format-error feedback was seen
+    assert "could not be run" in qwen_tokenizer.decode(
+        samples[2].tokens
+    )  # the format-error feedback was seen
 
     rewards = await reward_func(SimpleNamespace(), samples)
     assert [r["score"] for r in rewards] == [-1.0] * 3 and {r["status"] for r in rewards} == {"no_patch"}
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_context_management_starts_new_segments_the_training_sees_too(plugin_env, qwen_tokenizer, codec):
+async def test_context_management_starts_new_segments_the_training_sees_too(
+    plugin_env, qwen_tokenizer, codec
+):
     noisy = "seq 1 30 | sed 's/$/ lorem ipsum/'"
     script = [turn(f"Step {i}.", noisy) for i in range(8)] + [turn("Stop.", SUBMIT)]
     limit, max_new = 1800, 128
@@ -159,7 +193,9 @@ async def test_context_management_starts_new_segments_the_training_sees_too(plug
     assert info["tokens"]["segments"] >= 2 and info["prefix_breaks"] == 0
 
 
-async def test_without_dynamic_history_a_full_context_truncates_and_is_still_graded(plugin_env, qwen_tokenizer):
+async def test_without_dynamic_history_a_full_context_truncates_and_is_still_graded(
+    plugin_env, qwen_tokenizer
+):
     script = [turn(f"Step {i}.", "seq 1 80") for i in range(8)]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
         args = plugin_env(sglang, context=1400, dynamic_history=False)
@@ -168,7 +204,7 @@ async def test_without_dynamic_history_a_full_context_truncates_and_is_still_gra
     assert sample.metadata["swe"]["stop_reason"] == "context_exhausted"
     assert len(sample.tokens) <= 1400 and sample.metadata["swe"]["status"] == "no_patch"
     last = sglang.outputs[-1].ids
-    assert sample.tokens[-len(last):] == last  # ends with the last sampled turn, no dangling observation
+    assert sample.tokens[-len(last) :] == last  # ends with the last sampled turn, no dangling observation
     assert (await reward_func(SimpleNamespace(), sample))["score"] == -1.0
 
 
@@ -179,26 +215,31 @@ async def test_a_turn_cut_at_max_new_tokens_is_truncated(plugin_env, qwen_tokeni
     assert sglang.outputs[0].finish_reason == "length" and len(sglang.outputs[0].ids) == 40
     assert samples[0].status is Sample.Status.TRUNCATED and samples[1].status is Sample.Status.COMPLETED
     # the cut turn was closed (<|im_end|>) by the observation, masked out
-    assert qwen_tokenizer.decode(sglang.requests[1]["input_ids"][len(samples[0].tokens):]).startswith(
-        "<|im_end|>\n<|im_start|>user\n")
+    assert qwen_tokenizer.decode(sglang.requests[1]["input_ids"][len(samples[0].tokens) :]).startswith(
+        "<|im_end|>\n<|im_start|>user\n"
+    )
 
 
-async def test_slime_abort_returns_aborted_without_grading(plugin_env, qwen_tokenizer, pool, docker_client, tmp_path,
-                                                          monkeypatch):
+async def test_slime_abort_returns_aborted_without_grading(
+    plugin_env, qwen_tokenizer, pool, docker_client, tmp_path, monkeypatch
+):
     def slime_aborts(body):
         monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)  # GenerateState(args).aborted
         return TokenReply(finish_reason="abort", ids=[])
 
     with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), slime_aborts]) as sglang:
         samples = await generate(plugin_env(sglang), new_sample(), dict(SAMPLING))
-    assert [s.status for s in samples] == [Sample.Status.ABORTED]  # the turn it played, in the process's shape
+    assert [s.status for s in samples] == [
+        Sample.Status.ABORTED
+    ]  # the turn it played, in the process's shape
     assert samples[0].metadata["swe"]["aborted"] and not (tmp_path / "rollouts").exists()
     assert samples[0].reward is None and samples[0].loss_mask == [1] * samples[0].response_length
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_slime_abort_stops_before_the_next_request(plugin_env, qwen_tokenizer, pool, docker_client,
-                                                         monkeypatch):
+async def test_slime_abort_stops_before_the_next_request(
+    plugin_env, qwen_tokenizer, pool, docker_client, monkeypatch
+):
     calls = []
 
     def first_then_abort(body):
@@ -212,24 +253,35 @@ async def test_slime_abort_stops_before_the_next_request(plugin_env, qwen_tokeni
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_an_abort_slime_did_not_ask_for_is_removed(plugin_env, qwen_tokenizer, codec, pool, docker_client,
-                                                         caplog):
+async def test_an_abort_slime_did_not_ask_for_is_removed(
+    plugin_env, qwen_tokenizer, codec, pool, docker_client, caplog
+):
     # e.g. the router restarted: slime is not aborting, so the rollout is an infrastructure failure
-    with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls"), TokenReply(finish_reason="abort", ids=[])]) as sglang:
+    with FakeSGLang(
+        qwen_tokenizer, [turn("Look.", "ls"), TokenReply(finish_reason="abort", ids=[])]
+    ) as sglang:
         samples = await generate(plugin_env(sglang), new_sample(index=9), dict(SAMPLING))
     (s,) = samples
     assert s.remove_sample and s.status is Sample.Status.FAILED and s.rollout_id == 9
     assert s.tokens == list(codec.header_ids) + [IM_END] and s.loss_mask == [0] and s.response_length == 1
     assert s.metadata["swe"]["removed_reason"].startswith("server_abort")
-    assert s.reward == {"score": 0.0, "acc": 0.0, "status": "env_error", "resolved": False, "removed": True,
-                        "exit_reason": s.metadata["swe"]["exit_reason"]}  # preset: slime never sees None
+    assert s.reward == {
+        "score": 0.0,
+        "acc": 0.0,
+        "status": "env_error",
+        "resolved": False,
+        "removed": True,
+        "exit_reason": s.metadata["swe"]["exit_reason"],
+    }  # preset: slime never sees None
     assert "removing rollout of pytoolz__toolz-9001" in caplog.text and "server_abort" in caplog.text
     assert not leftover_containers(docker_client, pool)
 
 
 async def test_missing_image_is_removed_not_punished(plugin_env, qwen_tokenizer, caplog):
     with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls")]) as sglang:
-        samples = await generate(plugin_env(sglang), new_sample(image_name="swe-rl/no-such-image:latest"), dict(SAMPLING))
+        samples = await generate(
+            plugin_env(sglang), new_sample(image_name="swe-rl/no-such-image:latest"), dict(SAMPLING)
+        )
     (s,) = samples
     assert s.remove_sample and s.status is Sample.Status.FAILED
     assert set(s.loss_mask) == {0} and len(s.loss_mask) == s.response_length == len(s.rollout_log_probs) == 1
@@ -262,8 +314,9 @@ async def test_bad_row_is_removed_without_touching_the_fleet(plugin_env, qwen_to
     assert s.remove_sample and s.metadata["swe"]["removed_reason"].startswith("bad_instance")
 
 
-async def test_rollout_timeout_removes_the_sample_and_releases_the_container(plugin_env, qwen_tokenizer, pool,
-                                                                            docker_client):
+async def test_rollout_timeout_removes_the_sample_and_releases_the_container(
+    plugin_env, qwen_tokenizer, pool, docker_client
+):
     with FakeSGLang(qwen_tokenizer, [TokenReply(text=turn("Slow.", "ls"), delay=6)]) as sglang:
         (s,) = await generate(plugin_env(sglang, rollout_timeout=3), new_sample(), dict(SAMPLING))
     assert s.remove_sample and s.metadata["swe"]["removed_reason"].startswith("rollout_timeout")
@@ -310,8 +363,10 @@ async def test_semaphore_bounds_concurrent_rollouts(plugin_env, qwen_tokenizer, 
     monkeypatch.setattr(e2e, "_play", counting_play)
     with FakeSGLang(qwen_tokenizer, [scripted, scripted]) as sglang:
         args = plugin_env(sglang)
-        results = await asyncio.gather(generate(args, new_sample(index=1), dict(SAMPLING)),
-                                       generate(args, new_sample(index=2), dict(SAMPLING)))
+        results = await asyncio.gather(
+            generate(args, new_sample(index=1), dict(SAMPLING)),
+            generate(args, new_sample(index=2), dict(SAMPLING)),
+        )
     assert peak == 1 and [r[0].index for r in results] == [1, 2]
 
 

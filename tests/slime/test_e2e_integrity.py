@@ -28,10 +28,15 @@ from swe_rl.testing.fake_sglang import FakeSGLang
 HACK = "printf 'def pytest_runtest_makereport(item, call):\\n    pass\\n' > conftest.py"
 
 
-async def test_a_fix_with_a_conftest_is_resolved_on_the_fix_and_flagged(plugin_env, qwen_tokenizer, pool, tmp_path,
-                                                                         docker_client):
-    script = [turn("History?", "git log --all --oneline"), turn("Fix.", FIX), turn("Hook.", HACK),
-              turn("Done.", SUBMIT)]
+async def test_a_fix_with_a_conftest_is_resolved_on_the_fix_and_flagged(
+    plugin_env, qwen_tokenizer, pool, tmp_path, docker_client
+):
+    script = [
+        turn("History?", "git log --all --oneline"),
+        turn("Fix.", FIX),
+        turn("Hook.", HACK),
+        turn("Done.", SUBMIT),
+    ]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
         args = plugin_env(sglang, dynamic_history=False, flagged_reward=-0.5)
         sample = await generate(args, new_sample(), dict(SAMPLING))
@@ -61,8 +66,12 @@ async def test_drop_flagged_removes_the_rollout(plugin_env, qwen_tokenizer, pool
 
 def test_flagged_reward_and_clean_rollouts():
     config = PluginConfig(flagged_reward=0.0)
-    clean = SimpleNamespace(metadata={"swe": {"resolved": True, "flags": {}, "tampered": False}}, remove_sample=False)
-    flagged = SimpleNamespace(metadata={"swe": {"resolved": True, "flags": {"test_edit": 1}}}, remove_sample=False)
+    clean = SimpleNamespace(
+        metadata={"swe": {"resolved": True, "flags": {}, "tampered": False}}, remove_sample=False
+    )
+    flagged = SimpleNamespace(
+        metadata={"swe": {"resolved": True, "flags": {"test_edit": 1}}}, remove_sample=False
+    )
     tampered = SimpleNamespace(metadata={"swe": {"resolved": False, "tampered": True}}, remove_sample=False)
     assert reward_for(clean, config)["score"] == 1.0
     assert reward_for(flagged, config)["score"] == 0.0 and reward_for(tampered, config)["score"] == 0.0

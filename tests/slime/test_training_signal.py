@@ -30,10 +30,17 @@ T1, T2 = "pytoolz__toolz-9001", "pytoolz__toolz-9002"
 
 def slime_args(make_args, sglang: FakeSGLang, **swe) -> SimpleNamespace:
     args = make_args(sglang, **swe)
-    args.__dict__.update(advantage_estimator="grpo", rewards_normalization=True, grpo_std_normalization=True,
-                         n_samples_per_prompt=4, rollout_batch_size=2, router_policy="consistent_hashing",
-                         custom_reward_post_process_path="swe_rl.slime.post_process.post_process_rewards", group_rm=False,
-                         partial_rollout=False)
+    args.__dict__.update(
+        advantage_estimator="grpo",
+        rewards_normalization=True,
+        grpo_std_normalization=True,
+        n_samples_per_prompt=4,
+        rollout_batch_size=2,
+        router_policy="consistent_hashing",
+        custom_reward_post_process_path="swe_rl.slime.post_process.post_process_rewards",
+        group_rm=False,
+        partial_rollout=False,
+    )
     return args
 
 
@@ -62,13 +69,19 @@ def check_rollout_ids(node, depth: int = 0) -> None:
         check_rollout_ids(item, depth + 1)
 
 
-async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_env, qwen_tokenizer, codec,
-                                                                       pool, docker_client):
+async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(
+    plugin_env, qwen_tokenizer, codec, pool, docker_client
+):
     keyed = {
         # prompt 0: two resolved (1 and 3 steps), two unresolved (4 and 2 steps)
         "g0-0": [turn("Fix and submit.", f"{FIX} && {SUBMIT}")],
         "g0-1": [turn("Look.", "ls"), turn("Fix.", FIX), turn("Submit.", SUBMIT)],
-        "g0-2": [turn("Look.", "ls"), turn("Look.", "ls toolz"), turn("Look.", "ls tests"), turn("Give up.", SUBMIT)],
+        "g0-2": [
+            turn("Look.", "ls"),
+            turn("Look.", "ls toolz"),
+            turn("Look.", "ls tests"),
+            turn("Give up.", SUBMIT),
+        ],
         "g0-3": [turn("Look.", "ls"), turn("Give up.", SUBMIT)],
         # prompt 1: one image missing (removed), one aborted by the server (removed), one resolved, one not
         "g1-4": [],
@@ -76,9 +89,13 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_en
         "g1-6": [turn("Fix.", FIX2), turn("Submit.", SUBMIT)],
         "g1-7": [turn("Give up.", SUBMIT)],
     }
-    groups = [[new_sample(T1, group=0, index=i) for i in range(4)],
-              [new_sample(T2, group=1, index=4, image_name="swe-rl/no-such-image:latest"),
-               *(new_sample(T2, group=1, index=i) for i in range(5, 8))]]
+    groups = [
+        [new_sample(T1, group=0, index=i) for i in range(4)],
+        [
+            new_sample(T2, group=1, index=4, image_name="swe-rl/no-such-image:latest"),
+            *(new_sample(T2, group=1, index=i) for i in range(5, 8)),
+        ],
+    ]
     for g, group in enumerate(groups):
         for s in group:
             s.session_id = f"g{g}-{s.index}"
@@ -103,7 +120,9 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_en
     assert removed[4].metadata["swe"]["removed_reason"].startswith("env_error")
     assert removed[5].metadata["swe"]["removed_reason"].startswith("server_abort")
     for s in removed.values():
-        assert s.tokens == list(codec.header_ids) + [IM_END] and s.loss_mask == [0] and s.reward["score"] == 0.0
+        assert (
+            s.tokens == list(codec.header_ids) + [IM_END] and s.loss_mask == [0] and s.reward["score"] == 0.0
+        )
     assert all(set(s.loss_mask) == {1} for s in samples if not s.remove_sample)
     outcome = {s.index: s.reward["score"] for s in samples}
     assert outcome == {0: 1.0, 1: 1.0, 2: -1.0, 3: -1.0, 4: 0.0, 5: 0.0, 6: 1.0, 7: -1.0}
@@ -113,8 +132,16 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_en
     per_traj = {}
     for s, a in zip(samples, advantages):
         per_traj.setdefault(s.index, set()).add(round(a, 3))
-    assert per_traj == {0: {0.866}, 1: {0.866}, 2: {-0.866}, 3: {-0.866}, 4: {0.0}, 5: {0.0}, 6: {0.707},
-                        7: {-0.707}}
+    assert per_traj == {
+        0: {0.866},
+        1: {0.866},
+        2: {-0.866},
+        3: {-0.866},
+        4: {0.0},
+        5: {0.0},
+        6: {0.707},
+        7: {-0.707},
+    }
     assert raw == [s.reward["score"] for s in samples]
     _, upstream = upstream_post_process(args, samples)  # what slime would train on without our post-process
     assert len(samples) != 4 * 2 and [round(a, 3) for a in upstream] != [round(a, 3) for a in advantages]
@@ -135,9 +162,15 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(plugin_en
 
 async def test_list_modes_refuse_at_the_first_call(plugin_env, qwen_tokenizer):
     with FakeSGLang(qwen_tokenizer, []) as sglang:
-        for flag, attr, value in (("--group-rm", "group_rm", True), ("--partial-rollout", "partial_rollout", True),
-                                  ("check_trajectory_reward_nonzero_std", "dynamic_sampling_filter_path",
-                                   "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std")):
+        for flag, attr, value in (
+            ("--group-rm", "group_rm", True),
+            ("--partial-rollout", "partial_rollout", True),
+            (
+                "check_trajectory_reward_nonzero_std",
+                "dynamic_sampling_filter_path",
+                "slime.rollout.filter_hub.dynamic_sampling_filters.check_reward_nonzero_std",
+            ),
+        ):
             args = slime_args(plugin_env, sglang)
             setattr(args, attr, value)
             with pytest.raises(ValueError, match=flag):
@@ -145,8 +178,9 @@ async def test_list_modes_refuse_at_the_first_call(plugin_env, qwen_tokenizer):
     assert not sglang.requests
 
 
-async def test_whole_trajectory_mode_serves_partial_rollout_and_group_rm(plugin_env, qwen_tokenizer, pool,
-                                                                         docker_client, monkeypatch):
+async def test_whole_trajectory_mode_serves_partial_rollout_and_group_rm(
+    plugin_env, qwen_tokenizer, pool, docker_client, monkeypatch
+):
     def slime_aborts(body):
         monkeypatch.setattr(runtime, "slime_aborting", lambda args: True)
         return TokenReply(finish_reason="abort", ids=[])

@@ -68,8 +68,9 @@ async def test_agent_episode_on_the_named_network(net_client, fixture_instances,
 
     config = AgentConfig(env_options={"network": internal_network})
     grader = FleetGrader(net_client, GraderConfig(network=internal_network))
-    result = await run_instance(inst, GoldPolicy(), BashBlockHarness(), client=net_client, config=config,
-                                grader=grader)
+    result = await run_instance(
+        inst, GoldPolicy(), BashBlockHarness(), client=net_client, config=config, grader=grader
+    )
     assert result.status is GradeStatus.RESOLVED, result.grade.message
 
 
@@ -88,8 +89,10 @@ async def test_a_network_not_in_the_allowlist_is_env_error(net_client, fixture_i
     assert "not allowed" in grade.message and "SWE_EXEC_NETWORKS" in grade.message
 
 
-@pytest.mark.parametrize("value, status", [("host", 400), ("bad name!", 400), (7, 400), ("bridge", 200),
-                                           ("none", 200), (False, 200)])
+@pytest.mark.parametrize(
+    "value, status",
+    [("host", 400), ("bad name!", 400), (7, 400), ("bridge", 200), ("none", 200), (False, 200)],
+)
 def test_exec_server_validates_the_network(exec_server_factory, base_image, value, status):
     srv = exec_server_factory()
     resp = srv.post("/container/create", json={"image": base_image, "workdir": "/", "network": value})

@@ -13,8 +13,11 @@ def _episode(codec, qwen_tokenizer, n_turns: int, obs_words: int = 40) -> TokenT
     for i in range(n_turns):
         ids = sampled(qwen_tokenizer, f"step {i}", f"```bash\necho {i}\n```")
         traj.add_turn(ids, [-0.1] * len(ids), "stop")
-        traj.add_observation(codec.observation_ids(assistant(f"step {i}", f"echo {i}"),
-                                                   [user(f"out {i} " + "word " * obs_words)], ids))
+        traj.add_observation(
+            codec.observation_ids(
+                assistant(f"step {i}", f"echo {i}"), [user(f"out {i} " + "word " * obs_words)], ids
+            )
+        )
     return traj
 
 
@@ -40,11 +43,14 @@ def test_compact_keeps_head_and_tail_pairs_around_a_marker(codec, qwen_tokenizer
     assert text.endswith("out 19 " + "word " * 40 + "<|im_end|>\n<|im_start|>assistant\n")
     # the kept pairs are the ids the model saw, verbatim
     last = traj.turns[-1]
-    assert seg.tokens[-last.pair_len:] == last.ids + last.observation
+    assert seg.tokens[-last.pair_len :] == last.ids + last.observation
     # the new segment renders like the conversation with the omitted turns replaced by the marker
     n_head = sum(1 for i in range(20) if f"step {i}\n" in head[0])
-    kept = [m for i in list(range(n_head)) for m in (assistant(f"step {i}", f"```bash\necho {i}\n```"),
-                                                     user(f"out {i} " + "word " * 40))]
+    kept = [
+        m
+        for i in list(range(n_head))
+        for m in (assistant(f"step {i}", f"```bash\necho {i}\n```"), user(f"out {i} " + "word " * 40))
+    ]
     assert text.startswith(codec.render([SYSTEM, PROBLEM, *kept]))
 
 
@@ -59,8 +65,8 @@ def test_compact_budget_split_follows_the_ratios(codec, qwen_tokenizer):
     room = budget - len(traj.prompt_ids) - len(marker(codec)(40)) + len(codec.header_ids)
     lens = [t.pair_len for t in traj.turns]
     # each side takes as many whole pairs as fit its share of the room, and not one more
-    assert sum(lens[:n_head]) <= 0.3 * room < sum(lens[:n_head + 1])
-    assert sum(lens[-n_tail:]) <= 0.7 * room < sum(lens[-n_tail - 1:])
+    assert sum(lens[:n_head]) <= 0.3 * room < sum(lens[: n_head + 1])
+    assert sum(lens[-n_tail:]) <= 0.7 * room < sum(lens[-n_tail - 1 :])
     assert (n_head, n_tail) in ((6, 13), (6, 14))
 
 

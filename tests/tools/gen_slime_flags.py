@@ -64,14 +64,24 @@ def literal_flags(tree: ast.AST, functions: tuple[str, ...] = ("add_argument", "
 
 
 def _field_call(value: ast.expr | None) -> ast.Call | None:
-    if isinstance(value, ast.Call) and getattr(value.func, "id", getattr(value.func, "attr", None)) == "field":
+    if (
+        isinstance(value, ast.Call)
+        and getattr(value.func, "id", getattr(value.func, "attr", None)) == "field"
+    ):
         return value
     return None
 
 
 def _is_bool(annotation: ast.expr) -> bool:
     text = ast.unparse(annotation).replace(" ", "")
-    return text in {"bool", "Optional[bool]", "bool|None", "None|bool", "Union[bool,None]", "typing.Optional[bool]"}
+    return text in {
+        "bool",
+        "Optional[bool]",
+        "bool|None",
+        "None|bool",
+        "Union[bool,None]",
+        "typing.Optional[bool]",
+    }
 
 
 def _default(value: ast.expr | None) -> object:
@@ -103,7 +113,9 @@ def _meta_arg_names(value: ast.expr | None) -> list[str] | None:
 def _init_false(value: ast.expr | None) -> bool:
     call = _field_call(value)
     return call is not None and any(
-        kw.arg == "init" and isinstance(kw.value, ast.Constant) and kw.value.value is False for kw in call.keywords)
+        kw.arg == "init" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+        for kw in call.keywords
+    )
 
 
 def dataclass_index(files: list[Path]) -> dict[str, ast.ClassDef]:
@@ -138,8 +150,13 @@ def dataclass_flags(name: str, index: dict[str, ast.ClassDef], exclude: set[str]
 
 
 def _own_fields(cls: ast.ClassDef) -> list[ast.AnnAssign]:
-    return [s for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
-            and not ast.unparse(s.annotation).startswith(("ClassVar", "typing.ClassVar", "InitVar"))]
+    return [
+        s
+        for s in cls.body
+        if isinstance(s, ast.AnnAssign)
+        and isinstance(s.target, ast.Name)
+        and not ast.unparse(s.annotation).startswith(("ClassVar", "typing.ClassVar", "InitVar"))
+    ]
 
 
 def _fields_of(name: str, index: dict[str, ast.ClassDef]) -> list[ast.AnnAssign]:
@@ -157,8 +174,13 @@ def factory_calls(tree: ast.Module) -> list[tuple[str, set[str]]]:
     for func in ast.walk(tree):
         if not isinstance(func, ast.FunctionDef):
             continue
-        lists = {t.id: node.value for node in ast.walk(func) if isinstance(node, ast.Assign)
-                 for t in node.targets if isinstance(t, ast.Name) and isinstance(node.value, ast.List)}
+        lists = {
+            t.id: node.value
+            for node in ast.walk(func)
+            if isinstance(node, ast.Assign)
+            for t in node.targets
+            if isinstance(t, ast.Name) and isinstance(node.value, ast.List)
+        }
         for node in ast.walk(func):
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ArgumentGroupFactory":
                 exclude: set[str] = set()
@@ -178,7 +200,9 @@ def megatron_flags(megatron: Path, slime: Path) -> set[str]:
         flags |= dataclass_flags(cls_name, index, exclude)
     patch = slime / SLIME_MEGATRON_PATCH
     if patch.exists():  # flags slime's Megatron patch adds
-        flags |= set(re.findall(r"^\+\s*\w+\.add_argument\(\s*['\"](--[\w-]+)['\"]", patch.read_text(), re.MULTILINE))
+        flags |= set(
+            re.findall(r"^\+\s*\w+\.add_argument\(\s*['\"](--[\w-]+)['\"]", patch.read_text(), re.MULTILINE)
+        )
     return flags
 
 
@@ -188,7 +212,9 @@ def megatron_flags(megatron: Path, slime: Path) -> set[str]:
 def _slime_sglang_skips(slime: Path) -> set[str]:
     tree = ast.parse((slime / "slime/backends/sglang_utils/arguments.py").read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "skipped_args" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "skipped_args" for t in node.targets
+        ):
             return {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
     raise SystemExit("skipped_args not found in slime's sglang arguments")
 
@@ -204,14 +230,19 @@ def sglang_flags(sglang: Path, slime: Path) -> set[str]:
         if not (isinstance(ann, ast.Subscript) and getattr(ann.value, "id", None) in ("A", "Annotated")):
             continue  # no Arg: not on the command line
         parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
-        arg = next((p for p in parts[1:] if isinstance(p, ast.Call) and getattr(p.func, "id", None) == "Arg"), None)
+        arg = next(
+            (p for p in parts[1:] if isinstance(p, ast.Call) and getattr(p.func, "id", None) == "Arg"), None
+        )
         kws = {kw.arg: kw.value for kw in arg.keywords} if arg else {}
         if isinstance(kws.get("no_cli"), ast.Constant) and kws["no_cli"].value:
             continue
         if stmt.target.id in skipped:
             continue
-        names = [kws["cli_name"].value] if isinstance(kws.get("cli_name"), ast.Constant) else [
-            "--" + stmt.target.id.replace("_", "-")]
+        names = (
+            [kws["cli_name"].value]
+            if isinstance(kws.get("cli_name"), ast.Constant)
+            else ["--" + stmt.target.id.replace("_", "-")]
+        )
         if isinstance(kws.get("aliases"), (ast.List, ast.Tuple)):
             names += [e.value for e in kws["aliases"].elts if isinstance(e, ast.Constant)]
         flags.update("--sglang-" + n.lstrip("-") for n in names if n.startswith("-"))
@@ -219,9 +250,19 @@ def sglang_flags(sglang: Path, slime: Path) -> set[str]:
         if isinstance(node, ast.FunctionDef) and node.name == "add_cli_args":
             for call in ast.walk(node):
                 if isinstance(call, ast.Call) and getattr(call.func, "attr", None) == "add_argument":
-                    dest = next((kw.value.value for kw in call.keywords if kw.arg == "dest"
-                                 and isinstance(kw.value, ast.Constant)), None)
-                    strs = [a.value for a in call.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
+                    dest = next(
+                        (
+                            kw.value.value
+                            for kw in call.keywords
+                            if kw.arg == "dest" and isinstance(kw.value, ast.Constant)
+                        ),
+                        None,
+                    )
+                    strs = [
+                        a.value
+                        for a in call.args
+                        if isinstance(a, ast.Constant) and str(a.value).startswith("--")
+                    ]
                     if not strs or (dest or strs[0][2:].replace("-", "_")) in skipped:
                         continue
                     flags.update("--sglang-" + s[2:] for s in strs)
@@ -230,8 +271,9 @@ def sglang_flags(sglang: Path, slime: Path) -> set[str]:
 
 def _commit(path: Path) -> str:
     try:
-        return subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (subprocess.CalledProcessError, FileNotFoundError):
         return "unknown"
 
@@ -239,7 +281,9 @@ def _commit(path: Path) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--slime", type=Path, required=True, help="slime checkout at the pinned commit")
-    p.add_argument("--megatron", type=Path, required=True, help="Megatron-LM checkout at slime's pinned commit")
+    p.add_argument(
+        "--megatron", type=Path, required=True, help="Megatron-LM checkout at slime's pinned commit"
+    )
     p.add_argument("--sglang", type=Path, required=True, help="directory holding sglang/srt/server_args.py")
     p.add_argument("--sglang-version", default="unknown", help="recorded in the header")
     a = p.parse_args(argv)
@@ -248,7 +292,9 @@ def main(argv: list[str] | None = None) -> None:
         slime_set |= literal_flags(ast.parse((a.slime / f).read_text()))
     flags = slime_set | megatron_flags(a.megatron, a.slime) | sglang_flags(a.sglang, a.slime)
     out = sys.stdout
-    out.write("# Flags accepted by slime's train.py / train_async.py, generated by tests/tools/gen_slime_flags.py\n")
+    out.write(
+        "# Flags accepted by slime's train.py / train_async.py, generated by tests/tools/gen_slime_flags.py\n"
+    )
     out.write(f"# slime {_commit(a.slime)}; Megatron-LM {_commit(a.megatron)}; sglang {a.sglang_version}\n")
     for flag in sorted(flags):
         out.write(flag + "\n")

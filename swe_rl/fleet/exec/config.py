@@ -92,7 +92,8 @@ class ExecConfig:
 
 
 ENV: dict[str, EnvVar] = prefixed(
-    "SWE_EXEC_", [f.name for f in fields(ExecConfig)],
+    "SWE_EXEC_",
+    [f.name for f in fields(ExecConfig)],
     token=EnvVar("SWE_EXEC_TOKEN", file="SWE_EXEC_TOKEN_FILE", parse=str.strip),
     keepalive_command=None,
 )

@@ -77,16 +77,33 @@ class _Containers:
     def __init__(self, client: FakeDockerClient) -> None:
         self.client = client
 
-    def create(self, image: str, command: Any = None, name: str | None = None, labels: dict[str, str] | None = None,
-               working_dir: str | None = None, **kw: Any) -> FakeContainer:
+    def create(
+        self,
+        image: str,
+        command: Any = None,
+        name: str | None = None,
+        labels: dict[str, str] | None = None,
+        working_dir: str | None = None,
+        **kw: Any,
+    ) -> FakeContainer:
         self.client.images.get(image)
         _pause(self.client.latency.create)
         cid = secrets.token_hex(32)
-        host = {"Memory": kw.get("mem_limit"), "NanoCpus": kw.get("nano_cpus"), "PidsLimit": kw.get("pids_limit"),
-                "NetworkMode": kw.get("network_mode") or "default", "Init": kw.get("init", False)}
-        c = FakeContainer(self.client, cid, name or cid[:12], dict(labels or {}), _Image([image]),
-                          {"Config": {"WorkingDir": working_dir or "/", "Env": kw.get("environment")},
-                           "HostConfig": host})
+        host = {
+            "Memory": kw.get("mem_limit"),
+            "NanoCpus": kw.get("nano_cpus"),
+            "PidsLimit": kw.get("pids_limit"),
+            "NetworkMode": kw.get("network_mode") or "default",
+            "Init": kw.get("init", False),
+        }
+        c = FakeContainer(
+            self.client,
+            cid,
+            name or cid[:12],
+            dict(labels or {}),
+            _Image([image]),
+            {"Config": {"WorkingDir": working_dir or "/", "Env": kw.get("environment")}, "HostConfig": host},
+        )
         with self.client.lock:
             self.client.store[cid] = c
         return c
@@ -98,8 +115,9 @@ class _Containers:
             raise docker.errors.NotFound(f"No such container: {cid}")
         return c
 
-    def list(self, all: bool = False, filters: dict[str, Any] | None = None,
-             ignore_removed: bool = False) -> list[FakeContainer]:
+    def list(
+        self, all: bool = False, filters: dict[str, Any] | None = None, ignore_removed: bool = False
+    ) -> list[FakeContainer]:
         wanted = [f.split("=", 1) for f in (filters or {}).get("label", [])]
         with self.client.lock:
             items = list(self.client.store.values())
@@ -180,18 +198,33 @@ class FakeExecutor:
     def __init__(self, client: FakeDockerClient) -> None:
         self.client = client
 
-    def run(self, container_id: str, command: str, *, timeout: float, workdir: str | None,
-            env: dict[str, str] | None, max_output: int, merge_stderr: bool = True,
-            user: str | None = None) -> FakeExecResult:
+    def run(
+        self,
+        container_id: str,
+        command: str,
+        *,
+        timeout: float,
+        workdir: str | None,
+        env: dict[str, str] | None,
+        max_output: int,
+        merge_stderr: bool = True,
+        user: str | None = None,
+    ) -> FakeExecResult:
         start = time.monotonic()
         c = self.client.containers.get(container_id)
         if c.status != "running":
             raise docker.errors.APIError("container is not running", response=_Resp409())
         _pause(min(self.client.latency.exec, timeout))
         output = (command[5:] + "\n").encode() if command.startswith("echo ") and "\n" not in command else b""
-        return FakeExecResult(returncode=0, output=output[:max_output], stderr=b"", timed_out=False,
-                              truncated=len(output) > max_output, output_bytes=len(output),
-                              duration=time.monotonic() - start)
+        return FakeExecResult(
+            returncode=0,
+            output=output[:max_output],
+            stderr=b"",
+            timed_out=False,
+            truncated=len(output) > max_output,
+            output_bytes=len(output),
+            duration=time.monotonic() - start,
+        )
 
 
 class _Resp409:

@@ -33,8 +33,9 @@ from typing import Any
 from swe_rl.fleet.local import POOL_SERVER_ARGS, die_with_parent, free_port, wait_healthy
 
 
-def serve_nodes(n: int, token: str, max_containers: int, latency_ms: str, threads: int,
-                state_dir: str, images: list[str]) -> list[tuple[str, str, Any, Any]]:
+def serve_nodes(
+    n: int, token: str, max_containers: int, latency_ms: str, threads: int, state_dir: str, images: list[str]
+) -> list[tuple[str, str, Any, Any]]:
     """Start n memory-backed exec servers on 127.0.0.1; returns (url, server_id, manager, wsgi server) each."""
     import waitress.server
 
@@ -52,9 +53,15 @@ def serve_nodes(n: int, token: str, max_containers: int, latency_ms: str, thread
         cfg.backend, cfg.state_dir = "memory", state_dir
         manager = ContainerManager(cfg, client=FakeDockerClient(Latency.parse(latency_ms), images))
         manager.start_background()
-        server = waitress.server.create_server(create_app(manager), host=cfg.host, port=0,
-                                               threads=threads, connection_limit=4096, ident="swe-exec-memory",
-                                               asyncore_use_poll=True)  # select() stops at fd 1024
+        server = waitress.server.create_server(
+            create_app(manager),
+            host=cfg.host,
+            port=0,
+            threads=threads,
+            connection_limit=4096,
+            ident="swe-exec-memory",
+            asyncore_use_poll=True,
+        )  # select() stops at fd 1024
         threading.Thread(target=server.run, name=f"exec-{i}", daemon=True).start()
         out.append((f"http://127.0.0.1:{server.effective_port}", cfg.server_id, manager, server))
     return out
@@ -77,10 +84,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--images", default="", help="comma-separated images the nodes have (empty: any)")
     p.add_argument("--state-dir", default="")
     a = p.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("SWE_LOG_LEVEL", "WARNING").upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("swe_exec_server").warning("MEMORY BACKEND: %d simulated exec servers, no containers, "
-                                                 "commands are not run (load tests only)", a.nodes)
+    logging.basicConfig(
+        level=os.environ.get("SWE_LOG_LEVEL", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("swe_exec_server").warning(
+        "MEMORY BACKEND: %d simulated exec servers, no containers, commands are not run (load tests only)",
+        a.nodes,
+    )
     _raise_fd_limit()
     # Hundreds of threads share one GIL here; the default 5 ms switch interval turns every hand-over
     # between an event loop thread and a worker into milliseconds of latency.
@@ -94,8 +105,12 @@ def main(argv: list[str] | None = None) -> None:
     state_dir = a.state_dir or tempfile.mkdtemp(prefix="swe-rl-memory-state-")
     images = [i for i in a.images.split(",") if i]
     nodes = serve_nodes(a.nodes, token, a.max_containers, a.latency_ms, a.threads, state_dir, images)
-    print(json.dumps({"urls": [u for u, *_ in nodes], "server_ids": [s for _, s, *_ in nodes],
-                      "pid": os.getpid()}), flush=True)
+    print(
+        json.dumps(
+            {"urls": [u for u, *_ in nodes], "server_ids": [s for _, s, *_ in nodes], "pid": os.getpid()}
+        ),
+        flush=True,
+    )
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
@@ -144,26 +159,57 @@ class MemoryFleet:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "SWE_EXEC_TOKEN": self.token, **self.exec_env}
         self.helper = subprocess.Popen(
-            [self.python, "-m", "swe_rl.fleet.fakes.simulated_fleet", "--nodes", str(self.nodes),
-             "--max-containers", str(self.max_per_node * 2), "--latency-ms", self.latency_ms,
-             "--threads", str(self.threads), "--images", ",".join(self.images),
-             "--state-dir", str(self.log_dir / "exec-state")],
-            env=env, stdout=subprocess.PIPE, stderr=open(self.log_dir / "exec-nodes.log", "ab"),
-            start_new_session=True, preexec_fn=die_with_parent, text=True)
+            [
+                self.python,
+                "-m",
+                "swe_rl.fleet.fakes.simulated_fleet",
+                "--nodes",
+                str(self.nodes),
+                "--max-containers",
+                str(self.max_per_node * 2),
+                "--latency-ms",
+                self.latency_ms,
+                "--threads",
+                str(self.threads),
+                "--images",
+                ",".join(self.images),
+                "--state-dir",
+                str(self.log_dir / "exec-state"),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=open(self.log_dir / "exec-nodes.log", "ab"),
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+            text=True,
+        )
         assert self.helper.stdout is not None
         line = self.helper.stdout.readline()
         if not line:
             raise RuntimeError(f"memory exec servers did not start; see {self.log_dir / 'exec-nodes.log'}")
         self.exec_urls = json.loads(line)["urls"]
         port = free_port()
-        pool_env = {**os.environ, "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls), "SWE_EXEC_TOKEN": self.token,
-                    "SWE_POOL_TOKEN": self.token, "SWE_POOL_HOST": "127.0.0.1", "SWE_POOL_PORT": str(port),
-                    "SWE_POOL_ID": f"memory-pool-{secrets.token_hex(3)}", "SWE_POOL_DB": str(self.log_dir / "leases.db"),
-                    "SWE_POOL_MAX_PER_NODE": str(self.max_per_node), "SWE_LOG_LEVEL": "WARNING",
-                    **self.pool_env}
-        self.pool = subprocess.Popen([self.python, *POOL_SERVER_ARGS], env=pool_env,
-                                     stdout=open(self.log_dir / "pool.log", "ab"), stderr=subprocess.STDOUT,
-                                     start_new_session=True, preexec_fn=die_with_parent)
+        pool_env = {
+            **os.environ,
+            "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls),
+            "SWE_EXEC_TOKEN": self.token,
+            "SWE_POOL_TOKEN": self.token,
+            "SWE_POOL_HOST": "127.0.0.1",
+            "SWE_POOL_PORT": str(port),
+            "SWE_POOL_ID": f"memory-pool-{secrets.token_hex(3)}",
+            "SWE_POOL_DB": str(self.log_dir / "leases.db"),
+            "SWE_POOL_MAX_PER_NODE": str(self.max_per_node),
+            "SWE_LOG_LEVEL": "WARNING",
+            **self.pool_env,
+        }
+        self.pool = subprocess.Popen(
+            [self.python, *POOL_SERVER_ARGS],
+            env=pool_env,
+            stdout=open(self.log_dir / "pool.log", "ab"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         self.pool_url = f"http://127.0.0.1:{port}"
         wait_healthy(self.pool_url, self.pool)
 

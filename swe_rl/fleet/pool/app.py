@@ -81,9 +81,19 @@ def create_app(pool: Pool) -> Starlette:
                 outcome = "ok" if status < 400 else "client_error" if status < 500 else "error"
                 return JSONResponse(data, status)
             except ApiError as exc:
-                outcome = ("unauthorized" if exc.status == 401 else "lease_lost" if exc.extra.get("lease_lost")
-                           else "node_down" if exc.extra.get("node_down") else "timeout" if exc.status == 504
-                           else "client_error" if exc.status < 500 else "error")
+                outcome = (
+                    "unauthorized"
+                    if exc.status == 401
+                    else "lease_lost"
+                    if exc.extra.get("lease_lost")
+                    else "node_down"
+                    if exc.extra.get("node_down")
+                    else "timeout"
+                    if exc.status == 504
+                    else "client_error"
+                    if exc.status < 500
+                    else "error"
+                )
                 return error_response(exc)
             except Exception as exc:  # never a stack trace to the caller
                 log.exception("unhandled error on %s", request.url.path)
@@ -98,8 +108,15 @@ def create_app(pool: Pool) -> Starlette:
 
     async def healthz() -> Response:
         healthy = len(pool.nodes.healthy())
-        return JSONResponse({"ok": healthy > 0, "nodes_healthy": healthy, "nodes_total": len(pool.nodes.nodes),
-                             "leases": len(pool.leases), "version": __version__})
+        return JSONResponse(
+            {
+                "ok": healthy > 0,
+                "nodes_healthy": healthy,
+                "nodes_total": len(pool.nodes.nodes),
+                "leases": len(pool.leases),
+                "version": __version__,
+            }
+        )
 
     async def status() -> dict[str, Any]:
         return status_of(pool)
@@ -126,7 +143,9 @@ def create_app(pool: Pool) -> Starlette:
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return JSONResponse({"error": f"{exc.status_code}: {exc.detail}"}, exc.status_code, headers=exc.headers)
+        return JSONResponse(
+            {"error": f"{exc.status_code}: {exc.detail}"}, exc.status_code, headers=exc.headers
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -146,7 +165,9 @@ def _raise_fd_limit() -> None:
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if hard == resource.RLIM_INFINITY or soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 16, hard))
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 16, hard)
+            )
     except (ImportError, ValueError, OSError) as exc:
         log.warning("could not raise the open-file limit: %s", exc)
 
@@ -166,8 +187,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--health-interval", type=float, default=cfg.health_interval)
     p.add_argument("--node-down-after", type=int, default=cfg.node_down_after)
     p.add_argument("--reap-interval", type=float, default=cfg.reap_interval)
-    p.add_argument("--keep-leases-on-exit", action="store_true", default=cfg.keep_leases_on_exit,
-                   help="keep containers and leases at shutdown (rolling restart)")
+    p.add_argument(
+        "--keep-leases-on-exit",
+        action="store_true",
+        default=cfg.keep_leases_on_exit,
+        help="keep containers and leases at shutdown (rolling restart)",
+    )
     p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "INFO"))
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -184,10 +209,24 @@ def main(argv: list[str] | None = None) -> None:
     cfg.keep_leases_on_exit = a.keep_leases_on_exit
     cfg.finalize()
     _raise_fd_limit()
-    log.info("pool %s on %s:%d over %d exec servers (ttl %.0fs, cap %d/node)", cfg.pool_id, cfg.host, cfg.port,
-             len(cfg.exec_urls), cfg.lease_ttl, cfg.max_per_node)
-    uvicorn.run(create_app(Pool(cfg)), host=cfg.host, port=cfg.port, log_level=a.log_level.lower(),
-                access_log=False, timeout_graceful_shutdown=cfg.shutdown_grace, timeout_keep_alive=30)
+    log.info(
+        "pool %s on %s:%d over %d exec servers (ttl %.0fs, cap %d/node)",
+        cfg.pool_id,
+        cfg.host,
+        cfg.port,
+        len(cfg.exec_urls),
+        cfg.lease_ttl,
+        cfg.max_per_node,
+    )
+    uvicorn.run(
+        create_app(Pool(cfg)),
+        host=cfg.host,
+        port=cfg.port,
+        log_level=a.log_level.lower(),
+        access_log=False,
+        timeout_graceful_shutdown=cfg.shutdown_grace,
+        timeout_keep_alive=30,
+    )
 
 
 if __name__ == "__main__":

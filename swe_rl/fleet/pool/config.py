@@ -90,9 +90,13 @@ class PoolConfig:
         self.pool_id = (self.pool_id or f"{socket.gethostname()}:{self.port}")[:128]
         self.db_path = os.path.expanduser(self.db_path or f"~/.cache/swe-rl/pool-{self.port}.db")
         if not self.exec_urls:
-            raise SystemExit("error: no exec servers: set SWE_POOL_EXEC_URLS (comma-separated) or --exec-urls")
+            raise SystemExit(
+                "error: no exec servers: set SWE_POOL_EXEC_URLS (comma-separated) or --exec-urls"
+            )
         if not self.exec_token:
-            raise SystemExit("error: no exec token: set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (or --exec-token-file)")
+            raise SystemExit(
+                "error: no exec token: set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (or --exec-token-file)"
+            )
         if self.lease_ttl <= 0 or self.max_per_node <= 0 or self.node_down_after <= 0:
             raise SystemExit("error: lease TTL, per-node cap and node-down-after must be positive")
         return self
@@ -103,7 +107,8 @@ def _urls(text: str) -> list[str]:
 
 
 ENV: dict[str, EnvVar] = prefixed(
-    "SWE_POOL_", [f.name for f in fields(PoolConfig)],
+    "SWE_POOL_",
+    [f.name for f in fields(PoolConfig)],
     exec_urls=EnvVar("SWE_POOL_EXEC_URLS", old=("SWE_EXEC_SERVER_URLS",), parse=_urls),
     exec_token=EnvVar("SWE_EXEC_TOKEN", file="SWE_EXEC_TOKEN_FILE", parse=str.strip),
     pool_token=EnvVar("SWE_POOL_TOKEN", file="SWE_POOL_TOKEN_FILE", parse=str.strip),

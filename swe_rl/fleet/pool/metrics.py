@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 def _labels(labels: dict[str, str]) -> str:
     if not labels:
         return ""
+
     def esc(v: str) -> str:
         return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -48,10 +49,16 @@ class Metrics:
             "swe_pool_call_seconds": ("summary", "Latency of pool calls by op."),
             "swe_pool_allocations_warm_total": ("counter", "Allocations served by a warm container."),
             "swe_pool_warm_requests_total": ("counter", "Warm targets sent to nodes, by outcome."),
-            "swe_pool_warm_cancelled_total": ("counter", "Warm targets withdrawn after an allocate failed as a client error."),
+            "swe_pool_warm_cancelled_total": (
+                "counter",
+                "Warm targets withdrawn after an allocate failed as a client error.",
+            ),
             "swe_pool_destroys_total": ("counter", "Background destroys of released containers, by outcome."),
             "swe_pool_destroys_pending": ("gauge", "Released containers not destroyed yet."),
-            "swe_pool_node_warm_dropped": ("gauge", "Warm specs a node dropped after repeated start failures."),
+            "swe_pool_node_warm_dropped": (
+                "gauge",
+                "Warm specs a node dropped after repeated start failures.",
+            ),
         }
         rows: dict[str, list[str]] = {}
         for name, labels, value in gauges:
@@ -69,32 +76,64 @@ class Metrics:
 def status_of(pool: Pool) -> dict[str, Any]:
     """The pool's /status answer."""
     now = time.monotonic()
-    nodes = [{"url": n.url, "healthy": n.healthy, "load": pool.load(n), "pending": n.pending,
-              "cap": pool.cap(n), "failures": n.failures, "last_error": n.last_error,
-              "last_health": n.last_health, "capacity": n.capacity, "memory_total": n.memory_total,
-              "memory_available": n.memory_available, "cpus": n.cpus, "warm": n.warm,
-              "warm_targets": sum(t[0] for t in n.warm_targets.values() if t[1] > now),
-              "warm_dropped": n.warm_dropped,
-              "images": None if n.images is None else len(n.images)} for n in pool.nodes]
-    leases = [{"lease_id": lease.lease_id, "node": lease.node, "image": lease.image,
-               "instance_id": lease.instance_id, "age": round(time.time() - lease.created, 3),
-               "idle": round(now - lease.last_seen, 3), "in_flight": lease.in_flight, "lost": lease.lost}
-              for lease in pool.leases.values()]
-    return {"pool_id": pool.cfg.pool_id, "version": __version__, "lease_ttl": pool.cfg.lease_ttl,
-            "nodes": nodes, "leases": leases,
-            "totals": {"leases": len(leases), "nodes_healthy": len(pool.nodes.healthy()),
-                       "nodes_total": len(nodes), "capacity": sum(n["cap"] for n in nodes),
-                       "free": sum(max(0, n["cap"] - n["load"]) for n in nodes if n["healthy"])}}
+    nodes = [
+        {
+            "url": n.url,
+            "healthy": n.healthy,
+            "load": pool.load(n),
+            "pending": n.pending,
+            "cap": pool.cap(n),
+            "failures": n.failures,
+            "last_error": n.last_error,
+            "last_health": n.last_health,
+            "capacity": n.capacity,
+            "memory_total": n.memory_total,
+            "memory_available": n.memory_available,
+            "cpus": n.cpus,
+            "warm": n.warm,
+            "warm_targets": sum(t[0] for t in n.warm_targets.values() if t[1] > now),
+            "warm_dropped": n.warm_dropped,
+            "images": None if n.images is None else len(n.images),
+        }
+        for n in pool.nodes
+    ]
+    leases = [
+        {
+            "lease_id": lease.lease_id,
+            "node": lease.node,
+            "image": lease.image,
+            "instance_id": lease.instance_id,
+            "age": round(time.time() - lease.created, 3),
+            "idle": round(now - lease.last_seen, 3),
+            "in_flight": lease.in_flight,
+            "lost": lease.lost,
+        }
+        for lease in pool.leases.values()
+    ]
+    return {
+        "pool_id": pool.cfg.pool_id,
+        "version": __version__,
+        "lease_ttl": pool.cfg.lease_ttl,
+        "nodes": nodes,
+        "leases": leases,
+        "totals": {
+            "leases": len(leases),
+            "nodes_healthy": len(pool.nodes.healthy()),
+            "nodes_total": len(nodes),
+            "capacity": sum(n["cap"] for n in nodes),
+            "free": sum(max(0, n["cap"] - n["load"]) for n in nodes if n["healthy"]),
+        },
+    }
 
 
 def metrics_text(pool: Pool) -> str:
     """The pool's /metrics answer."""
     gauges: list[tuple[str, dict[str, str], float]] = [
         ("swe_pool_leases_active", {}, sum(1 for lease in pool.leases.values() if not lease.lost)),
-        ("swe_pool_destroys_pending", {}, len(pool.destroys))]
+        ("swe_pool_destroys_pending", {}, len(pool.destroys)),
+    ]
     for n in pool.nodes:
         gauges.append(("swe_pool_node_leases", {"node": n.url}, pool.load(n)))
         gauges.append(("swe_pool_node_up", {"node": n.url}, 1 if n.healthy else 0))
         gauges.append(("swe_pool_node_warm_dropped", {"node": n.url}, n.warm_dropped))
     return pool.metrics.render(gauges)
-

@@ -52,15 +52,21 @@ class Node:
 
     def report(self, health: dict[str, Any]) -> None:
         """Take the node's own figures from its /healthz answer."""
+
         def num(key: str) -> int:
             value = health.get(key)
             return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
-        self.capacity, self.memory_total, self.memory_available = num("capacity"), num("memory_total"), \
-            num("memory_available")
+        self.capacity, self.memory_total, self.memory_available = (
+            num("capacity"),
+            num("memory_total"),
+            num("memory_available"),
+        )
         self.cpus, self.max_warm, self.warm_dropped = num("cpus"), num("max_warm"), num("warm_dropped")
         warm = health.get("warm")
-        self.warm = {str(k): int(v) for k, v in warm.items() if isinstance(v, int)} if isinstance(warm, dict) else {}
+        self.warm = (
+            {str(k): int(v) for k, v in warm.items() if isinstance(v, int)} if isinstance(warm, dict) else {}
+        )
 
 
 class NodeSet:
@@ -90,7 +96,6 @@ class NodeSet:
         if not node.healthy:
             log.info("node %s is up", node.url)
         node.healthy, node.failures, node.last_health = True, 0, time.time()
-
 
 
 async def fetch_health(http: httpx.AsyncClient, node: Node, health_interval: float) -> tuple[bool, str]:

@@ -54,19 +54,34 @@ def warm_at(node: Node, key: WarmKey, now: float) -> bool:
     return node.warm.get(key[0], 0) > 0
 
 
-def rank(node: Node, key: WarmKey, *, max_per_node: int, affinity_slack: float, now: float,
-         tiebreak: float) -> tuple[Any, ...]:
+def rank(
+    node: Node, key: WarmKey, *, max_per_node: int, affinity_slack: float, now: float, tiebreak: float
+) -> tuple[Any, ...]:
     """Sort key of a candidate node: near-least-loaded first, then warm, then image pulled, then headroom."""
     used = load(node) / cap(node, max_per_node)
     bucket = int(used / affinity_slack + 1e-9) if affinity_slack > 0 else used
     has_image = node.images is None or key[0] in node.images
-    return (bucket, 0 if warm_at(node, key, now) else 1, 0 if has_image else 1, used, -node.memory_available,
-            tiebreak)
+    return (
+        bucket,
+        0 if warm_at(node, key, now) else 1,
+        0 if has_image else 1,
+        used,
+        -node.memory_available,
+        tiebreak,
+    )
 
 
-def pick_node(candidates: Iterable[Node], key: WarmKey, *, max_per_node: int, affinity_slack: float,
-              now: float, rng: Callable[[], float] = random.random) -> Node:
+def pick_node(
+    candidates: Iterable[Node],
+    key: WarmKey,
+    *,
+    max_per_node: int,
+    affinity_slack: float,
+    now: float,
+    rng: Callable[[], float] = random.random,
+) -> Node:
     """The best of the candidates (which must be healthy and under their cap) for one allocate."""
+
     def key_of(n: Node) -> tuple[Any, ...]:
         return rank(n, key, max_per_node=max_per_node, affinity_slack=affinity_slack, now=now, tiebreak=rng())
 
@@ -89,8 +104,15 @@ def current_targets(nodes: Iterable[Node], key: WarmKey, now: float) -> dict[str
     return out
 
 
-def spread(nodes: list[Node], old: dict[str, int], desired: int, *, max_per_node: int, warm_per_image: int,
-           rng: Callable[[], float] = random.random) -> dict[str, int]:
+def spread(
+    nodes: list[Node],
+    old: dict[str, int],
+    desired: int,
+    *,
+    max_per_node: int,
+    warm_per_image: int,
+    rng: Callable[[], float] = random.random,
+) -> dict[str, int]:
     """New per-node warm targets of one request, moved from `old` towards a total of `desired`.
 
     Down nodes get none; what is added goes to the node with the most room (free slots under its cap

@@ -73,12 +73,21 @@ class Pool:
     def __init__(self, config: PoolConfig) -> None:
         self.cfg = config
         self.nodes = NodeSet(config.exec_urls, config.node_down_after)
-        self.calls = NodeCalls(config.exec_urls, self.nodes, config.exec_token,
-                               connect_timeout=config.connect_timeout, shards=config.connection_shards)
+        self.calls = NodeCalls(
+            config.exec_urls,
+            self.nodes,
+            config.exec_token,
+            connect_timeout=config.connect_timeout,
+            shards=config.connection_shards,
+        )
         self.store = LeaseStore(config.db_path)
         self.metrics = Metrics()
         self.table = LeaseTable(self.store, self.nodes.nodes)
-        self.leases, self.by_request, self.by_node = self.table.leases, self.table.by_request, self.table.by_node
+        self.leases, self.by_request, self.by_node = (
+            self.table.leases,
+            self.table.by_request,
+            self.table.by_node,
+        )
         self.allocations: dict[str, asyncio.Task[dict[str, Any]]] = {}
         """Allocations in flight by request id: a retry awaits the same one."""
         self._alloc_tasks: set[asyncio.Task[dict[str, Any]]] = set()
@@ -100,9 +109,11 @@ class Pool:
             self._add(lease)
         log.info("pool %s: %d leases loaded from %s", self.cfg.pool_id, len(self.leases), self.cfg.db_path)
         await self.check_health()  # reconciles each reachable node before the first request
-        for loop, interval in ((self.check_health, self.cfg.health_interval),
-                               (self.reap_expired, self.cfg.reap_interval),
-                               (self.touch_live, self.cfg.effective_touch_interval)):
+        for loop, interval in (
+            (self.check_health, self.cfg.health_interval),
+            (self.reap_expired, self.cfg.reap_interval),
+            (self.touch_live, self.cfg.effective_touch_interval),
+        ):
             self._tasks.append(asyncio.create_task(self._every(interval, loop)))
 
     async def stop(self) -> None:
@@ -171,8 +182,13 @@ class Pool:
     def _release(self, lease: LeaseRecord, reason: str) -> asyncio.Task[bool]:
         """Forget a lease now; its container is destroyed right after, in the background, until it is gone."""
         self._drop(lease)
-        log.info("lease %s released (%s); destroying container %s on %s", lease.lease_id, reason,
-                 lease.container_id[:12], lease.node)
+        log.info(
+            "lease %s released (%s); destroying container %s on %s",
+            lease.lease_id,
+            reason,
+            lease.container_id[:12],
+            lease.node,
+        )
         return self.destroys.submit(self.nodes.get(lease.node), lease.container_id)
 
     # ---- allocate
@@ -182,8 +198,10 @@ class Pool:
             result = await self._allocate_once(body)
         except ApiError as exc:
             outcome = {404: "image_not_found", 429: "full", 503: "no_node"}.get(exc.status, "error")
-            self.metrics.inc("swe_pool_allocations_total", outcome="bad_request" if exc.status in (400, 403, 422)
-                             else outcome)
+            self.metrics.inc(
+                "swe_pool_allocations_total",
+                outcome="bad_request" if exc.status in (400, 403, 422) else outcome,
+            )
             raise
         self.metrics.inc("swe_pool_allocations_total", outcome="ok")
         return result
@@ -218,8 +236,12 @@ class Pool:
 
     async def _allocate(self, image: str, request_id: str | None, body: dict[str, Any]) -> dict[str, Any]:
         lease_id = secrets.token_urlsafe(16)
-        payload: dict[str, Any] = {"image": image, "lease_id": lease_id, "owner": self.cfg.pool_id,
-                                   "idle_ttl": self.cfg.idle_ttl}
+        payload: dict[str, Any] = {
+            "image": image,
+            "lease_id": lease_id,
+            "owner": self.cfg.pool_id,
+            "idle_ttl": self.cfg.idle_ttl,
+        }
         for option in ("network", "memory", "cpus", "pids_limit", "workdir", "env"):
             if body.get(option) is not None:
                 payload[option] = body[option]
@@ -236,8 +258,13 @@ class Pool:
             candidates = [n for n in candidates if self.load(n) < self.cap(n)]
             if not candidates:
                 break
-            node = placement.pick_node(candidates, key, max_per_node=self.cfg.max_per_node,
-                                       affinity_slack=self.cfg.affinity_slack, now=time.monotonic())
+            node = placement.pick_node(
+                candidates,
+                key,
+                max_per_node=self.cfg.max_per_node,
+                affinity_slack=self.cfg.affinity_slack,
+                now=time.monotonic(),
+            )
             tried.add(node.url)
             node.pending += 1
             self.allocating.add(lease_id)
@@ -245,9 +272,17 @@ class Pool:
                 resp = await self._post(node, "/container/create", payload, 600.0)
                 data = json_of(resp)
                 if resp.status_code == 200:
-                    lease = LeaseRecord(lease_id, request_id, node.url, data["container_id"], image,
-                                  body.get("instance_id"), data.get("workdir") or "/testbed", time.time(),
-                                  warm=data.get("warm") is True)
+                    lease = LeaseRecord(
+                        lease_id,
+                        request_id,
+                        node.url,
+                        data["container_id"],
+                        image,
+                        body.get("instance_id"),
+                        data.get("workdir") or "/testbed",
+                        time.time(),
+                        warm=data.get("warm") is True,
+                    )
                     self._add(lease)
                     self.store.put(lease)
                     if lease.warm:
@@ -274,23 +309,32 @@ class Pool:
             else:
                 errors.append(f"{node.url}: {resp.status_code} {message}")
         if full:
-            raise ApiError(429, f"all nodes that might hold {image} are full ({len(full)} at their cap)",
-                           headers={"Retry-After": str(self.cfg.retry_after)}, retry_after=self.cfg.retry_after)
+            raise ApiError(
+                429,
+                f"all nodes that might hold {image} are full ({len(full)} at their cap)",
+                headers={"Retry-After": str(self.cfg.retry_after)},
+                retry_after=self.cfg.retry_after,
+            )
         if missing and not errors:
             self._cancel_warm(key, payload)
             if missing_network:  # a named network the nodes allow but do not have: say so, not "image"
-                raise ApiError(404, f"{missing_network} (and on every other healthy node)", image=image,
-                               nodes=missing, network_missing=True)
+                raise ApiError(
+                    404,
+                    f"{missing_network} (and on every other healthy node)",
+                    image=image,
+                    nodes=missing,
+                    network_missing=True,
+                )
             raise ApiError(404, f"image not found on any healthy node: {image}", image=image, nodes=missing)
         if not tried:
             raise ApiError(503, f"no healthy exec server (of {len(self.nodes.nodes)})", node_down=True)
         raise ApiError(503, "allocation failed on every healthy node: " + "; ".join(errors), node_down=True)
 
-
     # ---- warm pools (placement.py decides, this tells the nodes)
 
-    def _plan_warm(self, key: WarmKey, payload: dict[str, Any], expected: int | None, *,
-                   override: bool = False) -> dict[str, int]:
+    def _plan_warm(
+        self, key: WarmKey, payload: dict[str, Any], expected: int | None, *, override: bool = False
+    ) -> dict[str, int]:
         """Update the demand of one exact request and spread its warm target over the nodes.
 
         Never waits: the nodes are told in the background. An allocate consumes one expected lease;
@@ -316,8 +360,9 @@ class Pool:
             if t is not None and t[1] <= now:
                 del n.warm_targets[key]
         old = placement.current_targets(nodes, key, now)
-        new = placement.spread(nodes, old, desired, max_per_node=self.cfg.max_per_node,
-                               warm_per_image=self.cfg.warm_per_image)
+        new = placement.spread(
+            nodes, old, desired, max_per_node=self.cfg.max_per_node, warm_per_image=self.cfg.warm_per_image
+        )
         body = {**payload, "ttl": self.cfg.warm_ttl}
         body.pop("lease_id", None), body.pop("owner", None), body.pop("idle_ttl", None)
         for n in nodes:
@@ -379,16 +424,26 @@ class Pool:
 
     async def route(self, op: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | Response:
         lease = self.lease_of(body)
-        return await forward(self.calls, self.nodes.get(lease.node), lease, op, body,
-                             call_margin=self.cfg.call_margin, on_lost=self._mark_lost)
+        return await forward(
+            self.calls,
+            self.nodes.get(lease.node),
+            lease,
+            op,
+            body,
+            call_margin=self.cfg.call_margin,
+            on_lost=self._mark_lost,
+        )
 
     # ---- heartbeat / close
 
     def heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
         lease = self.lease_of(body)
         lease.last_seen = time.monotonic()
-        return {"ok": True, "expires_at": lease.public(self.cfg.lease_ttl)["expires_at"],
-                "node_healthy": self.nodes.get(lease.node).healthy}
+        return {
+            "ok": True,
+            "expires_at": lease.public(self.cfg.lease_ttl)["expires_at"],
+            "node_healthy": self.nodes.get(lease.node).healthy,
+        }
 
     async def close(self, body: dict[str, Any]) -> dict[str, Any]:
         request_id = _opt_str(body, "request_id", 200)
@@ -409,9 +464,13 @@ class Pool:
         self._release(lease, "close")
         if node.healthy:
             return {"ok": True, "released": True}
-        return {"ok": True, "released": True, "node_down": True,
-                "message": f"node {node.url} unreachable: lease released, its container is destroyed when the node "
-                           "returns (or by the node's reaper)"}
+        return {
+            "ok": True,
+            "released": True,
+            "node_down": True,
+            "message": f"node {node.url} unreachable: lease released, its container is destroyed when the node "
+            "returns (or by the node's reaper)",
+        }
 
     # ---- background passes
 
@@ -445,9 +504,17 @@ class Pool:
         ours = list(self.by_node.get(node.url, {}).values())
         known = {lease.container_id for lease in ours}
         for c in containers:
-            if c.get("owner") == self.cfg.pool_id and c["id"] not in known and c.get("lease_id") not in self.allocating:
-                log.info("reconcile: destroying orphan container %s (lease %r) on %s", c["id"][:12],
-                         c.get("lease_id"), node.url)
+            if (
+                c.get("owner") == self.cfg.pool_id
+                and c["id"] not in known
+                and c.get("lease_id") not in self.allocating
+            ):
+                log.info(
+                    "reconcile: destroying orphan container %s (lease %r) on %s",
+                    c["id"][:12],
+                    c.get("lease_id"),
+                    node.url,
+                )
                 await self._post(node, "/container/destroy", {"container_id": c["id"]}, 60.0)
                 self.metrics.inc("swe_pool_leases_reclaimed_total", reason="orphan")
         for lease in ours:
@@ -456,8 +523,11 @@ class Pool:
 
     async def reap_expired(self) -> None:
         now = time.monotonic()
-        expired = [lease for lease in self.leases.values()
-                   if lease.in_flight == 0 and now - lease.last_seen > self.cfg.lease_ttl]
+        expired = [
+            lease
+            for lease in self.leases.values()
+            if lease.in_flight == 0 and now - lease.last_seen > self.cfg.lease_ttl
+        ]
         for lease in expired:
             if not lease.lost:
                 self.metrics.inc("swe_pool_leases_reclaimed_total", reason="ttl")
@@ -467,8 +537,11 @@ class Pool:
     async def touch_live(self) -> None:
         """Tell each node which containers are alive (its idle reaper spares them) and learn which died."""
         for node in self.nodes.healthy():
-            leases = {lease.container_id: lease for lease in self.by_node.get(node.url, {}).values()
-                      if not lease.lost}
+            leases = {
+                lease.container_id: lease
+                for lease in self.by_node.get(node.url, {}).values()
+                if not lease.lost
+            }
             if not leases:
                 continue
             try:
@@ -481,4 +554,3 @@ class Pool:
                 lease = leases[cid]
                 if self.leases.get(lease.lease_id) is lease:
                     self._mark_lost(lease, f"container {cid[:12]} no longer exists on {node.url}")
-

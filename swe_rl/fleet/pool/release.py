@@ -50,15 +50,22 @@ class DestroyQueue:
                 try:
                     resp = await self.post(node, "/container/destroy", {"container_id": container_id}, 60.0)
                     if resp.status_code in (200, 404):  # 404: already gone (reaped or reconciled)
-                        self.metrics.inc("swe_pool_destroys_total", outcome="ok" if attempt == 1 else "retried_ok")
+                        self.metrics.inc(
+                            "swe_pool_destroys_total", outcome="ok" if attempt == 1 else "retried_ok"
+                        )
                         return True
                     error = f"answered {resp.status_code}"
                 except Exception as exc:  # noqa: BLE001 - any failure is retried
                     error = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             if self.stopping or time.monotonic() > deadline:
                 self.metrics.inc("swe_pool_destroys_total", outcome="abandoned")
-                log.warning("destroy of %s on %s abandoned after %d attempts (%s): left to the node's reaper",
-                            container_id[:12], node.url, attempt, error)
+                log.warning(
+                    "destroy of %s on %s abandoned after %d attempts (%s): left to the node's reaper",
+                    container_id[:12],
+                    node.url,
+                    attempt,
+                    error,
+                )
                 return False
             if attempt == 1:
                 log.info("destroy of %s on %s failed (%s): retrying", container_id[:12], node.url, error)

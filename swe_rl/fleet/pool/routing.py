@@ -37,8 +37,9 @@ def json_of(resp: httpx.Response) -> dict[str, Any]:
     except ValueError:
         data = None
     if not isinstance(data, dict):
-        raise ApiError(502, f"exec server answered {resp.status_code} without a JSON object: "
-                            f"{resp.text[:200]!r}")
+        raise ApiError(
+            502, f"exec server answered {resp.status_code} without a JSON object: {resp.text[:200]!r}"
+        )
     return data
 
 
@@ -60,8 +61,9 @@ def call_timeout(op: str, payload: dict[str, Any]) -> float:
 class NodeCalls:
     """HTTP clients to the exec servers: one for health checks, a few connection shards per node."""
 
-    def __init__(self, urls: list[str], nodes: NodeSet, token: str, *, connect_timeout: float,
-                 shards: int) -> None:
+    def __init__(
+        self, urls: list[str], nodes: NodeSet, token: str, *, connect_timeout: float, shards: int
+    ) -> None:
         self.urls, self.nodes, self.token = urls, nodes, token
         self.connect_timeout, self.shards = connect_timeout, max(1, shards)
         self.http: httpx.AsyncClient | None = None
@@ -84,9 +86,13 @@ class NodeCalls:
 
     def _new_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
-            verify=self._ssl if self._ssl is not None else True, headers={"Authorization": f"Bearer {self.token}"},
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),  # reuse: no reconnect storms
-            timeout=httpx.Timeout(PLAIN_CALL_TIMEOUT, connect=self.connect_timeout))
+            verify=self._ssl if self._ssl is not None else True,
+            headers={"Authorization": f"Bearer {self.token}"},
+            limits=httpx.Limits(
+                max_connections=None, max_keepalive_connections=None
+            ),  # reuse: no reconnect storms
+            timeout=httpx.Timeout(PLAIN_CALL_TIMEOUT, connect=self.connect_timeout),
+        )
 
     async def post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> httpx.Response:
         """POST to a node; a refused connection marks it down at once (503), a timeout is a 504.
@@ -103,25 +109,43 @@ class NodeCalls:
             except httpx.ConnectTimeout:
                 return await http.post(node.url + path, json=payload, timeout=http_timeout)
         except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
-            raise ApiError(504, f"node {node.url} did not answer {path} within {timeout:.0f}s",
-                           node=node.url) from exc
+            raise ApiError(
+                504, f"node {node.url} did not answer {path} within {timeout:.0f}s", node=node.url
+            ) from exc
         except httpx.ConnectTimeout as exc:
-            raise ApiError(503, f"node {node.url} accepts no connection (connect timeout twice)", node=node.url,
-                           node_down=True) from exc
+            raise ApiError(
+                503,
+                f"node {node.url} accepts no connection (connect timeout twice)",
+                node=node.url,
+                node_down=True,
+            ) from exc
         except httpx.HTTPError as exc:
             self.nodes.failed(node, f"{type(exc).__name__}: {exc}", immediately=True)
-            raise ApiError(503, f"node {node.url} is down ({type(exc).__name__}: {exc})", node=node.url,
-                           node_down=True) from exc
+            raise ApiError(
+                503, f"node {node.url} is down ({type(exc).__name__}: {exc})", node=node.url, node_down=True
+            ) from exc
 
 
-async def forward(calls: NodeCalls, node: Node, lease: LeaseRecord, op: str, body: dict[str, Any], *,
-                  call_margin: float, on_lost: Callable[[LeaseRecord, str], None]
-                  ) -> tuple[int, dict[str, Any]] | Response:
+async def forward(
+    calls: NodeCalls,
+    node: Node,
+    lease: LeaseRecord,
+    op: str,
+    body: dict[str, Any],
+    *,
+    call_margin: float,
+    on_lost: Callable[[LeaseRecord, str], None],
+) -> tuple[int, dict[str, Any]] | Response:
     """Run op on the lease's container; a gone container calls on_lost and answers 410."""
     if not node.healthy:
-        raise ApiError(503, f"node {node.url} is down ({node.last_error or 'failing health checks'}); "
-                            f"lease {lease.lease_id} is unusable until it returns", node=node.url,
-                       node_down=True, lease_id=lease.lease_id)
+        raise ApiError(
+            503,
+            f"node {node.url} is down ({node.last_error or 'failing health checks'}); "
+            f"lease {lease.lease_id} is unusable until it returns",
+            node=node.url,
+            node_down=True,
+            lease_id=lease.lease_id,
+        )
     payload = {k: v for k, v in body.items() if k != "lease_id"}
     payload["container_id"] = lease.container_id
     timeout = call_timeout(op, payload)
@@ -138,6 +162,10 @@ async def forward(calls: NodeCalls, node: Node, lease: LeaseRecord, op: str, bod
     error = str(data.get("error", ""))
     if resp.status_code in (409, 410) or (resp.status_code == 404 and error.startswith("unknown container")):
         on_lost(lease, error or f"exec server answered {resp.status_code}")
-        raise ApiError(410, f"container of lease {lease.lease_id} is gone: {error}", lease_id=lease.lease_id,
-                       lease_lost=True)
+        raise ApiError(
+            410,
+            f"container of lease {lease.lease_id} is gone: {error}",
+            lease_id=lease.lease_id,
+            lease_lost=True,
+        )
     return resp.status_code, data

@@ -45,9 +45,16 @@ class LeaseRecord:
 
     def public(self, ttl: float) -> dict[str, Any]:
         idle = time.monotonic() - self.last_seen
-        return {"lease_id": self.lease_id, "node": self.node, "container_id": self.container_id,
-                "image": self.image, "instance_id": self.instance_id, "workdir": self.workdir,
-                "expires_at": round(time.time() + ttl - idle, 3), "warm": self.warm}
+        return {
+            "lease_id": self.lease_id,
+            "node": self.node,
+            "container_id": self.container_id,
+            "image": self.image,
+            "instance_id": self.instance_id,
+            "workdir": self.workdir,
+            "expires_at": round(time.time() + ttl - idle, 3),
+            "warm": self.warm,
+        }
 
 
 class LeaseStore:
@@ -57,8 +64,17 @@ class LeaseStore:
     every lease loaded at start gets a fresh heartbeat window.
     """
 
-    COLUMNS = ("lease_id", "request_id", "node", "container_id", "image", "instance_id", "workdir", "created",
-               "last_seen")
+    COLUMNS = (
+        "lease_id",
+        "request_id",
+        "node",
+        "container_id",
+        "image",
+        "instance_id",
+        "workdir",
+        "created",
+        "last_seen",
+    )
 
     def __init__(self, path: str) -> None:
         if path != ":memory:":
@@ -69,7 +85,8 @@ class LeaseStore:
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS leases (lease_id TEXT PRIMARY KEY, request_id TEXT UNIQUE, node TEXT NOT NULL,"
             " container_id TEXT NOT NULL, image TEXT NOT NULL, instance_id TEXT, workdir TEXT, created REAL NOT NULL,"
-            " last_seen REAL NOT NULL)")
+            " last_seen REAL NOT NULL)"
+        )
 
     def load(self) -> list[LeaseRecord]:
         rows = self.db.execute(f"SELECT {', '.join(self.COLUMNS[:-1])} FROM leases").fetchall()
@@ -79,9 +96,20 @@ class LeaseStore:
         return int(self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0])
 
     def put(self, lease: LeaseRecord) -> None:
-        self.db.execute(f"INSERT OR REPLACE INTO leases VALUES ({', '.join('?' * len(self.COLUMNS))})",
-                        (lease.lease_id, lease.request_id, lease.node, lease.container_id, lease.image,
-                         lease.instance_id, lease.workdir, lease.created, time.time()))
+        self.db.execute(
+            f"INSERT OR REPLACE INTO leases VALUES ({', '.join('?' * len(self.COLUMNS))})",
+            (
+                lease.lease_id,
+                lease.request_id,
+                lease.node,
+                lease.container_id,
+                lease.image,
+                lease.instance_id,
+                lease.workdir,
+                lease.created,
+                time.time(),
+            ),
+        )
 
     def delete(self, lease_id: str) -> None:
         self.db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
@@ -146,6 +174,10 @@ class LeaseTable:
         if lease is None:
             raise ApiError(404, f"unknown or expired lease {lease_id!r}", lease_id=lease_id, lease_lost=True)
         if lease.lost and not allow_lost:
-            raise ApiError(410, f"container of lease {lease_id} is gone: {lease.lost}", lease_id=lease_id,
-                           lease_lost=True)
+            raise ApiError(
+                410,
+                f"container of lease {lease_id} is gone: {lease.lost}",
+                lease_id=lease_id,
+                lease_lost=True,
+            )
         return lease

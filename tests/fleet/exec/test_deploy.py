@@ -13,10 +13,21 @@ from tests.conftest import ROOT
 
 
 def _dry_run(tmp_path, **env: str) -> str:
-    env = {**os.environ, "DRY_RUN": "1", "SWE_PREFIX": str(tmp_path / "opt"), "SWE_ETC": str(tmp_path / "etc"),
-           "SWE_EXEC_TOKEN": "secret-token", **env}
-    p = subprocess.run(["bash", str(ROOT / "server/setup_docker_node.sh")], env=env, capture_output=True, text=True,
-                       timeout=60)
+    env = {
+        **os.environ,
+        "DRY_RUN": "1",
+        "SWE_PREFIX": str(tmp_path / "opt"),
+        "SWE_ETC": str(tmp_path / "etc"),
+        "SWE_EXEC_TOKEN": "secret-token",
+        **env,
+    }
+    p = subprocess.run(
+        ["bash", str(ROOT / "server/setup_docker_node.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 0, p.stderr
     return p.stdout
 
@@ -24,7 +35,9 @@ def _dry_run(tmp_path, **env: str) -> str:
 def test_setup_docker_node_dry_run_lists_every_step(tmp_path):
     out = _dry_run(tmp_path)
     assert f"python3 -m venv {tmp_path}/opt/venv" in out
-    assert f"{tmp_path}/opt/venv/bin/pip install -q --upgrade {ROOT}[server]" in out  # the repository by default
+    assert (
+        f"{tmp_path}/opt/venv/bin/pip install -q --upgrade {ROOT}[server]" in out
+    )  # the repository by default
     assert "swe-exec-server.service /etc/systemd/system/swe-exec-server.service" in out
     assert "systemctl restart swe-exec-server" in out
     assert "secret-token" not in out  # the token is never printed

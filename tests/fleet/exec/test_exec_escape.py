@@ -9,13 +9,13 @@ import time
 from tests.conftest import BASE_IMAGE
 
 ESCAPES = (
-    "env -i setsid sleep 305 & "                                   # new session, no marker variable
-    "( ( sleep 306 & ) & ) ; "                                     # double fork: reparented to init
-    "nohup sleep 307 >/dev/null 2>&1 & "                           # nohup
-    "sleep 308 & disown ; "                                        # disown
-    "setsid env -i sh -c '(sleep 309 &); sleep 310' & "            # double fork after leaving the session
+    "env -i setsid sleep 305 & "  # new session, no marker variable
+    "( ( sleep 306 & ) & ) ; "  # double fork: reparented to init
+    "nohup sleep 307 >/dev/null 2>&1 & "  # nohup
+    "sleep 308 & disown ; "  # disown
+    "setsid env -i sh -c '(sleep 309 &); sleep 310' & "  # double fork after leaving the session
     "env -i setsid sh -c 'exec setsid sleep 311 </dev/null >/dev/null 2>&1' & "
-    "SWE_RL_EXEC_TAG=forged setsid sleep 312 & "                   # a forged marker protects nothing
+    "SWE_RL_EXEC_TAG=forged setsid sleep 312 & "  # a forged marker protects nothing
     "env -i SWE_RL_EXEC_TAG=kill-x setsid sleep 313 & "
     "echo started; sleep 300"
 )
@@ -39,7 +39,9 @@ def test_timeout_kills_escaped_processes_but_not_a_concurrent_command(exec_serve
     assert run(srv, cid, "env -i setsid sleep 401 >/dev/null 2>&1 & echo ok")["output"] == "ok\n"
     time.sleep(0.3)
     beside: dict = {}
-    worker = threading.Thread(target=lambda: beside.update(run(srv, cid, "sleep 5; echo survived", timeout=60)))
+    worker = threading.Thread(
+        target=lambda: beside.update(run(srv, cid, "sleep 5; echo survived", timeout=60))
+    )
     worker.start()
     time.sleep(0.5)
     t0 = time.monotonic()
@@ -59,7 +61,9 @@ def test_two_timeouts_at_once_each_clean_up(exec_server):
     cid = srv.post("/container/create", {"image": BASE_IMAGE}).json()["container_id"]
     results: list[dict] = []
     cmds = ["env -i setsid sleep 321 & sleep 300", "( (env -i sleep 322 &) & ); sleep 300"]
-    threads = [threading.Thread(target=lambda c=c: results.append(run(srv, cid, c, timeout=1.5))) for c in cmds]
+    threads = [
+        threading.Thread(target=lambda c=c: results.append(run(srv, cid, c, timeout=1.5))) for c in cmds
+    ]
     for t in threads:
         t.start()
     for t in threads:

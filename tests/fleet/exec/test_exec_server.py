@@ -183,17 +183,30 @@ def test_output_cap_per_request(exec_server):
 def test_write_read_exact_bytes(exec_server):
     cid = create(exec_server)
     blob = os.urandom(300_000) + b"\x00\xff" + "ünïcödé ✓".encode()
-    r = exec_server.post("/container/write_file", {"container_id": cid, "path": "deep/dir/with space/blob.bin",
-                                                   "content_b64": base64.b64encode(blob).decode()})
+    r = exec_server.post(
+        "/container/write_file",
+        {
+            "container_id": cid,
+            "path": "deep/dir/with space/blob.bin",
+            "content_b64": base64.b64encode(blob).decode(),
+        },
+    )
     assert r.status_code == 200, r.text
     assert r.json()["path"] == "/testbed/deep/dir/with space/blob.bin"
-    r = exec_server.post("/container/read_file", {"container_id": cid, "path": "/testbed/deep/dir/with space/blob.bin"})
+    r = exec_server.post(
+        "/container/read_file", {"container_id": cid, "path": "/testbed/deep/dir/with space/blob.bin"}
+    )
     body = r.json()
     assert body["encoding"] == "base64" and base64.b64decode(body["content"]) == blob
     # Text round-trips as text, unicode path included.
     text = "line 1\n\tpäth ✓\n"
-    assert exec_server.post("/container/write_file", {"container_id": cid, "path": "/testbed/ü.txt", "content": text,
-                                                      "mode": 0o755}).status_code == 200
+    assert (
+        exec_server.post(
+            "/container/write_file",
+            {"container_id": cid, "path": "/testbed/ü.txt", "content": text, "mode": 0o755},
+        ).status_code
+        == 200
+    )
     body = exec_server.post("/container/read_file", {"container_id": cid, "path": "ü.txt"}).json()
     assert body["encoding"] == "utf-8" and body["content"] == text and body["mode"] == 0o755
     assert run(exec_server, cid, "cat ü.txt")["output"] == text
@@ -205,16 +218,23 @@ def test_read_file_errors(exec_server):
     assert r.status_code == 404 and "no such file" in r.json()["error"]
     r = exec_server.post("/container/read_file", {"container_id": cid, "path": "/etc"})
     assert r.status_code == 400 and "directory" in r.json()["error"]
-    r = exec_server.post("/container/read_file", {"container_id": cid, "path": "/etc/passwd", "max_bytes": 10})
+    r = exec_server.post(
+        "/container/read_file", {"container_id": cid, "path": "/etc/passwd", "max_bytes": 10}
+    )
     assert r.status_code == 413
     run(exec_server, cid, "echo target > /tmp/t && ln -s /tmp/t /tmp/link")
-    assert exec_server.post("/container/read_file", {"container_id": cid, "path": "/tmp/link"}).json()["content"] == "target\n"
+    assert (
+        exec_server.post("/container/read_file", {"container_id": cid, "path": "/tmp/link"}).json()["content"]
+        == "target\n"
+    )
 
 
 def test_write_file_without_create_dirs(exec_server):
     cid = create(exec_server)
-    r = exec_server.post("/container/write_file", {"container_id": cid, "path": "/no/such/dir/f", "content": "x",
-                                                   "create_dirs": False})
+    r = exec_server.post(
+        "/container/write_file",
+        {"container_id": cid, "path": "/no/such/dir/f", "content": "x", "create_dirs": False},
+    )
     assert r.status_code == 404
 
 
@@ -225,7 +245,11 @@ def _init_repo(srv, cid):
 def test_diff_includes_new_deleted_and_binary_files(exec_server):
     cid = create(exec_server)
     _init_repo(exec_server, cid)
-    run(exec_server, cid, "printf 'a\\nB\\nc\\n' > f.txt && printf '\\000\\001\\377' > bin.dat && echo n > new.txt")
+    run(
+        exec_server,
+        cid,
+        "printf 'a\\nB\\nc\\n' > f.txt && printf '\\000\\001\\377' > bin.dat && echo n > new.txt",
+    )
     patch = exec_server.post("/container/diff", {"container_id": cid}).json()
     assert patch["encoding"] == "utf-8"
     text = patch["patch"]
@@ -233,8 +257,10 @@ def test_diff_includes_new_deleted_and_binary_files(exec_server):
     # The patch re-applies exactly on a fresh checkout.
     other = create(exec_server)
     _init_repo(exec_server, other)
-    r = exec_server.post("/container/evaluate", {"container_id": other, "patch": text,
-                                                 "eval_script": "cat f.txt; od -An -tx1 bin.dat"})
+    r = exec_server.post(
+        "/container/evaluate",
+        {"container_id": other, "patch": text, "eval_script": "cat f.txt; od -An -tx1 bin.dat"},
+    )
     res = r.json()
     assert res["apply_status"] == "applied" and res["apply_strategy"] == "git apply"
     assert "a\nB\nc\n" in res["test_log"] and "00 01 ff" in res["test_log"]
@@ -257,26 +283,33 @@ def test_evaluate_apply_fallback_and_failure(exec_server):
     run(exec_server, cid, "seq 1 9 > g.txt && git add g.txt && git commit -qm g")
     fuzzy = "--- a/g.txt\n+++ b/g.txt\n@@ -2,7 +2,7 @@\n WRONG\n 3\n 4\n-5\n+FIVE\n 6\n 7\n 8\n"
     bad = "--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n x\n-y\n+Y\n z\n"
-    r = exec_server.post("/container/evaluate", {"container_id": cid, "patch": fuzzy, "eval_script": "cat g.txt"})
+    r = exec_server.post(
+        "/container/evaluate", {"container_id": cid, "patch": fuzzy, "eval_script": "cat g.txt"}
+    )
     res = r.json()
     assert res["apply_status"] == "applied" and res["apply_strategy"].startswith("patch"), res
     assert res["test_log"] == "1\n2\n3\n4\nFIVE\n6\n7\n8\n9\n" and res["returncode"] == 0
 
     other = create(exec_server)
     _init_repo(exec_server, other)
-    res = exec_server.post("/container/evaluate", {"container_id": other, "patch": bad,
-                                                   "eval_script": "echo SHOULD-NOT-RUN"}).json()
+    res = exec_server.post(
+        "/container/evaluate", {"container_id": other, "patch": bad, "eval_script": "echo SHOULD-NOT-RUN"}
+    ).json()
     assert res["apply_status"] == "failed" and res["test_log"] == "" and res["returncode"] is None
     # A failed apply leaves the checkout clean.
     assert run(exec_server, other, "git status --porcelain")["output"] == ""
-    res = exec_server.post("/container/evaluate", {"container_id": other, "patch": good, "eval_script": "exit 3"}).json()
+    res = exec_server.post(
+        "/container/evaluate", {"container_id": other, "patch": good, "eval_script": "exit 3"}
+    ).json()
     assert res["apply_status"] == "applied" and res["returncode"] == 3
 
 
 def test_evaluate_empty_patch_and_timeout(exec_server):
     cid = create(exec_server)
-    res = exec_server.post("/container/evaluate", {"container_id": cid, "patch": "",
-                                                   "eval_script": "echo start; sleep 100", "timeout": 1.5}).json()
+    res = exec_server.post(
+        "/container/evaluate",
+        {"container_id": cid, "patch": "", "eval_script": "echo start; sleep 100", "timeout": 1.5},
+    ).json()
     assert res["apply_status"] == "empty" and res["timed_out"] is True and "start" in res["test_log"]
 
 
@@ -287,8 +320,14 @@ def test_auth_required_everywhere_but_healthz(exec_server):
     import httpx
 
     assert httpx.get(exec_server.url + "/healthz").status_code == 200
-    for method, path in [("GET", "/status"), ("GET", "/images"), ("POST", "/container/create"),
-                         ("POST", "/container/exec"), ("POST", "/container/destroy"), ("POST", "/containers/touch")]:
+    for method, path in [
+        ("GET", "/status"),
+        ("GET", "/images"),
+        ("POST", "/container/create"),
+        ("POST", "/container/exec"),
+        ("POST", "/container/destroy"),
+        ("POST", "/containers/touch"),
+    ]:
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": exec_server.token}):
             r = httpx.request(method, exec_server.url + path, headers=headers, json={})
             assert r.status_code == 401, (path, headers)
@@ -371,10 +410,12 @@ def test_reaper_removes_expired_and_idle_but_never_foreign(exec_server_factory, 
     idle = create(srv, idle_ttl=1.5)
     kept = create(srv)
     busy = create(srv, idle_ttl=1.5)
-    foreign = docker_client.containers.run(BASE_IMAGE, ["sleep", "60"], detach=True,
-                                           labels={"swe-rl.managed-by": "swe-rl",
-                                                   "swe-rl.exec-server": "someone-else",
-                                                   "swe-rl.deadline": "1"})
+    foreign = docker_client.containers.run(
+        BASE_IMAGE,
+        ["sleep", "60"],
+        detach=True,
+        labels={"swe-rl.managed-by": "swe-rl", "swe-rl.exec-server": "someone-else", "swe-rl.deadline": "1"},
+    )
     plain = docker_client.containers.run(BASE_IMAGE, ["sleep", "60"], detach=True)
     try:
         t = threading.Thread(target=lambda: run(srv, busy, "sleep 4"))
@@ -404,8 +445,9 @@ def test_restart_adopts_live_containers(exec_server):
 
 
 @pytest.mark.slow  # starts the server as a subprocess (flask, docker imports): seconds
-@pytest.mark.parametrize("entry", [["-m", "swe_rl.fleet.exec.app"], ["server/exec_server.py"]],
-                         ids=["module", "server-wrapper"])
+@pytest.mark.parametrize(
+    "entry", [["-m", "swe_rl.fleet.exec.app"], ["server/exec_server.py"]], ids=["module", "server-wrapper"]
+)
 def test_refuses_to_start_without_token(tmp_path, entry):
     import subprocess
     import sys
@@ -413,8 +455,9 @@ def test_refuses_to_start_without_token(tmp_path, entry):
     from tests.conftest import ROOT
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWE_EXEC_TOKEN")}
-    p = subprocess.run([sys.executable, *entry, "--port", "1"], env=env, cwd=ROOT,
-                       capture_output=True, text=True, timeout=60)
+    p = subprocess.run(
+        [sys.executable, *entry, "--port", "1"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert p.returncode != 0 and "no token" in p.stderr
 
 
@@ -422,8 +465,10 @@ def test_refuses_to_start_without_token(tmp_path, entry):
 def test_parallel_execs(exec_server, n):
     cids = [create(exec_server) for _ in range(2)]
     out: list = [None] * n
-    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, run(exec_server, cids[i % 2], f"echo {i}")))
-               for i in range(n)]
+    threads = [
+        threading.Thread(target=lambda i=i: out.__setitem__(i, run(exec_server, cids[i % 2], f"echo {i}")))
+        for i in range(n)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -100,14 +100,28 @@ def _build_wheel_and_wheelhouse(work: Path) -> Path:
     _sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src), timeout=180)
     (wheel,) = dist.glob("swe_rl-*.whl")
     # Binary wheels for the node's Python (the base image's Debian bookworm python3: 3.11).
-    _sh(sys.executable, "-m", "pip", "download", "-q", "-d", str(wheelhouse), "--only-binary=:all:",
-        "--python-version", "3.11", f"{wheel}[server]", timeout=180)
+    _sh(
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "-q",
+        "-d",
+        str(wheelhouse),
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        f"{wheel}[server]",
+        timeout=180,
+    )
     (wheelhouse / wheel.name).unlink(missing_ok=True)  # the script installs the wheel from dist/
     return wheel
 
 
 def _node_logs(name: str) -> str:
-    p = _sh("docker", "exec", name, "journalctl", "-u", "swe-exec-server", "-n", "40", "--no-pager", check=False)
+    p = _sh(
+        "docker", "exec", name, "journalctl", "-u", "swe-exec-server", "-n", "40", "--no-pager", check=False
+    )
     return p.stdout + p.stderr
 
 
@@ -119,30 +133,68 @@ def test_setup_docker_node_runs_for_real_under_systemd(docker_client, base_image
     work = Path(tempfile.mkdtemp(prefix="swe-rl-node-"))
     try:
         _write_image_context(work / "image")
-        build = subprocess.Popen(["docker", "build", "-q", "-t", tag, str(work / "image")],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        build = subprocess.Popen(
+            ["docker", "build", "-q", "-t", tag, str(work / "image")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:  # the wheels while the image builds
             wheel = _build_wheel_and_wheelhouse(work)
         finally:
             build_out, _ = build.communicate(timeout=600)
         assert build.returncode == 0, build_out
-        _sh("docker", "run", "-d", "--name", name, *SYSTEMD_RUN_FLAGS,
-            "--label", "swe-rl.test=1",
-            "-v", "/var/run/docker.sock:/var/run/docker.sock",
-            "-v", f"{ROOT / 'server'}:/node/server:ro",
-            "-v", f"{work / 'dist'}:/node/dist:ro", "-v", f"{work / 'wheelhouse'}:/node/wheelhouse:ro",
-            "-p", "127.0.0.1::5000", tag)
+        _sh(
+            "docker",
+            "run",
+            "-d",
+            "--name",
+            name,
+            *SYSTEMD_RUN_FLAGS,
+            "--label",
+            "swe-rl.test=1",
+            "-v",
+            "/var/run/docker.sock:/var/run/docker.sock",
+            "-v",
+            f"{ROOT / 'server'}:/node/server:ro",
+            "-v",
+            f"{work / 'dist'}:/node/dist:ro",
+            "-v",
+            f"{work / 'wheelhouse'}:/node/wheelhouse:ro",
+            "-p",
+            "127.0.0.1::5000",
+            tag,
+        )
         state = _wait_for_systemd(name)
         if state not in ("running", "degraded"):
             logs = _sh("docker", "logs", "--tail", "20", name, check=False)
-            pytest.skip(f"systemd as PID 1 does not come up in a container here ({state!r}): "
-                        f"{(logs.stdout + logs.stderr).strip()[-400:]}")
-        setup = _sh("docker", "exec",
-                    "-e", f"SWE_FLEET_PACKAGE=/node/dist/{wheel.name}",
-                    "-e", "SWE_EXEC_HOST=0.0.0.0", "-e", f"SWE_EXEC_TOKEN={token}",
-                    "-e", f"SWE_EXEC_SERVER_ID={server_id}", "-e", "SWE_EXEC_MAX_CONTAINERS=4",
-                    "-e", "PIP_NO_INDEX=1", "-e", "PIP_FIND_LINKS=/node/wheelhouse",
-                    name, "bash", "/node/server/setup_docker_node.sh", check=False, timeout=300)
+            pytest.skip(
+                f"systemd as PID 1 does not come up in a container here ({state!r}): "
+                f"{(logs.stdout + logs.stderr).strip()[-400:]}"
+            )
+        setup = _sh(
+            "docker",
+            "exec",
+            "-e",
+            f"SWE_FLEET_PACKAGE=/node/dist/{wheel.name}",
+            "-e",
+            "SWE_EXEC_HOST=0.0.0.0",
+            "-e",
+            f"SWE_EXEC_TOKEN={token}",
+            "-e",
+            f"SWE_EXEC_SERVER_ID={server_id}",
+            "-e",
+            "SWE_EXEC_MAX_CONTAINERS=4",
+            "-e",
+            "PIP_NO_INDEX=1",
+            "-e",
+            "PIP_FIND_LINKS=/node/wheelhouse",
+            name,
+            "bash",
+            "/node/server/setup_docker_node.sh",
+            check=False,
+            timeout=300,
+        )
         assert setup.returncode == 0, setup.stdout + setup.stderr + _node_logs(name)
         assert "healthy:" in setup.stdout
         assert token not in setup.stdout + setup.stderr  # the token is never printed
@@ -158,19 +210,31 @@ def test_setup_docker_node_runs_for_real_under_systemd(docker_client, base_image
         url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
         health = httpx.get(f"{url}/healthz", headers=headers, timeout=30)
         assert health.status_code == 200 and health.json()["ok"], health.text
-        assert httpx.post(f"{url}/container/create", json={"image": BASE_IMAGE}, timeout=30).status_code == 401
+        assert (
+            httpx.post(f"{url}/container/create", json={"image": BASE_IMAGE}, timeout=30).status_code == 401
+        )
 
-        created = httpx.post(f"{url}/container/create", json={"image": BASE_IMAGE}, headers=headers, timeout=120)
+        created = httpx.post(
+            f"{url}/container/create", json={"image": BASE_IMAGE}, headers=headers, timeout=120
+        )
         assert created.status_code == 200, created.text
         cid = created.json()["container_id"]
         labels = docker_client.containers.get(cid).labels  # a host container, under this node's server id
         assert labels["swe-rl.exec-server"] == server_id
-        ran = httpx.post(f"{url}/container/exec", json={"container_id": cid, "command": "echo node-$((6*7))"},
-                         headers=headers, timeout=120)
+        ran = httpx.post(
+            f"{url}/container/exec",
+            json={"container_id": cid, "command": "echo node-$((6*7))"},
+            headers=headers,
+            timeout=120,
+        )
         assert ran.status_code == 200 and ran.json()["output"].strip() == "node-42", ran.text
-        gone = httpx.post(f"{url}/container/destroy", json={"container_id": cid}, headers=headers, timeout=120)
+        gone = httpx.post(
+            f"{url}/container/destroy", json={"container_id": cid}, headers=headers, timeout=120
+        )
         assert gone.status_code == 200, gone.text
-        assert not docker_client.containers.list(all=True, filters={"label": f"swe-rl.exec-server={server_id}"})
+        assert not docker_client.containers.list(
+            all=True, filters={"label": f"swe-rl.exec-server={server_id}"}
+        )
     finally:
         _sh("docker", "rm", "-f", "-v", name, check=False, timeout=120)
         remove_containers_of(server_id)

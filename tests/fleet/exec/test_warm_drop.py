@@ -47,7 +47,10 @@ def test_spec_docker_refuses_is_dropped_at_once_and_logged_once(exec_server_fact
     assert again["accepted"] == 0 and again["dropped"]
     assert srv.get("/status").json()["warm_targets"] == []
     assert srv.log_path.read_text().count("warm spec of") == 1
-    assert docker_client.containers.list(all=True, filters={"label": f"swe-rl.exec-server={srv.server_id}"}) == []
+    assert (
+        docker_client.containers.list(all=True, filters={"label": f"swe-rl.exec-server={srv.server_id}"})
+        == []
+    )
 
 
 def test_spec_failing_n_times_in_a_row_is_dropped(exec_server_factory, docker_client):
@@ -55,12 +58,17 @@ def test_spec_failing_n_times_in_a_row_is_dropped(exec_server_factory, docker_cl
     image = f"swe-rl/h17-vanishing:{secrets.token_hex(4)}"
     docker_client.images.get(BASE_IMAGE).tag(image)
     try:
-        held = ok(srv.post("/container/create", {"image": BASE_IMAGE}))  # the node is full: nothing starts yet
+        held = ok(
+            srv.post("/container/create", {"image": BASE_IMAGE})
+        )  # the node is full: nothing starts yet
         ok(srv.post("/warm", {"image": image, "count": 1}))
         docker_client.images.remove(image)  # gone before the refiller gets room
         ok(srv.post("/container/destroy", {"container_id": held["container_id"]}))
-        status = wait_for(lambda: (st := srv.get("/status").json())["warm_dropped"] and st, timeout=40,
-                          what="spec dropped after two failures")
+        status = wait_for(
+            lambda: (st := srv.get("/status").json())["warm_dropped"] and st,
+            timeout=40,
+            what="spec dropped after two failures",
+        )
         assert status["warm_dropped"][0]["failures"] == 2 and status["warm_stats"]["failed"] == 2
         assert "not found" in status["warm_dropped"][0]["reason"]
     finally:
@@ -75,10 +83,13 @@ def test_pool_cancels_warm_targets_of_a_failed_allocate_and_reports_drops(fleet,
     pool = pool_factory([srv], SWE_POOL_WARM_MIN="2")
     resp = pool.post("/allocate", {"image": BASE_IMAGE, "workdir": "/etc/passwd/sub"})
     assert resp.status_code == 400 and not resp.json().get("node_down"), resp.text
-    wait_for(lambda: 'swe_pool_warm_cancelled_total 1' in pool.get("/metrics").text, what="warm cancelled")
+    wait_for(lambda: "swe_pool_warm_cancelled_total 1" in pool.get("/metrics").text, what="warm cancelled")
     wait_for(lambda: srv.get("/status").json()["warm_targets"] == [], what="no warm target on the node")
     time.sleep(1.5)
-    assert docker_client.containers.list(all=True, filters={"label": f"swe-rl.exec-server={srv.server_id}"}) == []
+    assert (
+        docker_client.containers.list(all=True, filters={"label": f"swe-rl.exec-server={srv.server_id}"})
+        == []
+    )
     # the node's own drop (it may have tried once before the cancel) shows in the pool's status and metrics
     dropped = srv.get("/healthz").json()["warm_dropped"]
     pool.wait_until(lambda st: st["nodes"][0]["warm_dropped"] == dropped)

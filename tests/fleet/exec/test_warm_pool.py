@@ -38,8 +38,12 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60, what: str = "con
 
 
 def warm_ids(docker_client, srv) -> set[str]:
-    return {c.id for c in docker_client.containers.list(
-        all=True, filters={"label": [f"swe-rl.exec-server={srv.server_id}", "swe-rl.warm=1"]})}
+    return {
+        c.id
+        for c in docker_client.containers.list(
+            all=True, filters={"label": [f"swe-rl.exec-server={srv.server_id}", "swe-rl.warm=1"]}
+        )
+    }
 
 
 def ok(resp) -> dict:
@@ -88,7 +92,10 @@ def test_warm_claim_is_indistinguishable_from_cold(exec_server_factory, docker_c
         assert procs == ["/sbin/docker-init -- sleep infinity", "sleep infinity"], procs
     # the lease lives in memory and in the state file, since the labels were set before the claim
     status = {c["id"]: c for c in srv.get("/status").json()["containers"]}
-    assert status[warm["container_id"]]["lease_id"] == "L-warm" and status[warm["container_id"]]["owner"] == "pool-t"
+    assert (
+        status[warm["container_id"]]["lease_id"] == "L-warm"
+        and status[warm["container_id"]]["owner"] == "pool-t"
+    )
     assert "L-warm" in next(tmp_path.glob("*.json")).read_text()
 
 
@@ -106,7 +113,9 @@ def test_warm_bounds_count_memory_and_capacity(exec_server_factory, docker_clien
     second = ok(srv.post("/container/create", other))
     assert not first["warm"] and not second["warm"]
     health = srv.get("/healthz").json()
-    assert health["managed_containers"] <= 3 and health["leased_containers"] == 2 and health["warm_total"] <= 1
+    assert (
+        health["managed_containers"] <= 3 and health["leased_containers"] == 2 and health["warm_total"] <= 1
+    )
     ok(srv.post("/container/create", other))
     resp = srv.post("/container/create", other)
     assert resp.status_code == 429 and resp.headers["Retry-After"]
@@ -132,7 +141,9 @@ def test_warm_ttl_expiry_and_bad_input(exec_server_factory, docker_client, base_
     assert warm_ids(docker_client, srv) == set() and srv.get("/status").json()["warm_targets"] == []
 
 
-def test_sigterm_destroys_unclaimed_warm_and_keeps_leases(exec_server_factory, docker_client, base_image, tmp_path):
+def test_sigterm_destroys_unclaimed_warm_and_keeps_leases(
+    exec_server_factory, docker_client, base_image, tmp_path
+):
     srv = exec_server_factory(SWE_EXEC_STATE_DIR=str(tmp_path), **FAST_WARM)
     ok(srv.post("/warm", {"image": base_image, "count": 3}))
     wait_for(lambda: srv.get("/healthz").json()["warm_total"] == 3, what="three warm containers")
@@ -143,17 +154,22 @@ def test_sigterm_destroys_unclaimed_warm_and_keeps_leases(exec_server_factory, d
     srv.restart()
     status = srv.get("/status").json()
     assert [(c["id"], c["lease_id"], c["owner"]) for c in status["containers"]] == [
-        (claimed["container_id"], "L-1", "pool-z")]
+        (claimed["container_id"], "L-1", "pool-z")
+    ]
     assert run(srv, claimed["container_id"], "echo back") == "back\n"
 
 
-def test_node_killed_then_restarted_adopts_claimed_destroys_unclaimed(exec_server_factory, docker_client,
-                                                                     base_image, tmp_path):
+def test_node_killed_then_restarted_adopts_claimed_destroys_unclaimed(
+    exec_server_factory, docker_client, base_image, tmp_path
+):
     srv = exec_server_factory(SWE_EXEC_STATE_DIR=str(tmp_path), **FAST_WARM)
     ok(srv.post("/warm", {"image": base_image, "count": 2}))
     wait_for(lambda: srv.get("/healthz").json()["warm_total"] == 2, what="two warm containers")
-    claimed = ok(srv.post("/container/create", {"image": base_image, "lease_id": "L-adopt", "owner": "pool-x",
-                                                "ttl": 3600}))
+    claimed = ok(
+        srv.post(
+            "/container/create", {"image": base_image, "lease_id": "L-adopt", "owner": "pool-x", "ttl": 3600}
+        )
+    )
     assert claimed["warm"]
     run(srv, claimed["container_id"], "echo kept > /tmp/mark")
     wait_for(lambda: srv.get("/healthz").json()["warm_total"] == 2, what="refilled")
@@ -195,7 +211,9 @@ def test_pool_expected_warms_ahead_and_affinity(fleet, pool_factory, base_image,
     spec = {"image": repo_image, "memory": "384m"}
     ok(b.post("/warm", {**spec, "count": 2}))
     wait_for(lambda: b.get("/healthz").json()["warm"].get(repo_image, 0) >= 2, what="warm on b")
-    pool.wait_until(lambda st: next(n for n in st["nodes"] if n["url"] == b.url)["warm"].get(repo_image, 0) >= 2)
+    pool.wait_until(
+        lambda st: next(n for n in st["nodes"] if n["url"] == b.url)["warm"].get(repo_image, 0) >= 2
+    )
     got = [pool.call("/allocate", {**spec, "expected": 0}) for _ in range(2)]
     assert [(g["node"], g["warm"]) for g in got] == [(b.url, True), (b.url, True)]
 
@@ -207,7 +225,9 @@ def test_pool_warm_endpoint_and_node_report(fleet, pool_factory, base_image):
     assert answer["nodes"] == {srv.url: 2}  # bounded by what the node says it holds
     wait_for(lambda: srv.get("/healthz").json()["warm_total"] == 2, what="two warm containers")
     node = pool.wait_until(lambda st: st["nodes"][0]["warm"].get(base_image) == 2)["nodes"][0]
-    assert node["capacity"] == 32 and node["cpus"] >= 1 and node["memory_total"] > node["memory_available"] > 0
+    assert (
+        node["capacity"] == 32 and node["cpus"] >= 1 and node["memory_total"] > node["memory_available"] > 0
+    )
     assert node["images"] >= 1
     assert pool.post("/warm", {"image": base_image, "count": "many"}).status_code == 400
     assert pool.post("/allocate", {"image": base_image, "expected": -1}).status_code == 400

@@ -22,17 +22,36 @@ KEY = warm_key(IMAGE, {})
 NOW = 1000.0
 
 
-def node(url: str, *, active: int = 0, pending: int = 0, capacity: int = 0, healthy: bool = True,
-         images: frozenset[str] | None = None, warm: dict[str, int] | None = None, memory_available: int = 0,
-         max_warm: int = 0) -> Node:
-    return Node(url, healthy=healthy, active=active, pending=pending, capacity=capacity, images=images,
-                warm=warm or {}, memory_available=memory_available, max_warm=max_warm)
+def node(
+    url: str,
+    *,
+    active: int = 0,
+    pending: int = 0,
+    capacity: int = 0,
+    healthy: bool = True,
+    images: frozenset[str] | None = None,
+    warm: dict[str, int] | None = None,
+    memory_available: int = 0,
+    max_warm: int = 0,
+) -> Node:
+    return Node(
+        url,
+        healthy=healthy,
+        active=active,
+        pending=pending,
+        capacity=capacity,
+        images=images,
+        warm=warm or {},
+        memory_available=memory_available,
+        max_warm=max_warm,
+    )
 
 
 def pick(nodes: list[Node], *, slack: float = 0.1, max_per_node: int = 10) -> str:
     counter = itertools.count()
-    return pick_node(nodes, KEY, max_per_node=max_per_node, affinity_slack=slack, now=NOW,
-                     rng=lambda: next(counter) * 1e-6).url
+    return pick_node(
+        nodes, KEY, max_per_node=max_per_node, affinity_slack=slack, now=NOW, rng=lambda: next(counter) * 1e-6
+    ).url
 
 
 def test_warm_key_ignores_identity_fields_and_option_order():

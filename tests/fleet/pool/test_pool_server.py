@@ -70,9 +70,13 @@ def test_lease_lifecycle(fleet, pool_factory, docker_client, base_image):
     patch = pool.call("/diff", {"lease_id": lid})["patch"]
     assert "-a\n+b\n" in patch
     pool.call("/exec", {"lease_id": lid, "command": "git reset -q --hard"})
-    result = pool.call("/evaluate", {"lease_id": lid, "patch": patch, "eval_script": "grep -qx b f.txt && echo PASSED",
-                                     "timeout": 60})
-    assert result["apply_status"] == "applied" and result["returncode"] == 0 and "PASSED" in result["test_log"]
+    result = pool.call(
+        "/evaluate",
+        {"lease_id": lid, "patch": patch, "eval_script": "grep -qx b f.txt && echo PASSED", "timeout": 60},
+    )
+    assert (
+        result["apply_status"] == "applied" and result["returncode"] == 0 and "PASSED" in result["test_log"]
+    )
 
     hb = pool.call("/heartbeat", {"lease_id": lid})
     assert hb["ok"] and hb["expires_at"] > time.time() + 200
@@ -96,7 +100,13 @@ def test_auth_and_bad_input(fleet, pool_factory, docker_client, base_image):
     (srv,) = fleet(1)
     pool = pool_factory([srv])
     health = httpx.get(pool.url + "/healthz").json()
-    assert health == {"ok": True, "nodes_healthy": 1, "nodes_total": 1, "leases": 0, "version": health["version"]}
+    assert health == {
+        "ok": True,
+        "nodes_healthy": 1,
+        "nodes_total": 1,
+        "leases": 0,
+        "version": health["version"],
+    }
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": pool.token}):
         for path in ("/allocate", "/exec", "/heartbeat", "/close"):
             resp = pool.post(path, {"image": base_image}, headers=headers)
@@ -117,7 +127,9 @@ def test_auth_and_bad_input(fleet, pool_factory, docker_client, base_image):
     err(pool.post("/allocate", {"image": base_image, "memory": "lots"}), 400, "memory")  # exec server's check
     assert containers_of(docker_client, pool) == []  # nothing half-created
     err(pool.post("/exec", {"command": "true"}), 400, "lease_id")
-    assert err(pool.post("/exec", {"lease_id": "nope", "command": "true"}), 404, "unknown or expired lease")["lease_lost"]
+    assert err(pool.post("/exec", {"lease_id": "nope", "command": "true"}), 404, "unknown or expired lease")[
+        "lease_lost"
+    ]
     err(pool.post("/heartbeat", {"lease_id": "nope"}), 404, "unknown or expired lease")
     assert pool.call("/close", {"lease_id": "nope"}) == {"ok": True, "already_closed": True}
     lid = pool.call("/allocate", {"image": base_image})["lease_id"]
@@ -134,7 +146,9 @@ async def test_request_id_makes_allocate_idempotent(fleet, pool_factory, docker_
     pool = pool_factory([srv])
     body = {"image": base_image, "request_id": "req-1"}
     async with httpx.AsyncClient(base_url=pool.url, headers=pool.headers, timeout=120) as http:
-        first = await asyncio.gather(*(http.post("/allocate", json=body) for _ in range(3)))  # in flight together
+        first = await asyncio.gather(
+            *(http.post("/allocate", json=body) for _ in range(3))
+        )  # in flight together
         again = await http.post("/allocate", json=body)
     ids = {r.json()["lease_id"] for r in [*first, again]}
     assert len(ids) == 1 and all(r.status_code == 200 for r in [*first, again])
@@ -179,11 +193,25 @@ def test_refuses_to_start_without_token_or_nodes(tmp_path):
     script = ["-m", "swe_rl.fleet.pool.app"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWE_EXEC", "SWE_POOL"))}
     env["SWE_POOL_DB"] = str(tmp_path / "x.db")
-    no_token = subprocess.run([sys.executable, *script, "--exec-urls", "http://127.0.0.1:9"], env=env,
-                              capture_output=True, text=True, timeout=30)
-    assert no_token.returncode != 0 and "SWE_EXEC_TOKEN" in no_token.stderr and "Traceback" not in no_token.stderr
-    no_nodes = subprocess.run([sys.executable, *script], env={**env, "SWE_EXEC_TOKEN": "t"}, capture_output=True,
-                              text=True, timeout=30)
+    no_token = subprocess.run(
+        [sys.executable, *script, "--exec-urls", "http://127.0.0.1:9"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (
+        no_token.returncode != 0
+        and "SWE_EXEC_TOKEN" in no_token.stderr
+        and "Traceback" not in no_token.stderr
+    )
+    no_nodes = subprocess.run(
+        [sys.executable, *script],
+        env={**env, "SWE_EXEC_TOKEN": "t"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert no_nodes.returncode != 0 and "SWE_POOL_EXEC_URLS" in no_nodes.stderr
 
 
@@ -193,8 +221,11 @@ def test_ttl_reaping_and_lost_containers(fleet, pool_factory, docker_client, bas
     idle, kept, busy, doomed = (pool.call("/allocate", {"image": base_image}) for _ in range(4))
     # busy runs one call longer than the TTL: an in-flight call keeps its lease
     busy_result: dict[str, Any] = {}
-    runner = threading.Thread(target=lambda: busy_result.update(
-        pool.call("/exec", {"lease_id": busy["lease_id"], "command": "sleep 5; echo done", "timeout": 30})))
+    runner = threading.Thread(
+        target=lambda: busy_result.update(
+            pool.call("/exec", {"lease_id": busy["lease_id"], "command": "sleep 5; echo done", "timeout": 30})
+        )
+    )
     runner.start()
     docker_client.containers.get(doomed["container_id"]).remove(force=True)  # dies behind the pool's back
     deadline = time.monotonic() + 6
@@ -241,7 +272,10 @@ async def test_node_down_fails_fast_then_rejoins(fleet, pool_factory, docker_cli
 
     a.restart()  # same port and server id: adopts its containers
     pool.wait_until(lambda st: all(n["healthy"] for n in st["nodes"]), timeout=10)
-    assert pool.call("/read_file", {"lease_id": on_a["lease_id"], "path": "/tmp/mark"})["content"] == "still here"
+    assert (
+        pool.call("/read_file", {"lease_id": on_a["lease_id"], "path": "/tmp/mark"})["content"]
+        == "still here"
+    )
     wait_gone(docker_client, dropped["container_id"])  # the rejoining node was reconciled
     assert pool.call("/allocate", {"image": base_image})["node"] == a.url  # least loaded again
 
@@ -253,7 +287,9 @@ def test_pool_restart_keeps_leases_and_destroys_orphans(fleet, pool_factory, doc
     pool.call("/write_file", {"lease_id": kept["lease_id"], "path": "/tmp/mark", "content": "x"})
     pool.kill()  # kill -9: nothing released
 
-    orphan = srv.post("/container/create", {"image": base_image, "owner": pool.pool_id, "lease_id": "ghost"}).json()
+    orphan = srv.post(
+        "/container/create", {"image": base_image, "owner": pool.pool_id, "lease_id": "ghost"}
+    ).json()
     foreign = srv.post("/container/create", {"image": base_image, "owner": "another-pool"}).json()
     docker_client.containers.get(doomed["container_id"]).remove(force=True)
     pool.start()  # same port, id and database
@@ -294,8 +330,17 @@ async def test_long_call_does_not_block_others(fleet, pool_factory, base_image):
     pool = pool_factory([srv])
     slow, quick = (pool.call("/allocate", {"image": base_image}) for _ in range(2))
     async with httpx.AsyncClient(base_url=pool.url, headers=pool.headers, timeout=60) as http:
-        long_call = asyncio.create_task(http.post("/evaluate", json={
-            "lease_id": slow["lease_id"], "patch": "", "eval_script": "sleep 8; echo slow", "timeout": 30}))
+        long_call = asyncio.create_task(
+            http.post(
+                "/evaluate",
+                json={
+                    "lease_id": slow["lease_id"],
+                    "patch": "",
+                    "eval_script": "sleep 8; echo slow",
+                    "timeout": 30,
+                },
+            )
+        )
         await asyncio.sleep(1)
         t0 = time.monotonic()
         short = await http.post("/exec", json={"lease_id": quick["lease_id"], "command": "echo quick"})

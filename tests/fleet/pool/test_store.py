@@ -30,7 +30,12 @@ def test_record_survives_a_restart(tmp_path):
     store.close()
     again = LeaseStore(path)
     (loaded,) = again.load()
-    assert (loaded.lease_id, loaded.request_id, loaded.container_id, loaded.lost) == ("one", "r1", "c-one", None)
+    assert (loaded.lease_id, loaded.request_id, loaded.container_id, loaded.lost) == (
+        "one",
+        "r1",
+        "c-one",
+        None,
+    )
     assert again.count() == 1
     again.clear()
     assert again.count() == 0
