@@ -11,7 +11,7 @@
       PolicyBadResponse   ``bad_response``: the server refused the request or answered without what is needed.
 
 Any other exception of a policy ends the episode with ``policy_error`` too (``stop_reason`` None).
-Environment failures are the fleet client's error tree (`swe_rl.env_client`).
+Environment failures are the fleet client's error tree (`swe_rl.fleet.errors`).
 """
 
 from __future__ import annotations
