@@ -8,6 +8,7 @@ any container labelled with a test server id.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -21,8 +22,44 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
-# Per-session prefix: the end-of-session sweep never touches another pytest run's containers.
-TEST_ID_PREFIX = f"pytest-{secrets.token_hex(3)}-"
+# Per-session prefix: the end-of-session sweep never touches another pytest run's containers. It names
+# the session's pid, so a later session can sweep what a killed one (SIGKILL, a CI timeout) left behind.
+TEST_ID_PREFIX = f"pytest-p{os.getpid()}-{secrets.token_hex(3)}-"
+_PREFIX_PID = re.compile(r"pytest-p(\d+)-[0-9a-f]{6}-")
+
+
+def _session_dead(text: str) -> bool:
+    """True when `text` carries a test-session prefix whose pytest process is gone."""
+    match = _PREFIX_PID.search(text)
+    if match is None:
+        return False
+    try:
+        os.kill(int(match.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
+def sweep_dead_sessions(client) -> None:
+    """Remove the containers and internal networks of test sessions that died without their teardown."""
+    import docker
+
+    for c in client.containers.list(
+        all=True, filters={"label": "swe-rl.managed-by=swe-rl"}, ignore_removed=True
+    ):
+        if _session_dead((c.labels or {}).get("swe-rl.exec-server", "")):
+            try:
+                c.remove(force=True)
+            except docker.errors.APIError:
+                pass
+    for net in client.networks.list(filters={"label": "swe-rl.test=1"}):
+        if _session_dead(net.name + "-"):
+            try:
+                net.remove()
+            except docker.errors.APIError:  # still in use: left for the next sweep
+                pass
 
 
 def free_port() -> int:
@@ -65,6 +102,7 @@ def docker_client():
     import docker
 
     client = docker.from_env()
+    sweep_dead_sessions(client)
     yield client
     remove_containers_of(TEST_ID_PREFIX)
     client.close()
