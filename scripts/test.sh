@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: sets up the machine (scripts/setup_machine.sh), then runs the whole suite.
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/server -x`.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/fleet -x`.
 # SWE_TEST_TIER=fast runs only the fast tier (-m "not docker and not slow": no daemon, no machine set-up,
 # no packaging/shellcheck/subprocess-heavy tests); the default runs everything, both markers included.
 # Both first run the linters (ruff check, ruff format --check, mypy; config in pyproject.toml) and stop
