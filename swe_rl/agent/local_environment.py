@@ -34,44 +34,13 @@ from typing import Any
 from swe_rl.agent.protocols import EnvFactory, Environment
 from swe_rl.fleet.client import ExecResult, LeaseLost
 from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
+from swe_rl.fleet.output import HeadTailBuffer
 from swe_rl.tasks.instance import TaskInstance
 
 __all__ = ["LocalEnvironment", "init_repo", "local_env_factory", "local_environment"]
 
 TIMEOUT_RETURNCODE = 124  # as the fleet (GNU timeout's convention)
 _GIT_ID = ["-c", "user.name=swe-rl", "-c", "user.email=swe-rl@localhost", "-c", "commit.gpgsign=false"]
-
-
-class _HeadTail:
-    """The first and last ``limit / 2`` bytes of a stream and the count of the rest, as the fleet keeps them."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_limit, self.tail_limit = limit // 2, limit - limit // 2
-        self.head, self.tail, self.total = bytearray(), bytearray(), 0
-
-    def write(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        if data:
-            self.tail += data
-            if len(self.tail) > 2 * self.tail_limit:
-                del self.tail[: len(self.tail) - self.tail_limit]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.head_limit + self.tail_limit
-
-    def getvalue(self) -> bytes:
-        if not self.truncated:
-            return bytes(self.head + self.tail)
-        tail = self.tail[-self.tail_limit :] if self.tail_limit else b""
-        dropped = self.total - len(self.head) - len(tail)
-        return (
-            bytes(self.head) + f"\n\n[... {dropped} bytes of output truncated ...]\n\n".encode() + bytes(tail)
-        )
 
 
 class LocalEnvironment:
@@ -132,7 +101,7 @@ class LocalEnvironment:
             start_new_session=True,
         )
         self._groups.add(proc.pid)
-        out = _HeadTail(self.max_output_bytes)
+        out = HeadTailBuffer(self.max_output_bytes)
         timed_out = False
         try:
             timed_out = await self._pump(proc, out, start + timeout)
@@ -166,7 +135,7 @@ class LocalEnvironment:
             except PermissionError:  # the id now belongs to someone else's group
                 self._groups.discard(pgid)
 
-    async def _pump(self, proc: asyncio.subprocess.Process, out: _HeadTail, deadline: float) -> bool:
+    async def _pump(self, proc: asyncio.subprocess.Process, out: HeadTailBuffer, deadline: float) -> bool:
         """Read until EOF; at the deadline kill the group and drain what is left for a moment."""
         assert proc.stdout is not None
         timed_out, stop = False, deadline
