@@ -161,7 +161,8 @@ def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[
 
 
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
-    from swe_rl.eval.eval_swe import _end_torn_line, _progress, instance_ids
+    from swe_rl.eval.eval_swe import _end_torn_line, instance_ids
+    from swe_rl.eval.progress import StatusBar
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
     from swe_rl.grading.fleet import FleetGrader, GraderConfig
     from swe_rl.tasks import load_instances
@@ -194,7 +195,7 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
         **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}),
     )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
-    progress = _progress(len(todo), disabled=args.no_progress)
+    progress = StatusBar(len(todo), disabled=args.no_progress)
     async with EnvClient(client_cfg) as client:
         grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout, network=args.network))
 

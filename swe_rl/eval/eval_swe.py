@@ -41,6 +41,7 @@ from swe_rl.eval.clean_stop import (
     sigterm_as_interrupt,
 )
 from swe_rl.eval.grading_hooks import grade_extras, local_fleet_env
+from swe_rl.eval.progress import StatusBar
 from swe_rl.eval.report import summarize, write_report
 from swe_rl.eval.run_history import RunHistory
 from swe_rl.eval.tool_call_watch import ToolCallWatch
@@ -335,7 +336,7 @@ async def run(
         **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}),
     )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
-    progress = _progress(len(todo), disabled=args.no_progress)
+    progress = StatusBar(len(todo), disabled=args.no_progress)
     started = time.monotonic()
     watch = ToolCallWatch(
         harness, chat_policy=args.policy == "chat", after=args.tool_call_check, endpoint=args.api_base
@@ -399,36 +400,6 @@ async def run(
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     write_report(run_dir, summary)
     return summary
-
-
-class _progress:
-    """tqdm when available, one line per instance otherwise; counts statuses as it goes."""
-
-    def __init__(self, total: int, disabled: bool) -> None:
-        self.counts: dict[str, int] = {}
-        self.bar = None
-        if not disabled:
-            try:
-                from tqdm import tqdm
-
-                self.bar = tqdm(total=total, unit="inst", dynamic_ncols=True)
-            except ImportError:
-                pass
-        self.total, self.done, self.disabled = total, 0, disabled
-
-    def update(self, status: str) -> None:
-        self.counts[status] = self.counts.get(status, 0) + 1
-        self.done += 1
-        text = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
-        if self.bar is not None:
-            self.bar.set_postfix_str(text)
-            self.bar.update(1)
-        elif not self.disabled:
-            print(f"[{self.done}/{self.total}] {text}", flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 def main(argv: list[str] | None = None) -> int:
