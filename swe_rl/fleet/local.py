@@ -15,6 +15,7 @@ the environment to use, and stays up until interrupted.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import secrets
 import signal
@@ -24,17 +25,42 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swe_rl.fleet.local_networks import allowed_networks, make_networks, remove_networks
 from swe_rl.fleet.protocol import LABEL_MANAGED, LABEL_SERVER, MANAGED_VALUE
 
 EXEC_SERVER_ARGS = ["-m", "swe_rl.fleet.exec.app"]
 """How `python` starts an exec server."""
 POOL_SERVER_ARGS = ["-m", "swe_rl.fleet.pool.app"]
 """How `python` starts the pool server (from the repository until the pool joins the fleet package)."""
+SERVER_MODULES = ("flask", "waitress", "docker", "starlette", "uvicorn")
+"""What the exec and pool servers import beyond the base install: the `server` extra (the `eval` extra
+pulls it in)."""
+
+
+def missing_server_modules() -> list[str]:
+    return [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
+
+
+def check_server_modules() -> None:
+    """A clear error naming the extra, before any server starts, when its modules are missing."""
+    missing = missing_server_modules()
+    if missing:
+        raise RuntimeError(
+            f"a local fleet runs the exec and pool servers, which need the `server` extra "
+            f"(missing: {', '.join(missing)}): pip install 'swe-rl[server]' (the `eval` extra includes it)"
+        )
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
 _PRCTL: Callable[..., int] | None
@@ -62,11 +88,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0, log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{url}: server exited with code {proc.returncode} before becoming healthy")
+            tail = log_tail(log) if log is not None else ""
+            raise RuntimeError(
+                f"{url}: server exited with code {proc.returncode} before becoming healthy"
+                + (f"; last lines of {log}:\n{tail}" if tail else "")
+            )
         try:
             with urllib.request.urlopen(url + "/healthz", timeout=2) as resp:
                 if resp.status == 200:
@@ -88,6 +118,9 @@ class LocalFleet:
     pool_env: dict[str, str] = field(default_factory=dict)
     log_dir: Path | None = None
     python: str = sys.executable
+    networks: Sequence[str] = ()
+    """Named Docker networks containers may ask for (e.g. what instance rows name): allowed on the exec
+    servers; one Docker lacks is created internal (no egress) and removed at stop (`local_networks.py`)."""
 
     token: str = field(default_factory=lambda: secrets.token_hex(24), repr=False)
     pool_url: str = ""
@@ -95,6 +128,7 @@ class LocalFleet:
     server_ids: list[str] = field(default_factory=list)
     _procs: list[subprocess.Popen] = field(default_factory=list, repr=False)
     _tmp: Any = field(default=None, repr=False)
+    _owned_networks: list[str] = field(default_factory=list, repr=False)
 
     def client_env(self) -> dict[str, str]:
         return {"SWE_POOL_URL": self.pool_url, "SWE_POOL_TOKEN": self.token}
@@ -125,6 +159,10 @@ class LocalFleet:
         return proc
 
     def start(self) -> None:
+        if self.python == sys.executable:
+            check_server_modules()
+        if self.networks:
+            self._owned_networks = self._docker(make_networks, self.networks)
         if self.log_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="swe-rl-fleet-")
             self.log_dir = Path(self._tmp.name)
@@ -142,13 +180,17 @@ class LocalFleet:
                 "SWE_EXEC_MAX_CONTAINERS": str(self.max_containers_per_node),
                 **self.exec_env,
             }
+            if self.networks:
+                env["SWE_EXEC_NETWORKS"] = allowed_networks(
+                    os.environ.get("SWE_EXEC_NETWORKS"), env.get("SWE_EXEC_NETWORKS"), self.networks
+                )
             proc = self._spawn(EXEC_SERVER_ARGS, env, f"exec-{i}.log")
             url = f"http://127.0.0.1:{port}"
             self.exec_urls.append(url)
             self.server_ids.append(server_id)
             pending.append((url, proc))
-        for url, proc in pending:
-            wait_healthy(url, proc)
+        for i, (url, proc) in enumerate(pending):
+            wait_healthy(url, proc, log=self.log_dir / f"exec-{i}.log")
         port = free_port()
         env = {
             "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls),
@@ -164,7 +206,7 @@ class LocalFleet:
         }
         proc = self._spawn(POOL_SERVER_ARGS, env, "pool.log")
         self.pool_url = f"http://127.0.0.1:{port}"
-        wait_healthy(self.pool_url, proc)
+        wait_healthy(self.pool_url, proc, log=self.log_dir / "pool.log")
 
     def stop(self) -> None:
         """Pool first (its graceful shutdown releases every lease), then the exec servers, then a sweep."""
@@ -178,9 +220,26 @@ class LocalFleet:
                     proc.wait(10)
         self._procs.clear()
         self._sweep()
+        if self._owned_networks:
+            kept = self._docker(remove_networks, self._owned_networks)
+            if kept:
+                print(
+                    f"local fleet: networks still in use by others, kept: {', '.join(kept)}", file=sys.stderr
+                )
+            self._owned_networks = []
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+
+    @staticmethod
+    def _docker(call: Callable[..., Any], *args: Any) -> Any:
+        import docker
+
+        client = docker.from_env()
+        try:
+            return call(client, *args)
+        finally:
+            client.close()
 
     def _sweep(self) -> None:
         """Remove any container our exec servers labelled (belt and braces after a crash)."""
@@ -209,9 +268,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--exec-servers", type=int, default=1)
     p.add_argument("--max-containers-per-node", type=int, default=16)
     p.add_argument("--log-dir", type=Path, default=None)
+    p.add_argument(
+        "--network",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a named Docker network containers may ask for (repeatable); created internal when missing, "
+        "removed at exit",
+    )
     a = p.parse_args(argv)
     with LocalFleet(
-        exec_servers=a.exec_servers, max_containers_per_node=a.max_containers_per_node, log_dir=a.log_dir
+        exec_servers=a.exec_servers,
+        max_containers_per_node=a.max_containers_per_node,
+        log_dir=a.log_dir,
+        networks=a.network,
     ) as fleet:
         for k, v in fleet.client_env().items():
             print(f"export {k}={v}")

@@ -1,0 +1,109 @@
+"""The local fleet (swe_rl/fleet/local.py): the named networks it makes and allows, and what it
+says when the server extra is missing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from swe_rl.fleet import local
+from swe_rl.fleet.local import LocalFleet
+from swe_rl.fleet.local_networks import LABEL_CREATOR, allowed_networks
+from tests.conftest import TEST_ID_PREFIX
+
+
+def network_exists(docker_client, name: str) -> bool:
+    return bool(docker_client.networks.list(names=[name]))
+
+
+def create_on(fleet: LocalFleet, image: str, network: str) -> httpx.Response:
+    """A container on `network`, asked of the fleet's exec server directly (destroyed at once)."""
+    headers = {"Authorization": f"Bearer {fleet.token}"}
+    r = httpx.post(
+        fleet.exec_urls[0] + "/container/create",
+        json={"image": image, "network": network},
+        headers=headers,
+        timeout=120,
+    )
+    if r.status_code == 200:
+        httpx.post(
+            fleet.exec_urls[0] + "/container/destroy",
+            json={"container_id": r.json()["container_id"]},
+            headers=headers,
+            timeout=60,
+        ).raise_for_status()
+    return r
+
+
+@pytest.mark.docker
+def test_a_missing_network_is_made_internal_allowed_and_removed_after(docker_client, base_image):
+    name = f"{TEST_ID_PREFIX}net-made"
+    assert not network_exists(docker_client, name)
+    try:
+        with LocalFleet(exec_servers=1, max_containers_per_node=2, networks=[name]) as fleet:
+            net = docker_client.networks.get(name)
+            assert net.attrs["Internal"] is True
+            assert net.attrs["Labels"][LABEL_CREATOR]
+            r = create_on(fleet, base_image, name)
+            assert r.status_code == 200, r.text
+            other = create_on(fleet, base_image, f"{TEST_ID_PREFIX}not-asked-for")
+            assert other.status_code == 403, other.text  # only the named ones are allowed
+        assert not network_exists(docker_client, name)
+    finally:
+        for net in docker_client.networks.list(names=[name]):
+            net.remove()
+
+
+@pytest.mark.docker
+def test_a_network_that_was_there_is_used_and_kept(docker_client, base_image):
+    name = f"{TEST_ID_PREFIX}net-kept"
+    net = docker_client.networks.create(name, driver="bridge", internal=True, labels={"swe-rl.test": "1"})
+    try:
+        with LocalFleet(exec_servers=1, max_containers_per_node=2, networks=[name]) as fleet:
+            r = create_on(fleet, base_image, name)
+            assert r.status_code == 200, r.text
+        assert network_exists(docker_client, name)
+    finally:
+        net.remove()
+
+
+@pytest.mark.docker
+def test_a_network_a_killed_fleet_left_is_adopted_and_removed(docker_client):
+    name = f"{TEST_ID_PREFIX}net-left"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    docker_client.networks.create(
+        name, driver="bridge", internal=True, check_duplicate=True, labels={LABEL_CREATOR: str(dead.pid)}
+    )
+    try:
+        with LocalFleet(exec_servers=1, max_containers_per_node=2, networks=[name]):
+            assert network_exists(docker_client, name)
+        assert not network_exists(docker_client, name)
+    finally:
+        for net in docker_client.networks.list(names=[name]):
+            net.remove()
+
+
+def test_allowed_networks_merges_in_order_once():
+    assert allowed_networks("a, b", None, ["b", "c"], "") == "a,b,c"
+
+
+def test_a_missing_server_module_names_the_extra(monkeypatch, tmp_path):
+    monkeypatch.setattr(local, "SERVER_MODULES", ("flask", "swe_rl_no_such_module_xyz"))
+    with pytest.raises(RuntimeError, match=r"swe-rl\[server\].*") as err:
+        LocalFleet(log_dir=tmp_path).start()
+    assert (
+        "swe_rl_no_such_module_xyz" in str(err.value) and "flask" not in str(err.value).split("missing:")[1]
+    )
+    assert not list(tmp_path.iterdir())  # nothing started
+
+
+def test_a_server_that_dies_at_start_shows_its_log(tmp_path):
+    fleet = LocalFleet(exec_servers=1, log_dir=tmp_path, exec_env={"SWE_EXEC_MAX_CONTAINERS": "not-a-number"})
+    with pytest.raises(RuntimeError, match="exited with code") as err:
+        with fleet:
+            pass
+    assert "last lines of" in str(err.value)
