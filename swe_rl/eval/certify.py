@@ -256,13 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from swe_rl.eval.grading_hooks import run_graders
+    from swe_rl.eval.grading_hooks import local_fleet_networks, run_graders
 
     summary = run_graders(
         lambda *env: run(args, *env),
         local_fleet=args.local_fleet,
         max_concurrent=args.max_concurrent,
-        network=args.network,
+        networks=local_fleet_networks(args, args.network) if args.local_fleet else [],
     )
     print(json.dumps(summary, indent=1))
     print(f"ledger: {args.ledger}")

@@ -40,7 +40,7 @@ from swe_rl.eval.clean_stop import (
     resume_line,
     sigterm_as_interrupt,
 )
-from swe_rl.eval.grading_hooks import grade_extras, local_fleet_env
+from swe_rl.eval.grading_hooks import grade_extras, local_fleet_networks
 from swe_rl.eval.progress import StatusBar
 from swe_rl.eval.report import summarize, write_report
 from swe_rl.eval.run_history import RunHistory
@@ -50,6 +50,8 @@ from swe_rl.rollout_metrics import episode_stats
 
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
+EXIT_ENV_ERROR = 3
+"""Exit code of a run where an instance ended in env_error: the figures are not a score of the policy."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -416,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             with LocalFleet(
                 exec_servers=args.exec_servers,
                 max_containers_per_node=max(4, 2 * args.max_concurrent),
-                exec_env=local_fleet_env(args.grading_network, args.agent_network),
+                networks=local_fleet_networks(args, args.grading_network, args.agent_network),
             ) as fleet:
                 summary = asyncio.run(run(args, fleet.client_env()))
         else:
@@ -457,7 +459,29 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    errors = summary["status_counts"].get("env_error", 0)
+    if errors:
+        print(env_error_note(errors, summary["total"], args.output_dir / "results.jsonl"), file=sys.stderr)
+        return EXIT_ENV_ERROR
     return 0
+
+
+def env_error_note(errors: int, total: int, results_path: Path, shown: int = 3) -> str:
+    """What a run with env_error rows tells its user: how many, the first reasons, how to go on."""
+    from swe_rl.eval.report import last_rows
+
+    rows = [r for r in last_rows(results_path).values() if r.get("status") == "env_error"]
+    reasons = [
+        f"  {r['instance_id']}: {r.get('grade_message') or r.get('error') or '?'}" for r in rows[:shown]
+    ]
+    return "\n".join(
+        [
+            f"error: {errors} of {total} instances ended in env_error (an infrastructure failure, not a "
+            f"score of the policy); first reasons:",
+            *reasons,
+            "fix the cause and run the same command again: the env_error instances run again (resume)",
+        ]
+    )
 
 
 if __name__ == "__main__":

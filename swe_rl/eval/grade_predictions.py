@@ -401,13 +401,13 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        from swe_rl.eval.grading_hooks import run_graders
+        from swe_rl.eval.grading_hooks import local_fleet_networks, run_graders
 
         summary = run_graders(
             lambda *env: grade_all(args, *env),
             local_fleet=args.local_fleet,
             max_concurrent=args.max_concurrent,
-            network=args.grading_network,
+            networks=local_fleet_networks(args, args.grading_network) if args.local_fleet else [],
         )
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

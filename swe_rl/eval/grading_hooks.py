@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from swe_rl.grading.artifacts import write_grade_artifacts
 from swe_rl.grading.certification import Ledger, flaky_only_failure, read_ledger
 
-__all__ = ["grade_extras", "keep_certified", "local_fleet_env", "run_graders"]
+__all__ = ["grade_extras", "keep_certified", "local_fleet_networks", "run_graders"]
 
 
 def grade_extras(out: Path, result: Any, ledger: Ledger | None = None) -> dict[str, Any]:
@@ -36,13 +35,16 @@ def grade_extras(out: Path, result: Any, ledger: Ledger | None = None) -> dict[s
     return row
 
 
-def local_fleet_env(*networks: str | None) -> dict[str, str]:
-    """Exec-server environment of a --local-fleet run: allow the named networks the run asks for."""
-    from swe_rl.tasks.networks import parse_network
+def local_fleet_networks(args: Any, *chosen: str | None) -> list[str]:
+    """The named networks the containers of a --local-fleet run may ask for: the run's choices
+    (``chosen``: its --grading-network / --agent-network / --network), and where it made none, what the
+    rows of ``args.data`` name. The local fleet makes (internal) and allows them for the run."""
+    from swe_rl.tasks import load_instances
+    from swe_rl.tasks.networks import network_for
 
-    names = [n for n in (parse_network(x) for x in networks) if isinstance(n, str)]
-    allowed = [n for n in os.environ.get("SWE_EXEC_NETWORKS", "").split(",") if n.strip()]
-    return {"SWE_EXEC_NETWORKS": ",".join(dict.fromkeys([*allowed, *names]))} if names else {}
+    loaded = load_instances(args.data, image_template=args.image_template, split=args.split)
+    names = [network_for(i, c) for i in loaded.instances for c in (chosen or (None,))]
+    return list(dict.fromkeys(n for n in names if isinstance(n, str)))
 
 
 def keep_certified(instances: list[Any], ledger_path: str) -> tuple[list[Any], Ledger]:
@@ -61,15 +63,15 @@ def run_graders(
     *,
     local_fleet: bool,
     max_concurrent: int,
-    network: str | None,
+    networks: list[str],
 ) -> Any:
-    """``main(pool_env)`` on a one-node local fleet (``--local-fleet``, named network allowed), else ``main()``
-    against the pool the environment names."""
+    """``main(pool_env)`` on a one-node local fleet (``--local-fleet``, with the named ``networks``,
+    see `local_fleet_networks`), else ``main()`` against the pool the environment names."""
     if not local_fleet:
         return asyncio.run(main())
     from swe_rl.fleet.local import LocalFleet
 
     with LocalFleet(
-        exec_servers=1, max_containers_per_node=max(4, 2 * max_concurrent), exec_env=local_fleet_env(network)
+        exec_servers=1, max_containers_per_node=max(4, 2 * max_concurrent), networks=networks
     ) as fleet:
         return asyncio.run(main(fleet.client_env()))
