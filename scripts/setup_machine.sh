@@ -22,15 +22,7 @@ command -v dockerd >/dev/null 2>&1 || { echo "error: dockerd still missing after
 
 bash scripts/ensure_docker.sh
 
-PYTHON="${PYTHON:-python3}"
-# Reinstall whenever pyproject.toml changed (a stamp keyed on its hash and the interpreter).
-stamp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/swe-rl"
-stamp="$stamp_dir/pip-$( (cat pyproject.toml; command -v "$PYTHON") | sha256sum | cut -c1-16)"
-if [[ ! -f "$stamp" || "${SWE_REINSTALL:-0}" == "1" ]] || ! "$PYTHON" -c 'import swe_rl' >/dev/null 2>&1; then
-  echo "[setup] pip install -e .[dev,eval,minisweagent]"
-  "$PYTHON" -m pip install -q --disable-pip-version-check -e ".[dev,eval,minisweagent]"
-  mkdir -p "$stamp_dir" && touch "$stamp"
-fi
+bash scripts/install_package.sh  # this checkout, editable, with its extras (once per checkout)
 
 bash scripts/build_base_image.sh
 if [[ -f data/build_fixture_images.sh ]]; then
