@@ -411,6 +411,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.local_fleet:
+        from swe_rl.fleet.local import MissingServerExtra, check_server_modules
+
+        try:
+            check_server_modules()
+        except MissingServerExtra as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         if args.local_fleet:
             from swe_rl.fleet.local import LocalFleet

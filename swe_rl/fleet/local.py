@@ -46,11 +46,15 @@ def missing_server_modules() -> list[str]:
     return [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
 
 
+class MissingServerExtra(RuntimeError):
+    """The exec and pool servers cannot start here: a module of the `server` extra is not installed."""
+
+
 def check_server_modules() -> None:
     """A clear error naming the extra, before any server starts, when its modules are missing."""
     missing = missing_server_modules()
     if missing:
-        raise RuntimeError(
+        raise MissingServerExtra(
             f"a local fleet runs the exec and pool servers, which need the `server` extra "
             f"(missing: {', '.join(missing)}): pip install 'swe-rl[server]' (the `eval` extra includes it)"
         )
