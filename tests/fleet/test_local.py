@@ -101,6 +101,7 @@ def test_a_missing_server_module_names_the_extra(monkeypatch, tmp_path):
     assert not list(tmp_path.iterdir())  # nothing started
 
 
+@pytest.mark.slow  # starts a server process
 def test_a_server_that_dies_at_start_shows_its_log(tmp_path):
     fleet = LocalFleet(exec_servers=1, log_dir=tmp_path, exec_env={"SWE_EXEC_MAX_CONTAINERS": "not-a-number"})
     with pytest.raises(RuntimeError, match="exited with code") as err:
