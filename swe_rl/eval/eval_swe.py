@@ -18,6 +18,8 @@ Ctrl-C (or SIGTERM) stops cleanly: no new instances, the running ones are cancel
 containers released), summary.json/report.html are written for what finished, exit code 130
 and one line saying how to resume; `runs.jsonl` keeps every invocation, so the summary's
 wall time and per-run breakdown add up across resumes (`clean_stop.py`, `run_history.py`).
+Exit codes: 0; 2 when `--local-fleet` lacks the `server` extra; 3 when an instance ended in `env_error`
+(its figures are no score: the reasons are printed, a resume runs those instances again); 130 interrupted.
 """
 
 from __future__ import annotations
