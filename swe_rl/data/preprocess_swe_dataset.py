@@ -18,6 +18,12 @@ non-zero only when a split converts nothing (or its source cannot be read at all
 
     python data/preprocess_swe_dataset.py --train-data-source SWE-Gym/SWE-Gym \\
         --train-split train --output-dir ~/data/swe_gym
+
+With ``--format`` (a set's name, or ``auto``: per row from its schema) a local .jsonl / .parquet
+file is converted in streaming, in bounded memory, by the set's loader (`swe_rl.tasks.datasets`;
+SWE-rebench V2, SWE-smith, Multi-SWE-bench, SWE-bench-Live, SWE-bench Multilingual), with
+progress on stderr, rejected rows in ``<split>.rejects.jsonl`` and the image list in
+``<split>.images.txt`` (see `swe_rl.data.stream_convert` and docs/datasets.md).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from swe_rl.tasks import LoadResult, TaskInstance, load_instances
+from swe_rl.tasks.datasets import FORMATS
 
 MAX_ERRORS_SHOWN = 10
 
@@ -186,7 +193,59 @@ def build_parser() -> argparse.ArgumentParser:
         "'SWE-Gym/SWE-Gym', 'R2E-Gym/R2E-Gym-Lite', ...); defaults to the hub "
         "dataset name, or 'swe-bench' for local files",
     )
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="convert with a data set's loader, streaming a local .jsonl/.parquet file in bounded "
+        "memory ('auto': per row from its schema); writes <split>.rejects.jsonl and <split>.images.txt",
+    )
+    p.add_argument(
+        "--progress-every", type=int, default=10_000, help="with --format: report progress every N rows"
+    )
     return p
+
+
+def stream_split(
+    args: argparse.Namespace,
+    label: str,
+    source: str,
+    override: str | None,
+    wanted: list[str] | None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """One split converted in streaming (``--format``); the exit status of that split."""
+    from swe_rl.data.stream_convert import convert_file
+
+    path = Path(source).expanduser()
+    if not path.is_file():
+        print(
+            f"error: {label}: --format streams local .jsonl/.parquet files; {source!r} is not one", file=err
+        )
+        return 1
+    try:
+        summary = convert_file(
+            path, args.output_dir / f"{label}.jsonl", fmt=args.format,
+            rejects=args.output_dir / f"{label}.rejects.jsonl",
+            images=args.output_dir / f"{label}.images.txt",
+            image_override=override, data_source=args.data_source_name, limit=args.limit,
+            instance_ids=wanted, progress_every=args.progress_every, err=err,
+        )  # fmt: skip
+    except (OSError, ValueError, ImportError) as exc:
+        print(f"error: {label}: cannot read {source!r}: {type(exc).__name__}: {exc}", file=err)
+        return 1
+    print(
+        f"{label}: wrote {summary.converted} instance(s) to {args.output_dir / f'{label}.jsonl'} "
+        f"({summary.rows_read} rows, {summary.rejected} rejected, {summary.images} image(s), "
+        f"{summary.rows_per_second:.0f} rows/s)",
+        file=out,
+    )
+    if summary.rejected:
+        print(f"{label}: rejected {summary.rejected} row(s), by reason:", file=err)
+        for reason, count in list(summary.reasons.items())[:MAX_ERRORS_SHOWN]:
+            print(f"  {count} x {reason}", file=err)
+        print(f"  every rejected row: {args.output_dir / f'{label}.rejects.jsonl'}", file=err)
+    return 0 if summary.converted else 1
 
 
 def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -211,6 +270,10 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
         splits.append(("val", args.val_data_source, args.val_split))
     status = 0
     found: set[str] = set()
+    if args.format:
+        for label, source, _split in splits:
+            status = max(status, stream_split(args, label, source, override, wanted, out, err))
+        return status
     for label, source, split in splits:
         try:
             result = load_split(
