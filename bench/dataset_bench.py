@@ -1,0 +1,124 @@
+"""Conversion of 50,000-row data sets: rows/s and peak memory of `swe-preprocess --format`, per set.
+
+For each set (SWE-rebench V2, SWE-smith, Multi-SWE-bench, SWE-bench-Live, SWE-bench Multilingual)
+it synthesises rows in that set's schema (the fixture rows of tests/tasks/fixtures/datasets with
+new ids, patches of ``--patch-kb`` KiB and 20 PASS_TO_PASS tests; 1 row in 50 is broken on
+purpose, so rejects are exercised), writes them to a temporary JSONL, and converts it with
+`swe_rl.data.stream_convert.convert_file` in a fresh child process, twice: at ``--rows`` and at a
+tenth of it. Measured in the same run, per set: rows/s, the child's peak RSS (VmHWM) above its
+RSS before converting, and the ratio of that growth at N rows to the growth at N/10 (about 1
+when memory is bounded; 10 when it grows with the rows). Printed, not asserted.
+
+    python bench/dataset_bench.py [--rows 50000] [--sets swe-smith ...] [--patch-kb 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing as mp
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).parents[1] / "tests" / "tasks" / "fixtures" / "datasets"
+SETS = {
+    "swe-rebench-v2": "swe_rebench_v2",
+    "swe-smith": "swe_smith",
+    "multi-swe-bench": "multi_swe_bench",
+    "swe-bench-live": "swe_bench_live",
+    "swe-bench-multilingual": "swe_bench_multilingual",
+}
+
+
+def _patch(path: str, kib: int, seed: int) -> str:
+    body = "".join(f"-old line {seed} {i}\n+new line {seed} {i}\n" for i in range(max(1, kib * 1024 // 40)))
+    return f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1,{body.count('-old')} +1,{body.count('+new')} @@\n{body}"
+
+
+def synth_row(fmt: str, template: dict[str, Any], i: int, kib: int) -> dict[str, Any]:
+    row = copy.deepcopy(template)
+    p2p = [f"tests/test_mod.py::test_keep_{k}" for k in range(20)]
+    if fmt == "multi-swe-bench":
+        row.update(number=100000 + i, instance_id=f"cli__cli-{100000 + i}")
+        row["fix_patch"], row["test_patch"] = _patch("pkg/a.go", kib, i), _patch("pkg/a_test.go", kib, i)
+        row["p2p_tests"] = {t: {"run": "PASS", "test": "PASS", "fix": "PASS"} for t in p2p}
+    else:
+        row["instance_id"] = f"{template['instance_id']}-{i}"
+        row["patch"] = _patch("src/mod.py", kib, i)
+        if fmt != "swe-smith":
+            row["test_patch"] = _patch("tests/test_mod.py", kib, i)
+        row["PASS_TO_PASS"] = json.dumps(p2p) if fmt == "swe-bench-multilingual" else p2p
+        for key in ("pr_description", "interface"):
+            row.pop(key, None)
+    if i % 50 == 49:  # a broken row: no tests to pass
+        for key in ("FAIL_TO_PASS", "f2p_tests", "n2p_tests", "s2p_tests"):
+            row[key] = [] if key.isupper() else {}
+    return row
+
+
+def write_rows(fmt: str, n: int, kib: int, path: Path) -> None:
+    template = json.loads((FIXTURES / f"{SETS[fmt]}.jsonl").read_text().splitlines()[0])
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n):
+            fh.write(json.dumps(synth_row(fmt, template, i, kib)) + "\n")
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _child(fmt: str, source: str, output: str, queue: Any) -> None:
+    from swe_rl.data.stream_convert import convert_file
+
+    before = _status_kib("VmRSS")
+    summary = convert_file(Path(source), Path(output), fmt=fmt, progress_every=0)
+    queue.put((summary.model_dump(), summary.rows_per_second, before, _status_kib("VmHWM")))
+
+
+def measure(fmt: str, source: Path, output: Path) -> tuple[dict[str, Any], float, int]:
+    ctx = mp.get_context("spawn")  # a fresh interpreter: its peak RSS is the conversion's own
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(fmt, str(source), str(output), queue))
+    proc.start()
+    summary, rate, before, peak = queue.get()
+    proc.join()
+    return summary, rate, peak - before
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rows", type=int, default=50_000)
+    p.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
+    p.add_argument("--patch-kb", type=int, default=1, help="size of each synthetic patch, KiB")
+    args = p.parse_args()
+    print(f"rows={args.rows} (and {args.rows // 10} for the memory ratio), patch={args.patch_kb} KiB")
+    print(
+        f"{'set':<24}{'rows/s':>9}{'converted':>11}{'rejected':>10}{'MiB in':>8}{'peak+ MiB':>11}{'growth x':>10}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for fmt in args.sets:
+            results = []
+            for n in (args.rows // 10, args.rows):
+                src = Path(tmp) / f"{fmt}-{n}.jsonl"
+                t0 = time.perf_counter()
+                write_rows(fmt, n, args.patch_kb, src)
+                size = src.stat().st_size / 2**20
+                results.append((*measure(fmt, src, Path(tmp) / "out.jsonl"), size, time.perf_counter() - t0))
+                src.unlink()
+            (_, _, small_growth, _, _), (summary, rate, growth, size, _) = results
+            ratio = growth / small_growth if small_growth > 0 else float("nan")
+            print(
+                f"{fmt:<24}{rate:>9.0f}{summary['converted']:>11}{summary['rejected']:>10}"
+                f"{size:>8.0f}{growth / 1024:>11.1f}{ratio:>10.2f}"
+            )
+    print("peak+ = the child's VmHWM minus its VmRSS before converting; growth x = peak+ at N / at N/10")
+
+
+if __name__ == "__main__":
+    main()
