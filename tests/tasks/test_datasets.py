@@ -88,6 +88,7 @@ def test_swe_smith_real_row_keeps_the_bug_patch_and_reverses_it_into_the_gold():
     assert inst.extra["image_scheme"] == "per-repo" and inst.extra["setup_patch"] == row["patch"]
     assert inst.patch == reverse_patch(row["patch"]) and reverse_patch(inst.patch) == row["patch"]
     assert inst.extra["log_parser"] == "pytest" and inst.workdir == "/testbed"
+    assert "git checkout HEAD -- pandas/tests/indexing/test_datetime.py" in (inst.eval_script or "")
     assert (
         "pytest --disable-warnings --color=no --tb=no --verbose pandas/tests/indexing/test_datetime.py"
         in (inst.eval_script or "")

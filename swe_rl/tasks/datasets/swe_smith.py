@@ -70,6 +70,8 @@ def convert(row: Mapping[str, Any]) -> dict[str, Any]:
     except PatchNotReversible as exc:
         raise RowInvalid(f"the bug patch cannot be reversed into a gold fix: {exc}", instance_id) from None
     files = test_files([*fail_to_pass, *pass_to_pass])
+    # The image's HEAD is the clean repo: test files a task set-up hid are restored before the run.
+    restore = [f"git checkout HEAD -- {' '.join(shlex.quote(f) for f in files)}"] if files else []
     command = f"{TEST_COMMAND} {' '.join(shlex.quote(f) for f in files)}".rstrip()
     out = {k: v for k, v in row.items() if k not in {"patch", "image_name"}}
     out.update(
@@ -83,7 +85,7 @@ def convert(row: Mapping[str, Any]) -> dict[str, Any]:
         image_name=image_with_namespace(image),
         image_scheme="per-repo",
         workdir=DEFAULT_WORKDIR,
-        eval_script=eval_script_around(DEFAULT_WORKDIR, [command]),
+        eval_script=eval_script_around(DEFAULT_WORKDIR, [command], before_tests=restore),
         language="python",
         log_parser="pytest",
         test_cmds=[command],
