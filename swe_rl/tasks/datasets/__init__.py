@@ -37,7 +37,10 @@ _DETECT_ORDER = ("swe-rebench-v2", "multi-swe-bench", "swe-smith", "swe-bench-li
 
 
 def detect_format(row: Mapping[str, Any]) -> str | None:
-    """The loader whose schema the row has, or None (a SWE-bench / SWE-Gym / R2E / slime row)."""
+    """The loader whose schema the row has, or None (a SWE-bench / SWE-Gym / R2E / slime row, or a
+    row a loader already converted: it has an ``eval_script`` and a ``log_parser``)."""
+    if row.get("eval_script") and "log_parser" in row:
+        return None
     for name in _DETECT_ORDER:
         if LOADERS[name].looks_like(row):
             return name
