@@ -6,6 +6,9 @@
 - `images`: the Docker image of an instance, with user overrides (`image_for`).
 - `eval_scripts`: the script that applies the test patch and runs the tests (`eval_script_for`).
 - `networks`: which Docker network a container of an instance gets (`network_for`).
+- `datasets`: one loader per public set (SWE-rebench V2, SWE-smith, Multi-SWE-bench, SWE-bench-Live,
+  SWE-bench Multilingual) and the name → loader map (`convert_row`, `detect_format`).
+- `pass_rates`: attempts of policies per instance, pass rates, pass-rate bands.
 
 The names most callers need are importable from here.
 """
