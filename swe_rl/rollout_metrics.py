@@ -69,6 +69,8 @@ class TrajectorySummary:
     format_errors: int | None = None
     truncated: bool | None = None
     compacted: bool | None = None
+    segments: int | None = None
+    """Context segments of the episode (1 + compactions): training samples per trajectory with ``swe_samples: segment``."""
     sampled_tokens: int | None = None
     reward: float | None = None
     allocate_seconds: float | None = None
@@ -196,6 +198,7 @@ def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
         traj.sampled_tokens = tokens["sampled_tokens"]
     if isinstance(tokens.get("segments"), int):
         traj.compacted = tokens["segments"] > 1
+        traj.segments = tokens["segments"]
     if info.get("stop_reason") == "context_exhausted" or info.get("truncated") is True:
         traj.truncated = True
     for name in ("allocate_seconds", "exec_seconds", "grade_seconds"):
@@ -382,6 +385,7 @@ def _behaviour(out: dict[str, float], swe: list[TrajectorySummary], scored: list
     compacted = [t for t in kept if t.compacted is not None]
     if compacted:
         out["behaviour/compacted_rate"] = _rate(sum(1 for t in compacted if t.compacted), len(compacted))
+    _spread(out, "behaviour/segments", [t.segments for t in kept if t.segments is not None], ("mean", "max"))
     _spread(
         out,
         "behaviour/sampled_tokens",
