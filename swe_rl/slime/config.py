@@ -119,7 +119,7 @@ class PluginConfig(BaseModel):
     ``last`` one sample of the last segment only (drops earlier segments; context management then off)."""
     dynamic_history: bool | None = None
     """Deprecated (use ``samples``): false means ``samples: last``, true ``samples: turn``; ``samples`` wins when set."""
-    context_low_water: float = 0.6
+    context_low_water: float = 0.3
     """Compaction target as a share of the context budget: a compacted segment starts at most this full, so
     it holds many turns before the next compaction (1.0 refills to the budget)."""
     allow_step_advantages: bool = False

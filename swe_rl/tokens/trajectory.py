@@ -136,7 +136,7 @@ class TokenTrajectory:
     ) -> bool:
         """Start a segment of prompt + head pairs + marker + tail pairs within ``low_water × budget`` ids
         (hysteresis: the segment then has room for many turns before the next compaction), or, when even
-        the newest pair does not fit that, within `budget`.
+        prompt + marker + newest pair do not fit that, with only those.
 
         Pairs are (turn, its observation), oldest first; the newest pair is always kept.
         Returns False when even prompt + marker + newest pair exceed the budget.
@@ -144,16 +144,19 @@ class TokenTrajectory:
         pairs = self.turns
         if not pairs or not pairs[-1].observation:
             raise ValueError("compact after an observation, before the next turn")
+        # the low-water mark; else prompt + marker + the newest pair alone; else the budget
+        least = len(self.prompt_ids) + len(marker(len(pairs))) - len(self.header_ids) + pairs[-1].pair_len
+        attempts = [(int(budget * low_water), head_ratio, tail_ratio), (min(budget, least), 0.0, 1.0)]
         kept = None
-        for target in dict.fromkeys((int(budget * low_water), budget)):
+        for target, head, tail in [*attempts, (budget, head_ratio, tail_ratio)]:
             kept = head_tail_context(
                 self.prompt_ids,
                 pairs,
                 target,
                 marker,
                 header_len=len(self.header_ids),
-                head_ratio=head_ratio,
-                tail_ratio=tail_ratio,
+                head_ratio=head,
+                tail_ratio=tail,
             )
             if kept is not None:
                 break

@@ -19,7 +19,7 @@ def test_defaults():
         0.3,
         -1.0,
     )
-    assert c.context_low_water == 0.6 and c.allow_step_advantages is False and c.multi_sample
+    assert c.context_low_water == 0.3 and c.allow_step_advantages is False and c.multi_sample
 
 
 @pytest.mark.parametrize(

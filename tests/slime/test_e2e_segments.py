@@ -22,7 +22,7 @@ BUDGET = LIMIT - MAX_NEW
 async def play(plugin_env, qwen_tokenizer, **swe):
     script = [turn(f"Step {i}.", NOISY) for i in range(10)] + [turn("Stop.", SUBMIT)]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
-        args = plugin_env(sglang, context=LIMIT, step_limit=14, **swe)
+        args = plugin_env(sglang, context=LIMIT, step_limit=14, **{"context_low_water": 0.6, **swe})
         parent = new_sample(group=3, index=9)
         samples = await generate(args, parent, {**SAMPLING, "max_new_tokens": MAX_NEW})
     return samples, sglang.requests, sglang.outputs
@@ -65,7 +65,7 @@ async def test_each_sampled_id_is_trained_once_on_the_context_it_was_sampled_on(
         assert s.loss_mask == trained  # observations, markers and the segment's prompt: mask 0
         assert all(lp == 0.0 for lp, m in zip(s.rollout_log_probs, s.loss_mask) if not m)
     assert sum(sum(s.loss_mask) for s in samples) == sum(len(o.ids) for o in outputs)
-    # hysteresis: a compacted context starts at most low-water full (0.6 of the budget)
+    # hysteresis: a compacted context starts at most low-water full (0.6 of the budget here)
     assert all(len(requests[i]["input_ids"]) <= 0.6 * BUDGET for i in starts[1:])
     meta = json.loads((traj_dir(tmp_path) / "meta.json").read_text())
     assert meta["segments"] == len(samples) and meta["config"]["samples"] == "segment"
@@ -75,7 +75,7 @@ async def test_each_sampled_id_is_trained_once_on_the_context_it_was_sampled_on(
 async def test_low_water_gives_fewer_segments_than_refilling_to_the_budget(
     plugin_env, qwen_tokenizer, pool, docker_client
 ):
-    low, _, _ = await play(plugin_env, qwen_tokenizer)
+    low, _, _ = await play(plugin_env, qwen_tokenizer)  # 0.6
     full, requests, _ = await play(plugin_env, qwen_tokenizer, context_low_water=1.0)
     # refilled to the budget, the next turn overflows again: nearly every turn starts a segment
     assert len(full) == len(first_requests_of_segments(requests)) > len(low) >= 2
