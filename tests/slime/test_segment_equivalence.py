@@ -215,3 +215,33 @@ def test_segment_samples_train_exactly_what_turn_samples_trained(
     assert grad_turn.abs().max() > 1e-4  # a real gradient, not zero
     assert torch.allclose(loss_turn, loss_seg, rtol=1e-5, atol=1e-7)
     assert torch.allclose(grad_turn, grad_seg, rtol=1e-4, atol=1e-7)
+
+
+def test_the_pinned_slime_trains_one_advantage_per_sample_so_prm_runs_keep_turn_samples(
+    upstream_slime, codec, qwen_tokenizer
+):
+    """PRM step bonuses differ per turn; slime's train data carries one reward per sample (a float through
+    `_convert_samples_to_train_data`, the train-side keys of `_split_train_data_by_dp` have no per-token
+    slot) and `compute_advantages_and_returns` (grpo, `get_grpo_returns`) spreads it over every token."""
+    from swe_rl.slime import runtime
+    from swe_rl.slime.config import PluginConfig
+
+    Sample = upstream_slime("slime.utils.types").Sample
+    loss_module = upstream_slime("slime.backends.megatron_utils.loss")
+    model = tiny_lm()
+    traj = play(model, codec, qwen_tokenizer, 7, seed=2)
+    args = slime_args(False)
+    samples = []
+    for index, score in ((0, 1.0), (1, -1.0)):
+        parent = Sample(group_index=0, index=index, metadata={})
+        for s in trajectory_samples(Sample, parent, traj, codec, {}, mode="segment"):
+            s.reward = {"score": score}
+            s.tokens = [t % VOCAB for t in s.tokens]
+            samples.append(s)
+    data = train_data(upstream_slime, args, samples)
+    loss_module.compute_advantages_and_returns(args, data)
+    for advantage, mask, reward in zip(data["advantages"], data["loss_masks"], data["rewards"]):
+        trained = advantage[mask.bool()]
+        assert trained.numel() > 1 and torch.all(trained == reward)  # every turn of the segment: one value
+    prm = PluginConfig.from_sources(None, env={"SWE_PRM_ENABLE": "1", "SWE_PRM_URL": "http://judge:30010/v1"})
+    assert prm.samples == "segment" and runtime.sample_mode(prm, evaluation=False) == "turn"
