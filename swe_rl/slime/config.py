@@ -220,6 +220,13 @@ class PluginConfig(BaseModel):
         ``SWE_*`` variable is logged once with the nearest valid name (`warn_unknown_settings`)."""
         warn_unknown_settings(cls, args, os.environ if env is None else env)
         config = cls.from_sources(args, env)
+        if config.dynamic_history is not None and "swe_dynamic_history" not in _warned:
+            _warned.add("swe_dynamic_history")
+            log.warning(
+                "swe_dynamic_history is deprecated: it reads as swe_samples: %s; set swe_samples (segment, "
+                "the default, trains each sampled token once: docs/advantages.md)",
+                config.samples,
+            )
         updates: dict[str, Any] = {}
         if config.max_context_len is None and getattr(args, "rollout_max_context_len", None):
             updates["max_context_len"] = int(args.rollout_max_context_len)

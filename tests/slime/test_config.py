@@ -130,3 +130,13 @@ def test_every_documented_key_is_known():
     data = yaml.safe_load(config_text("plugin_swe.yaml"))
     flat = {f"swe_prm_{k}": v for k, v in data["swe_prm"].items()}
     assert unknown_settings(PluginConfig, SimpleNamespace(**data, **flat), {}) == []
+
+
+def test_the_deprecated_name_is_warned_once(caplog):
+    from swe_rl.slime import config as plugin_config
+
+    plugin_config._warned.discard("swe_dynamic_history")
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            PluginConfig.from_args(SimpleNamespace(swe_dynamic_history=False), env={})
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["swe_dynamic_history is deprecated"]

@@ -23,6 +23,7 @@ from swe_rl.slime.post_process import post_process_rewards
 from swe_rl.slime.samples import trajectory_samples
 from swe_rl.tokens import TokenTrajectory
 
+pytestmark = pytest.mark.slow  # a forward and backward of a small network per sample: seconds each
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
