@@ -218,12 +218,14 @@ def trajectory_samples(
     exhausted = record.get("stop_reason") == "context_exhausted"
     if mode == "turn":
         return _turn_samples(Sample, parent, traj, codec, record, base)
-    segments = traj.segments[-1:] if mode == "last" else [s for s in traj.segments if s.turns]
+    segments = [s for s in traj.segments if s.turns]  # a compaction right before the end starts none
+    if mode == "last":
+        segments = segments[-1:]
     out = []
     for seg in segments:
         n = seg.end - seg.prompt_len
         status = _status(Sample, seg.turns[-1].finish_reason) if seg.turns else Sample.Status.COMPLETED
-        if exhausted and seg is traj.segments[-1]:
+        if exhausted and seg is segments[-1]:
             status = Sample.Status.TRUNCATED
         out.append(
             child_sample(
