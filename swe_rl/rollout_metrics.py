@@ -5,7 +5,7 @@ turns the records into a flat ``{name: number}`` dict. Two sources give the same
 training and the standalone eval show the same figures under the same names:
 
 - `trajectories_from_samples` — slime samples made by `swe_rl.slime.e2e.generate`, grouped by
-  ``rollout_id`` (else ``index``): with dynamic history a trajectory is one sample per policy turn;
+  ``rollout_id`` (else ``index``): a trajectory is one sample per context segment (or per policy turn);
 - `trajectories_from_rows` — the rows of an eval run's ``results.jsonl`` (`eval/eval_swe.py`).
 
 Every name and what a healthy run looks like: ``docs/metrics.md``. Metadata is read defensively:
