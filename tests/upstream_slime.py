@@ -119,6 +119,9 @@ def upstream_slime(monkeypatch) -> Any:
     if source is None:
         pytest.skip("slime's source is not here: set SLIME_DIR (a checkout) or SWE_SLIME_GIT (a git dir)")
     before = set(sys.modules)
+    ours = ("slime", *STUBBED)
+    # a failed `import slime` elsewhere may have left a namespace package (tests/slime) under that name
+    shadowed = {name: sys.modules.pop(name) for name in list(sys.modules) if name.split(".")[0] in ours}
     finder = _StubFinder()
     sys.meta_path.insert(0, finder)
     monkeypatch.syspath_prepend(str(source))
@@ -130,6 +133,7 @@ def upstream_slime(monkeypatch) -> Any:
         yield importlib.import_module
     finally:
         sys.meta_path.remove(finder)
-        for name in set(sys.modules) - before:
-            if name.split(".")[0] in ("slime", *STUBBED):
-                del sys.modules[name]
+        for name in set(sys.modules) - before | set(shadowed):
+            if name.split(".")[0] in ours:
+                sys.modules.pop(name, None)
+        sys.modules.update(shadowed)
