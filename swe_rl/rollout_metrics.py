@@ -5,7 +5,7 @@ turns the records into a flat ``{name: number}`` dict. Two sources give the same
 training and the standalone eval show the same figures under the same names:
 
 - `trajectories_from_samples` — slime samples made by `swe_rl.slime.e2e.generate`, grouped by
-  ``rollout_id`` (else ``index``): with dynamic history a trajectory is one sample per policy turn;
+  ``rollout_id`` (else ``index``): a trajectory is one sample per context segment (or per policy turn);
 - `trajectories_from_rows` — the rows of an eval run's ``results.jsonl`` (`eval/eval_swe.py`).
 
 Every name and what a healthy run looks like: ``docs/metrics.md``. Metadata is read defensively:
@@ -69,6 +69,8 @@ class TrajectorySummary:
     format_errors: int | None = None
     truncated: bool | None = None
     compacted: bool | None = None
+    segments: int | None = None
+    """Context segments of the episode (1 + compactions): training samples per trajectory with ``swe_samples: segment``."""
     sampled_tokens: int | None = None
     reward: float | None = None
     allocate_seconds: float | None = None
@@ -196,6 +198,7 @@ def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
         traj.sampled_tokens = tokens["sampled_tokens"]
     if isinstance(tokens.get("segments"), int):
         traj.compacted = tokens["segments"] > 1
+        traj.segments = tokens["segments"]
     if info.get("stop_reason") == "context_exhausted" or info.get("truncated") is True:
         traj.truncated = True
     for name in ("allocate_seconds", "exec_seconds", "grade_seconds"):
@@ -382,6 +385,7 @@ def _behaviour(out: dict[str, float], swe: list[TrajectorySummary], scored: list
     compacted = [t for t in kept if t.compacted is not None]
     if compacted:
         out["behaviour/compacted_rate"] = _rate(sum(1 for t in compacted if t.compacted), len(compacted))
+    _spread(out, "behaviour/segments", [t.segments for t in kept if t.segments is not None], ("mean", "max"))
     _spread(
         out,
         "behaviour/sampled_tokens",

@@ -301,7 +301,9 @@ swe_train_args() {
     TRAIN_ARGS+=(--eval-interval "${EVAL_INTERVAL:-20}" --eval-prompt-data swe "$EVAL_PROMPT_DATA"
                  --n-samples-per-eval-prompt 1 --eval-max-response-len "$MAX_RESPONSE_LEN")
   fi
-  # GRPO
+  # GRPO. The loss is slime's per-rollout token mean (no --calculate-per-token-loss): the segment
+  # samples of one trajectory (PLUGIN_CONFIG: swe_samples: segment) share a rollout id, so each
+  # trajectory counts once, as its advantage did in the group statistics (docs/advantages.md).
   TRAIN_ARGS+=(--advantage-estimator grpo --eps-clip "$EPS_CLIP" --eps-clip-high "$EPS_CLIP_HIGH" --entropy-coef 0)
   if [[ "$KL_COEF" != "0" ]]; then
     TRAIN_ARGS+=(--use-kl-loss --kl-loss-coef "$KL_COEF" --kl-loss-type low_var_kl)

@@ -14,7 +14,8 @@ chat template and appended as ids (`ChatCodec.observation_ids`). The turn goes b
 to the agent as text, its ``<think>`` span split off as the reasoning.
 
 When the next turn would not fit ``max_context_len - max_new_tokens``: with context
-management the history is compacted into a new segment (head + marker + tail),
+management the history is compacted into a new segment (head + marker + tail, filled to
+``low_water`` of the budget),
 otherwise (or when even that cannot fit) the episode ends (`ContextExhausted`, status
 truncated). So does a context-overflow answer of the server (HTTP 400, the server's window
 smaller than the budget): `ContextExhausted` too, the window it named kept in
@@ -62,6 +63,8 @@ class SGLangTokenConfig(BaseModel):
     """Most ids a turn may see plus generate; None for no limit."""
     context_management: bool = True
     """Compact the history (head + tail) when a turn would not fit; else the episode ends truncated."""
+    low_water: float = 1.0
+    """A compacted context is filled to at most this share of the budget (hysteresis: many turns per segment)."""
     head_ratio: float = 0.3
     """Share of the room (budget minus prompt and marker) kept from the oldest turn pairs."""
     tail_ratio: float = 0.7
@@ -143,6 +146,7 @@ class SGLangTokenPolicy:
                 lambda n: self.codec.marker_ids(marker.format(n=n)),
                 head_ratio=self.config.head_ratio,
                 tail_ratio=self.config.tail_ratio,
+                low_water=self.config.low_water,
             )
         if not fits:
             raise ContextExhausted(

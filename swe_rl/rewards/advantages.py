@@ -1,12 +1,12 @@
 """Per-trajectory group advantages: the pure math behind slime's reward post-process hook.
 
 `swe_rl.slime.post_process.post_process_rewards` (``--custom-reward-post-process-path``) calls
-`sample_advantages` with the flattened rollout slime hands it (every step sample of every trajectory
-of every prompt group); slime trains on the second list. Upstream's own normalisation reshapes the flat rewards
+`sample_advantages` with the flattened rollout slime hands it (every sample — one per context segment,
+or per agent step — of every trajectory of every prompt group); slime trains on the second list. Upstream's own normalisation reshapes the flat rewards
 into rows of ``--n-samples-per-prompt`` only when the sample count is exactly
-``n_samples_per_prompt × rollout_batch_size``; with one sample per agent step (dynamic
-history) the count differs and it normalises over the whole batch, step samples weighted by
-their number. Here instead:
+``n_samples_per_prompt × rollout_batch_size``; with several samples per trajectory the count
+differs and it normalises over the whole batch, trajectories weighted by their number of samples.
+Here instead:
 
 1. a **trajectory** is the samples sharing ``rollout_id`` (else ``index``) within a prompt
    group (``group_index``); its reward is the outcome of its last sample (``reward["outcome"]``
@@ -17,7 +17,7 @@ their number. Here instead:
    default) the rest is normalised **within its group over trajectories**: ``r − mean``, divided by
    ``std + 1e-6`` (unbiased std, as torch) for GRPO / GSPO / CISPO with ``--grpo-std-normalization``;
    a group of one valid trajectory gets 0; other estimators keep the raw reward, as upstream;
-4. the trajectory's value is broadcast to each of its step samples, and each sample's PRM step
+4. the trajectory's value is broadcast to each of its samples, and each (per-turn) sample's PRM step
    bonus (its reward value minus its outcome, i.e. ``step_coef × step score``) is added after
    normalisation.
 

@@ -29,9 +29,9 @@ import difflib
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from swe_rl.agent.monitor import MonitorConfig
 from swe_rl.fleet.settings import EnvVar, field_types, fleet_env_vars, prefixed, read_env
@@ -105,17 +105,26 @@ class PluginConfig(BaseModel):
     """Context window of a turn (input + max new tokens); None for slime's ``--rollout-max-context-len``.
     Clamped to the policy server's context length minus one (asked at start; one warning)."""
     context_management: bool = True
-    """Compact the history into head + tail when a turn would not fit (needs dynamic_history for training;
-    without it the episode ends truncated instead)."""
+    """Compact the history into head + tail when a turn would not fit (training: not with ``samples: last``,
+    whose episode ends truncated instead)."""
     context_head_ratio: float = 0.3
     """Share of the compacted room kept from the first turns."""
     context_tail_ratio: float = 0.7
     """Share of the compacted room kept from the newest turns."""
     omission_marker: str = "[... {n} earlier turn(s) omitted to fit the context window ...]"
     """User message standing in for the omitted turns."""
-    dynamic_history: bool = True
-    """Return one training sample per policy turn, on exactly the context that turn saw (a list of
-    siblings sharing rollout_id); False returns one sample holding the whole trajectory."""
+    samples: Literal["segment", "turn", "last"] = "segment"
+    """Training samples per rollout: ``segment`` one per context segment (the turns between two compactions,
+    each sampled id trained once), ``turn`` one per policy turn on the context it saw (~n²/2 turns of tokens),
+    ``last`` one sample of the last segment only (drops earlier segments; context management then off)."""
+    dynamic_history: bool | None = None
+    """Deprecated (use ``samples``): false means ``samples: last``, true ``samples: turn``; ``samples`` wins when set."""
+    context_low_water: float = 0.3
+    """Compaction target as a share of the context budget: a compacted segment starts at most this full, so
+    it holds many turns before the next compaction (1.0 refills to the budget)."""
+    allow_step_advantages: bool = False
+    """Let a multi-sample mode run without the project's reward post-process (upstream then normalises
+    samples batch-wide, a trajectory weighing by its number of samples); without it the first rollout stops."""
     generate_timeout: float = 900.0
     """Seconds one /generate call may take."""
     generate_retries: int = 3
@@ -150,6 +159,25 @@ class PluginConfig(BaseModel):
     pivot: PivotRewardConfig = Field(default_factory=PivotRewardConfig)
     """Reward of pivot samples (swe_rl.rewards.pivot): YAML ``swe_pivot: {partial_credit: 0.5, ...}`` or flat
     ``swe_pivot_<key>`` keys, environment ``SWE_PIVOT_<KEY>`` (e.g. ``SWE_PIVOT_TEXT_SIMILARITY=0.95``)."""
+
+    @model_validator(mode="after")
+    def _deprecated_dynamic_history(self) -> PluginConfig:
+        """``dynamic_history`` given and ``samples`` not: false → last, true → turn (what they meant)."""
+        if self.dynamic_history is not None and "samples" not in self.model_fields_set:
+            self.samples = "turn" if self.dynamic_history else "last"
+        return self
+
+    @field_validator("context_low_water")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0.0 < value <= 1.0:
+            raise ValueError(f"context_low_water must be in (0, 1], got {value}")
+        return value
+
+    @property
+    def multi_sample(self) -> bool:
+        """Training returns a list of samples per rollout (``segment`` or ``turn``)."""
+        return self.samples != "last"
 
     @field_validator("harness_mix")
     @classmethod
@@ -192,6 +220,13 @@ class PluginConfig(BaseModel):
         ``SWE_*`` variable is logged once with the nearest valid name (`warn_unknown_settings`)."""
         warn_unknown_settings(cls, args, os.environ if env is None else env)
         config = cls.from_sources(args, env)
+        if config.dynamic_history is not None and "swe_dynamic_history" not in _warned:
+            _warned.add("swe_dynamic_history")
+            log.warning(
+                "swe_dynamic_history is deprecated: it reads as swe_samples: %s; set swe_samples (segment, "
+                "the default, trains each sampled token once: docs/advantages.md)",
+                config.samples,
+            )
         updates: dict[str, Any] = {}
         if config.max_context_len is None and getattr(args, "rollout_max_context_len", None):
             updates["max_context_len"] = int(args.rollout_max_context_len)

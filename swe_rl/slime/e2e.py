@@ -11,11 +11,14 @@ harnesses per instance in training, ``swe_eval_harness`` is the one of evaluatio
 ``metadata["swe"]["harness"]``, meta.json and traj.json), grades the patch in a fresh container, saves
 artifacts, and returns slime samples:
 
-- ``dynamic_history`` on (default): a list, one sample per policy turn, each on exactly
-  the context that turn saw (its sampled ids are the response); siblings share
+- ``samples: segment`` (default): a list, one sample per context segment (the turns between two
+  compactions): its ids, a loss mask over every sampled id of its turns (mask 1, log-probs) and
+  observations (mask 0); each sampled id is trained once, on exactly the context it was sampled on.
+- ``samples: turn``: a list, one sample per policy turn on exactly the context it saw (its sampled ids
+  are the response); also what PRM runs use (one step bonus per sample). Siblings of both lists share
   ``rollout_id`` (the parent's, else its ``index``) and the parent's group fields.
-- off: one sample, ``tokens`` = prompt + every turn (mask 1, log-probs) and observation
-  (mask 0); context management is then off and an over-long episode ends truncated.
+- ``samples: last`` (and evaluation): one sample, the last segment; in training context management is
+  then off and an over-long episode ends truncated.
 
 Statuses: a turn cut at ``max_new_tokens`` or a full context (also the server's own context-overflow
 answer; the budget is clamped to the server's context length, asked at start) → TRUNCATED; a request
@@ -73,20 +76,21 @@ log = logging.getLogger(__name__)
 
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
-    """slime's custom generate: one SWE episode → a Sample, or a list of Samples (dynamic history).
+    """slime's custom generate: one SWE episode → a Sample, or a list of Samples (``samples: segment | turn``).
     A pivot row (``metadata.pivot``, stage 1) is played by `swe_rl.slime.pivot.generate` instead."""
     if isinstance(sample.metadata, dict) and sample.metadata.get("pivot") is not None:
         from swe_rl.slime import pivot
 
         return await pivot.generate(args, sample, sampling_params, evaluation)
     config = PluginConfig.from_args(args)
-    runtime.check_options(args, dynamic_history=config.dynamic_history, evaluation=evaluation)
+    runtime.check_options(args, config, evaluation=evaluation)
     state = runtime.state(config)
     Sample = sample_class_of(sample)
     started = time.monotonic()
     sample.status = Sample.Status.PENDING  # a retried (aborted) sample starts over
     codec = state.codec(config)
-    single = evaluation or not config.dynamic_history
+    mode = runtime.sample_mode(config, evaluation=evaluation)
+    single = mode == "last"
     url = PluginConfig.router_url(args)
     budget = await state.context.budget(
         state.http, url, config.max_context_len
@@ -98,6 +102,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             sampling_params=dict(sampling_params),
             max_context_len=budget,
             context_management=config.context_management and not (single and not evaluation),
+            low_water=config.context_low_water,
             head_ratio=config.context_head_ratio,
             tail_ratio=config.context_tail_ratio,
             omission_marker=config.omission_marker,
@@ -206,7 +211,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         if not aborted:
             samples[0].reward = reward_for(samples[0], config)  # preset: upstream skips the rm for some paths
     else:
-        samples = trajectory_samples(Sample, sample, policy.trajectory, codec, record, single=single)
+        samples = trajectory_samples(Sample, sample, policy.trajectory, codec, record, mode=mode)
     if aborted:
         for s in samples:
             s.status = Sample.Status.ABORTED
@@ -332,6 +337,7 @@ def _save(
     meta = {
         **{k: v for k, v in info.items() if k != "tokens"},
         "tokens": info.get("tokens"),
+        "segments": (info.get("tokens") or {}).get("segments"),
         "image": instance.image,
         "data_source": instance.data_source,
         "group_index": sample.group_index,

@@ -4,7 +4,7 @@
     --dynamic-sampling-filter-path swe_rl.slime.filters.check_trajectory_reward_nonzero_std_with_fallback
 
 slime calls the filter with one prompt group as it came back from ``generate_and_rm_group``: a list
-of n items, each a Sample or (dynamic history) a list of one Sample per step. Upstream's
+of n items, each a Sample or (``swe_samples: segment | turn``) a list of Samples (per segment or step). Upstream's
 ``check_reward_nonzero_std`` reads a reward off each item, so it breaks on lists and, flattened,
 would count a long trajectory many times. These filters take one reward per trajectory (the same
 reading as `swe_rl.rewards.advantages`: the outcome, removed and aborted trajectories left out) and keep

@@ -19,7 +19,7 @@ thinking — makes **one** ``/generate`` call on the ids with ``return_logprob``
 in end-to-end mode: the sample is the prompt ids followed by exactly the sampled ids, mask 1,
 their log-probs), parses the action with the row's harness, scores it against the expert's
 (`swe_rl.rewards.pivot`), and returns the sample with ``reward`` set (a dict; ``score`` is the
-scalar) and ``metadata["pivot_result"]``; with ``swe_dynamic_history`` on (the default, training
+scalar) and ``metadata["pivot_result"]``; with ``swe_samples`` segment or turn (the default, training
 only) it returns ``[sample]``, the shape end-to-end rows have, so one process always returns one
 shape and a dataset may mix pivot and end-to-end rows. A turn cut at ``max_new_tokens`` is
 TRUNCATED (and usually scores 0: its action is incomplete); an abort by slime is ABORTED; an abort
@@ -59,11 +59,11 @@ log = logging.getLogger(__name__)
 
 async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool = False) -> Any:
     """slime's custom generate for a pivot row: one turn, scored; returns the same sample, filled in
-    (``[sample]`` in training with dynamic history, the shape of end-to-end rows)."""
+    (``[sample]`` in training with ``swe_samples: segment`` or ``turn``, the shape of end-to-end rows)."""
     config = PluginConfig.from_args(args)
-    runtime.check_options(args, dynamic_history=config.dynamic_history, evaluation=evaluation)
+    runtime.check_options(args, config, evaluation=evaluation, several=False)
     out = await _generate(args, sample, sampling_params, evaluation, config)
-    if evaluation or not config.dynamic_history:
+    if evaluation or not config.multi_sample:
         return out
     if out.rollout_id is None:
         out.rollout_id = out.index

@@ -8,10 +8,12 @@
 - `slime_aborting(args)`: slime itself is aborting this rollout (``GenerateState(args).aborted``, read
   without creating the state). An SGLang abort while this is false (router restart, engine crash) is
   not slime's doing: the plugin then removes the rollout instead of handing back an ABORTED sample.
-- `check_options(args, dynamic_history, evaluation)`: refuses, at the first call, slime options that
-  cannot work with list returns (one sample per step): ``--group-rm``, ``--partial-rollout`` and
-  upstream's step-level dynamic sampling filters; warns when the trajectory reward post-process is
-  not configured for a group-normalising estimator.
+- `check_options(args, config, evaluation)`: refuses, at the first call, slime options that cannot work
+  with list returns (``swe_samples: segment`` or ``turn``): ``--group-rm``, ``--partial-rollout``,
+  upstream's step-level dynamic sampling filters, and a group-normalising estimator without the
+  trajectory reward post-process (unless ``swe_allow_step_advantages``).
+- `sample_mode(config, evaluation)`: the samples a rollout gives (``last`` in evaluation, ``turn`` for
+  PRM runs, else ``swe_samples``).
 - `routing_headers(args, sample)`: slime's routing key header when the router hashes consistently,
   so every turn of one trajectory reaches the same SGLang engine (prefix cache).
 slime is imported lazily; without it nothing is aborting and every check is on ``args`` alone.
@@ -43,6 +45,7 @@ __all__ = [
     "ProcessState",
     "check_options",
     "routing_headers",
+    "sample_mode",
     "shutdown",
     "slime_aborting",
     "state",
@@ -85,23 +88,25 @@ def routing_headers(args: Any, sample: Any) -> dict[str, str]:
     return {}
 
 
-def check_options(args: Any, *, dynamic_history: bool, evaluation: bool) -> None:
-    """Fail fast (ValueError naming the flag) on options that break with one sample per step."""
-    if evaluation or not dynamic_history:
+def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several: bool = True) -> None:
+    """Fail fast (ValueError naming the flag) on options that break with a list of samples per rollout.
+
+    ``several``: the rollout may give several samples (end-to-end; a pivot row gives a list of one), so
+    upstream's own reward normalisation would weigh trajectories by their samples: the project's reward
+    post-process is then required for a group-normalising estimator, unless ``swe_allow_step_advantages``."""
+    if evaluation or not config.multi_sample:
         return
-    why = "swe_dynamic_history returns a list of samples per rollout (one per step)"
+    why = f"swe_samples: {config.samples} returns a list of samples per rollout"
     if getattr(args, "group_rm", False):
         raise ValueError(
             f"--group-rm is not supported: {why}, and upstream's group reward assigns one reward per "
-            "group item. The SWE reward needs no group: drop --group-rm (or set swe_dynamic_history: "
-            "false)."
+            "group item. The SWE reward needs no group: drop --group-rm (or set swe_samples: last)."
         )
     if getattr(args, "partial_rollout", False):
         raise ValueError(
             f"--partial-rollout is not supported: {why}; upstream's abort walks group items as "
             "single samples, and an agent episode cannot resume anyway (its container is gone). Drop "
-            "--partial-rollout (or set swe_dynamic_history: false: aborted episodes are then replayed "
-            "from the start)."
+            "--partial-rollout (or set swe_samples: last: aborted episodes are then replayed from the start)."
         )
     path = getattr(args, "dynamic_sampling_filter_path", None) or ""
     if path.startswith(_STEP_FILTERS):
@@ -112,19 +117,48 @@ def check_options(args: Any, *, dynamic_history: bool, evaluation: bool) -> None
         )
     estimator = getattr(args, "advantage_estimator", None)
     if (
-        estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
+        several
+        and estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
         and getattr(args, "rewards_normalization", True)
         and getattr(args, "custom_reward_post_process_path", None) is None
-        and "post_process" not in _warned
     ):
-        _warned.add("post_process")
-        log.warning(
-            "--advantage-estimator %s with swe_dynamic_history but no --custom-reward-post-process-path: "
-            "upstream normalises step samples batch-wide, not trajectories per prompt group; pass "
-            "--custom-reward-post-process-path %s (docs/advantages.md)",
-            estimator,
-            POST_PROCESS_PATH,
+        message = (
+            f"--advantage-estimator {estimator} with {why} but no --custom-reward-post-process-path: "
+            "upstream would normalise the samples batch-wide, a trajectory weighing by its number of "
+            f"samples; pass --custom-reward-post-process-path {POST_PROCESS_PATH} (docs/advantages.md), "
+            "or set swe_allow_step_advantages: true to train that way on purpose"
         )
+        if not config.allow_step_advantages:
+            raise ValueError(message)
+        _warn_once("post_process", message)
+
+
+def sample_mode(config: PluginConfig, *, evaluation: bool) -> str:
+    """The training samples of this rollout: ``last`` in evaluation (one sample per prompt); ``turn`` when
+    the PRM is on with ``samples: segment`` (the pinned slime trains one advantage per sample, and each step
+    has its own bonus: docs/advantages.md); else ``config.samples``."""
+    if evaluation:
+        return "last"
+    if config.samples == "segment" and config.prm.enable:
+        _warn_once(
+            "prm_turn",
+            "swe_prm.enable with swe_samples: segment: PRM step bonuses need one sample per turn "
+            "(one advantage per sample in the pinned slime), so this run trains per-turn samples",
+        )
+        return "turn"
+    if config.samples == "last":
+        _warn_once(
+            "last",
+            "swe_samples: last trains one sample per trajectory, its last context segment: earlier "
+            "segments would be dropped, so context management is off and an over-long episode ends truncated",
+        )
+    return config.samples
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message)
 
 
 # --------------------------------------------------------------------------- process state

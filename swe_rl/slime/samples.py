@@ -3,7 +3,7 @@
 `removed_sample` is the one shape of a sample that cannot be trained on (infrastructure failure,
 unusable row, abort slime did not ask for): a few prompt ids, one end-of-turn id, zero loss mask,
 ``remove_sample``, status FAILED. `trajectory_samples` cuts a token trajectory into training samples:
-one per policy turn (dynamic history) or one holding the whole episode.
+one per context segment (the default), one per policy turn, or one of the last segment.
 
 `sample_class()` returns ``slime.utils.types.Sample`` when importable. Without slime
 (tests, eval machines) it returns `CompatSample`: a dataclass with the same field
@@ -205,22 +205,29 @@ def _prm_step(record: dict[str, Any], turn: int) -> dict[str, Any]:
 
 
 def trajectory_samples(
-    Sample: type[CompatSample], parent: Any, traj: Any, codec: Any, record: dict[str, Any], *, single: bool
+    Sample: type[CompatSample], parent: Any, traj: Any, codec: Any, record: dict[str, Any], *, mode: str
 ) -> list[Any]:
     """The training samples of a played token trajectory (``record``: the rollout's ``metadata["swe"]``).
 
-    ``single``: one sample, the last context segment (prompt + every turn and observation); else one
-    sample per policy turn on exactly the context it saw, siblings sharing the parent's rollout id."""
+    ``mode`` (`PluginConfig.samples`): ``segment``, one sample per context segment — its ids, a loss mask over
+    every sampled id of every turn in it (observations, markers and its prompt masked) and the log-probs on
+    that mask; ``turn``, one sample per policy turn on exactly the context it saw; ``last``, one sample of the
+    last segment. Siblings share the parent's rollout id (``last``: the parent's own)."""
     base = dict(parent.metadata or {})
     versions = record.get("weight_versions")
     exhausted = record.get("stop_reason") == "context_exhausted"
-    if single:
-        seg = traj.segments[-1]
+    if mode == "turn":
+        return _turn_samples(Sample, parent, traj, codec, record, base)
+    segments = [s for s in traj.segments if s.turns]  # a compaction right before the end starts none
+    if mode == "last":
+        segments = segments[-1:]
+    out = []
+    for seg in segments:
         n = seg.end - seg.prompt_len
         status = _status(Sample, seg.turns[-1].finish_reason) if seg.turns else Sample.Status.COMPLETED
-        if exhausted:
+        if exhausted and seg is segments[-1]:
             status = Sample.Status.TRUNCATED
-        return [
+        out.append(
             child_sample(
                 parent,
                 tokens=seg.tokens[: seg.end],
@@ -229,10 +236,24 @@ def trajectory_samples(
                 status=status,
                 response=codec.decode(seg.tokens[seg.prompt_len : seg.end]),
                 metadata={**base, SWE_KEY: record, SEGMENT_KEY: seg.index},
-                rollout_id=parent.rollout_id,
+                rollout_id=parent.rollout_id if mode == "last" else rollout_id_of(parent),
                 weight_versions=versions,
             )
-        ]
+        )
+    return out
+
+
+def _turn_samples(
+    Sample: type[CompatSample],
+    parent: Any,
+    traj: Any,
+    codec: Any,
+    record: dict[str, Any],
+    base: dict[str, Any],
+) -> list[Any]:
+    """One sample per policy turn on exactly the context it saw (its sampled ids are the response)."""
+    versions = record.get("weight_versions")
+    exhausted = record.get("stop_reason") == "context_exhausted"
     rollout_id = rollout_id_of(parent)
     out = []
     for turn in traj.turns:

@@ -8,7 +8,8 @@
 Nothing is re-tokenized: sampled ids go in as they are (loss mask 1, their log-probs); an
 observation's ids (`swe_rl.tokens.codec.ChatCodec`) go in with loss mask 0 and log-prob 0.
 When the context outgrows its budget, `TokenTrajectory.compact` starts a new `Segment` from a
-head and a tail of the history (`swe_rl.tokens.context`). A new segment is a new training
+head and a tail of the history (`swe_rl.tokens.context`), filled only to a low-water mark so that
+the segment holds many turns before the next compaction. A new segment is a new training
 context: every sampled turn is trained on exactly the ids it was sampled on.
 """
 
@@ -131,8 +132,11 @@ class TokenTrajectory:
         *,
         head_ratio: float = 0.3,
         tail_ratio: float = 0.7,
+        low_water: float = 1.0,
     ) -> bool:
-        """Start a segment of prompt + head pairs + marker + tail pairs within `budget` ids.
+        """Start a segment of prompt + head pairs + marker + tail pairs within ``low_water × budget`` ids
+        (hysteresis: the segment then has room for many turns before the next compaction), or, when even
+        prompt + marker + newest pair do not fit that, with only those.
 
         Pairs are (turn, its observation), oldest first; the newest pair is always kept.
         Returns False when even prompt + marker + newest pair exceed the budget.
@@ -140,15 +144,22 @@ class TokenTrajectory:
         pairs = self.turns
         if not pairs or not pairs[-1].observation:
             raise ValueError("compact after an observation, before the next turn")
-        kept = head_tail_context(
-            self.prompt_ids,
-            pairs,
-            budget,
-            marker,
-            header_len=len(self.header_ids),
-            head_ratio=head_ratio,
-            tail_ratio=tail_ratio,
-        )
+        # the low-water mark; else prompt + marker + the newest pair alone; else the budget
+        least = len(self.prompt_ids) + len(marker(len(pairs))) - len(self.header_ids) + pairs[-1].pair_len
+        attempts = [(int(budget * low_water), head_ratio, tail_ratio), (min(budget, least), 0.0, 1.0)]
+        kept = None
+        for target, head, tail in [*attempts, (budget, head_ratio, tail_ratio)]:
+            kept = head_tail_context(
+                self.prompt_ids,
+                pairs,
+                target,
+                marker,
+                header_len=len(self.header_ids),
+                head_ratio=head,
+                tail_ratio=tail,
+            )
+            if kept is not None:
+                break
         if kept is None:
             return False
         self.segments.append(

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 
@@ -179,6 +180,10 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert (
         "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v
     )
+    # one sample per context segment, each trajectory one token mean in the loss (docs/advantages.md)
+    plugin = yaml.safe_load(Path(v["--custom-config-path"][0]).read_text())
+    assert plugin["swe_samples"] == "segment" and "swe_dynamic_history" not in plugin
+    assert "--calculate-per-token-loss" not in v
     assert v["--n-samples-per-prompt"] == ["8"]
     assert v["--actor-num-nodes"] == [str(want["actor"])] and v["--actor-num-gpus-per-node"] == ["8"]
     assert v["--rollout-num-gpus"] == [str(want["rollout"])]

@@ -12,13 +12,35 @@ from swe_rl.slime.config import PluginConfig
 
 def test_defaults():
     c = PluginConfig.from_sources(None, env={})
-    assert (c.step_limit, c.max_concurrent, c.dynamic_history, c.context_head_ratio, c.reward_unresolved) == (
+    assert (c.step_limit, c.max_concurrent, c.samples, c.context_head_ratio, c.reward_unresolved) == (
         50,
         128,
-        True,
+        "segment",
         0.3,
         -1.0,
     )
+    assert c.context_low_water == 0.3 and c.allow_step_advantages is False and c.multi_sample
+
+
+@pytest.mark.parametrize(
+    "keys, samples",
+    [
+        ({}, "segment"),
+        ({"swe_dynamic_history": True}, "turn"),  # the old names keep what they meant
+        ({"swe_dynamic_history": False}, "last"),
+        ({"swe_dynamic_history": False, "swe_samples": "segment"}, "segment"),  # the new name wins
+        ({"swe_samples": "turn"}, "turn"),
+    ],
+)
+def test_samples_setting_and_its_deprecated_name(keys, samples):
+    c = PluginConfig.from_args(SimpleNamespace(**keys), env={})
+    assert c.samples == samples and c.multi_sample == (samples != "last")
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5, -0.1])
+def test_low_water_is_a_share_of_the_budget(value):
+    with pytest.raises(ValueError, match="context_low_water"):
+        PluginConfig.from_args(SimpleNamespace(swe_context_low_water=value), env={})
 
 
 def test_env_then_args_override(tmp_path):
@@ -37,7 +59,7 @@ def test_env_then_args_override(tmp_path):
     c = PluginConfig.from_args(args, env=env)
     assert c.step_limit == 30  # the YAML wins over the environment
     assert c.max_concurrent == 64 and c.save_traj_dir == "/out/rollouts" and c.context_management is False
-    assert c.dynamic_history is False and c.container_options == {"memory": "4g"}
+    assert c.samples == "last" and c.container_options == {"memory": "4g"}
     assert c.max_context_len == 32768 and c.tokenizer_path == "/models/qwen3"  # from slime's own args
 
 
@@ -108,3 +130,13 @@ def test_every_documented_key_is_known():
     data = yaml.safe_load(config_text("plugin_swe.yaml"))
     flat = {f"swe_prm_{k}": v for k, v in data["swe_prm"].items()}
     assert unknown_settings(PluginConfig, SimpleNamespace(**data, **flat), {}) == []
+
+
+def test_the_deprecated_name_is_warned_once(caplog):
+    from swe_rl.slime import config as plugin_config
+
+    plugin_config._warned.discard("swe_dynamic_history")
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            PluginConfig.from_args(SimpleNamespace(swe_dynamic_history=False), env={})
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["swe_dynamic_history is deprecated"]

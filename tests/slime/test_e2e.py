@@ -144,14 +144,14 @@ async def test_whole_trajectory_is_token_exact_and_resolved(
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_dynamic_history_gives_one_sample_per_turn_on_the_context_it_saw(
+async def test_turn_samples_give_one_sample_per_turn_on_the_context_it_saw(
     plugin_env, qwen_tokenizer, pool, docker_client
 ):
     script = [turn("Look.", "ls"), "no block here, just rambling", turn("Give up.", SUBMIT, "Submit.")]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
         parent = new_sample(group=5, index=11)
         parent.session_id = "sess-1"
-        samples = await generate(plugin_env(sglang), parent, dict(SAMPLING))
+        samples = await generate(plugin_env(sglang, samples="turn"), parent, dict(SAMPLING))
     assert isinstance(samples, list) and len(samples) == 3
     for s, request, out in zip(samples, sglang.requests, sglang.outputs):
         assert s.tokens == request["input_ids"] + out.ids  # exactly what the model saw, then what it sampled
@@ -176,7 +176,7 @@ async def test_context_management_starts_new_segments_the_training_sees_too(
     script = [turn(f"Step {i}.", noisy) for i in range(8)] + [turn("Stop.", SUBMIT)]
     limit, max_new = 1800, 128
     with FakeSGLang(qwen_tokenizer, script) as sglang:
-        args = plugin_env(sglang, context=limit, step_limit=12)
+        args = plugin_env(sglang, context=limit, step_limit=12, samples="turn", context_low_water=1.0)
         samples = await generate(args, new_sample(), {**SAMPLING, "max_new_tokens": max_new})
     assert len(samples) == 9
     segments = [s.metadata["swe_step"]["segment"] for s in samples]
@@ -211,7 +211,8 @@ async def test_without_dynamic_history_a_full_context_truncates_and_is_still_gra
 async def test_a_turn_cut_at_max_new_tokens_is_truncated(plugin_env, qwen_tokenizer):
     script = [turn("A very long plan " * 30, "ls"), turn("Submit.", SUBMIT)]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
-        samples = await generate(plugin_env(sglang), new_sample(), {**SAMPLING, "max_new_tokens": 40})
+        args = plugin_env(sglang, samples="turn")
+        samples = await generate(args, new_sample(), {**SAMPLING, "max_new_tokens": 40})
     assert sglang.outputs[0].finish_reason == "length" and len(sglang.outputs[0].ids) == 40
     assert samples[0].status is Sample.Status.TRUNCATED and samples[1].status is Sample.Status.COMPLETED
     # the cut turn was closed (<|im_end|>) by the observation, masked out

@@ -46,7 +46,7 @@ def by_turn(qwen_tokenizer, script: list[str]):
     return reply
 
 
-async def test_dynamic_history_step_samples_get_the_outcome_plus_their_own_step_score(
+async def test_step_samples_get_the_outcome_plus_their_own_step_score(
     plugin_env, qwen_tokenizer, pool, docker_client, tmp_path
 ):
     arrivals: list[float] = []
@@ -73,6 +73,7 @@ async def test_dynamic_history_step_samples_get_the_outcome_plus_their_own_step_
         FakeSGLang(qwen_tokenizer, [policy] * 6) as sglang,
         FakeOpenAI([judge] * 12, api_key="sk-judge") as server,
     ):
+        # the default swe_samples: segment; with the PRM on the run trains one sample per turn
         args = plugin_env(sglang, prm=prm(server, max_concurrent=2))
         results = await asyncio.gather(
             generate(args, new_sample(index=1), dict(SAMPLING)),

@@ -94,18 +94,17 @@ def _pop_infra(m, infos):
     assert m.pop("infra/warm_hit_rate") == 0.0  # the test fleet keeps no warm containers
 
 
-async def test_dynamic_history_batch_every_figure_by_hand(
-    play, qwen_tokenizer, slime_backend, pool, docker_client
-):
+async def test_per_turn_batch_every_figure_by_hand(play, qwen_tokenizer, slime_backend, pool, docker_client):
     # group 10: resolved (3 turns) and no_patch with one format error (3 turns);
     # group 11: a turn cut at max_new_tokens then no_patch (2 turns), a missing image (removed), an abort by slime
     (a, a_ids), (b, b_ids), (c, c_ids), (d, d_ids), (e, e_ids) = await asyncio.gather(
-        _play(play, qwen_tokenizer, RESOLVE, new_sample(group=10, index=0)),
+        _play(play, qwen_tokenizer, RESOLVE, new_sample(group=10, index=0), samples="turn"),
         _play(
             play,
             qwen_tokenizer,
             [turn("Look.", "ls"), "no block here, just rambling", turn("Stop.", SUBMIT)],
             new_sample(group=10, index=1),
+            samples="turn",
         ),
         _play(
             play,
@@ -113,9 +112,22 @@ async def test_dynamic_history_batch_every_figure_by_hand(
             [turn("A very long plan " * 30, "ls"), turn("Stop.", SUBMIT)],
             new_sample(group=11, index=2),
             {"max_new_tokens": 40},
+            samples="turn",
         ),
-        _play(play, qwen_tokenizer, [turn("Look.", "ls")], new_sample(group=11, index=3, **NO_IMAGE)),
-        _play(play, qwen_tokenizer, [turn("Look.", "ls"), SLIME_ABORT], new_sample(group=11, index=4)),
+        _play(
+            play,
+            qwen_tokenizer,
+            [turn("Look.", "ls")],
+            new_sample(group=11, index=3, **NO_IMAGE),
+            samples="turn",
+        ),
+        _play(
+            play,
+            qwen_tokenizer,
+            [turn("Look.", "ls"), SLIME_ABORT],
+            new_sample(group=11, index=4),
+            samples="turn",
+        ),
     )
     assert [len(x) for x in (a, b, c, d, e)] == [3, 3, 2, 1, 1]
     assert (
@@ -170,6 +182,8 @@ async def test_dynamic_history_batch_every_figure_by_hand(
         "behaviour/exit/submitted_rate": 1.0,
         "behaviour/truncated_rate": 1 / 3,
         "behaviour/compacted_rate": 0.0,
+        "behaviour/segments_mean": 1.0,
+        "behaviour/segments_max": 1,
         "behaviour/sampled_tokens_mean": statistics.fmean([sum(a_ids), sum(b_ids), sum(c_ids)]),
         "behaviour/sampled_tokens_p50": sorted([sum(a_ids), sum(b_ids), sum(c_ids)])[1],
         "behaviour/sampled_tokens_p90": max(sum(a_ids), sum(b_ids), sum(c_ids)),
@@ -255,6 +269,8 @@ async def test_single_sample_batch_and_eval_hook_by_hand(
         "behaviour/exit/submitted_rate": 1 / 2,
         "behaviour/truncated_rate": 1 / 2,
         "behaviour/compacted_rate": 0.0,
+        "behaviour/segments_mean": 1.0,
+        "behaviour/segments_max": 1,
         "behaviour/sampled_tokens_mean": (sum(f_ids) + sum(g_ids)) / 2,
         "behaviour/sampled_tokens_p50": min(sum(f_ids), sum(g_ids)),
         "behaviour/sampled_tokens_p90": max(sum(f_ids), sum(g_ids)),

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from swe_rl.slime import runtime
+from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.runtime import check_options, routing_headers, slime_aborting
 
 
@@ -28,6 +29,10 @@ def test_without_slime_nothing_is_aborting():
     assert slime_aborting(SimpleNamespace()) is False
 
 
+def config(**swe) -> PluginConfig:
+    return PluginConfig.from_sources(SimpleNamespace(**{f"swe_{k}": v for k, v in swe.items()}), env={})
+
+
 @pytest.mark.parametrize(
     "attr, value, flag",
     [
@@ -40,34 +45,51 @@ def test_without_slime_nothing_is_aborting():
         ),
     ],
 )
-def test_list_breaking_options_fail_fast_only_with_list_returns(attr, value, flag):
+@pytest.mark.parametrize("samples", ["segment", "turn"])
+def test_list_breaking_options_fail_fast_only_with_list_returns(attr, value, flag, samples):
     args = SimpleNamespace(**{attr: value})
     with pytest.raises(ValueError, match=flag):
-        check_options(args, dynamic_history=True, evaluation=False)
-    check_options(args, dynamic_history=False, evaluation=False)  # one Sample per rollout: fine
-    check_options(args, dynamic_history=True, evaluation=True)  # eval rollouts return one Sample
+        check_options(args, config(samples=samples), evaluation=False)
+    check_options(args, config(samples="last"), evaluation=False)  # one Sample per rollout: fine
+    check_options(args, config(samples=samples), evaluation=True)  # eval rollouts return one Sample
 
 
 def test_our_filter_is_accepted():
     check_options(
         SimpleNamespace(dynamic_sampling_filter_path=runtime.TRAJECTORY_FILTER_PATH),
-        dynamic_history=True,
+        config(),
         evaluation=False,
     )
 
 
-def test_missing_post_process_is_warned_once(caplog, monkeypatch):
+@pytest.mark.parametrize("samples", ["segment", "turn"])
+def test_a_multi_sample_mode_without_the_post_process_stops_unless_allowed(caplog, monkeypatch, samples):
     monkeypatch.setattr(runtime, "_warned", set())
     args = SimpleNamespace(advantage_estimator="grpo", rewards_normalization=True)
-    with caplog.at_level(logging.WARNING):
-        check_options(args, dynamic_history=True, evaluation=False)
-        check_options(args, dynamic_history=True, evaluation=False)
-    assert (
-        caplog.text.count("--custom-reward-post-process-path swe_rl.slime.post_process.post_process_rewards")
-        == 1
-    )
+    with pytest.raises(ValueError, match="--custom-reward-post-process-path") as err:
+        check_options(args, config(samples=samples), evaluation=False)
+    assert "swe_allow_step_advantages" in str(err.value) and runtime.POST_PROCESS_PATH in str(err.value)
+    check_options(args, config(samples="last"), evaluation=False)  # one sample per rollout: rows fit
+    check_options(args, config(samples=samples), evaluation=False, several=False)  # pivot: a list of one
+    check_options(SimpleNamespace(advantage_estimator="ppo"), config(samples=samples), evaluation=False)
+    with caplog.at_level(logging.WARNING):  # the explicit override: a warning, once
+        check_options(args, config(samples=samples, allow_step_advantages=True), evaluation=False)
+        check_options(args, config(samples=samples, allow_step_advantages=True), evaluation=False)
+    assert len(caplog.records) == 1 and "--custom-reward-post-process-path" in caplog.text
     caplog.clear()
     args.custom_reward_post_process_path = runtime.POST_PROCESS_PATH
-    monkeypatch.setattr(runtime, "_warned", set())
-    check_options(args, dynamic_history=True, evaluation=False)
+    check_options(args, config(samples=samples), evaluation=False)
     assert not caplog.text
+
+
+def test_sample_mode(caplog, monkeypatch):
+    monkeypatch.setattr(runtime, "_warned", set())
+    assert runtime.sample_mode(config(), evaluation=False) == "segment"
+    assert runtime.sample_mode(config(), evaluation=True) == "last"
+    assert runtime.sample_mode(config(samples="turn"), evaluation=False) == "turn"
+    with caplog.at_level(logging.WARNING):
+        # the pinned slime trains one advantage per sample: PRM step bonuses need per-turn samples
+        prm = config(prm={"enable": True, "url": "http://judge:30010/v1"})
+        assert runtime.sample_mode(prm, evaluation=False) == "turn"
+        assert runtime.sample_mode(config(samples="last"), evaluation=False) == "last"
+    assert "per-turn samples" in caplog.text and "earlier segments" in caplog.text

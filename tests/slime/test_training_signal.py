@@ -69,8 +69,12 @@ def check_rollout_ids(node, depth: int = 0) -> None:
         check_rollout_ids(item, depth + 1)
 
 
+@pytest.mark.parametrize(
+    "mode, lengths",
+    [("segment", [1] * 8), ("turn", [1, 3, 4, 2, 1, 1, 2, 1])],  # no compaction here: one segment each
+)
 async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(
-    plugin_env, qwen_tokenizer, codec, pool, docker_client
+    plugin_env, qwen_tokenizer, codec, pool, docker_client, mode, lengths
 ):
     keyed = {
         # prompt 0: two resolved (1 and 3 steps), two unresolved (4 and 2 steps)
@@ -100,14 +104,14 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(
         for s in group:
             s.session_id = f"g{g}-{s.index}"
     with FakeSGLang(qwen_tokenizer, [], keyed={k: list(v) for k, v in keyed.items()}) as sglang:
-        args = slime_args(plugin_env, sglang, step_limit=6)
+        args = slime_args(plugin_env, sglang, step_limit=6, samples=mode)
         rollout = [await upstream_group(args, group) for group in groups]
     assert all(not v for v in sglang.keyed.values()), "every scripted turn was played"
     assert all(h["x-smg-routing-key"].startswith("g") for h in sglang.headers)  # every turn carried its key
 
-    # shapes: one list per rollout, one sample per step; siblings share rollout_id and group
+    # shapes: one list per rollout, one sample per segment or step; siblings share rollout_id and group
     assert all(isinstance(item, list) for group in rollout for item in group)
-    assert [len(item) for group in rollout for item in group] == [1, 3, 4, 2, 1, 1, 2, 1]
+    assert [len(item) for group in rollout for item in group] == lengths
     check_rollout_ids(rollout)
     samples = flatten(rollout)
     for s in samples:
@@ -123,7 +127,12 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(
         assert (
             s.tokens == list(codec.header_ids) + [IM_END] and s.loss_mask == [0] and s.reward["score"] == 0.0
         )
-    assert all(set(s.loss_mask) == {1} for s in samples if not s.remove_sample)
+    kept = [s for s in samples if not s.remove_sample]
+    if mode == "turn":
+        assert all(set(s.loss_mask) == {1} for s in kept)
+    else:  # the turns of a segment trained, the observations between them masked
+        assert all(s.loss_mask[0] == s.loss_mask[-1] == 1 for s in kept)
+        assert [0 in s.loss_mask for s in kept] == [n > 1 for n in (1, 3, 4, 2, 2, 1)]
     outcome = {s.index: s.reward["score"] for s in samples}
     assert outcome == {0: 1.0, 1: 1.0, 2: -1.0, 3: -1.0, 4: 0.0, 5: 0.0, 6: 1.0, 7: -1.0}
 
@@ -144,7 +153,8 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(
     }
     assert raw == [s.reward["score"] for s in samples]
     _, upstream = upstream_post_process(args, samples)  # what slime would train on without our post-process
-    assert len(samples) != 4 * 2 and [round(a, 3) for a in upstream] != [round(a, 3) for a in advantages]
+    # (with one sample per trajectory upstream's rows are the groups, yet removed ones sit in its statistics)
+    assert [round(a, 3) for a in upstream] != [round(a, 3) for a in advantages]
 
     # loss weights: each valid trajectory counts once, removed ones not at all
     weight: dict[int, float] = {}

@@ -55,3 +55,35 @@ def test_a_turn_cut_at_the_length_limit_is_closed_by_the_observation(codec, qwen
     assert codec.decode(obs) == "<|im_end|>\n<|im_start|>user\ncut off<|im_end|>\n<|im_start|>assistant\n"
     traj.add_observation(obs)
     assert codec.prefix_breaks == 0
+
+
+def _played(pairs: int, turn: int, obs: int) -> TokenTrajectory:
+    """A trajectory of plain ids: a 100-id prompt, ``pairs`` turns of ``turn`` ids and observations of ``obs``."""
+    header = [7, 8, 9]
+    traj = TokenTrajectory(list(range(100)), header)
+    for _ in range(pairs):
+        traj.add_turn([1] * turn, [-0.1] * turn, "stop")
+        traj.add_observation([2] * (obs - len(header)) + header)
+    return traj
+
+
+def _marker(n: int) -> list[int]:
+    return [5] * 10 + [7, 8, 9]
+
+
+def test_compaction_refills_only_to_the_low_water_mark():
+    traj = _played(20, 40, 60)  # 100 + 20 × 100 ids
+    assert traj.compact(1000, _marker, low_water=0.4)
+    seg = traj.segment
+    assert seg.prompt_len == len(seg.tokens) <= 400 and seg.omitted_turns > 0
+    refilled = _played(20, 40, 60)
+    assert refilled.compact(1000, _marker)  # low_water 1.0: as full as the budget allows
+    assert len(refilled.context) > 900
+
+
+def test_below_the_low_water_mark_only_prompt_marker_and_newest_pair_are_kept():
+    traj = _played(20, 40, 60)
+    assert traj.compact(1000, _marker, low_water=0.1)  # 100 ids cannot hold the 100-id prompt
+    assert len(traj.context) == 100 + 10 + 100 and traj.segment.kept_turns == 1
+    assert traj.context[-100:] == traj.turns[-1].ids + traj.turns[-1].observation
+    assert not _played(3, 40, 900).compact(1000, _marker, low_water=0.1)  # the newest pair alone is too big
