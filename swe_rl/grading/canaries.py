@@ -62,6 +62,8 @@ class CanaryPlan(BaseModel):
     """Test ids that must be reported failed."""
     canary_file: str = ""
     """Where the script writes the canaries (relative to the workdir); "" when none are planted."""
+    canary_source: str = ""
+    """What it writes there (a ``unittest.TestCase``)."""
     runner: str = ""
     """``pytest`` when the test command is a plain pytest call (its report is audited), else the
     command's first word ("" when the script has no test-output markers)."""
@@ -289,6 +291,7 @@ def plan_canaries(instance: TaskInstance, script: str, rng: random.Random | None
         plan.must_fail = [f"{prefix}::{cls}::{m}" for m in (f1, f2)]
         delimiter = f"EOF_SWE_CANARY_{rng.getrandbits(64):016x}"
         quoted = shlex.quote(plan.canary_file)
+        plan.canary_source = body
         plant = [f"[ -e {quoted} ] || cat > {quoted} <<'{delimiter}'", body.rstrip("\n"), delimiter]
         if named:
             run_lines = [line for line in run_lines if line.strip()]
@@ -299,13 +302,21 @@ def plan_canaries(instance: TaskInstance, script: str, rng: random.Random | None
     )
     quiet, loud = "{ set +x; } 2>/dev/null", 'case "$__swe_flags" in *x*) set -x ;; esac'
     # Processes that were there before the tests (the container's init and keep-alive) are spared;
-    # whatever the test command left behind (daemons, double forks) dies before the end marker.
+    # whatever the test command left behind (daemons, double forks) dies before the end marker. Only
+    # where the shell was entered into the container from outside (docker exec: its topmost ancestor
+    # has parent 0 and is not PID 1), never on a host, where new processes are not the test's.
+    inside = (
+        '__swe_kill=0; __swe_p=$$; while read -r __swe_st < "/proc/$__swe_p/stat"; do '
+        "__swe_st=${__swe_st##*) }; __swe_pp=${__swe_st#* }; __swe_pp=${__swe_pp%% *}; "
+        'if [ "$__swe_pp" = 0 ]; then [ "$__swe_p" = 1 ] || __swe_kill=1; break; fi; __swe_p=$__swe_pp; done'
+    )
     before = (
         '__swe_pids=" "; for __swe_p in /proc/[0-9]*; do __swe_pids="$__swe_pids${__swe_p#/proc/} "; done'
     )
     kill_left = (
-        'for __swe_p in /proc/[0-9]*; do __swe_p=${__swe_p#/proc/}; case "$__swe_pids" in *" $__swe_p "*) ;; '
-        '*) [ "$__swe_p" = "$$" ] || kill -9 "$__swe_p" 2>/dev/null ;; esac; done'
+        'if [ "$__swe_kill" = 1 ]; then for __swe_p in /proc/[0-9]*; do __swe_p=${__swe_p#/proc/}; '
+        'case "$__swe_pids" in *" $__swe_p "*) ;; *) [ "$__swe_p" = "$$" ] || kill -9 "$__swe_p" 2>/dev/null ;; '
+        "esac; done; fi"
     )
     run = "{\n" + "\n".join(run_lines) + "\n} && __swe_rc=0 || __swe_rc=$?"
     instrumented = [
@@ -314,6 +325,7 @@ def plan_canaries(instance: TaskInstance, script: str, rng: random.Random | None
         lines[start],
         "__swe_flags=$-",
         quiet,
+        inside,
         before,
         f"printf '%s\\n' '{RUN_START_MARKER} {start_token(nonce)}'",
         loud,
