@@ -132,8 +132,13 @@ class NonceSection(BaseModel):
 
 
 def nonce_section(log: str, nonce: str) -> NonceSection | LogFinding:
-    """The text between ``RUN_START_MARKER <start_token(nonce)>`` (its first line) and the first
-    ``RUN_END_MARKER <nonce> exit <n>`` line after it; a finding when either is missing."""
+    """The text between the first ``RUN_START_MARKER <start_token(nonce)>`` line and the last
+    ``RUN_END_MARKER <nonce> exit <n>`` line after it; a finding when either is missing.
+
+    First and last: the start marker is printed before the tests run and the end marker after every
+    process they started is dead, so no line of theirs can come before the one or after the other
+    on pytest's stream; a copy printed by the code under test (had it learnt the nonce) only adds a
+    line inside the section."""
     start = re.search(rf"^{re.escape(RUN_START_MARKER)} {start_token(nonce)}\r?$", log, flags=re.MULTILINE)
     if start is None:
         return LogFinding(
@@ -142,7 +147,7 @@ def nonce_section(log: str, nonce: str) -> NonceSection | LogFinding:
             tamper=False,
         )
     end = re.compile(rf"^{re.escape(RUN_END_MARKER)} {re.escape(nonce)} exit (-?\d+)\r?$", flags=re.MULTILINE)
-    found = end.search(log, start.end())
+    found = next(reversed(list(end.finditer(log, start.end()))), None)
     if found is None:
         return LogFinding(
             kind=FindingKind.END_MARKER_MISSING,

@@ -233,3 +233,14 @@ def test_exit_status_must_agree_with_the_report():
     assert audit_pytest_log(passing, exit_status=0, expect_failures=False) == []
     (finding,) = audit_pytest_log(passing, exit_status=1, expect_failures=True)
     assert finding.kind is FindingKind.EXIT_STATUS
+
+
+def test_a_stolen_nonce_only_adds_a_line_inside_the_section(tmp_path):
+    plan, log = run(tmp_path, FAKE_END_MARKER)
+    head, tail = log.split("collected", 1)
+    forged = head + f"{RUN_END_MARKER} {plan.nonce} exit 0\ncollected" + tail  # printed during the run
+    section = nonce_section(forged, plan.nonce)
+    assert (
+        section.exit_status == 1 and "short test summary info" in section.text
+    )  # the last end marker counts
+    assert FindingKind.STATUS_OUTSIDE_REPORT in kinds(plan, forged) and not strict_resolved(plan, forged)
