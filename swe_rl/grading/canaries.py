@@ -14,8 +14,8 @@ reset again):
   ``runtests.py``, sympy's ``bin/test``, tox) and commands that select or stop early (``-k``, ``-m``,
   ``-x``, ``--maxfail``, ``--lf``, ...) get no canaries: `CanaryPlan.skipped` says why.
 - **nonce markers**: the test command runs between ``RUN_START_MARKER <token>`` and
-  ``RUN_END_MARKER <nonce> exit <status>``, printed to stdout (pytest's stream) by the runner shell
-  with tracing off, the end one only after the test command returned and every process it left
+  ``RUN_END_MARKER <nonce> exit <status>``, printed on stdout and stderr (a runner writing its results
+  to stderr, as Django's, stays inside) by the runner shell with tracing off, the end one only after the test command returned and every process it left
   behind was killed. The nonce is in no environment, command line or file the tests can read: the
   whole script is one ``{ ...; }`` group that bash parses before running it, and the script file is
   emptied and removed before the tests start. The start token is a one-way hash of the nonce.
@@ -327,13 +327,13 @@ def plan_canaries(instance: TaskInstance, script: str, rng: random.Random | None
         quiet,
         inside,
         before,
-        f"printf '%s\\n' '{RUN_START_MARKER} {start_token(nonce)}'",
+        f"__swe_m='{RUN_START_MARKER} {start_token(nonce)}'; printf '%s\\n' \"$__swe_m\"; printf '%s\\n' \"$__swe_m\" >&2",
         loud,
         run,
         quiet,
         kill_left,
         kill_left,
-        f"printf '%s\\n' \"{RUN_END_MARKER} {nonce} exit $__swe_rc\"",
+        f'__swe_m="{RUN_END_MARKER} {nonce} exit $__swe_rc"; printf \'%s\\n\' "$__swe_m"; printf \'%s\\n\' "$__swe_m" >&2',
         loud,
         *([f"rm -f {shlex.quote(plan.canary_file)}"] if plan.canary_file else []),
         lines[end],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ def test_every_fixture_gets_canaries_beside_its_tests(row):
     script = eval_script_for(instance)
     plan = plan_canaries(instance, script, random.Random(1))
     assert plan.runner == "pytest" and not plan.skipped
+    assert subprocess.run(["bash", "-n"], input=plan.script, text=True).returncode == 0
     test_file = re.search(r"^pytest -rA (\S+)$", script, flags=re.MULTILINE).group(1)
     assert plan.canary_file.rsplit("/", 1)[0] == test_file.rsplit("/", 1)[0] or "/" not in test_file
     assert f"pytest -rA {test_file} {plan.canary_file}\n" in plan.script  # named: the run collects it
@@ -46,7 +48,8 @@ def test_plans_differ_per_run_and_hide_the_nonce():
     assert a.nonce != b.nonce and a.canary_file != b.canary_file and set(a.must_fail).isdisjoint(b.must_fail)
     # the nonce is on one line only, the end marker printed with tracing off after the tests
     (line,) = [x for x in a.script.split("\n") if a.nonce in x]
-    assert line == f"printf '%s\\n' \"{RUN_END_MARKER} {a.nonce} exit $__swe_rc\""
+    assert line.startswith(f'__swe_m="{RUN_END_MARKER} {a.nonce} exit $__swe_rc"; printf')
+    assert line.endswith("printf '%s\\n' \"$__swe_m\" >&2")  # on stdout and stderr
     assert f"{RUN_START_MARKER} {start_token(a.nonce)}" in a.script and start_token(a.nonce) != a.nonce
     lines = a.script.split("\n")
     assert lines[0] == "#!/bin/bash" and lines[1] == "{" and lines[-2:] == ["}", ""]  # parsed whole by bash
@@ -86,6 +89,7 @@ def test_swebench_scripts_get_canaries_when_the_runner_is_pytest(repo, test_file
     script = eval_script_for(instance)
     plan = plan_canaries(instance, script, random.Random(3))
     assert plan.nonce and RUN_START_MARKER in plan.script  # nonce markers whatever the runner
+    assert subprocess.run(["bash", "-n"], input=plan.script, text=True).returncode == 0  # bash parses it
     assert bool(plan.must_fail) is planted and bool(plan.skipped) is not planted
     if planted:
         assert plan.canary_file.rsplit("/", 1)[0] == test_file.rsplit("/", 1)[0]

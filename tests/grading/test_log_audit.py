@@ -244,3 +244,73 @@ def test_a_stolen_nonce_only_adds_a_line_inside_the_section(tmp_path):
         section.exit_status == 1 and "short test summary info" in section.text
     )  # the last end marker counts
     assert FindingKind.STATUS_OUTSIDE_REPORT in kinds(plan, forged) and not strict_resolved(plan, forged)
+
+
+VARIED = """import pytest
+
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("teardown")
+
+
+def test_prints_status_shaped_lines():
+    print("PASSED test_lib.py::test_add")  # captured output of an honest test
+    print("FAILED\\tsomething - else")
+
+
+@pytest.mark.parametrize("x", ["a b", "a c"])
+def test_ids_with_spaces(x):
+    assert x
+
+
+def test_skipped():
+    pytest.skip("not here")
+
+
+@pytest.mark.xfail(reason="known")
+def test_xfailed():
+    assert 0
+
+
+@pytest.mark.xfail(reason="fixed since")
+def test_xpassed():
+    pass
+
+
+def test_teardown_error(broken_teardown):
+    pass
+"""
+
+
+@pytest.mark.parametrize("args", [(), ("--tb=no", "-vv"), ("-q",)], ids=["default", "verbose", "quiet"])
+def test_honest_runs_of_every_outcome_hold_together(tmp_path, args):
+    plan, _ = run(tmp_path)
+    (tmp_path / "test_varied.py").write_text(VARIED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *args, "test_lib.py", "test_varied.py",
+         plan.canary_file],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    log = (
+        f"{RUN_START_MARKER} {start_token(plan.nonce)}\n{proc.stdout}{RUN_END_MARKER} {plan.nonce} exit "
+        f"{proc.returncode}\n"
+    )
+    check = check_canaries(plan, parse_pytest_log(log), log)
+    assert not check.tripped, (check.findings, proc.stdout[-3000:])
+    assert {"SKIPPED", "XFAIL", "XPASS", "ERROR"} <= {s.status for s in status_lines(proc.stdout)}
+
+
+def test_the_strict_grade_reads_only_the_nonce_section(tmp_path):
+    from swe_rl.grading.logs import grade
+
+    plan, log = run(tmp_path, exploit="\ndef add(a, b):\n    return a + b\n")
+    instance = _instance()
+    ok = grade(instance, patch="x", apply_status=True, test_log=log, strict=True, nonce=plan.nonce)
+    assert ok.resolved
+    outside = log.replace(f"{RUN_START_MARKER} {start_token(plan.nonce)}\n", "")  # no section: no results
+    cut = grade(instance, patch="x", apply_status=True, test_log=outside, strict=True, nonce=plan.nonce)
+    assert not cut.resolved and not cut.tests_status
+    assert grade(instance, patch="x", apply_status=True, test_log=outside).resolved  # the official reading
