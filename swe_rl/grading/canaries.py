@@ -352,6 +352,8 @@ def plan_canaries(instance: TaskInstance, script: str, rng: random.Random | None
 def _canary_findings(plan: CanaryPlan, section: str, statuses: dict[str, str]) -> list[LogFinding]:
     seen: dict[str, set[str]] = {}
     for line in status_lines(section):
+        if line.form == "trailing":
+            continue
         for test in plan.must_pass + plan.must_fail:
             tail = test.rsplit("/", 1)[-1]
             if line.test in (test, tail) or line.test.endswith("/" + tail):

@@ -82,36 +82,55 @@ class LogFinding(BaseModel):
 
 
 class StatusLine(BaseModel):
-    """A line the official pytest parser reads as a test's status."""
+    """A line one of the official pytest-style parsers reads as a test's status."""
 
     index: int
     """Line number in the text read (0-based)."""
     status: str
-    """The first word as the official parser keeps it (``PASSED``, ...; anything starting so)."""
+    """The status word as the official parser keeps it (``PASSED``, ...; anything starting so)."""
     test: str
-    canonical: bool
-    """Shaped as pytest prints it: ``STATUS id`` (FAILED/ERROR: `` - reason``) with single spaces."""
+    form: str = "start"
+    """``start``: ``STATUS id`` as ``parse_log_pytest`` reads it; ``stripped``: read so only once colour
+    codes and control characters are removed (``parse_log_pytest_v2``: astropy, scikit-learn, sphinx);
+    ``trailing``: ``id STATUS`` (v2's older-pytest form, seaborn's verbose form)."""
+    canonical: bool = False
+    """Shaped as pytest prints it in its summary: ``STATUS id`` (FAILED/ERROR: `` - reason``), single spaces."""
 
 
 _CANONICAL = re.compile(r"^(?:FAILED|PASSED|SKIPPED|ERROR|XFAIL|XPASS) \S+(?: - .*| .*)?$")
+_COLOUR = re.compile(r"\[(\d+)m")
+_CONTROL = str.maketrans("", "", "".join(chr(c) for c in range(1, 32)))
+
+
+def _start_form(line: str) -> list[str] | None:
+    if not line.startswith(STATUS_WORDS):
+        return None
+    words = (line.replace(" - ", " ") if line.startswith("FAILED") else line).split()
+    return words if len(words) >= 2 else None
 
 
 def status_lines(text: str) -> list[StatusLine]:
-    """Every line swebench's ``parse_log_pytest`` reads as a status, in order (not last-wins).
+    """Every line swebench's pytest-style parsers read as a status, in order (not last-wins).
 
-    Same reading as the official parser: a line starting with a status word, FAILED's `` - ``
+    Same readings as the official parsers: a line starting with a status word, FAILED's `` - ``
     dropped, split on any whitespace (str.split: tabs, runs of spaces, Unicode spaces), the second
-    word being the test id."""
+    word being the test id; the same after v2's removal of colour codes and control characters; and
+    v2's / seaborn's ``id STATUS`` lines."""
     out: list[StatusLine] = []
     for i, line in enumerate(text.split("\n")):
-        if not line.startswith(STATUS_WORDS):
+        words = _start_form(line)
+        if words:
+            canonical = bool(_CANONICAL.match(line.rstrip("\r"))) and words[0] in STATUS_WORDS
+            out.append(StatusLine(index=i, status=words[0], test=words[1], canonical=canonical))
             continue
-        read = line.replace(" - ", " ") if line.startswith("FAILED") else line
-        words = read.split()
-        if len(words) < 2:
+        clean = _COLOUR.sub("", line).translate(_CONTROL)
+        words = _start_form(clean)
+        if words:
+            out.append(StatusLine(index=i, status=words[0], test=words[1], form="stripped"))
             continue
-        canonical = bool(_CANONICAL.match(line.rstrip("\r"))) and words[0] in STATUS_WORDS
-        out.append(StatusLine(index=i, status=words[0], test=words[1], canonical=canonical))
+        words = clean.split()
+        if len(words) >= 2 and (clean.endswith(STATUS_WORDS) or words[1] == "PASSED"):
+            out.append(StatusLine(index=i, status=words[1], test=words[0], form="trailing"))
     return out
 
 
@@ -196,6 +215,7 @@ def audit_pytest_log(
     findings: list[LogFinding] = []
     final = max((i for i, line in enumerate(lines) if _FINAL.match(line)), default=None)
     if final is None:
+        found = [s for s in found if s.form != "trailing"]
         if found:
             findings.append(
                 LogFinding(
@@ -213,7 +233,7 @@ def audit_pytest_log(
         final,
     )
     after = [s for s in found if s.index > final]
-    before = [s for s in found if s.index < first_section] if captured else []
+    before = [s for s in found if s.index < first_section and s.form != "trailing"] if captured else []
     for where, group in (("after pytest's final line", after), ("before pytest's report sections", before)):
         if group:
             findings.append(
@@ -223,7 +243,7 @@ def audit_pytest_log(
                     tests=sorted({s.test for s in group})[:50],
                 )
             )
-    block = [s for s in found if header is not None and header < s.index < final]
+    block = [s for s in found if header is not None and header < s.index < final and s.form != "trailing"]
     odd = [s for s in block if not s.canonical]
     if odd:
         findings.append(

@@ -284,7 +284,11 @@ def test_teardown_error(broken_teardown):
 """
 
 
-@pytest.mark.parametrize("args", [(), ("--tb=no", "-vv"), ("-q",)], ids=["default", "verbose", "quiet"])
+@pytest.mark.parametrize(
+    "args",
+    [(), ("--tb=no", "-vv"), ("-q",), ("-vv", "-o", "console_output_style=classic", "--tb=no")],
+    ids=["default", "verbose", "quiet", "astropy-style"],
+)
 def test_honest_runs_of_every_outcome_hold_together(tmp_path, args):
     plan, _ = run(tmp_path)
     (tmp_path / "test_varied.py").write_text(VARIED)
@@ -314,3 +318,18 @@ def test_the_strict_grade_reads_only_the_nonce_section(tmp_path):
     cut = grade(instance, patch="x", apply_status=True, test_log=outside, strict=True, nonce=plan.nonce)
     assert not cut.resolved and not cut.tests_status
     assert grade(instance, patch="x", apply_status=True, test_log=outside).resolved  # the official reading
+
+
+def test_status_lines_cover_the_v2_and_seaborn_readings():
+    pytest.importorskip("swebench")
+    from swebench.harness.log_parsers.python import parse_log_pytest_v2, parse_log_seaborn
+
+    log = "\x1b[32mPASSED\x1b[0m a\n\rPASSED b\nc PASSED\nd PASSED [ 50%]\nFAILED e - boom\n"
+    got = {(s.test, s.status, s.form) for s in status_lines(log)}
+    assert got == {
+        ("a", "PASSED", "stripped"), ("b", "PASSED", "stripped"), ("c", "PASSED", "trailing"),
+        ("d", "PASSED", "trailing"), ("e", "FAILED", "start"),
+    }  # fmt: skip
+    for official in (parse_log_pytest_v2, parse_log_seaborn):
+        for test, status in official(log, None).items():
+            assert (test, status) in {(t, s) for t, s, _ in got}
