@@ -43,6 +43,7 @@ from swe_rl.grading.log_audit import (
     start_token,
     status_lines,
 )
+from swe_rl.grading.runner_command import read_runner_command
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, RUN_END_MARKER, RUN_START_MARKER, START_TEST_OUTPUT
 
@@ -106,88 +107,6 @@ _WORDS = (
     "signal simple single small socket sorted split stream string suffix thread token unicode unique value "
     "vector window zero"
 ).split()
-_VALUE_SHORT = set("rkmpcoWn")  # short options whose value follows (attached or as the next word)
-_VALUE_LONG = {
-    "--tb", "--rootdir", "--deselect", "--ignore", "--ignore-glob", "--durations", "--import-mode",
-    "--confcutdir", "--basetemp", "--override-ini", "--junitxml", "--junit-xml", "--log-level",
-    "--color", "--capture", "--cov", "--cov-report", "--timeout", "--pythonwarnings", "--dist",
-    "--numprocesses", "--log-file", "--log-cli-level", "--randomly-seed", "--continue-on-collection-errors",
-}  # fmt: skip
-_SELECTING = {
-    "--exitfirst", "--maxfail", "--sw", "--stepwise", "--stepwise-skip", "--lf", "--last-failed",
-    "--co", "--collect-only", "--pdb", "--trace", "--keyword", "--markers",
-}  # fmt: skip
-
-
-class _Command(BaseModel):
-    runner: str
-    paths: list[str] = Field(default_factory=list)
-    capture: bool = True
-    refused: str = ""
-
-
-def _read_command(lines: list[str]) -> _Command:
-    """What the test command is: a plain pytest call (its path arguments) or something else."""
-    body = [line for line in lines if line.strip() and not line.strip().startswith("#")]
-    if len(body) != 1:
-        return _Command(runner="?", refused=f"the test command has {len(body)} lines")
-    lexer = shlex.shlex(body[0], posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        words = list(lexer)
-    except ValueError as exc:
-        return _Command(runner="?", refused=f"the test command does not parse: {exc}")
-    if any(w and set(w) <= set("();<>|&") for w in words) or "$(" in body[0] or "`" in body[0]:
-        return _Command(
-            runner="?", refused="the test command is not one plain call (pipes, lists, redirects)"
-        )
-    while words and "=" in words[0] and words[0].split("=")[0].isidentifier():
-        words.pop(0)  # VAR=value before the command
-    head = words[0] if words else ""
-    if posixpath.basename(head) in ("pytest", "py.test"):
-        args = words[1:]
-    elif posixpath.basename(head).startswith("python") and words[1:3] == ["-m", "pytest"]:
-        args = words[3:]
-    else:
-        return _Command(
-            runner=posixpath.basename(head) or "?", refused=f"the test runner is not pytest ({head})"
-        )
-    cmd = _Command(runner="pytest")
-    i = 0
-    while i < len(args):
-        word = args[i]
-        i += 1
-        if word == "--":
-            cmd.paths += args[i:]
-            break
-        if word.startswith("--"):
-            name = word.split("=", 1)[0]
-            if name in _SELECTING:
-                cmd.refused = f"the test command selects or stops early ({word})"
-            if name == "--capture" and (word.endswith("=no") or args[i : i + 1] == ["no"]):
-                cmd.capture = False
-            if name in _VALUE_LONG and "=" not in word:
-                i += 1
-            continue
-        if word.startswith("-") and len(word) > 1:
-            for pos, flag in enumerate(word[1:], start=2):
-                if flag in _VALUE_SHORT:
-                    value = word[pos:] or (args[i] if i < len(args) else "")
-                    i += 0 if word[pos:] else 1
-                    if flag in "km":
-                        cmd.refused = f"the test command selects tests (-{flag})"
-                    if flag == "p" and value == "no:unittest":
-                        cmd.refused = "the test command disables unittest collection"
-                    break
-                if flag == "x":
-                    cmd.refused = "the test command stops at the first failure (-x)"
-                if flag == "s":
-                    cmd.capture = False
-            continue
-        cmd.paths.append(word)
-    return cmd
-
-
 # ----------------------------------------------------------------------------- planting
 
 _CANARY_FILE = """import unittest
@@ -253,7 +172,7 @@ def plan_canaries(instance: TaskInstance, script: str, rng: random.Random | None
     if len(starts) != 1 or not ends:
         return CanaryPlan(script=script, skipped="the script has no single pair of test-output markers")
     start, end = starts[0], ends[0]
-    command = _read_command(lines[start + 1 : end])
+    command = read_runner_command(lines[start + 1 : end])
     nonce = f"{rng.getrandbits(128):032x}"
     plan = CanaryPlan(script="", nonce=nonce, runner=command.runner, capture=command.capture)
     test_files = [p for p in patch_paths(instance.test_patch) if p.endswith(".py")]
