@@ -7,6 +7,9 @@
 - `integrity` (rules) and `fleet_integrity` (their use in the grading container): changes to tests
   and test infrastructure neutralised before the run, the official verdict kept beside it;
   `patch_split` cuts unified diffs into files and hunks for them.
+- `canaries` (tests the grader plants in the run, nonce markers around it) and `log_audit` (the run's
+  log read as evidence: the nonce section, every status line, pytest's report and exit status);
+  `runner_command` reads the eval script's test command for them.
 - `baseline`: the repository's untracked files recorded before a patch, so a diff is the patch only.
 - `certification`: the ledger of instances fit to train on (gold resolves, empty does not, flaky tests).
 - `artifacts`: ``eval.log`` and ``report.json`` of one grade.

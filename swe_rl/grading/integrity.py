@@ -42,6 +42,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swe_rl.grading.log_audit import status_lines
 from swe_rl.grading.patch_split import DiffHunk, FileDiff, join_patch, split_patch
 
 __all__ = [
@@ -429,20 +430,23 @@ def neutralise(
 
 # ----------------------------------------------------------------------------- strict verdict
 
-_STATUS_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+)", flags=re.MULTILINE)
 _OK = ("PASSED", "XFAIL")
 
 
 def contradicted_tests(log: str, tests: set[str]) -> set[str]:
     """Expected tests that the log reports with more than one status (printed lines forging a result),
-    and those of a test file whose collection failed (``ERROR path/to/test_file.py``)."""
+    and those of a test file whose collection failed (``ERROR path/to/test_file.py``).
+
+    Every line the official pytest parser reads counts, whatever whitespace separates its words
+    (`swe_rl.grading.log_audit.status_lines`): a line printed after pytest's own with a tab or a
+    Unicode space would flip the official last-line-wins reading, so it must be seen here too."""
     seen: dict[str, set[str]] = {}
     broken_files = set()
-    for status, test in _STATUS_LINE.findall(log):
-        if test in tests:
-            seen.setdefault(test, set()).add(status)
-        elif status == "ERROR" and "::" not in test:
-            broken_files.add(test)
+    for line in status_lines(log):
+        if line.test in tests:
+            seen.setdefault(line.test, set()).add(line.status)
+        elif line.status == "ERROR" and "::" not in line.test:
+            broken_files.add(line.test)
     bad = {t for t, s in seen.items() if len(s) > 1}
     return bad | {t for t in tests if t.split("::", 1)[0] in broken_files}
 

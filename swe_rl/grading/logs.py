@@ -15,6 +15,7 @@ import re
 from typing import Protocol
 
 from swe_rl.grading.integrity import strict_report
+from swe_rl.grading.log_audit import NonceSection, nonce_section
 from swe_rl.grading.result import ApplyStatus, GradeResult, GradeStatus, TestsReport
 from swe_rl.tasks import END_TEST_OUTPUT, START_TEST_OUTPUT, TaskInstance
 
@@ -244,6 +245,7 @@ def grade(
     env_error: str | None = None,
     grader: LogGrader | None = None,
     strict: bool = False,
+    nonce: str = "",
 ) -> GradeResult:
     """Grade one patch from the outcome of its eval run.
 
@@ -253,6 +255,8 @@ def grade(
     lists, R2E-Gym's expected statuses when it has those, else the exit code.
     ``strict`` (integrity grading, `swe_rl.grading.integrity.strict_report`): an expected test
     that did not run, was skipped or contradicts itself in the log is a failure.
+    ``nonce`` (a `swe_rl.grading.canaries.CanaryPlan`'s): only the section between the runner's nonce
+    markers is read (none found: no results), never the rest of the log.
     """
     if isinstance(apply_status, bool):
         apply_status = ApplyStatus.APPLIED if apply_status else ApplyStatus.FAILED
@@ -276,9 +280,12 @@ def grade(
     grader = grader or default_grader()
     if instance.has_test_lists:
         section = _test_output(test_log)
+        if nonce:
+            found = nonce_section(test_log, nonce)
+            section = found.text if isinstance(found, NonceSection) else ""
         try:
             name, statuses = grader.parse(section, instance)
-            if not statuses and START_TEST_OUTPUT in test_log:
+            if not statuses and START_TEST_OUTPUT in test_log and not nonce:
                 # as swebench: results printed outside the markers (stderr ordering)
                 name, statuses = grader.parse(test_log, instance)
         except GraderUnavailable as exc:

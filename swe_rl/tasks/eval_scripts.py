@@ -9,11 +9,24 @@ from __future__ import annotations
 
 from swe_rl.tasks.instance import DataSource, TaskInstance
 
-__all__ = ["END_TEST_OUTPUT", "START_TEST_OUTPUT", "EvalSpecUnavailable", "eval_script_for"]
+__all__ = [
+    "END_TEST_OUTPUT",
+    "RUN_END_MARKER",
+    "RUN_START_MARKER",
+    "START_TEST_OUTPUT",
+    "EvalSpecUnavailable",
+    "eval_script_for",
+]
 
 # SWE-bench's eval scripts print these around the test run; the grader slices on them.
 START_TEST_OUTPUT = ">>>>> Start Test Output"
 END_TEST_OUTPUT = ">>>>> End Test Output"
+# The grader's own markers, printed inside SWE-bench's by the runner shell with a per-run nonce
+# (swe_rl/grading/canaries.py): ``>>>>> swe-rl run start <token>`` before the test command and
+# ``>>>>> swe-rl run end <nonce> exit <status>`` after it. They differ from SWE-bench's text, so the
+# official slicing of an honest log is unchanged.
+RUN_START_MARKER = ">>>>> swe-rl run start"
+RUN_END_MARKER = ">>>>> swe-rl run end"
 
 
 class EvalSpecUnavailable(RuntimeError):
