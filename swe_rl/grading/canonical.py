@@ -115,7 +115,7 @@ try:
     for dist in metadata.distributions():
         txt = dist.read_text("top_level.txt") or ""
         tops.update(t.strip() for t in txt.split() if t.strip())
-        for f in list(dist.files or [])[:5000]:
+        for f in [] if txt.strip() else list(dist.files or [])[:5000]:
             part = str(f).split("/")[0]
             if part.startswith(".") or part == "__pycache__" or ".dist-info" in part or ".egg-info" in part:
                 continue

@@ -182,21 +182,20 @@ def judge_tree(
         TamperRecord(path=path, rule=rule, action="dropped", reason=reason, hunk=_cap(dropped.get(path, "")))
         for path, (rule, reason) in rules.items()
     ]
-    originals = {
-        c.path: canon.content(c.old_blob) if c.kind != "added" else None
-        for c in canon.changes
-        if posixpath.basename(c.path) in ("setup.cfg", "pyproject.toml")
-    }
+    # settings files the parser cleared keep every line (the text trimming of `neutralise` reads text)
+    cleared = [fd for fd in kept if normalise_name(posixpath.basename(fd.path)) in RUNNER_CONFIG_FILES]
+    kept = [fd for fd in kept if fd not in cleared]
     patch, report = neutralise(
         join_patch(preamble, kept),
         test_patch=instance.test_patch,
         gold_patch=instance.patch,
         eval_script=script,
         repo=instance.repo,
-        originals=originals,
         config=config,
     )
     records += report.records
+    if cleared:
+        patch = join_patch("", [*split_patch(patch)[1], *cleared])
     left = {p for fd in split_patch(patch)[1] for p in fd.paths}
     sources = [
         ChangedSource(
