@@ -198,7 +198,7 @@ def parse_raw(data: bytes) -> list[TreeChange]:
     i = 0
     while i + 1 < len(fields):
         meta = fields[i].decode("ascii", errors="replace").lstrip(":").split()
-        path = fields[i + 1].decode("utf-8", errors="surrogateescape")
+        path = fields[i + 1].decode("utf-8", errors="replace")
         i += 2
         if len(meta) < 5:
             continue
