@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import statistics
 import time
@@ -62,6 +63,7 @@ async def timed(grader: FleetGrader, instance: TaskInstance, patch: str) -> floa
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     loaded = load_instances(FIXTURES, instance_ids=args.instances)
     rows = []
     with LocalFleet(exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}) as fleet:
