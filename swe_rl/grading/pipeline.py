@@ -85,7 +85,7 @@ def _judge(
     result = grade(
         instance,
         patch=patch,
-        apply_status=run.apply_status == "applied",
+        apply_status=run.apply_status in ("applied", "empty"),  # "empty": tests ran without a patch
         test_log=run.test_log,
         timed_out=run.timed_out,
         returncode=run.returncode,
