@@ -87,7 +87,7 @@ index=$(git rev-parse --git-path index) || exit 2
 rm -rf "$B" && mkdir -p "$B/objects" || exit 2
 export GIT_INDEX_FILE="$B/index" GIT_OBJECT_DIRECTORY="$B/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$objects"
 # Start from a copy of the repository's index (its stat data spares rehashing every file), else from HEAD.
-if ! { cp "$index" "$B/index" 2>/dev/null && git ls-files >/dev/null 2>&1; }; then
+if ! { cp -p "$index" "$B/index" 2>/dev/null && git ls-files >/dev/null 2>&1; }; then
   rm -f "$B/index"
   if git rev-parse -q --verify HEAD >/dev/null; then git read-tree HEAD; else git read-tree --empty; fi || exit 2
 fi
@@ -121,7 +121,7 @@ def diff_script(base: str | None = None) -> str:
   GIT_ALTERNATE_OBJECT_DIRECTORIES="$(cat "$B/alternates")" GIT_WORK_TREE="$top"
 {private_git_dir(BASELINE_DIR + "/git")}
 git cat-file -e "$(cat "$B/tree")" 2>/dev/null || {{ echo "the baseline was removed from $B" >&2; exit 3; }}
-cp "$B/index" "$GIT_INDEX_FILE" || exit 2
+cp -p "$B/index" "$GIT_INDEX_FILE" || exit 2
 git -c core.excludesFile="$B/exclude" -c core.attributesFile=/dev/null add -A >/dev/null || exit 2
 {SAFE_DIFF} --cached {against}
 """

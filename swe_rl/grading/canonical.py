@@ -159,7 +159,7 @@ if [ -s "$B/tree" ]; then
   base=$(cat "$B/tree")
   {private_git_dir(WORK_DIR + "/git")}
 else
-  cp "$index" "$W/index" 2>/dev/null
+  cp -p "$index" "$W/index" 2>/dev/null
   {private_git_dir(WORK_DIR + "/git")}
   git ls-files >/dev/null 2>&1 || {{ rm -f "$W/index"; git read-tree "$head" || exit 2; }}
   git -c core.attributesFile=/dev/null add -A >/dev/null 2>&1 || exit 2

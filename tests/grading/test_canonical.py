@@ -86,3 +86,12 @@ def test_the_repositorys_own_git_settings_do_not_shape_the_patch(repo, tmp_path)
     subprocess.run(["git", "checkout", "-q", "--", "."], cwd=repo, check=True)
     canon = canonicalise_local(repo, tmp_path, taken)
     assert canon.applied and "+x = 3" in canon.text and "conftest" not in canon.text
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_an_edit_in_the_same_second_as_the_baseline_is_in_the_patch(tmp_path, round_):
+    """Same size, same second: git must not trust the copied index's stat data (racy-git timestamps kept)."""
+    repo = make_repo(tmp_path, BASE)
+    record_baseline(repo, tmp_path)
+    (repo / "pkg" / "core.py").write_text("x = 2\ny = 2\n")
+    assert "+x = 2" in agent_diff(repo, tmp_path)
