@@ -35,6 +35,7 @@ from swe_rl.agent.protocols import EnvFactory, Environment
 from swe_rl.fleet.client import ExecResult, LeaseLost
 from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
 from swe_rl.fleet.output import HeadTailBuffer
+from swe_rl.fleet.patch_baseline import SAFE_DIFF, SAFE_GIT_ENV
 from swe_rl.tasks.instance import TaskInstance
 
 __all__ = ["LocalEnvironment", "init_repo", "local_env_factory", "local_environment"]
@@ -155,10 +156,11 @@ class LocalEnvironment:
             out.write(chunk)
 
     async def diff(self) -> str:
-        """``git diff`` of the workdir against HEAD, new files included (``git add -A`` first, as the fleet)."""
+        """``git diff`` of the workdir against HEAD, new files included (``git add -A`` first, as the fleet),
+        under the fleet's git controls (no system/global configuration, no external diff, no textconv)."""
         self._check("diff")
-        git_diff = "git -c core.quotepath=off diff --cached --binary"
-        cmd = (
+        git_diff = f"{SAFE_DIFF} --cached"
+        cmd = SAFE_GIT_ENV + (
             f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
             f"then {git_diff} HEAD; else {git_diff}; fi"
         )

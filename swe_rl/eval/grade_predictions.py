@@ -236,6 +236,36 @@ def write_artifacts(
     return out
 
 
+def prediction_row(
+    instance_id: str, patch: str, facts: dict[str, Any], grade: Any, seconds: float
+) -> dict[str, Any]:
+    """The results.jsonl row of one graded prediction: the outcome, the agent's facts, and the integrity
+    fields (tamper records, the official verdict beside ours) that summary.json's ``integrity`` reads."""
+    from swe_rl.integrity_metrics import rollout_integrity
+
+    return {
+        "instance_id": instance_id,
+        "status": grade.status.value,
+        "resolved": grade.resolved,
+        "exit_reason": facts["exit_reason"],
+        "steps": facts["steps"],
+        "harness": "mini-swe-agent",
+        "prompt_tokens": facts["prompt_tokens"],
+        "completion_tokens": facts["completion_tokens"],
+        "agent_seconds": round(facts["agent_seconds"], 3),
+        "grade_seconds": round(seconds, 3),
+        "patch_bytes": len(patch.encode()),
+        "error": facts["error"],
+        "grade_message": grade.message or None,
+        "dir": "",
+        "patch_sha": patch_digest(patch),
+        "minisweagent_exit_status": facts["exit_status"],
+        "apply_strategy": grade.apply_strategy,
+        "eval_log": bool(grade.test_log),
+        **rollout_integrity(None, grade),
+    }
+
+
 async def grade_all(
     args: argparse.Namespace, pool_env: dict[str, str] | None = None, stop: CleanStop | None = None
 ) -> dict[str, Any]:
@@ -337,26 +367,9 @@ async def grade_all(
                         grade = await grader.grade(inst, patch)
                 seconds = time.monotonic() - t0
                 out = write_artifacts(run_dir, inst, patch, facts, grade, traj, meta, seconds)
-                row = {
-                    "instance_id": inst.instance_id,
-                    "status": grade.status.value,
-                    "resolved": grade.resolved,
-                    "exit_reason": facts["exit_reason"],
-                    "steps": facts["steps"],
-                    "harness": "mini-swe-agent",
-                    "prompt_tokens": facts["prompt_tokens"],
-                    "completion_tokens": facts["completion_tokens"],
-                    "agent_seconds": round(facts["agent_seconds"], 3),
-                    "grade_seconds": round(seconds, 3),
-                    "patch_bytes": len(patch.encode()),
-                    "error": facts["error"],
-                    "grade_message": grade.message or None,
-                    "dir": str(out.relative_to(run_dir)),
-                    "patch_sha": patch_digest(patch),
-                    "minisweagent_exit_status": facts["exit_status"],
-                }
+                row = prediction_row(inst.instance_id, patch, facts, grade, seconds)
+                row["dir"] = str(out.relative_to(run_dir))
                 write_grade_artifacts(out, grade, grade_seconds=round(seconds, 3))  # eval.log + report.json
-                row.update(apply_strategy=grade.apply_strategy, eval_log=bool(grade.test_log))
             except Exception as exc:
                 log.exception("grading %s failed", inst.instance_id)
                 row = {

@@ -22,7 +22,16 @@ Python), so they run on any task image. Used by the exec server (`/container/dif
 
 from __future__ import annotations
 
-__all__ = ["BASELINE_DIR", "BASELINE_SCRIPT", "DIFF_SCRIPT", "NO_BASELINE_EXIT", "diff_script"]
+__all__ = [
+    "BASELINE_DIR",
+    "BASELINE_SCRIPT",
+    "DIFF_SCRIPT",
+    "NO_BASELINE_EXIT",
+    "SAFE_DIFF",
+    "SAFE_GIT_ENV",
+    "diff_script",
+    "private_git_dir",
+]
 
 BASELINE_DIR = "/tmp/.swe-rl/baseline"
 """Inside the container, outside any work tree."""
@@ -30,7 +39,41 @@ BASELINE_DIR = "/tmp/.swe-rl/baseline"
 NO_BASELINE_EXIT = 90
 """Exit code of `DIFF_SCRIPT` when no baseline was recorded in this container."""
 
-_COMMON = f"""
+SAFE_GIT_ENV = """
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 HOME=/nonexistent \\
+  XDG_CONFIG_HOME=/nonexistent GIT_PAGER=cat GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0 \\
+  GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'
+unset GIT_EXTERNAL_DIFF GIT_DIFF_OPTS GIT_CONFIG GIT_CONFIG_PARAMETERS GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE \\
+  GIT_OBJECT_DIRECTORY GIT_ALTERNATE_OBJECT_DIRECTORIES GIT_NAMESPACE GIT_ATTR_SOURCE 2>/dev/null
+"""
+"""sh lines: git reads no system or global configuration, and nothing from the caller's environment
+decides what a diff looks like (external diff programs, diff options); ownership checks off (the
+global configuration that would list the repository as safe is not read)."""
+
+SAFE_DIFF = (
+    "git -c core.attributesFile=/dev/null -c core.hooksPath=/dev/null -c core.quotepath=off "
+    "-c diff.noprefix=false -c diff.mnemonicPrefix=false -c diff.relative=false -c core.autocrlf=false "
+    "-c core.fileMode=true -c core.symlinks=true -c diff.context=3 -c diff.interHunkContext=0 "
+    "diff --binary --no-ext-diff --no-textconv --no-color --no-renames"
+)
+"""The diff command of every patch we take: binary-safe, no external diff driver, no text conversion,
+no renames, a fixed format whatever configuration is in effect."""
+
+
+def private_git_dir(path: str) -> str:
+    """sh lines making `path` an empty git directory (an empty configuration, no attributes, no hooks)
+    and pointing git at it (``GIT_DIR``): run with ``GIT_WORK_TREE``, ``GIT_OBJECT_DIRECTORY`` and
+    ``GIT_ALTERNATE_OBJECT_DIRECTORIES`` set, it reads the repository's objects and work tree but none
+    of the repository's own settings (``.git/config`` diff drivers, ``.git/info/attributes``, hooks)."""
+    return f"""
+rm -rf "{path}" && mkdir -p "{path}/refs" "{path}/objects" "{path}/info" || exit 2
+printf 'ref: refs/heads/swe-rl\\n' >"{path}/HEAD"
+printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' >"{path}/config"
+export GIT_DIR="{path}"
+"""
+
+
+_COMMON = f"""{SAFE_GIT_ENV}
 B={BASELINE_DIR}
 top=$(git rev-parse --show-toplevel 2>/dev/null) || {{ echo "not inside a git work tree: $(pwd)" >&2; exit 2; }}
 cd "$top" || exit 2
@@ -44,7 +87,7 @@ index=$(git rev-parse --git-path index) || exit 2
 rm -rf "$B" && mkdir -p "$B/objects" || exit 2
 export GIT_INDEX_FILE="$B/index" GIT_OBJECT_DIRECTORY="$B/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$objects"
 # Start from a copy of the repository's index (its stat data spares rehashing every file), else from HEAD.
-if ! { cp "$index" "$B/index" 2>/dev/null && git ls-files >/dev/null 2>&1; }; then
+if ! { cp -p "$index" "$B/index" 2>/dev/null && git ls-files >/dev/null 2>&1; }; then
   rm -f "$B/index"
   if git rev-parse -q --verify HEAD >/dev/null; then git read-tree HEAD; else git read-tree --empty; fi || exit 2
 fi
@@ -68,17 +111,19 @@ def diff_script(base: str | None = None) -> str:
     With `base` (a git revision) the diff is against that revision instead of the baseline
     tree, still leaving out what the baseline marks as ignored-present.
     """
-    against = f'"{base}"' if base else '"$(cat "$B/tree")"'
+    against = '"$against"' if base else '"$(cat "$B/tree")"'
+    resolve = f'against=$(git rev-parse --verify "{base}^{{tree}}") || exit 2\n' if base else ""
     return (
         _COMMON
         + f"""
 [ -s "$B/tree" ] && [ -s "$B/index" ] || {{ echo "no baseline recorded" >&2; exit {NO_BASELINE_EXIT}; }}
-export GIT_INDEX_FILE="$B/diff.index" GIT_OBJECT_DIRECTORY="$B/objects" \\
-  GIT_ALTERNATE_OBJECT_DIRECTORIES="$(cat "$B/alternates")"
+{resolve}export GIT_INDEX_FILE="$B/diff.index" GIT_OBJECT_DIRECTORY="$B/objects" \\
+  GIT_ALTERNATE_OBJECT_DIRECTORIES="$(cat "$B/alternates")" GIT_WORK_TREE="$top"
+{private_git_dir(BASELINE_DIR + "/git")}
 git cat-file -e "$(cat "$B/tree")" 2>/dev/null || {{ echo "the baseline was removed from $B" >&2; exit 3; }}
-cp "$B/index" "$GIT_INDEX_FILE" || exit 2
-git -c core.excludesFile="$B/exclude" add -A >/dev/null || exit 2
-git -c core.quotepath=off diff --cached --binary {against}
+cp -p "$B/index" "$GIT_INDEX_FILE" || exit 2
+git -c core.excludesFile="$B/exclude" -c core.attributesFile=/dev/null add -A >/dev/null || exit 2
+{SAFE_DIFF} --cached {against}
 """
     )
 

@@ -3,9 +3,12 @@
 - `result`: `GradeResult` / `GradeStatus`, what every grader returns.
 - `logs`: a test log parsed (official swebench parsers, or a built-in pytest one) and judged
   FAIL_TO_PASS / PASS_TO_PASS (`grade`).
-- `fleet`: `FleetGrader`, the patch applied and the tests run in a fresh container of the fleet.
-- `integrity` (rules) and `fleet_integrity` (their use in the grading container): changes to tests
-  and test infrastructure neutralised before the run, the official verdict kept beside it;
+- `fleet`: `FleetGrader`, the patch graded in a fresh container of the fleet (settings: `config`).
+- `pipeline`: the stages of one grading, each a module with one typed result handed to the next:
+  `canonical` (what git apply accepts, re-taken canonically) → `tree_rules` (the resulting tree judged,
+  names normalised; `runner_config` reads settings with real parsers) → `capabilities` (syntax tree of
+  the added code) → the test run with `canaries` → `logs` (parse, strict verdict) → `verdict`.
+- `integrity`: the named rules, `TamperReport` and the official verdict kept beside ours;
   `patch_split` cuts unified diffs into files and hunks for them.
 - `canaries` (tests the grader plants in the run, nonce markers around it) and `log_audit` (the run's
   log read as evidence: the nonce section, every status line, pytest's report and exit status);

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swe_rl.grading.capabilities import CapabilityConfig
 from swe_rl.grading.log_audit import status_lines
 from swe_rl.grading.patch_split import DiffHunk, FileDiff, join_patch, split_patch
 
@@ -75,7 +76,10 @@ class IntegrityConfig(BaseModel):
     pytest_repos: list[str] = Field(default_factory=lambda: ["pytest-dev/*"])
     """Repos (fnmatch on owner/name) whose own source is a test runner: their source is not scanned."""
     shadow_check: bool = True
-    """Drop files that would shadow the test runner's modules (``pytest.py``, ``_pytest/`` at an import root)."""
+    """Drop new top-level modules that would shadow the test runner's, the standard library's or an installed
+    distribution's modules (``pytest.py``, ``_pytest/``, ``json.py`` at an import root)."""
+    capabilities: CapabilityConfig = Field(default_factory=CapabilityConfig)
+    """What each capability the syntax-tree scan finds in added code does to the reward (void, flag, ignore)."""
 
 
 class TamperRecord(BaseModel):
@@ -85,9 +89,11 @@ class TamperRecord(BaseModel):
     """File (repository-relative)."""
     rule: str
     """Which rule: test_patch_file, eval_script_file, conftest, pytest_settings, interpreter_hook, path_file,
-    package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook."""
+    package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook, runner_shadow,
+    symlink, compiled_code, module_shadow, runner_config, capability, canary."""
     action: str
-    """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept)."""
+    """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept; voids
+    the reward when ``flag_voids``), ``voided`` (kept; the reward is void), ``noted`` (kept, recorded only)."""
     reason: str
     """In words."""
     hunk: str = ""
@@ -103,6 +109,8 @@ class TamperReport(BaseModel):
     """Size of the agent's patch."""
     kept_bytes: int = 0
     """Size of the patch that was run."""
+    canonical_bytes: int | None = None
+    """Size of the canonical patch (what ``git apply`` accepted, re-taken); None when not derived."""
 
     @property
     def tampered(self) -> bool:
@@ -116,7 +124,8 @@ class TamperReport(BaseModel):
 
     @property
     def voiding(self) -> list[TamperRecord]:
-        return [r for r in self.records if r.action == "flagged"]
+        """Records that void the reward (flagged ones only under ``flag_voids``)."""
+        return [r for r in self.records if r.action in ("flagged", "voided")]
 
     def summary(self) -> str:
         if not self.records:

@@ -77,6 +77,8 @@ class GradeResult(BaseModel):
     """Network of the grading container (False: none; True: Docker's default; else its name)."""
     test_log: str = Field(default="", exclude=True)
     """The eval script's output; kept in memory for artifacts (eval.log), never serialized with the grade."""
+    graded_patch: str = Field(default="", exclude=True)
+    """Integrity grading: the patch the test run got (canonical, rules applied); kept in memory, never serialized."""
     tamper: TamperReport | None = None
     """Integrity grading: what of the agent's patch was dropped, trimmed or flagged before the run, and why."""
     official: OfficialVerdict | None = None

@@ -8,12 +8,14 @@ ours. ``SWE_INTEGRITY_TABLE=<file.json>`` writes the table of docs/reward_integr
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
 import pytest
-from adversarial_patches import EXPLOITS, exploit_patches
+from adversarial_patches import EXPLOITS, ROUND_TWO, exploit_patches
 from agent_fixtures import (  # noqa: F401
+    FIXTURES_JSONL,
     client,
     fixture_instances,
     leftover_containers,
@@ -63,6 +65,45 @@ async def test_no_exploit_earns_a_reward(instance_id, client, pool, fixture_inst
     gold = await grader.grade(instance, instance.patch)
     assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, gold.message
     assert gold.tamper is not None and not gold.tamper.records and gold.official.source == "same_run"
+    assert not leftover_containers(docker_client, pool)
+
+
+FIXTURE_IDS = [
+    json.loads(line)["instance_id"] for line in FIXTURES_JSONL.read_text().splitlines() if line.strip()
+]
+
+
+@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
+async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
+    instance_id, client, pool, fixture_instances, docker_client
+):
+    """Threat classes 2-4 of issue 24 on every fixture: nothing under the integrity verdict; gold resolves."""
+    instance = fixture_instances[instance_id]
+    patches = await exploit_patches(client, instance, ROUND_TWO)
+    grader = FleetGrader(client)
+    earned = []
+    gate = asyncio.Semaphore(3)
+
+    async def graded(name: str):
+        async with gate:
+            return await grader.grade(instance, patches[name])
+
+    results = await asyncio.gather(*(graded(e.name) for e in ROUND_TWO))
+    for exploit, result in zip(ROUND_TWO, results, strict=True):
+        _record(instance_id, exploit.name, result)
+        assert result.official is not None and result.tamper is not None, exploit.name
+        if result.resolved or result.status is GradeStatus.ENV_ERROR:
+            earned.append((exploit.name, result.status.value, result.message))
+        if (
+            result.official.resolved
+            and not result.tamper.records
+            and result.status is not GradeStatus.PATCH_APPLY_FAILED
+        ):
+            earned.append((exploit.name, "paid officially, nothing recorded", result.official.message))
+    assert not earned, earned
+    gold = await grader.grade(instance, instance.patch)
+    assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, gold.message
+    assert not gold.tamper.records and gold.official.source == "same_run"
     assert not leftover_containers(docker_client, pool)
 
 

@@ -144,7 +144,7 @@ class Operations:
                         )
                     res = None
             if res is None:  # no baseline: everything untracked counts
-                git_diff = "git -c core.quotepath=off diff --cached --binary"
+                git_diff = f"{patch_baseline.SAFE_DIFF} --cached"
                 cmd = f"git add -A >/dev/null && {git_diff} {base}"
                 if base == "HEAD":  # a repository without commits yet diffs against the empty tree
                     cmd = (
@@ -153,7 +153,7 @@ class Operations:
                     )
                 res = self._run(
                     rec,
-                    cmd,
+                    patch_baseline.SAFE_GIT_ENV + cmd,
                     timeout=300.0,
                     workdir=workdir,
                     env=None,

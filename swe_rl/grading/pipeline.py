@@ -1,0 +1,223 @@
+"""The grading pipeline: one patch, one fresh container, one straight walk through the stages.
+
+1. `canonical` — the one canonical patch: what ``git apply`` accepts on the clean checkout, re-taken
+   under a git configuration the repository cannot change (`CanonicalPatch`);
+2. `tree_rules` — rules on the tree that patch produces (normalised names, hooks, shadows, symlinks,
+   compiled code, parsed runner settings, tests): the patch the test run may see (`TreeVerdict`);
+3. `capabilities` — the syntax tree of the added code (`CapabilityReport`);
+4. the test run, with the canaries `canaries.plan_canaries` plants (`CanaryPlan`, `EvalResult`);
+5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`);
+6. `verdict` — the integrity verdict (`GradeResult`), the official verdict beside it.
+
+Each stage's result is handed to the next; nothing goes back. With integrity off the pipeline is the
+official harness's: the whole patch with its apply fallbacks, the eval script, the official rules.
+Anything the fleet gets wrong is ``env_error``, never a score.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from dataclasses import dataclass
+
+from swe_rl.fleet.client import EnvClient, EvalResult, FleetError, Lease
+from swe_rl.grading.baseline import record_baseline
+from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries
+from swe_rl.grading.canonical import CanonicalPatch, canonicalise
+from swe_rl.grading.capabilities import CapabilityReport, scan_changes
+from swe_rl.grading.config import GraderConfig
+from swe_rl.grading.integrity import OfficialVerdict, TamperReport, patch_paths
+from swe_rl.grading.logs import LogGrader, grade
+from swe_rl.grading.result import GradeResult, GradeStatus
+from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
+from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
+from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
+from swe_rl.tasks.networks import network_for
+
+__all__ = ["IntegrityStages", "grade_patch"]
+
+log = logging.getLogger(__name__)
+
+MAX_APPLY_OUTPUT = 16 << 10
+
+
+class CanonicalPatchFailed(RuntimeError):
+    """The canonical patch could not be derived in the grading container (not the patch's fault)."""
+
+
+@dataclass
+class IntegrityStages:
+    """What stages 1-4 handed on, in the grading container."""
+
+    canonical: CanonicalPatch
+    tree: TreeVerdict | None = None
+    capabilities: CapabilityReport | None = None
+    canaries: CanaryPlan | None = None
+    run: EvalResult | None = None
+    """The test run of `tree.patch` (None: git apply refused the patch)."""
+    official_run: EvalResult | None = None
+    """The full patch through the official apply fallbacks, in the same container (git apply refused)."""
+
+
+async def _run_stages(
+    lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig
+) -> IntegrityStages:
+    test_dirs = sorted({posixpath.dirname(p) for p in patch_paths(instance.test_patch)} - {""})
+    try:
+        canon = await canonicalise(lease, patch, extra_roots=test_dirs)
+    except ValueError as exc:
+        raise CanonicalPatchFailed(str(exc)) from None
+    if not canon.applied:  # the work tree is untouched: the official run can use this container
+        official = None
+        if config.integrity.official_verdict:
+            official = await lease.evaluate(patch, script, timeout=config.eval_timeout)
+        return IntegrityStages(canonical=canon, official_run=official)
+    tree = judge_tree(canon, instance, script, config.integrity)
+    capabilities = scan_changes(tree.sources, config.integrity.capabilities)
+    plan = plan_canaries(instance, script)
+    run = await lease.evaluate(tree.patch, plan.script, timeout=config.eval_timeout)
+    return IntegrityStages(canon, tree, capabilities, plan, run)
+
+
+def _judge(
+    instance: TaskInstance,
+    patch: str,
+    run: EvalResult,
+    log_grader: LogGrader | None,
+    strict: bool,
+    nonce: str = "",
+) -> GradeResult:
+    """The run's log judged; `nonce` (strict runs with canaries): only the nonce-marked section is read."""
+    result = grade(
+        instance,
+        patch=patch,
+        apply_status=run.apply_status in ("applied", "empty"),  # "empty": tests ran without a patch
+        test_log=run.test_log,
+        timed_out=run.timed_out,
+        returncode=run.returncode,
+        grader=log_grader,
+        strict=strict,
+        nonce=nonce if strict else "",
+    )
+    result.apply_strategy = run.apply_strategy
+    result.apply_output = (run.apply_output or "")[-MAX_APPLY_OUTPUT:]
+    result.eval_seconds = run.duration
+    result.test_log = run.test_log or ""
+    return result
+
+
+async def _integrity_result(
+    client: EnvClient,
+    config: GraderConfig,
+    log_grader: LogGrader | None,
+    instance: TaskInstance,
+    patch: str,
+    stages: IntegrityStages,
+) -> GradeResult:
+    canon, report = stages.canonical, TamperReport(patch_bytes=len(patch.encode()))
+    if stages.run is None or stages.tree is None:  # git apply refused it: nothing is graded
+        result = GradeResult(
+            instance_id=instance.instance_id,
+            status=GradeStatus.PATCH_APPLY_FAILED,
+            resolved=False,
+            message="git apply refused the patch (only what git apply accepts is graded)",
+            apply_output=canon.apply_output[-MAX_APPLY_OUTPUT:],
+        )
+        if stages.official_run is not None:
+            official = official_from(
+                _judge(instance, patch, stages.official_run, log_grader, False), "full_patch_run"
+            )
+        else:
+            official = OfficialVerdict(
+                status="unknown", resolved=False, message="official run disabled", source="not_run"
+            )
+        return result.model_copy(update={"tamper": report, "official": official})
+    tree, run = stages.tree, stages.run
+    plan = stages.canaries or CanaryPlan(script="")
+    result = _judge(instance, tree.patch, run, log_grader, True, plan.nonce)
+    result.graded_patch = tree.patch
+    canary = check_canaries(plan, result.tests_status, run.test_log)
+    report.records = [*tree.records, *capability_records(stages.capabilities or CapabilityReport())]
+    report.records += canary_records(canary)
+    report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())
+    if not tree.changed:  # the run was the official run: its log judged by the official rules
+        official = official_from(_judge(instance, patch, run, log_grader, False), "same_run")
+    elif config.integrity.official_verdict:
+        plain = config.model_copy(update={"integrity": config.integrity.model_copy(update={"enable": False})})
+        official = official_from(
+            await grade_patch(client, plain, log_grader, instance, patch), "full_patch_run"
+        )
+    else:
+        official = OfficialVerdict(
+            status="unknown", resolved=False, message="official run disabled", source="not_run"
+        )
+    return integrity_verdict(result, report, official, config.integrity, patch_given=True)
+
+
+def _no_patch(instance: TaskInstance, run: EvalResult, log_grader: LogGrader | None) -> GradeResult:
+    """The verdict is no_patch; the tests' outcome is kept as the baseline."""
+    result = _judge(instance, "(tests without a patch)", run, log_grader, False)
+    return result.model_copy(
+        update={
+            "status": GradeStatus.NO_PATCH,
+            "resolved": False,
+            "message": f"empty patch; tests without a patch: {result.message}",
+        }
+    )
+
+
+async def grade_patch(
+    client: EnvClient,
+    config: GraderConfig,
+    log_grader: LogGrader | None,
+    instance: TaskInstance,
+    patch: str,
+) -> GradeResult:
+    """Grade `patch` for `instance` in a fresh container leased from `client`."""
+    empty = not patch or not patch.strip()
+    if empty and not config.test_empty_patch:  # no container needed to say so
+        return grade(instance, patch=patch, apply_status=False, test_log="")
+    network = network_for(instance, config.network)
+    try:
+        script = eval_script_for(instance)
+    except EvalSpecUnavailable as exc:  # (an empty patch stays no_patch whatever happens below)
+        return grade(instance, patch=patch, apply_status=False, test_log="", env_error=str(exc))
+    integrity = config.integrity.enable and not empty
+    stages: IntegrityStages | None = None
+    try:
+        async with client.lease(
+            instance.image,
+            instance_id=instance.instance_id,
+            workdir=instance.workdir,
+            network=network,
+            expected=0,
+        ) as lease:  # nothing follows a grading lease: warm nothing
+            if config.record_baseline:
+                await record_baseline(lease)
+            if integrity:
+                stages = await _run_stages(lease, instance, patch, script, config)
+            else:
+                run = await lease.evaluate(patch, script, timeout=config.eval_timeout)
+    except (FleetError, CanonicalPatchFailed) as exc:
+        log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
+        if empty:
+            result = grade(instance, patch=patch, apply_status=False, test_log="")
+            result.message += f"; the tests without a patch could not run: {type(exc).__name__}: {exc}"
+            return result
+        result = grade(
+            instance,
+            patch=patch,
+            apply_status=False,
+            test_log="",
+            env_error=f"grading container: {type(exc).__name__}: {exc}",
+        )
+        result.network = network
+        return result
+    if stages is not None:
+        result = await _integrity_result(client, config, log_grader, instance, patch, stages)
+    elif empty:
+        result = _no_patch(instance, run, log_grader)
+    else:
+        result = _judge(instance, patch, run, log_grader, False)
+    result.network = network
+    return result

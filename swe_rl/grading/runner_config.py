@@ -1,0 +1,87 @@
+"""What a project settings file tells the test runner, read with real parsers (tomllib, configparser).
+
+A textual scan of ``pyproject.toml`` misses ``[tool."\\u0070ytest".ini_options]`` (a TOML escape),
+a section hidden in or revealed by a multi-line string, dotted keys (``tool.pytest.ini_options.addopts
+= ...`` at the top level), inline tables. So the settings are parsed, and `runner_settings` keeps
+every value whose key path names the runner (any key containing ``pytest``, after Unicode NFKC and
+case folding: ``tool.pytest.*``, ``[tool:pytest]``, ``[pytest]``, ``pytest11`` entry points); a patch
+changes the runner's configuration exactly when that projection differs before and after.
+"""
+
+from __future__ import annotations
+
+import configparser
+import importlib
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+
+def _toml_parser() -> Callable[[str], dict[str, Any]] | None:
+    """tomllib (Python 3.11+), else tomli (the same parser, 3.10), else None (every TOML file unparsable)."""
+    for name in ("tomllib", "tomli"):
+        try:
+            loads: Callable[[str], dict[str, Any]] = importlib.import_module(name).loads
+            return loads
+        except ImportError:
+            continue
+    return None
+
+
+_load_toml = _toml_parser()
+
+__all__ = ["RUNNER_CONFIG_FILES", "UNPARSABLE", "normalise_name", "runner_settings"]
+
+RUNNER_CONFIG_FILES = {"pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".pytest.ini", "pytest.toml"}
+"""Base names (normalised) of the files whose runner settings are compared."""
+UNPARSABLE = {"<unparsable>": "<unparsable>"}
+"""The projection of a file the parser refuses (a change to or from it counts as a change)."""
+_RUNNER_WORDS = ("pytest", "unittest", "nose")
+
+
+def normalise_name(name: str) -> str:
+    """Unicode NFKC, then case-folded: the form every rule compares names in."""
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def _names_runner(key: str) -> bool:
+    key = normalise_name(key)
+    return any(w in key for w in _RUNNER_WORDS)
+
+
+def _flatten(value: Any, path: tuple[str, ...], out: dict[str, str], inside: bool) -> None:
+    if isinstance(value, dict):
+        for key, sub in value.items():
+            _flatten(sub, (*path, str(key)), out, inside or _names_runner(str(key)))
+        return
+    if inside or (isinstance(value, str) and _names_runner(value)):
+        out[".".join(normalise_name(p) for p in path)] = repr(value)
+
+
+def runner_settings(name: str, text: str | None) -> dict[str, str]:
+    """Flattened key path -> value of every runner setting in `text` (a file of base name `name`;
+    None: no such file)."""
+    if text is None:
+        return {}
+    base = normalise_name(name)
+    out: dict[str, str] = {}
+    if base.endswith(".toml"):
+        if _load_toml is None:
+            return dict(UNPARSABLE)
+        try:
+            data = _load_toml(text)
+        except ValueError:  # TOMLDecodeError is a ValueError
+            return dict(UNPARSABLE)
+        _flatten(data, (), out, inside=base in ("pytest.toml", ".pytest.toml"))
+        return out
+    parser = configparser.RawConfigParser(strict=False, allow_no_value=True, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return dict(UNPARSABLE)
+    whole = base in ("pytest.ini", ".pytest.ini")
+    for section in parser.sections():
+        items = {k: v if v is not None else "" for k, v in parser.items(section, raw=True)}
+        _flatten(items, (section,), out, inside=whole or _names_runner(section))
+    return out
