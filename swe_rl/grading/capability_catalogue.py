@@ -24,7 +24,7 @@ CAPABILITIES: dict[str, tuple[Action, str]] = {
     "frame_access": ("void", "sys._getframe, inspect.currentframe/stack/trace, f_back, f_locals, tb_frame"),
     "introspection_escape": ("void", "__subclasses__: reach every class of the process"),
     "exit_hook": ("void", "atexit, weakref.finalize at exit: code that runs after pytest's report"),
-    "process_control": ("void", "signals, os.kill, os._exit, os.abort: end or signal the process"),
+    "process_control": ("void", "signals, os.kill, os._exit, os.abort, os.getppid: end or signal a process"),
     "proc_fs": ("void", "/proc paths, literal or joined: another process's descriptors and memory"),
     "descriptor_write": (
         "void",
@@ -51,6 +51,7 @@ CAPABILITIES: dict[str, tuple[Action, str]] = {
     "hidden_code": ("void", "exec / eval / compile of decoded, reversed or file-read text"),
     "dynamic_code": ("flag", "exec / eval / compile of a non-literal string"),
     "runner_import": ("flag", "imports of _pytest or pluggy in library code"),
+    "finalizer": ("flag", "a __del__ method: code that may run at interpreter exit, after pytest's report"),
     "syntax_error": ("flag", "added Python that does not parse (it cannot run either)"),
 }
 
@@ -82,6 +83,7 @@ CALLS: dict[str, str] = {
     "os.killpg": "process_control",
     "os._exit": "process_control",
     "os.abort": "process_control",
+    "os.getppid": "process_control",
     "signal.signal": "process_control",
     "signal.raise_signal": "process_control",
     "signal.alarm": "process_control",

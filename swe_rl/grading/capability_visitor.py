@@ -170,6 +170,11 @@ class _Visitor(ast.NodeVisitor):
         if capability:
             self.add(node, capability, qualname)
 
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if node.name == "__del__":
+            self.add(node, "finalizer", "defines __del__")
+        self.generic_visit(node)
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in ATTRIBUTE_NAMES:
             self.add(node, ATTRIBUTE_NAMES[node.attr], f".{node.attr}")

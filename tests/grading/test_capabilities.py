@@ -115,6 +115,10 @@ def test_the_earlier_source_exploits_are_voided():
         ("import os\nos._exit(0)", "process_control"),
         ("import os, signal\nos.kill(os.getppid(), signal.SIGTERM)", "process_control"),
         ("import signal\nsignal.signal(signal.SIGALRM, h)", "process_control"),
+        (
+            "import os, subprocess\nsubprocess.call('kill -9 %d' % os.getppid(), shell=True)",
+            "process_control",
+        ),
         ("import faulthandler\nfaulthandler.dump_traceback_later(1, exit=True)", "faulthandler"),
         # /proc and descriptors
         ("open('/proc/self/fd/1', 'w')", "proc_fs"),
@@ -161,6 +165,7 @@ def test_spellings(code, capability):
         ("import importlib.util\nspec = importlib.util.spec_from_file_location(n, p)", "import_machinery"),
         ("from _pytest.compat import getfuncargnames", "runner_import"),
         ("cls = obj.__globals__[name]", "globals_access"),
+        ("class Handle:\n    def __del__(self):\n        self.close()", "finalizer"),
     ],
 )
 def test_honest_uses_are_flagged_not_voided(code, capability):
