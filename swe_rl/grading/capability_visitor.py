@@ -260,8 +260,10 @@ class _Visitor(ast.NodeVisitor):
         func = node.func
         if isinstance(func, ast.Attribute):
             if func.attr in {"__setattr__", "__delattr__"} and node.args:
-                name = fold(node.args[0])
-                self.check_write(node, func.value, name.text if name else None, func.attr)
+                unbound = self.qualnames(func.value) & {"builtins.object", "builtins.type"}
+                target, rest = (node.args[0], node.args[1:]) if unbound else (func.value, node.args)
+                name = fold(rest[0]) if rest else None
+                self.check_write(node, target, name.text if name else None, func.attr)
             elif func.attr in {"update", "__setitem__", "setdefault", "pop", "clear", "__delitem__"}:
                 self.check_write(node, func.value, None, f"{func.attr} of")
             elif func.attr == "join" and isinstance(func.value, ast.Constant) and func.value.value == "/":

@@ -87,6 +87,12 @@ def test_the_earlier_source_exploits_are_voided():
         ("import _pytest.reports as r\nr.TestReport.outcome = 'passed'", "runner_patch"),
         ("import pytest\nsetattr(pytest, 'main', f)", "runner_patch"),
         ("import unittest\nunittest.TestCase.run = f", "runner_patch"),
+        (
+            "from _pytest.reports import TestReport as T\ntype.__setattr__(T, 'outcome', 'passed')",
+            "runner_patch",
+        ),
+        ("import _pytest.reports as r\nr.TestReport.__setattr__(rep, 'outcome', 'passed')", "runner_patch"),
+        ("s = setattr\nimport pytest\ns(pytest, 'main', f)", "runner_patch"),
         ("import sys\nsys.modules['pluggy'].HookCaller.__call__ = f", "runner_patch"),
         (
             "import importlib\nimportlib.import_module('_pytest.terminal').TerminalReporter.x = 1",
