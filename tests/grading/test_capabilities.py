@@ -114,6 +114,7 @@ def test_the_earlier_source_exploits_are_voided():
         ("import inspect as i\nx = i.stack()", "frame_access"),
         ("x = tb.tb_frame.f_locals", "frame_access"),
         ("x = gen.gi_frame", "frame_access"),
+        ("import traceback\ncaller = traceback.extract_stack()[-2].line", "frame_access"),
         ("from inspect import currentframe as cf\nx = cf()", "frame_access"),
         # exit, signals, the process
         ("import atexit\natexit.register(f)", "exit_hook"),
