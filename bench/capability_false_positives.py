@@ -116,6 +116,7 @@ def scan_row(
     patch = row.get("patch") or row.get("golden_patch") or ""
     git_dir = mirror_of(mirrors, row["repo"]) if mirrors else None
     findings: list[CapabilityFinding] = []
+    spared: set[str] = set()
     for path, (new, hunks) in file_diffs(patch).items():
         if not path.endswith(".py"):
             continue
@@ -125,12 +126,17 @@ def scan_row(
             after = apply_hunks(before or "", hunks) + extra
             findings += scan_source(path, before, after, config)
             if coverage is not None and before is not None:  # what the comparison with `before` spares
-                coverage["sites_before"] += len(_all_sites(before))
+                sites = _all_sites(before)
+                coverage["sites_before"] += len(sites)
+                if any(config.action_for(site.capability) == "void" for site in sites):
+                    spared.add(row["instance_id"])
         else:
             old = [] if new else [line for _, side, _ in hunks for line in side + [""]]
             cur = [line for _, _, side in hunks for line in side + [""]] + extra.splitlines()
             before_text = None if new else parseable_fragment(old)
             findings += scan_source(path, before_text, parseable_fragment(cur, coverage), config)
+    if coverage is not None and spared:
+        coverage["rows_spared"] += 1
     return ("mirror" if git_dir is not None else "fragments"), findings
 
 
@@ -203,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         share = 100 * coverage["parsed"] / coverage["lines"]
         print(f"fragments: {coverage['parsed']} of {coverage['lines']} new-side lines parsed ({share:.0f}%)")
     if coverage["sites_before"]:
-        print(f"capability sites already in the modified files (not blamed): {coverage['sites_before']}")
+        print(
+            f"capability sites already in the modified files (not blamed): {coverage['sites_before']}; "
+            f"patches whose files already held a voiding one: {coverage['rows_spared']}"
+        )
     print(f"voided: {len(voided)} ({100 * len(voided) / max(len(rows), 1):.1f}%)")
     for instance_id, mode, void in voided:
         for f in void:
