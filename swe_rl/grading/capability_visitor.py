@@ -70,29 +70,34 @@ class _Visitor(ast.NodeVisitor):
         self.foreign = ForeignObjects(tree, self.names)
 
     # ---------------------------------------------------------------- plumbing
-    def add(self, node: ast.AST, capability: str, detail: str) -> None:
+    def add(self, node: ast.AST, capability: str, detail: str, anchor: str | None = None) -> None:
         if capability:
-            self.sites.append(Site(getattr(node, "lineno", 0), capability, detail, self.anchor))
+            line = getattr(node, "lineno", 0)
+            self.sites.append(Site(line, capability, detail, self.anchor if anchor is None else anchor))
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.stmt) and not _compound(node):  # a simple statement anchors its sites
+            saved, self.anchor = self.anchor, ast.dump(node)
+            try:
+                super().visit(node)
+            finally:
+                self.anchor = saved
+        else:
+            super().visit(node)
 
     def generic_visit(self, node: ast.AST) -> None:
-        if not isinstance(node, ast.stmt):
+        if not (isinstance(node, ast.stmt) and _compound(node)):
             return super().generic_visit(node)
-        saved = self.anchor
+        saved = self.anchor  # a compound statement: its sites anchor on the header expression they are in
         for field, value in ast.iter_fields(node):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                 for child in value:
                     self.visit(child)
                 continue
-            compound = any(
-                isinstance(v, list) and v and isinstance(v[0], ast.stmt) for _, v in ast.iter_fields(node)
-            )
-            dumped = ast.dump(value) if isinstance(value, ast.AST) else repr(value)
-            if isinstance(value, list):
-                dumped = (
-                    "[" + ", ".join(ast.dump(v) if isinstance(v, ast.AST) else repr(v) for v in value) + "]"
-                )
-            self.anchor = f"{type(node).__name__}.{field}:{dumped}" if compound else ast.dump(node)
-            for child in value if isinstance(value, list) else [value]:
+            items = value if isinstance(value, list) else [value]
+            dumped = ", ".join(ast.dump(v) if isinstance(v, ast.AST) else repr(v) for v in items)
+            self.anchor = f"{type(node).__name__}.{field}:{dumped}"
+            for child in items:
                 if isinstance(child, ast.AST):
                     self.visit(child)
             self.anchor = saved
@@ -172,7 +177,7 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if node.name == "__del__":
-            self.add(node, "finalizer", "defines __del__")
+            self.add(node, "finalizer", "defines __del__", anchor=f"def __del__{ast.dump(node.args)}")
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -317,6 +322,11 @@ class _Visitor(ast.NodeVisitor):
                 & self.qualnames(arg.func.value)
             )
         return False
+
+
+def _compound(node: ast.stmt) -> bool:
+    """A statement with a body of statements (def, class, if, for, while, with, try, match)."""
+    return any(isinstance(v, list) and v and isinstance(v[0], ast.stmt) for _, v in ast.iter_fields(node))
 
 
 def _is_proc(node: ast.AST) -> bool:

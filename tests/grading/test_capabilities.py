@@ -221,6 +221,15 @@ def test_rebinding_the_name_under_existing_code_is_blamed():
     assert "foreign_patch" in capabilities(after, before)
 
 
+def test_a_write_changed_in_place_is_blamed():
+    before = "import _pytest.reports as r\n\ndef f():\n    r.TestReport.x = 1\n"
+    after = before.replace("x = 1", "x = 2")
+    assert [f.capability for f in scan_source("m.py", before, after) if f.action == "void"] == [
+        "runner_patch"
+    ]
+    assert scan_source("m.py", before, before + "\n\ndef g():\n    return 1\n") == []
+
+
 def test_a_second_copy_of_an_existing_site_is_blamed():
     before = "import atexit\natexit.register(f)\n"
     after = before + "atexit.register(f)\n"
