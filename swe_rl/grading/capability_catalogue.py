@@ -25,7 +25,10 @@ CAPABILITIES: dict[str, tuple[Action, str]] = {
         "void",
         "sys._getframe, inspect.currentframe/stack/trace, traceback.extract_stack, f_back, f_locals, tb_frame",
     ),
-    "introspection_escape": ("void", "__subclasses__: reach every class of the process"),
+    "introspection_escape": (
+        "void",
+        "__subclasses__ of object, of a builtin, or of a base reached by __class__/__base__/__mro__: every class",
+    ),
     "exit_hook": ("void", "atexit, weakref.finalize at exit: code that runs after pytest's report"),
     "process_control": ("void", "signals, os.kill, os._exit, os.abort, os.getppid: end or signal a process"),
     "proc_fs": ("void", "/proc paths, literal or joined: another process's descriptors and memory"),
@@ -48,6 +51,7 @@ CAPABILITIES: dict[str, tuple[Action, str]] = {
         "flag",
         "__globals__, __builtins__ read from a function or frame (writes: foreign_patch)",
     ),
+    "subclass_walk": ("flag", "__subclasses__ of the module's own classes (writes on them: foreign_patch)"),
     "sys_modules": ("flag", "reads of sys.modules by a built key, iteration over it"),
     "computed_import": ("flag", "__import__ / importlib.import_module of a non-literal name"),
     "import_machinery": ("flag", "importlib.util / machinery, imp, runpy, zipimport: load code by path"),
@@ -150,7 +154,6 @@ ATTRIBUTE_NAMES: dict[str, str] = {
     "gi_frame": "frame_access",
     "cr_frame": "frame_access",
     "ag_frame": "frame_access",
-    "__subclasses__": "introspection_escape",
     "__globals__": "globals_access",
     "__builtins__": "globals_access",
 }

@@ -181,6 +181,8 @@ class _Visitor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        if node.attr == "__subclasses__":
+            self.add(node, self.subclasses_capability(node.value), f"{ast.unparse(node)[:60]}")
         if node.attr in ATTRIBUTE_NAMES:
             self.add(node, ATTRIBUTE_NAMES[node.attr], f".{node.attr}")
         for q in self.qualnames(node):
@@ -197,6 +199,18 @@ class _Visitor(ast.NodeVisitor):
             and not self.literal_lookup(node)
         ):
             self.add(node, "sys_modules", f"sys.modules as {node.id}")
+
+    def subclasses_capability(self, receiver: ast.AST) -> str:
+        """Every class of the process from a root (``object``, a builtin, ``x.__class__.__mro__[-1]``),
+        or the subclasses of a class of one's own."""
+        roots = {"__class__", "__base__", "__bases__", "__mro__", "mro"}
+        if any(isinstance(sub, ast.Attribute) and sub.attr in roots for sub in ast.walk(receiver)):
+            return "introspection_escape"
+        if any(q.startswith("builtins.") for q in self.qualnames(receiver)):
+            return "introspection_escape"
+        if isinstance(receiver, ast.Call):  # type(x).__subclasses__(), a class made at run time
+            return "introspection_escape"
+        return "subclass_walk"
 
     def literal_lookup(self, node: ast.AST) -> bool:
         """``sys.modules["x"]`` / ``sys.modules.get("x")``: resolved like an import, no finding."""

@@ -109,6 +109,9 @@ def test_the_earlier_source_exploits_are_voided():
         ("from gc import get_objects as g\nfor o in g():\n    pass", "gc_objects"),
         ("f.__globals__['TestReport'].outcome = 'passed'", "foreign_patch"),
         ("x = [c for c in object.__subclasses__()]", "introspection_escape"),
+        ("x = ().__class__.__base__.__subclasses__()", "introspection_escape"),
+        ("x = type(self).__mro__[-1].__subclasses__()", "introspection_escape"),
+        ("x = Exception.__subclasses__()", "introspection_escape"),
         # frames
         ("import sys\nf = sys._getframe(1)", "frame_access"),
         ("import inspect as i\nx = i.stack()", "frame_access"),
@@ -173,6 +176,7 @@ def test_spellings(code, capability):
         ("from _pytest.compat import getfuncargnames", "runner_import"),
         ("cls = obj.__globals__[name]", "globals_access"),
         ("class Handle:\n    def __del__(self):\n        self.close()", "finalizer"),
+        ("subclasses = set(BigAutoField.__subclasses__())", "subclass_walk"),
     ],
 )
 def test_honest_uses_are_flagged_not_voided(code, capability):
