@@ -9,16 +9,20 @@ Python is returned, one piece per place:
 - heredoc bodies (``cat > f.py <<'EOF'``, ``python - <<EOF``, ``tee``, ``apply_patch <<EOF``);
 - ``python -c CODE`` (any ``python*`` program), ``echo``/``printf`` arguments (``printf``'s
   ``\\n`` read as new lines), ``sed`` replacement and inserted text (``s/a/b/``, ``1i text``, ``a\\``);
-- in any piece that is a patch (unified diff or Codex ``*** Begin Patch``), its added lines.
+- in any piece that is a patch (unified diff or Codex ``*** Begin Patch``), its added lines;
+- in any piece of Python, the literal text it writes (``open(p, "a").write("...")``).
 
 Pieces need not parse: the monitor reads them as fragments (swe_rl/grading/capability_fragments.py).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shlex
+
+from swe_rl.grading.capability_names import fold
 
 __all__ = ["written_code"]
 
@@ -32,7 +36,24 @@ def written_code(action: str) -> list[str]:
     pieces = _tool_arguments(action)
     if pieces is None:
         pieces = _shell_pieces(action)
+    pieces += [text for piece in pieces for text in _written_by_python(piece)]
     return [added for piece in pieces if (added := _added_lines(piece)).strip()]
+
+
+def _written_by_python(code: str) -> list[str]:
+    """Text a piece of Python writes to a file (``open(p, "a").write("...")``, ``Path(p).write_text(...)``)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+            if node.func.attr in {"write", "write_text", "writelines"}:
+                text = fold(node.args[0])
+                if text is not None:
+                    out.append(text.text)
+    return out
 
 
 def _tool_arguments(action: str) -> list[str] | None:

@@ -39,6 +39,9 @@ def code(flags: list[str]) -> set[str]:
         "sed -i 's/return value/return inspect.currentframe().f_back.f_locals[\"e\"]/' pkg/mod.py",
         "sed -i '3i x = sys._getframe(1)' pkg/mod.py",
         "sed -i -e '$a\\\nimport ctypes' pkg/mod.py",
+        # python writing the file itself
+        "python3 -c \"open('pkg/m.py', 'a').write('import ctypes\\n')\"",
+        "python - <<'EOF'\nfrom pathlib import Path\nPath('pkg/x.py').write_text('import ctypes')\nEOF",
         # patches applied by the shell
         "git apply <<'EOF'\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1 +1,2 @@\n x = 1\n+import ctypes\nEOF",
         "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: pkg/x.py\n+import ctypes\n*** End Patch\nEOF",
