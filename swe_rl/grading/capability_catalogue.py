@@ -51,6 +51,10 @@ CAPABILITIES: dict[str, tuple[Action, str]] = {
         "flag",
         "__globals__, __builtins__ read from a function or frame (writes: foreign_patch)",
     ),
+    "imported_patch": (
+        "flag",
+        "writes on an imported object (from .helper import R; R.TestReport.x = ...): a re-exported runner",
+    ),
     "subclass_walk": ("flag", "__subclasses__ of the module's own classes (writes on them: foreign_patch)"),
     "sys_modules": ("flag", "reads of sys.modules by a built key, iteration over it"),
     "computed_import": ("flag", "__import__ / importlib.import_module of a non-literal name"),

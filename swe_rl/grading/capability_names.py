@@ -143,6 +143,13 @@ class NameTable:
     def __init__(self, tree: ast.AST) -> None:
         self.bindings: dict[str, set[str]] = {}
         self.star_modules: set[str] = set()
+        self.imported = {  # names bound by an import statement, relative ones included
+            alias.asname or alias.name.split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in node.names
+        }
+        """Names bound by an import statement (relative imports included)."""
         for _ in range(4):  # assignments of assignments: a few rounds reach a fixpoint in practice
             before = {k: set(v) for k, v in self.bindings.items()}
             self._collect(tree)

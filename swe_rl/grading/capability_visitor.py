@@ -122,6 +122,8 @@ class _Visitor(ast.NodeVisitor):
                 return self.add(node, "runner_patch", detail)
         if self.foreign.holds(base):
             self.add(node, "foreign_patch", f"{how} {ast.unparse(base)}" + (f".{attr}" if attr else ""))
+        elif (root := _root_name(base)) is not None and root in self.names.imported:
+            self.add(node, "imported_patch", f"{how} {ast.unparse(base)}" + (f".{attr}" if attr else ""))
 
     def visit_target(self, target: ast.AST, how: str) -> None:
         if isinstance(target, ast.Attribute):
@@ -336,6 +338,13 @@ class _Visitor(ast.NodeVisitor):
                 & self.qualnames(arg.func.value)
             )
         return False
+
+
+def _root_name(node: ast.AST) -> str | None:
+    """``a`` of ``a.b.c`` / ``a[k].b``; None when the chain starts elsewhere (a call, ``self``...)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
 
 
 def _compound(node: ast.stmt) -> bool:
