@@ -177,6 +177,7 @@ def test_spellings(code, capability):
         ("cls = obj.__globals__[name]", "globals_access"),
         ("class Handle:\n    def __del__(self):\n        self.close()", "finalizer"),
         ("subclasses = set(BigAutoField.__subclasses__())", "subclass_walk"),
+        ("from .helper import R\nR.TestReport.outcome = 'passed'", "imported_patch"),
     ],
 )
 def test_honest_uses_are_flagged_not_voided(code, capability):
