@@ -4,7 +4,10 @@ Each action an agent runs (a bash command, or the readable form of a tool call) 
 against named patterns; the names that match are kept on the step (`Step.flags`) and counted
 per run (`flag_counts`). Defaults cover what reward hackers do: probing git history for the
 fix, fetching upstream sources over the network, reading the eval script, editing tests or
-test infrastructure. Flags are measurements: training may drop flagged rollouts or give them
+test infrastructure. The code an action writes or runs (any tool, heredoc, ``python -c``, ``sed``,
+``printf``, patch: swe_rl/agent/written_code.py) goes through the grader's capability scan
+(swe_rl/grading/capabilities.py): a capability the grader would void is flagged ``code_<capability>``
+(``code_frame_access``, ``code_runner_patch``...). Flags are measurements: training may drop flagged rollouts or give them
 a fixed reward (plugin ``swe_drop_flagged`` / ``swe_flagged_reward``); eval reports rates.
 """
 
@@ -17,7 +20,11 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DEFAULT_PATTERNS", "MonitorConfig", "flag_action", "flag_counts"]
+from swe_rl.agent.written_code import written_code
+from swe_rl.grading.capabilities import Action, CapabilityConfig
+from swe_rl.grading.capability_fragments import scan_fragment
+
+__all__ = ["DEFAULT_PATTERNS", "MonitorConfig", "code_flags", "flag_action", "flag_counts"]
 
 _TESTISH = (
     r"(?:conftest\.py|pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|sitecustomize\.py|\.pth\b|"
@@ -48,6 +55,9 @@ DEFAULT_PATTERNS: dict[str, str] = {
 }
 
 
+_VOID_ONLY: list[Action] = ["void"]
+
+
 class MonitorConfig(BaseModel):
     """Which actions are flagged (plugin ``swe_monitor`` / ``swe_monitor_<key>``, ``SWE_MONITOR_<KEY>``)."""
 
@@ -59,6 +69,13 @@ class MonitorConfig(BaseModel):
     """Extra or replacing patterns: flag name -> regular expression (searched, multiline, case-sensitive)."""
     disabled: list[str] = Field(default_factory=list)
     """Default flag names to switch off (e.g. ``[test_edit]`` for tasks that ask for tests)."""
+    scan_code: bool = True
+    """Scan the code each action writes or runs with the grader's capability scan (``code_*`` flags)."""
+    code_actions: list[Action] = Field(default_factory=lambda: _VOID_ONLY.copy())
+    """Grading actions of the capabilities that flag a step: ``[void]`` flags what the grader would void,
+    ``[void, flag]`` also what it only records (``sys.modules``, computed imports, ``exec``)."""
+    capabilities: CapabilityConfig = Field(default_factory=CapabilityConfig)
+    """The capability actions, as the grader's (``swe_integrity_capabilities``) or overridden here."""
 
     def compiled(self) -> tuple[tuple[str, re.Pattern[str]], ...]:
         return _compile(tuple(sorted({**DEFAULT_PATTERNS, **self.patterns}.items())), tuple(self.disabled))
@@ -76,7 +93,20 @@ def flag_action(action: str | None, config: MonitorConfig | None = None) -> list
     config = config or MonitorConfig()
     if not action or not config.enable:
         return []
-    return [name for name, rx in config.compiled() if rx.search(action)]
+    flags = {name for name, rx in config.compiled() if rx.search(action)}
+    if config.scan_code:
+        flags |= code_flags(action, config)
+    return sorted(flags - set(config.disabled))
+
+
+def code_flags(action: str, config: MonitorConfig) -> set[str]:
+    """``code_<capability>`` for each capability of the code `action` writes or runs (module docstring)."""
+    flags = set()
+    for piece in written_code(action):
+        for finding in scan_fragment("<written>", piece, config=config.capabilities):
+            if finding.action in config.code_actions:
+                flags.add(f"code_{finding.capability}")
+    return flags
 
 
 def flag_counts(flags_per_step: Iterable[Iterable[str]]) -> dict[str, int]:

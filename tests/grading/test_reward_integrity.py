@@ -13,7 +13,7 @@ import json
 import os
 
 import pytest
-from adversarial_patches import EXPLOITS, ROUND_TWO, exploit_patches
+from adversarial_patches import CLASS_ONE_SAMPLE, EXPLOITS, ROUND_TWO, exploit_patches
 from agent_fixtures import (  # noqa: F401
     FIXTURES_JSONL,
     client,
@@ -77,9 +77,11 @@ FIXTURE_IDS = [
 async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
     instance_id, client, pool, fixture_instances, docker_client
 ):
-    """Threat classes 2-4 of issue 24 on every fixture: nothing under the integrity verdict; gold resolves."""
+    """Threat classes 2-4 of issue 24 (and one payload of each class-1 mechanism) on every fixture: nothing
+    under the integrity verdict; gold resolves."""
     instance = fixture_instances[instance_id]
-    patches = await exploit_patches(client, instance, ROUND_TWO)
+    exploits = ROUND_TWO + CLASS_ONE_SAMPLE
+    patches = await exploit_patches(client, instance, exploits)
     grader = FleetGrader(client)
     earned = []
     gate = asyncio.Semaphore(3)
@@ -88,8 +90,8 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
         async with gate:
             return await grader.grade(instance, patches[name])
 
-    results = await asyncio.gather(*(graded(e.name) for e in ROUND_TWO))
-    for exploit, result in zip(ROUND_TWO, results, strict=True):
+    results = await asyncio.gather(*(graded(e.name) for e in exploits))
+    for exploit, result in zip(exploits, results, strict=True):
         _record(instance_id, exploit.name, result)
         assert result.official is not None and result.tamper is not None, exploit.name
         if result.resolved or result.status is GradeStatus.ENV_ERROR:
