@@ -136,7 +136,11 @@ async def forward(
     call_margin: float,
     on_lost: Callable[[LeaseRecord, str], None],
 ) -> tuple[int, dict[str, Any]] | Response:
-    """Run op on the lease's container; a gone container calls on_lost and answers 410."""
+    """Run op on the lease's container; a gone container calls on_lost and answers 410.
+
+    A node that does not know the container (404 from its registry, before anything ran) is asked once
+    more before the lease is lost: a container is lost on two answers, never on one.
+    """
     if not node.healthy:
         raise ApiError(
             503,
@@ -149,18 +153,32 @@ async def forward(
     payload = {k: v for k, v in body.items() if k != "lease_id"}
     payload["container_id"] = lease.container_id
     timeout = call_timeout(op, payload)
-    lease.in_flight += 1
-    lease.touch()
-    try:
-        resp = await calls.post(node, f"/container/{op}", payload, timeout + call_margin)
-    finally:
-        lease.in_flight -= 1
+
+    async def send() -> httpx.Response:
+        lease.in_flight += 1
         lease.touch()
+        try:
+            return await calls.post(node, f"/container/{op}", payload, timeout + call_margin)
+        finally:
+            lease.in_flight -= 1
+            lease.touch()
+
+    resp = await send()
+    if _unknown_container(resp):
+        # The node's registry did not know the container, so nothing ran: one answer is not enough to
+        # lose a lease (it may have raced a create or a reaper pass); the node is asked again.
+        log.info(
+            "%s did not know container %s of lease %s: asking again",
+            node.url,
+            lease.container_id[:12],
+            lease.lease_id,
+        )
+        resp = await send()
     if resp.status_code == 200:  # passed through as is: no parsing and re-encoding of (large) outputs
         return Response(resp.content, 200, media_type="application/json")
     data = json_of(resp)
     error = str(data.get("error", ""))
-    if resp.status_code in (409, 410) or (resp.status_code == 404 and error.startswith("unknown container")):
+    if resp.status_code in (409, 410) or _unknown_container(resp):
         on_lost(lease, error or f"exec server answered {resp.status_code}")
         raise ApiError(
             410,
@@ -169,3 +187,8 @@ async def forward(
             lease_lost=True,
         )
     return resp.status_code, data
+
+
+def _unknown_container(resp: httpx.Response) -> bool:
+    """The exec server's registry does not know the container (its 404 before running anything)."""
+    return resp.status_code == 404 and str(json_of(resp).get("error", "")).startswith("unknown container")
