@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -97,17 +98,26 @@ class NodeCalls:
     async def post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> httpx.Response:
         """POST to a node; a refused connection marks it down at once (503), a timeout is a 504.
 
-        A connect timeout means an overloaded node more often than a dead one: the request was never
-        sent, so it is tried once more, and then left to the health checks to judge the node.
+        A connect timeout means an overloaded node more often than a dead one (a busy node's accept
+        queue): the request was never sent, so it is tried again while the call's own time allows and
+        the health checks still hold the node up; only then is it a 503 (`node_down`).
         """
         shards = self.node_http[node.url]
         http = shards[next(self._shard_counter) % len(shards)]
         http_timeout = httpx.Timeout(timeout, connect=self.connect_timeout)
+        deadline = time.monotonic() + timeout
+        tries = 0
         try:
-            try:
-                return await http.post(node.url + path, json=payload, timeout=http_timeout)
-            except httpx.ConnectTimeout:
-                return await http.post(node.url + path, json=payload, timeout=http_timeout)
+            while True:
+                tries += 1
+                try:
+                    return await http.post(node.url + path, json=payload, timeout=http_timeout)
+                except httpx.ConnectTimeout:
+                    if tries > 1 and (not node.healthy or time.monotonic() + self.connect_timeout > deadline):
+                        raise
+                    log.info(
+                        "%s accepted no connection within %gs (try %d)", node.url, self.connect_timeout, tries
+                    )
         except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
             raise ApiError(
                 504, f"node {node.url} did not answer {path} within {timeout:.0f}s", node=node.url
@@ -115,7 +125,7 @@ class NodeCalls:
         except httpx.ConnectTimeout as exc:
             raise ApiError(
                 503,
-                f"node {node.url} accepts no connection (connect timeout twice)",
+                f"node {node.url} accepts no connection ({tries} connect timeouts of {self.connect_timeout:g}s)",
                 node=node.url,
                 node_down=True,
             ) from exc
