@@ -123,6 +123,7 @@ class NodeCalls:
                 504, f"node {node.url} did not answer {path} within {timeout:.0f}s", node=node.url
             ) from exc
         except httpx.ConnectTimeout as exc:
+            log.warning("%s accepted no connection for %s (%d tries): answering 503", node.url, path, tries)
             raise ApiError(
                 503,
                 f"node {node.url} accepts no connection ({tries} connect timeouts of {self.connect_timeout:g}s)",
