@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
         level=os.environ.get("SWE_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # 8 threads per node always queue under a burst: one WARNING per queued request would bury, in the tail
+    # a failed test prints, the lines that explain the failure.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     logging.getLogger("swe_exec_server").warning(
         "MEMORY BACKEND: %d simulated exec servers, no containers, commands are not run (load tests only)",
         a.nodes,
