@@ -413,10 +413,10 @@ def test_container_killed_externally_gives_clear_error(exec_server, docker_clien
 
 def test_reaper_removes_expired_and_idle_but_never_foreign(exec_server_factory, docker_client):
     srv = exec_server_factory(SWE_EXEC_REAP_INTERVAL="0.5")
+    busy = create(srv, idle_ttl=6)  # its call must start within 6 s: a wide bound, even on a loaded machine
     short_life = create(srv, ttl=1.5)
     idle = create(srv, idle_ttl=1.5)
     kept = create(srv)
-    busy = create(srv, idle_ttl=1.5)
     foreign = docker_client.containers.run(
         BASE_IMAGE,
         ["sleep", "60"],
@@ -425,12 +425,15 @@ def test_reaper_removes_expired_and_idle_but_never_foreign(exec_server_factory, 
     )
     plain = docker_client.containers.run(BASE_IMAGE, ["sleep", "60"], detach=True)
     try:
-        t = threading.Thread(target=lambda: run(srv, busy, "sleep 4"))
+        done: dict = {}
+        t = threading.Thread(target=lambda: done.update(run(srv, busy, "sleep 10")))  # busy past its idle TTL
         t.start()
-        for _ in range(4):
-            time.sleep(1)
-            srv.post("/containers/touch", {"container_ids": [kept]})
-        t.join()
+        t.join(120)
+        assert done["returncode"] == 0  # the reaper left it alone while the call ran
+        deadline = time.monotonic() + 60  # a bound on waiting for the reaper, not a speed requirement
+        while {short_life, idle} & {c.id for c in managed(docker_client, srv)}:
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
         ids = {c.id for c in managed(docker_client, srv)}
         assert short_life not in ids and idle not in ids
         assert kept in ids and busy in ids  # touched / busy containers stay
