@@ -16,7 +16,7 @@ Then the same commands timed inside the container (a shell loop of `--loop` runs
 a call and noisy: that is where the baseline machinery's own cost shows. The last line is the ratio
 asked about: fleet diff p50 / plain git diff p50 (same run).
 
-    python bench/diff_bench.py [--rounds 40] [--loop 30] [--repeats 5] [--image IMAGE]
+    python3 bench/diff_bench.py [--rounds 40] [--loop 30] [--repeats 5] [--image IMAGE]
 """
 
 from __future__ import annotations
