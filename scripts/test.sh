@@ -4,7 +4,7 @@
 # SWE_TEST_TIER=fast runs only the fast tier (-m "not docker and not slow": no daemon, no machine set-up,
 # no packaging/shellcheck/subprocess-heavy tests); the default runs everything, both markers included.
 # Both first run the linters (ruff check, ruff format --check, mypy; config in pyproject.toml) and stop
-# on the first failure.
+# on the first failure. The full run lists its 25 slowest tests (--durations=25), so CI shows them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 lint() {
@@ -18,4 +18,4 @@ if [[ "${SWE_TEST_TIER:-all}" == fast ]]; then
 fi
 bash scripts/setup_machine.sh
 lint
-exec "${PYTHON:-python3}" -m pytest -q -ra "$@"
+exec "${PYTHON:-python3}" -m pytest -q -ra --durations=25 "$@"

@@ -79,6 +79,16 @@ top=$(git rev-parse --show-toplevel 2>/dev/null) || {{ echo "not inside a git wo
 cd "$top" || exit 2
 """
 
+_DIFF_TOP = f"""{SAFE_GIT_ENV}
+B={BASELINE_DIR}
+{{ read -r top <"$B/top"; }} 2>/dev/null || top=
+if [ -z "$top" ] || [ "$PWD" != "$top" ]; then  # not at the baseline's work tree top: ask git where it is
+  top=$(git rev-parse --show-toplevel 2>/dev/null) || {{ echo "not inside a git work tree: $(pwd)" >&2; exit 2; }}
+  cd "$top" || exit 2
+fi
+"""
+"""The diff's start: at the top of the work tree; from there (the usual workdir) without a git call."""
+
 BASELINE_SCRIPT = (
     _COMMON
     + """
@@ -97,6 +107,7 @@ git write-tree >"$B/tree.tmp" || exit 2
 git ls-files -z --others --ignored --exclude-standard --directory | tr '\\000' '\\n' \\
   | sed -e 's/[][*?\\\\]/\\\\&/g' -e 's|^|/|' >"$B/exclude" || exit 2
 printf '%s\\n' "$objects" >"$B/alternates"
+printf '%s\\n' "$top" >"$B/top"
 mv "$B/tree.tmp" "$B/tree"
 untracked=$(git diff --cached --name-only HEAD 2>/dev/null | wc -l)
 ignored=$(wc -l <"$B/exclude")
@@ -111,19 +122,23 @@ def diff_script(base: str | None = None) -> str:
     With `base` (a git revision) the diff is against that revision instead of the baseline
     tree, still leaving out what the baseline marks as ignored-present.
     """
-    against = '"$against"' if base else '"$(cat "$B/tree")"'
+    against = '"$against"' if base else '"$tree"'
     resolve = f'against=$(git rev-parse --verify "{base}^{{tree}}") || exit 2\n' if base else ""
+    # As few processes as possible (each costs a fork+exec, which a loaded node stretches): files are
+    # read with the shell's `read`, and the baseline tree is looked for only when the diff fails.
     return (
-        _COMMON
+        _DIFF_TOP
         + f"""
 [ -s "$B/tree" ] && [ -s "$B/index" ] || {{ echo "no baseline recorded" >&2; exit {NO_BASELINE_EXIT}; }}
+read -r tree <"$B/tree" && read -r alternates <"$B/alternates" || exit 2
 {resolve}export GIT_INDEX_FILE="$B/diff.index" GIT_OBJECT_DIRECTORY="$B/objects" \\
-  GIT_ALTERNATE_OBJECT_DIRECTORIES="$(cat "$B/alternates")" GIT_WORK_TREE="$top"
+  GIT_ALTERNATE_OBJECT_DIRECTORIES="$alternates" GIT_WORK_TREE="$top"
 {private_git_dir(BASELINE_DIR + "/git")}
-git cat-file -e "$(cat "$B/tree")" 2>/dev/null || {{ echo "the baseline was removed from $B" >&2; exit 3; }}
 cp -p "$B/index" "$GIT_INDEX_FILE" || exit 2
 git -c core.excludesFile="$B/exclude" -c core.attributesFile=/dev/null add -A >/dev/null || exit 2
-{SAFE_DIFF} --cached {against}
+{SAFE_DIFF} --cached {against} && exit 0 || failed=$?
+git cat-file -e "$tree" 2>/dev/null || {{ echo "the baseline was removed from $B" >&2; exit 3; }}
+exit "$failed"
 """
     )
 

@@ -13,6 +13,7 @@ from agent_fixtures import client, fixture_instances, leftover_containers, pool 
 from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from swe_rl.agent import AgentConfig, ExitReason, run_instance
+from swe_rl.fleet import patch_baseline
 from swe_rl.fleet.errors import BadRequest
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader, GraderConfig
@@ -143,6 +144,24 @@ async def test_a_removed_baseline_is_refused_not_silently_replaced(client, fixtu
         await lease.record_baseline()
         await lease.exec("rm -rf /tmp/.swe-rl/baseline")
         with pytest.raises(BadRequest, match="baseline"):
+            await lease.diff()
+
+
+async def test_the_same_patch_from_a_subdirectory_and_from_an_older_baseline(client, fixture_instances):
+    """The diff skips `git rev-parse` when run from the work tree's top (recorded with the baseline); from
+    elsewhere, or with a baseline recorded before `top` was kept, it asks git, with the same patch."""
+    inst = fixture_instances[BUILD]
+    async with client.lease(inst.image, workdir=inst.workdir) as lease:
+        await lease.record_baseline()
+        await lease.exec("echo new > toolz/extra.py")
+        patch = await lease.diff()
+        assert files_of(patch) == ["toolz/extra.py"]
+        from_sub = await lease.exec(patch_baseline.DIFF_SCRIPT, workdir=f"{inst.workdir}/toolz")
+        assert from_sub.returncode == 0 and from_sub.output == patch
+        await lease.exec(f"rm {patch_baseline.BASELINE_DIR}/top")
+        assert await lease.diff() == patch
+        await lease.exec(f"rm -rf {patch_baseline.BASELINE_DIR}/objects/*")  # the baseline's tree is gone
+        with pytest.raises(BadRequest, match="baseline was removed"):
             await lease.diff()
 
 

@@ -7,10 +7,13 @@ Profiling runs against the scripted OpenAI server (resume, concurrency, errors).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from agent_fixtures import fixture_instances  # noqa: F401
@@ -350,27 +353,17 @@ def answer(command: str) -> ChatReply:
 class Policy:
     """Pivot i (its command greps foo<i>) is matched by `hits[i]` of every k answers, in order."""
 
-    def __init__(self, hits: dict[int, int], delay: float = 0.0) -> None:
-        self.hits, self.delay = hits, delay
+    def __init__(self, hits: dict[int, int]) -> None:
+        self.hits = hits
         self.seen: dict[int, int] = {}
         self.lock = threading.Lock()
-        self.active = self.peak = 0
 
     def __call__(self, body: dict) -> ChatReply:
         i = body["messages"][1]["content"].count("!")  # which pivot (see marked_pivots)
         with self.lock:
             n = self.seen.get(i, 0)
             self.seen[i] = n + 1
-            self.active += 1
-            self.peak = max(self.peak, self.active)
-        threading.Timer(self.delay, self._done).start()
-        reply = answer(f"grep -nr foo{i} ./src") if n < self.hits.get(i, 0) else answer("ls -la")
-        reply.delay = self.delay
-        return reply
-
-    def _done(self) -> None:
-        with self.lock:
-            self.active -= 1
+        return answer(f"grep -nr foo{i} ./src") if n < self.hits.get(i, 0) else answer("ls -la")
 
 
 def marked_pivots(tmp_path, n: int) -> list:
@@ -459,12 +452,38 @@ def test_profiling_resumes_and_never_counts_failures_as_zero(tmp_path):
     assert len(kept) == 3 and {r["metadata"]["pivot"]["profile"]["pass_rate"] for r in kept} == {0.5}
 
 
+@dataclass
+class GatedOpenAI(FakeOpenAI):
+    """Holds every request until `gate` of them are in flight at once (then lets all through), and counts
+    the most ever in flight: concurrency measured at the server, not by wall time."""
+
+    gate: int = 1
+    in_flight: int = 0
+    peak: int = 0
+    _open: asyncio.Event | None = None
+
+    async def _completions(self, request: Any) -> Any:
+        if self._open is None:
+            self._open = asyncio.Event()  # made on the server's own event loop
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            if self.in_flight >= self.gate:
+                self._open.set()
+            try:
+                await asyncio.wait_for(self._open.wait(), 60)
+            except asyncio.TimeoutError:  # never as many at once: let everything through (peak tells)
+                self._open.set()
+            return await super()._completions(request)
+        finally:
+            self.in_flight -= 1
+
+
 def test_profiling_runs_requests_concurrently(tmp_path):
     pivots = marked_pivots(tmp_path, 4)
-    policy = Policy({i: 1 for i in range(4)}, delay=0.4)
-    with FakeOpenAI([policy] * 16) as server:
+    # no request is answered before more than one pivot's k=4 requests are open at once
+    with GatedOpenAI(script=[Policy({i: 1 for i in range(4)})] * 16, gate=5) as server:
         proc, kept, _ = profile(tmp_path, server, pivots, "--k", 4, "--concurrency", 8)
     assert proc.returncode == 0, proc.stderr
-    # concurrency by overlap of the requests' in-flight intervals (not wall time, which a loaded
-    # machine stretches): more than one pivot's k requests open at once, never more than the limit
-    assert len(kept) == 4 and 4 < policy.peak <= 8
+    assert len(kept) == 4
+    assert 5 <= server.peak <= 8  # several pivots at once, never more than the limit

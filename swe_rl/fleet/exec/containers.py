@@ -121,7 +121,10 @@ class Registry:
         self.reserved = 0
         """Slots taken by containers being created (cold or warm)."""
         self.creating: set[str] = set()
-        """Names of containers being created: the reaper leaves them alone."""
+        """Names of containers being created and not recorded yet: the reaper leaves them alone.
+
+        A name leaves this set only in the same locked step that records its container (`add_created_locked`)
+        or after a failed create, so under the lock a container of ours is always in one of the two."""
         self.on_forget_warm: Callable[[str], None] = lambda cid: None
         """Called (lock held) when a warm container leaves the registry (the warm pool forgets it)."""
 
@@ -161,6 +164,11 @@ class Registry:
                     rec.last_activity = now
                     touched.append(cid)
         return touched, missing
+
+    def add_created_locked(self, rec: ContainerRecord) -> None:
+        """Record a container this server just started; its name stops being "being created" in the same step."""
+        self.records[rec.id] = rec
+        self.creating.discard(rec.name)
 
     def forget_locked(self, rec: ContainerRecord) -> None:
         self.records.pop(rec.id, None)
@@ -291,6 +299,7 @@ class Containers:
                 reg.forget_locked(victim)
             reg.reserved += 1
             self.stats["cold"] += 1
+        container = None
         try:
             if victim is not None:  # a lease matters more than a warm container nobody claimed yet
                 self.stats["evicted"] += 1
@@ -317,14 +326,23 @@ class Containers:
                 last_activity=now,
             )
             with reg.lock:
-                reg.records[container.id] = rec
+                reg.add_created_locked(rec)  # from "being created" to recorded in one step
             return rec
+        except BaseException:
+            if container is not None:  # started but not recorded: the reaper takes it as unknown
+                with reg.lock:
+                    reg.creating.discard(container.name)
+            raise
         finally:
             with reg.lock:
                 reg.reserved -= 1
 
     def start_container(self, spec: CreateSpec, labels: dict[str, str], now: float) -> Any:
-        """docker create + start with the spec's limits; nothing half-created stays behind."""
+        """docker create + start with the spec's limits; nothing half-created stays behind.
+
+        On success the container's name stays in the registry's `creating` set: the caller records the
+        container with `Registry.add_created_locked` (or discards the name), so no reaper pass can take
+        the new container for an unknown one in between."""
         cfg = self.config
         self.ensure_image(spec.image)
         labels = {
@@ -337,6 +355,7 @@ class Containers:
         with self.registry.lock:
             self.registry.creating.add(name)
         container = None
+        started = False
         try:
             container = self.client.containers.create(
                 spec.image,
@@ -355,6 +374,7 @@ class Containers:
                 security_opt=["no-new-privileges"],
             )
             container.start()
+            started = True
             return container
         except docker.errors.APIError as exc:
             reason = self.scrub(str(exc.explanation or exc))
@@ -373,8 +393,9 @@ class Containers:
                     log.exception("could not remove half-created container %s", container.id[:12])
             raise
         finally:
-            with self.registry.lock:
-                self.registry.creating.discard(name)
+            if not started:
+                with self.registry.lock:
+                    self.registry.creating.discard(name)
 
     def _network_mode(self, network: bool | str) -> str | None:
         if network is False:

@@ -3,6 +3,11 @@
 At start and then every `reap_interval` seconds it removes this server's containers that are
 past their deadline, idle too long, dead, or unknown to it (left by a crash); warm ones past
 their TTL too. It only ever touches containers labelled as managed by this very server.
+
+It lists Docker's containers without the registry lock, so a pass must not act on what changed during the
+listing: a record made after the pass began is never "removed behind our back", and a container being
+created stays in the registry's `creating` set until the same locked step that records it, so it is never
+"unknown" either.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ class Reaper:
         """Remove this server's containers past deadline, idle too long, or dead (warm ones included)."""
         now = time.time()
         reg = self.registry
+        with reg.lock:  # a record made after this may be missing from the list: not gone
+            recorded_before = set(reg.records)
         try:
             live = {
                 c.id: c
@@ -45,10 +52,10 @@ class Reaper:
         doomed: list[tuple[str, str]] = []
         state_changed = False
         with reg.lock:
-            for cid in list(reg.records):
-                if cid not in live:  # removed behind our back
-                    gone = reg.records[cid]
-                    state_changed |= gone.from_warm
+            for cid in recorded_before:
+                gone = reg.records.get(cid)
+                if gone is not None and cid not in live:  # listed after it was recorded, yet absent:
+                    state_changed |= gone.from_warm  # removed behind our back
                     reg.forget_locked(gone)
             for cid, c in live.items():
                 labels = c.labels or {}

@@ -373,6 +373,8 @@ class WarmPool:
         doomed = False
         dropped: dict[str, Any] | None = None
         with reg.lock:
+            if container is not None:  # recorded below, or doomed: no longer "being created" either way
+                reg.creating.discard(container.name)
             self._starting[key].remove(start)
             if not self._starting[key]:
                 del self._starting[key]
@@ -404,7 +406,7 @@ class WarmPool:
                     last_activity=now,
                     warm=True,
                 )
-                reg.records[container.id] = rec
+                reg.add_created_locked(rec)
                 if start.promised and not start.abandoned:
                     start.rec = rec  # handed straight to the create waiting for it
                 else:

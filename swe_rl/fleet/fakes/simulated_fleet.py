@@ -5,7 +5,9 @@ real ContainerManager, warm pools included) over the in-memory backend
 (`docker_client.py`): no Docker, commands are not run, latencies are
 configurable. They share one helper process (a thread per server) so that 20+
 of them cost little memory; the pool server is a separate process, as in
-production. Loopback only; everything stops when the context exits.
+production. Loopback only; everything stops when the context exits, and the logs (pool.log,
+exec-nodes.log) are deleted then, unless the body raised (a failed test) or a process died or exited
+uncleanly: then they are kept and their tail is printed to stderr, so a CI log explains the failure.
 
     with MemoryFleet(nodes=20, max_per_node=120) as fleet:
         client = EnvClient(EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token))
@@ -21,6 +23,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
         level=os.environ.get("SWE_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # 8 threads per node always queue under a burst: one WARNING per queued request would bury, in the tail
+    # a failed test prints, the lines that explain the failure.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     logging.getLogger("swe_exec_server").warning(
         "MEMORY BACKEND: %d simulated exec servers, no containers, commands are not run (load tests only)",
         a.nodes,
@@ -120,6 +126,10 @@ def main(argv: list[str] | None = None) -> None:
         server.close()
 
 
+TAIL_LINES = 80
+"""Lines of each log printed when a fleet's logs are kept after a failure."""
+
+
 @dataclass
 class MemoryFleet:
     """`nodes` in-memory exec servers (one helper process) and a pool server process, on loopback."""
@@ -139,7 +149,8 @@ class MemoryFleet:
     exec_urls: list[str] = field(default_factory=list)
     helper: subprocess.Popen | None = None
     pool: subprocess.Popen | None = None
-    _tmp: Any = field(default=None, repr=False)
+    _own_dir: Path | None = field(default=None, repr=False)
+    """The temporary log directory this fleet made (removed by `stop` unless something failed)."""
 
     def __enter__(self) -> MemoryFleet:
         try:
@@ -149,13 +160,13 @@ class MemoryFleet:
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.stop(failed=exc_type is not None)
 
     def start(self) -> None:
         if self.log_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="swe-rl-memory-fleet-")
-            self.log_dir = Path(self._tmp.name)
+            # mkdtemp, not TemporaryDirectory: that one deletes itself when collected, kept logs included
+            self._own_dir = self.log_dir = Path(tempfile.mkdtemp(prefix="swe-rl-memory-fleet-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "SWE_EXEC_TOKEN": self.token, **self.exec_env}
         self.helper = subprocess.Popen(
@@ -213,20 +224,49 @@ class MemoryFleet:
         self.pool_url = f"http://127.0.0.1:{port}"
         wait_healthy(self.pool_url, self.pool)
 
-    def stop(self) -> None:
-        for proc in (self.pool, self.helper):
-            if proc is not None and proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
+    def stop(self, *, failed: bool = False) -> None:
+        """Stop both processes; the logs go too, unless something failed (then they stay, tail printed).
+
+        Something failed when the caller says so (the `with` body raised: a failed test), or when the pool or
+        the exec servers died before being told to stop or did not exit cleanly when told.
+        """
+        problems = ["the code using the fleet raised"] if failed else []
+        for name, proc in (("pool server", self.pool), ("exec servers", self.helper)):
+            if proc is None:
+                continue
+            if proc.poll() is not None:
+                problems.append(f"the {name} exited on its own with code {proc.returncode}")
+                continue
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait(10)
+                problems.append(f"the {name} did not stop within 60 s of SIGTERM")
+            if code not in (0, -signal.SIGTERM):  # uvicorn re-raises SIGTERM after a clean shutdown
+                problems.append(f"the {name} exited with code {code} when told to stop")
         if self.helper is not None and self.helper.stdout is not None:
             self.helper.stdout.close()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        if problems:
+            self.report(problems)
+        elif self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
+        self._own_dir = None
+
+    def report(self, problems: list[str], lines: int = TAIL_LINES) -> None:
+        """Print why the logs are kept, where, and the tail of each (to stderr: a CI log shows it)."""
+        out = [f"simulated fleet: logs kept in {self.log_dir} because " + "; ".join(problems)]
+        for name in ("pool.log", "exec-nodes.log"):
+            path = (self.log_dir or Path(".")) / name
+            try:
+                text = path.read_text(errors="replace").splitlines()
+            except OSError as exc:
+                out.append(f"--- {path}: unreadable ({exc})")
+                continue
+            out.append(f"--- last {min(lines, len(text))} of {len(text)} lines of {path}")
+            out.extend(text[-lines:])
+        print("\n".join(out), file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -95,6 +95,10 @@ def create_app(pool: Pool) -> Starlette:
                     else "error"
                 )
                 return error_response(exc)
+            except ClientDisconnect:  # the caller went away mid-request (cancelled, timed out): not our error
+                log.info("client disconnected during %s", request.url.path)
+                outcome = "client_gone"
+                return Response(status_code=499)  # nobody reads it; the status is the common "client closed"
             except Exception as exc:  # never a stack trace to the caller
                 log.exception("unhandled error on %s", request.url.path)
                 outcome = "error"

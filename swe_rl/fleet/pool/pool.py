@@ -494,15 +494,21 @@ class Pool:
         self.nodes.succeeded(node)
 
     async def reconcile(self, node: Node) -> None:
-        """Destroy our containers no lease knows; mark leases whose container vanished as lost."""
+        """Destroy our containers no lease knows; mark leases whose container vanished as lost.
+
+        The node's list is a picture of one moment, taken while allocations go on: a lease counts as lost
+        only if it existed before the list was asked for, its container is absent from it, and the node
+        says so a second time (`_still_missing`); a container counts as an orphan only if no lease knows it
+        and no allocation is making it once the list is in.
+        """
         assert self.calls.http is not None
+        asked = [lease for lease in self.by_node.get(node.url, {}).values() if not lease.lost]
         resp = await self.calls.http.get(node.url + "/status", timeout=30.0)
         if resp.status_code != 200:
             raise ApiError(502, f"/status answered {resp.status_code}")
         containers = json_of(resp)["containers"]
         present = {c["id"] for c in containers}
-        ours = list(self.by_node.get(node.url, {}).values())
-        known = {lease.container_id for lease in ours}
+        known = {lease.container_id for lease in self.by_node.get(node.url, {}).values()}
         for c in containers:
             if (
                 c.get("owner") == self.cfg.pool_id
@@ -517,9 +523,43 @@ class Pool:
                 )
                 await self._post(node, "/container/destroy", {"container_id": c["id"]}, 60.0)
                 self.metrics.inc("swe_pool_leases_reclaimed_total", reason="orphan")
-        for lease in ours:
-            if lease.container_id not in present:
-                self._mark_lost(lease, f"container {lease.container_id[:12]} no longer exists on {node.url}")
+        absent = [lease for lease in asked if lease.container_id not in present]
+        for lease in await self._still_missing(node, absent):
+            self._mark_lost(lease, f"container {lease.container_id[:12]} no longer exists on {node.url}")
+
+    async def _still_missing(self, node: Node, leases: list[LeaseRecord]) -> list[LeaseRecord]:
+        """Of leases one answer of the node said have no container, those a second answer confirms.
+
+        One answer is never enough to lose a lease: it may have raced a create or a reaper pass. Leases
+        released or already lost meanwhile are left out; when the node cannot answer, none is confirmed
+        (the next pass asks again).
+        """
+        if not leases:
+            return []
+        try:
+            resp = await self._post(
+                node, "/containers/touch", {"container_ids": [lease.container_id for lease in leases]}, 30.0
+            )
+            missing = set(json_of(resp).get("missing", [])) if resp.status_code == 200 else None
+        except ApiError as exc:
+            log.warning("re-check on %s failed: %s", node.url, exc.message)
+            return []
+        if missing is None:
+            log.warning("re-check on %s answered %d", node.url, resp.status_code)
+            return []
+        confirmed = [
+            lease
+            for lease in leases
+            if lease.container_id in missing and self.leases.get(lease.lease_id) is lease and not lease.lost
+        ]
+        if len(confirmed) < len(leases):
+            log.info(
+                "%d of %d containers reported missing on %s are there after all",
+                len(leases) - len(confirmed),
+                len(leases),
+                node.url,
+            )
+        return confirmed
 
     async def reap_expired(self) -> None:
         now = time.monotonic()
@@ -550,7 +590,6 @@ class Pool:
             except ApiError as exc:
                 log.warning("touch on %s failed: %s", node.url, exc.message)
                 continue
-            for cid in missing:
-                lease = leases[cid]
-                if self.leases.get(lease.lease_id) is lease:
-                    self._mark_lost(lease, f"container {cid[:12]} no longer exists on {node.url}")
+            absent = [leases[cid] for cid in missing if cid in leases]
+            for lease in await self._still_missing(node, absent):
+                self._mark_lost(lease, f"container {lease.container_id[:12]} no longer exists on {node.url}")

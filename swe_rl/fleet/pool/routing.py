@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -97,25 +98,35 @@ class NodeCalls:
     async def post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> httpx.Response:
         """POST to a node; a refused connection marks it down at once (503), a timeout is a 504.
 
-        A connect timeout means an overloaded node more often than a dead one: the request was never
-        sent, so it is tried once more, and then left to the health checks to judge the node.
+        A connect timeout means an overloaded node more often than a dead one (a busy node's accept
+        queue): the request was never sent, so it is tried again while the call's own time allows and
+        the health checks still hold the node up; only then is it a 503 (`node_down`).
         """
         shards = self.node_http[node.url]
         http = shards[next(self._shard_counter) % len(shards)]
         http_timeout = httpx.Timeout(timeout, connect=self.connect_timeout)
+        deadline = time.monotonic() + timeout
+        tries = 0
         try:
-            try:
-                return await http.post(node.url + path, json=payload, timeout=http_timeout)
-            except httpx.ConnectTimeout:
-                return await http.post(node.url + path, json=payload, timeout=http_timeout)
+            while True:
+                tries += 1
+                try:
+                    return await http.post(node.url + path, json=payload, timeout=http_timeout)
+                except httpx.ConnectTimeout:
+                    if tries > 1 and (not node.healthy or time.monotonic() + self.connect_timeout > deadline):
+                        raise
+                    log.info(
+                        "%s accepted no connection within %gs (try %d)", node.url, self.connect_timeout, tries
+                    )
         except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
             raise ApiError(
                 504, f"node {node.url} did not answer {path} within {timeout:.0f}s", node=node.url
             ) from exc
         except httpx.ConnectTimeout as exc:
+            log.warning("%s accepted no connection for %s (%d tries): answering 503", node.url, path, tries)
             raise ApiError(
                 503,
-                f"node {node.url} accepts no connection (connect timeout twice)",
+                f"node {node.url} accepts no connection ({tries} connect timeouts of {self.connect_timeout:g}s)",
                 node=node.url,
                 node_down=True,
             ) from exc
@@ -136,7 +147,11 @@ async def forward(
     call_margin: float,
     on_lost: Callable[[LeaseRecord, str], None],
 ) -> tuple[int, dict[str, Any]] | Response:
-    """Run op on the lease's container; a gone container calls on_lost and answers 410."""
+    """Run op on the lease's container; a gone container calls on_lost and answers 410.
+
+    A node that does not know the container (404 from its registry, before anything ran) is asked once
+    more before the lease is lost: a container is lost on two answers, never on one.
+    """
     if not node.healthy:
         raise ApiError(
             503,
@@ -149,18 +164,32 @@ async def forward(
     payload = {k: v for k, v in body.items() if k != "lease_id"}
     payload["container_id"] = lease.container_id
     timeout = call_timeout(op, payload)
-    lease.in_flight += 1
-    lease.touch()
-    try:
-        resp = await calls.post(node, f"/container/{op}", payload, timeout + call_margin)
-    finally:
-        lease.in_flight -= 1
+
+    async def send() -> httpx.Response:
+        lease.in_flight += 1
         lease.touch()
+        try:
+            return await calls.post(node, f"/container/{op}", payload, timeout + call_margin)
+        finally:
+            lease.in_flight -= 1
+            lease.touch()
+
+    resp = await send()
+    if _unknown_container(resp):
+        # The node's registry did not know the container, so nothing ran: one answer is not enough to
+        # lose a lease (it may have raced a create or a reaper pass); the node is asked again.
+        log.info(
+            "%s did not know container %s of lease %s: asking again",
+            node.url,
+            lease.container_id[:12],
+            lease.lease_id,
+        )
+        resp = await send()
     if resp.status_code == 200:  # passed through as is: no parsing and re-encoding of (large) outputs
         return Response(resp.content, 200, media_type="application/json")
     data = json_of(resp)
     error = str(data.get("error", ""))
-    if resp.status_code in (409, 410) or (resp.status_code == 404 and error.startswith("unknown container")):
+    if resp.status_code in (409, 410) or _unknown_container(resp):
         on_lost(lease, error or f"exec server answered {resp.status_code}")
         raise ApiError(
             410,
@@ -169,3 +198,8 @@ async def forward(
             lease_lost=True,
         )
     return resp.status_code, data
+
+
+def _unknown_container(resp: httpx.Response) -> bool:
+    """The exec server's registry does not know the container (its 404 before running anything)."""
+    return resp.status_code == 404 and str(json_of(resp).get("error", "")).startswith("unknown container")

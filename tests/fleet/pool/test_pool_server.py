@@ -260,7 +260,7 @@ async def test_node_down_fails_fast_then_rejoins(fleet, pool_factory, docker_cli
         t0 = time.monotonic()
         with pytest.raises(FleetUnavailable, match="down"):
             await lease.exec("echo hi", timeout=30)
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 20  # failed fast: not after the command's 30 s
     pool.wait_until(lambda st: not next(n for n in st["nodes"] if n["url"] == a.url)["healthy"], timeout=5)
     resp = pool.post("/read_file", {"lease_id": on_a["lease_id"], "path": "/tmp/mark"})
     assert resp.status_code == 503 and resp.json()["node_down"] is True and a.url in resp.json()["error"]
@@ -325,28 +325,31 @@ def test_shutdown_releases_everything_unless_told_to_keep(fleet, pool_factory, d
     assert containers_of(docker_client, pool) == []
 
 
-async def test_long_call_does_not_block_others(fleet, pool_factory, base_image):
+async def test_long_call_does_not_block_others(fleet, pool_factory, docker_client, base_image):
     (srv,) = fleet(1)
     pool = pool_factory([srv])
     slow, quick = (pool.call("/allocate", {"image": base_image}) for _ in range(2))
-    async with httpx.AsyncClient(base_url=pool.url, headers=pool.headers, timeout=60) as http:
+    inside_slow = docker_client.containers.get(slow["container_id"])
+    async with httpx.AsyncClient(base_url=pool.url, headers=pool.headers, timeout=120) as http:
         long_call = asyncio.create_task(
             http.post(
                 "/evaluate",
                 json={
                     "lease_id": slow["lease_id"],
                     "patch": "",
-                    "eval_script": "sleep 8; echo slow",
-                    "timeout": 30,
+                    # runs until the test lets it finish: nothing here depends on how fast the machine is
+                    "eval_script": "touch /tmp/started; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo slow",
+                    "timeout": 110,
                 },
             )
         )
-        await asyncio.sleep(1)
-        t0 = time.monotonic()
+        while inside_slow.exec_run("test -e /tmp/started").exit_code != 0:
+            assert not long_call.done(), long_call.result().text
+            await asyncio.sleep(0.1)
         short = await http.post("/exec", json={"lease_id": quick["lease_id"], "command": "echo quick"})
         status = await http.get("/status")
-        elapsed = time.monotonic() - t0
         assert short.json()["output"] == "quick\n" and status.status_code == 200
-        assert elapsed < 3 and not long_call.done()
+        assert not long_call.done()  # answered while the long call still runs
+        inside_slow.exec_run("touch /tmp/go")
         result = (await long_call).json()
-    assert result["returncode"] == 0 and "slow" in result["test_log"] and result["duration"] >= 8
+    assert result["returncode"] == 0 and "slow" in result["test_log"]
