@@ -50,7 +50,8 @@ def upstream_post_process(args, samples: list) -> tuple[list[float], list[float]
     return raw, out
 
 
-def upstream_mask_sums(samples: list) -> list[int]:
+def upstream_rollout_ids(samples: list) -> list[int]:
+    """Each sample's rollout id; a missing one gets the smallest id no sample holds yet."""
     ids = [s.rollout_id for s in samples]
     taken, fresh = {i for i in ids if i is not None}, 0
     for k, rid in enumerate(ids):
@@ -59,7 +60,22 @@ def upstream_mask_sums(samples: list) -> list[int]:
                 fresh += 1
             ids[k] = fresh
             taken.add(fresh)
-    masks = [[0] * s.response_length if s.remove_sample else s.loss_mask for s in samples]
+    return ids
+
+
+def upstream_loss_masks(samples: list) -> list[list[int]]:
+    """Each sample's loss mask: all ones when it has none, all zeros when it is removed."""
+    return [
+        [0] * s.response_length
+        if s.remove_sample
+        else ([1] * s.response_length if s.loss_mask is None else s.loss_mask)
+        for s in samples
+    ]
+
+
+def upstream_mask_sums(samples: list) -> list[int]:
+    ids = upstream_rollout_ids(samples)
+    masks = upstream_loss_masks(samples)
     totals: dict[int, int] = {}
     for rid, m in zip(ids, masks):
         totals[rid] = totals.get(rid, 0) + sum(m)

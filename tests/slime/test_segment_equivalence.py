@@ -1,31 +1,38 @@
-"""A segment sample trains exactly what the per-turn samples trained, proven on a real network through slime.
+"""A segment sample trains exactly what the per-turn samples trained, proven on a real network.
 
 A tiny randomly initialised causal LM (a `transformers` Qwen3 config, no download) scores two played
-multi-turn trajectories (real Qwen ids, compactions to the low-water mark). Their samples go through the
-pinned slime's own code (`tests/upstream_slime.py`): `RolloutManager._convert_samples_to_train_data` with
-our reward post-process, `tensorize_rollout_data_for_training`, `compute_advantages_and_returns` (grpo)
-and `loss_function` (policy loss, per-rollout denominators). Per-token log-probs of every trained token and
-the gradient of every weight are the same for ``swe_samples: segment`` and ``turn``, with slime's default
-per-rollout token mean and with ``--calculate-per-token-loss``.
+multi-turn trajectories (real Qwen ids, compactions to the low-water mark). Their samples go through slime's
+train-data conversion with our reward post-process, grpo advantages and the policy loss with per-rollout
+denominators — twice: through the restatement of the pinned slime in tests/upstream_loss.py (always, so CI
+checks it) and through the pinned slime's own code (`tests/upstream_slime.py`:
+`RolloutManager._convert_samples_to_train_data`, `tensorize_rollout_data_for_training`,
+`compute_advantages_and_returns`, `get_log_probs_and_entropy`, `loss_function`) when its source is here.
+Per-token log-probs of every trained token and the gradient of every weight are the same for
+``swe_samples: segment`` and ``turn``, with slime's default per-rollout token mean and with
+``--calculate-per-token-loss``. With slime here, the restatement and slime give the same numbers on the same
+input (so the restatement cannot drift from the pin).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from argparse import Namespace
 from typing import Any
 
 import pytest
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from upstream_rewards import upstream_post_process
 from upstream_slime import upstream_slime  # noqa: F401
 
 from swe_rl.slime.post_process import post_process_rewards
-from swe_rl.slime.samples import trajectory_samples
+from swe_rl.slime.samples import CompatSample, trajectory_samples
 from swe_rl.tokens import TokenTrajectory
 
 pytestmark = pytest.mark.slow  # a forward and backward of a small network per sample: seconds each
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+upstream_loss = pytest.importorskip("upstream_loss")  # needs torch
 
 SYSTEM = {"role": "system", "content": "You are a shell agent."}
 PROBLEM = {"role": "user", "content": "Fix the bug in toolz.interleave."}
@@ -117,50 +124,112 @@ def slime_args(per_token: bool) -> Namespace:
     )
 
 
-def train_data(import_module: Any, args: Namespace, samples: list[Any]) -> dict[str, Any]:
-    """slime's conversion of the flattened rollout (our post-process as its reward post-process), tensorized."""
-    rollout = import_module("slime.ray.rollout")
-    manager = Namespace(
-        args=args,
-        custom_convert_samples_to_train_data_func=None,
-        custom_reward_post_process_func=post_process_rewards,
-    )
-    manager._post_process_rewards = functools.partial(rollout.RolloutManager._post_process_rewards, manager)
-    data = rollout.RolloutManager._convert_samples_to_train_data(manager, samples)
-    data["total_lengths"] = [len(t) for t in data["tokens"]]
-    keep = (
-        "tokens",
-        "response_lengths",
-        "rewards",
-        "loss_masks",
-        "rollout_ids",
-        "rollout_mask_sums",
-        "rollout_log_probs",
-        "total_lengths",
-    )
-    data = {k: data[k] for k in keep}
-    import_module("slime.observability.rollout_data_utils").tensorize_rollout_data_for_training(data)
-    return data
+class Restated:
+    """slime's training path as restated in tests/upstream_loss.py: no slime needed."""
+
+    Sample: Any = CompatSample
+
+    def train_data(
+        self, args: Namespace, samples: list[Any], post_process: Any = post_process_rewards
+    ) -> Any:
+        return upstream_loss.train_data(args, samples, post_process)
+
+    def advantages(self, args: Namespace, data: dict[str, Any]) -> None:
+        upstream_loss.grpo_advantages(args, data)
+
+    def log_probs(self, args: Namespace, logits: Any, data: dict[str, Any]) -> list[Any]:
+        return upstream_loss.response_log_probs(
+            logits, data["tokens"], data["total_lengths"], data["response_lengths"]
+        )[0]
+
+    def loss(self, args: Namespace, batch: dict[str, Any], logits: Any) -> tuple[Any, Any]:
+        return upstream_loss.loss_function(args, batch, 1, 2, logits)  # 2 rollouts in the step
 
 
-def loss_and_grads(import_module: Any, model: Any, args: Namespace, samples: list[Any]) -> tuple[Any, ...]:
-    loss_module = import_module("slime.backends.megatron_utils.loss")
-    data = train_data(import_module, args, samples)
-    loss_module.compute_advantages_and_returns(args, data)
+class Upstream:
+    """The pinned slime's own functions (`upstream_slime`)."""
+
+    def __init__(self, import_module: Any) -> None:
+        self.rollout = import_module("slime.ray.rollout")
+        self.tensorize = import_module(
+            "slime.observability.rollout_data_utils"
+        ).tensorize_rollout_data_for_training
+        self.loss_module = import_module("slime.backends.megatron_utils.loss")
+        self.Sample = import_module("slime.utils.types").Sample
+
+    def train_data(
+        self, args: Namespace, samples: list[Any], post_process: Any = post_process_rewards
+    ) -> Any:
+        """slime's conversion of the flattened rollout (``post_process`` as its reward post-process; None:
+        slime's default), tensorized, with the keys the loss reads."""
+        manager = Namespace(
+            args=args,
+            custom_convert_samples_to_train_data_func=None,
+            custom_reward_post_process_func=post_process,
+        )
+        manager._post_process_rewards = functools.partial(
+            self.rollout.RolloutManager._post_process_rewards, manager
+        )
+        data = self.rollout.RolloutManager._convert_samples_to_train_data(manager, samples)
+        data["total_lengths"] = [len(t) for t in data["tokens"]]
+        data = {k: data[k] for k in TRAIN_KEYS}
+        self.tensorize(data)
+        return data
+
+    def advantages(self, args: Namespace, data: dict[str, Any]) -> None:
+        self.loss_module.compute_advantages_and_returns(args, data)
+
+    def log_probs(self, args: Namespace, logits: Any, data: dict[str, Any]) -> list[Any]:
+        _, out = self.loss_module.get_log_probs_and_entropy(
+            logits,
+            args=args,
+            unconcat_tokens=data["tokens"],
+            total_lengths=data["total_lengths"],
+            response_lengths=data["response_lengths"],
+        )
+        return out["log_probs"]
+
+    def loss(self, args: Namespace, batch: dict[str, Any], logits: Any) -> tuple[Any, Any]:
+        loss, normalizer, _ = self.loss_module.loss_function(
+            args, batch, 1, 2, logits
+        )  # 2 rollouts in the step
+        return loss, normalizer
+
+
+TRAIN_KEYS = (
+    "tokens",
+    "response_lengths",
+    "rewards",
+    "loss_masks",
+    "rollout_ids",
+    "rollout_mask_sums",
+    "rollout_log_probs",
+    "total_lengths",
+)
+
+
+@pytest.fixture(params=["restated", "slime"])
+def trainer(request) -> Any:
+    """slime's training path: restated (always) and the pinned slime's own (skipped without its source)."""
+    if request.param == "restated":
+        return Restated()
+    return Upstream(request.getfixturevalue("upstream_slime"))
+
+
+def packed_logits(model: Any, data: dict[str, Any]) -> Any:
+    """The model's logits over the packed micro-batch ``[1, T, V]`` (each sample attends to itself only)."""
+    return torch.cat([model(t.unsqueeze(0)).logits.float() for t in data["tokens"]], dim=1)
+
+
+def loss_and_grads(trainer: Any, model: Any, args: Namespace, samples: list[Any]) -> tuple[Any, ...]:
+    data = trainer.train_data(args, samples)
+    trainer.advantages(args, data)
     model.zero_grad()
-    logits = torch.cat(
-        [model(t.unsqueeze(0)).logits.float() for t in data["tokens"]], dim=1
-    )  # packed [1, T, V]
+    logits = packed_logits(model, data)
     batch = {**data, "unconcat_tokens": data["tokens"]}
-    _, per_token = loss_module.get_log_probs_and_entropy(
-        logits,
-        args=args,
-        unconcat_tokens=batch["unconcat_tokens"],
-        total_lengths=batch["total_lengths"],
-        response_lengths=batch["response_lengths"],
-    )
-    trained = torch.cat([lp[m.bool()] for lp, m in zip(per_token["log_probs"], data["loss_masks"])]).detach()
-    loss, normalizer, _ = loss_module.loss_function(args, batch, 1, 2, logits)  # 2 rollouts in the step
+    per_sample = trainer.log_probs(args, logits, data)
+    trained = torch.cat([lp[m.bool()] for lp, m in zip(per_sample, data["loss_masks"])]).detach()
+    loss, normalizer = trainer.loss(args, batch, logits)
     (loss / normalizer).backward()
     grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
     return trained, (loss / normalizer).detach(), grads, data
@@ -172,38 +241,51 @@ def _eager(monkeypatch):
     monkeypatch.setattr(torch._dynamo.config, "disable", True)
 
 
-@pytest.mark.parametrize("per_token", [False, True], ids=["per-rollout-mean", "per-token-loss"])
-def test_segment_samples_train_exactly_what_turn_samples_trained(
-    upstream_slime, codec, qwen_tokenizer, per_token
-):
-    Sample = upstream_slime("slime.utils.types").Sample
-    model = tiny_lm()
+def played_pair(model: Any, codec: Any, tokenizer: Any) -> list[tuple[TokenTrajectory, float]]:
+    """Two trajectories of one prompt (7 and 5 turns, each compacted at least once), rewards +1 / -1."""
     played = [
-        (play(model, codec, qwen_tokenizer, 7, seed=0), 1.0),
-        (play(model, codec, qwen_tokenizer, 5, seed=1), -1.0),
+        (play(model, codec, tokenizer, 7, seed=0), 1.0),
+        (play(model, codec, tokenizer, 5, seed=1), -1.0),
     ]
     shapes = [[len(s.turns) for s in traj.segments] for traj, _ in played]
     assert all(len([n for n in shape if n]) >= 2 and max(shape) >= 2 for shape in shapes), shapes
-    with torch.no_grad():  # the trainer's weights moved since the rollout: ratios are not 1, clipping is live
+    return played
+
+
+def samples_of(Sample: Any, codec: Any, played: list[tuple[TokenTrajectory, float]], mode: str) -> list[Any]:
+    out = []
+    for index, (traj, score) in enumerate(played):
+        parent = Sample(group_index=0, index=index, metadata={})
+        for s in trajectory_samples(Sample, parent, traj, codec, {}, mode=mode):
+            s.reward = {"score": score}
+            s.tokens = [t % VOCAB for t in s.tokens]  # the tiny model's ids
+            out.append(s)
+    return out
+
+
+def moved(model: Any) -> Any:
+    """The trainer's weights moved since the rollout: ratios are not 1, clipping is live."""
+    with torch.no_grad():
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))
+    return model
 
-    def samples_of(mode: str) -> list[Any]:
-        out = []
-        for index, (traj, score) in enumerate(played):
-            parent = Sample(group_index=0, index=index, metadata={})
-            for s in trajectory_samples(Sample, parent, traj, codec, {}, mode=mode):
-                s.reward = {"score": score}
-                s.tokens = [t % VOCAB for t in s.tokens]  # the tiny model's ids
-                out.append(s)
-        return out
 
-    turn, segment = samples_of("turn"), samples_of("segment")
-    assert len(turn) == 12 and len(segment) == sum(1 for shape in shapes for n in shape if n) < len(turn)
+@pytest.mark.parametrize("per_token", [False, True], ids=["per-rollout-mean", "per-token-loss"])
+def test_segment_samples_train_exactly_what_turn_samples_trained(trainer, codec, qwen_tokenizer, per_token):
+    model = tiny_lm()
+    played = played_pair(model, codec, qwen_tokenizer)
+    moved(model)
+    turn, segment = (
+        samples_of(trainer.Sample, codec, played, "turn"),
+        samples_of(trainer.Sample, codec, played, "segment"),
+    )
+    segments = sum(1 for traj, _ in played for seg in traj.segments if seg.turns)
+    assert len(turn) == 12 and len(segment) == segments < len(turn)
     assert sum(len(s.tokens) for s in segment) < sum(len(s.tokens) for s in turn)
     args = slime_args(per_token)
-    lp_turn, loss_turn, grad_turn, data_turn = loss_and_grads(upstream_slime, model, args, turn)
-    lp_seg, loss_seg, grad_seg, data_seg = loss_and_grads(upstream_slime, model, args, segment)
+    lp_turn, loss_turn, grad_turn, data_turn = loss_and_grads(trainer, model, args, turn)
+    lp_seg, loss_seg, grad_seg, data_seg = loss_and_grads(trainer, model, args, segment)
     # every trained token, the same log-prob on its per-turn context as inside its whole segment
     assert lp_turn.shape == lp_seg.shape and torch.allclose(lp_turn, lp_seg, atol=1e-5)
     # one advantage per trajectory either way (+0.707 / -0.707), the same per-rollout denominators
@@ -219,7 +301,7 @@ def test_segment_samples_train_exactly_what_turn_samples_trained(
 
 
 def test_the_pinned_slime_trains_one_advantage_per_sample_so_prm_runs_keep_turn_samples(
-    upstream_slime, codec, qwen_tokenizer
+    trainer, codec, qwen_tokenizer
 ):
     """PRM step bonuses differ per turn; slime's train data carries one reward per sample (a float through
     `_convert_samples_to_train_data`, the train-side keys of `_split_train_data_by_dp` have no per-token
@@ -227,22 +309,69 @@ def test_the_pinned_slime_trains_one_advantage_per_sample_so_prm_runs_keep_turn_
     from swe_rl.slime import runtime
     from swe_rl.slime.config import PluginConfig
 
-    Sample = upstream_slime("slime.utils.types").Sample
-    loss_module = upstream_slime("slime.backends.megatron_utils.loss")
-    model = tiny_lm()
-    traj = play(model, codec, qwen_tokenizer, 7, seed=2)
+    traj = play(tiny_lm(), codec, qwen_tokenizer, 7, seed=2)
     args = slime_args(False)
-    samples = []
-    for index, score in ((0, 1.0), (1, -1.0)):
-        parent = Sample(group_index=0, index=index, metadata={})
-        for s in trajectory_samples(Sample, parent, traj, codec, {}, mode="segment"):
-            s.reward = {"score": score}
-            s.tokens = [t % VOCAB for t in s.tokens]
-            samples.append(s)
-    data = train_data(upstream_slime, args, samples)
-    loss_module.compute_advantages_and_returns(args, data)
+    samples = samples_of(trainer.Sample, codec, [(traj, 1.0), (traj, -1.0)], "segment")
+    data = trainer.train_data(args, samples)
+    trainer.advantages(args, data)
     for advantage, mask, reward in zip(data["advantages"], data["loss_masks"], data["rewards"]):
         trained = advantage[mask.bool()]
         assert trained.numel() > 1 and torch.all(trained == reward)  # every turn of the segment: one value
     prm = PluginConfig.from_sources(None, env={"SWE_PRM_ENABLE": "1", "SWE_PRM_URL": "http://judge:30010/v1"})
     assert prm.samples == "segment" and runtime.sample_mode(prm, evaluation=False) == "turn"
+
+
+@pytest.mark.parametrize("per_token", [False, True], ids=["per-rollout-mean", "per-token-loss"])
+def test_the_restatement_gives_what_the_pinned_slime_gives(upstream_slime, codec, qwen_tokenizer, per_token):
+    """tests/upstream_loss.py against slime's own code on the same samples: train data, advantages,
+    log-probs, loss and gradient. The samples also carry what the equivalence test does not: a removed sample,
+    a sample without rollout id, one without loss mask, slime's default reward post-process, a live entropy
+    term and dual clip."""
+    slime, ours = Upstream(upstream_slime), Restated()
+    model = tiny_lm()
+    played = played_pair(model, codec, qwen_tokenizer)
+    moved(model)
+
+    def batch_of(Sample: Any) -> list[Any]:
+        turn = samples_of(Sample, codec, played, "turn")
+        samples = turn[:3] + samples_of(Sample, codec, played, "segment")[-2:]
+        samples[1].rollout_id = None
+        samples[2].loss_mask = None
+        # a third rollout of the group, removed (outside our post-process's statistics)
+        samples.append(dataclasses.replace(turn[3], index=2, rollout_id=2, remove_sample=True))
+        return samples
+
+    args = slime_args(per_token)
+    args.entropy_coef, args.eps_clip_c = 0.01, 3.0
+    # our post-process on both sides; slime's default (None) against its restatement in tests/upstream_rewards.py
+    for theirs, restated in ((post_process_rewards, post_process_rewards), (None, upstream_post_process)):
+        results = []
+        for trainer, post_process in ((slime, theirs), (ours, restated)):
+            data = trainer.train_data(args, batch_of(trainer.Sample), post_process)
+            trainer.advantages(args, data)
+            model.zero_grad()
+            logits = packed_logits(model, data)
+            log_probs = torch.cat(trainer.log_probs(args, logits, data)).detach()
+            loss, normalizer = trainer.loss(args, {**data, "unconcat_tokens": data["tokens"]}, logits)
+            (loss / normalizer).backward()
+            grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+            results.append((data, log_probs, loss.detach(), torch.as_tensor(normalizer).float(), grads))
+        (want, lp_want, loss_want, norm_want, grad_want), (got, lp_got, loss_got, norm_got, grad_got) = (
+            results
+        )
+        for key in ("response_lengths", "rollout_ids", "total_lengths"):
+            assert list(got[key]) == list(want[key]), key
+        assert got["rewards"] == pytest.approx(list(want["rewards"]), abs=1e-6)
+        for key in ("tokens", "loss_masks", "rollout_log_probs"):
+            assert all(torch.equal(a, b) for a, b in zip(got[key], want[key], strict=True)), key
+        # slime's default post-process computes in float32, its restatement in float64
+        assert all(
+            torch.allclose(a, b, atol=1e-6)
+            for a, b in zip(got["advantages"], want["advantages"], strict=True)
+        )
+        assert torch.equal(got["rollout_mask_sums"], want["rollout_mask_sums"])
+        assert torch.allclose(lp_got, lp_want, atol=1e-6)
+        assert torch.allclose(loss_got, loss_want, rtol=1e-5, atol=1e-8)
+        assert torch.equal(norm_got, norm_want)
+        assert grad_want.abs().max() > 1e-5  # a real gradient, not zero
+        assert torch.allclose(grad_got, grad_want, rtol=1e-4, atol=1e-5 * float(grad_want.abs().max()))
