@@ -79,6 +79,9 @@ class TrajectorySummary:
     model_seconds_per_turn: list[float] = field(default_factory=list)
     warm: bool | None = None
     tampered: bool | None = None
+    voided: bool | None = None
+    canary_tripped: bool | None = None
+    capability_flagged: bool | None = None
     flags: list[str] | None = None
     certification_skip: bool = False
     prm_scores: list[float] | None = None
@@ -211,6 +214,11 @@ def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
     if isinstance(episode.get("warm"), bool):
         traj.warm = episode["warm"]
     traj.tampered, traj.flags = _integrity(info)
+    block = _section(info, "integrity")
+    for name in ("voided", "canary_tripped", "capability_flagged"):
+        value = block.get(name, info.get(name))
+        if isinstance(value, bool):
+            setattr(traj, name, value)
     traj.certification_skip = _certification_skip(info)
     traj.prm_scores, traj.prm_failures = _prm(info)
 
@@ -417,6 +425,10 @@ def _integrity_figures(out: dict[str, float], swe: list[TrajectorySummary]) -> N
     known = [t for t in swe if t.tampered is not None]
     if known:
         out["integrity/tampered_rate"] = _rate(sum(1 for t in known if t.tampered), len(known))
+    for name in ("voided", "canary_tripped", "capability_flagged"):
+        seen = [t for t in swe if getattr(t, name) is not None]
+        if seen:
+            out[f"integrity/{name}_rate"] = _rate(sum(1 for t in seen if getattr(t, name)), len(seen))
     flagged = [t for t in swe if t.flags is not None]
     if flagged:
         out["integrity/flagged_rate"] = _rate(sum(1 for t in flagged if t.flags), len(flagged))

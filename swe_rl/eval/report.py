@@ -214,6 +214,11 @@ def _integrity_cards(rates: dict[str, Any]) -> list[tuple[str, str]]:
         return []
     return [
         ("tamper rate", f"{100 * rates['tamper_rate']:.1f}%"),
+        (
+            "voided / canary tripped / capability flagged",
+            f"{100 * rates.get('voided_rate', 0.0):.1f}% / {100 * rates.get('canary_trip_rate', 0.0):.1f}%"
+            f" / {100 * rates.get('capability_flag_rate', 0.0):.1f}%",
+        ),
         ("flag rate", f"{100 * rates['flag_rate']:.1f}%"),
         (
             "official / integrity resolved",

@@ -431,3 +431,36 @@ def test_integrity_figures_read_the_fields_the_plugin_writes():
     assert m["integrity/tampered_rate"] == pytest.approx(1 / 3)
     assert m["integrity/flagged_rate"] == pytest.approx(1 / 3)
     assert m["integrity/flag/history_probe_rate"] == pytest.approx(1 / 3)
+
+
+def test_voided_canary_and_capability_figures_from_the_tamper_records():
+    """Issue 24: the dashboard shows voided, canary-tripped and capability-flagged rates; eval's summary too."""
+    from swe_rl.integrity_metrics import integrity_rates, rollout_integrity
+
+    def graded(*records: tuple[str, str]) -> SimpleNamespace:
+        recs = [
+            SimpleNamespace(path="p.py", rule=rule, action=action, reason="r") for rule, action in records
+        ]
+        return SimpleNamespace(tamper=SimpleNamespace(records=recs), official=None)
+
+    quiet = SimpleNamespace(flag_counts={}, steps=[], git_hygiene=None)
+    rows = [
+        rollout_integrity(quiet, graded(("canary", "voided"))),
+        rollout_integrity(quiet, graded(("capability", "voided"))),
+        rollout_integrity(quiet, graded(("capability", "noted"))),
+        rollout_integrity(quiet, graded(("conftest", "dropped"))),
+    ]
+    assert [r["voided"] for r in rows] == [True, True, False, False]
+    assert [r["canary_tripped"] for r in rows] == [True, False, False, False]
+    assert [r["capability_flagged"] for r in rows] == [False, False, True, False]
+    batch = [sample for i, row in enumerate(rows) for sample in traj(i + 1, 0, swe(**row))]
+    m = figures(trajectories_from_samples(batch))
+    assert m["integrity/voided_rate"] == pytest.approx(2 / 4)
+    assert m["integrity/canary_tripped_rate"] == pytest.approx(1 / 4)
+    assert m["integrity/capability_flagged_rate"] == pytest.approx(1 / 4)
+    rates = integrity_rates(rows)
+    assert (rates["voided_rate"], rates["canary_trip_rate"], rates["capability_flag_rate"]) == (
+        0.5,
+        0.25,
+        0.25,
+    )

@@ -190,6 +190,9 @@ async def test_per_turn_batch_every_figure_by_hand(play, qwen_tokenizer, slime_b
         "behaviour/sampled_tokens_max": max(sum(a_ids), sum(b_ids), sum(c_ids)),
         # the scripted agents touch no test and probe nothing: the integrity fields say so
         "integrity/tampered_rate": 0.0,
+        "integrity/voided_rate": 0.0,
+        "integrity/canary_tripped_rate": 0.0,
+        "integrity/capability_flagged_rate": 0.0,
         "integrity/flagged_rate": 0.0,
     }
     for name, value in want.items():
@@ -276,6 +279,9 @@ async def test_single_sample_batch_and_eval_hook_by_hand(
         "behaviour/sampled_tokens_p90": max(sum(f_ids), sum(g_ids)),
         "behaviour/sampled_tokens_max": max(sum(f_ids), sum(g_ids)),
         "integrity/tampered_rate": 0.0,
+        "integrity/voided_rate": 0.0,
+        "integrity/canary_tripped_rate": 0.0,
+        "integrity/capability_flagged_rate": 0.0,
         "integrity/flagged_rate": 0.0,
     }
     exits = {x[0].metadata["swe"]["exit_reason"] for x in (f, g)}
