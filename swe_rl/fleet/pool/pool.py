@@ -478,13 +478,13 @@ class Pool:
         await asyncio.gather(*(self._check_node(node) for node in self.nodes))
 
     async def _check_node(self, node: Node) -> None:
-        assert self.calls.http is not None
-        ok, reason = await fetch_health(self.calls.http, node, self.cfg.health_interval)
+        http = self.calls.health_http[node.url]
+        ok, reason = await fetch_health(http, node, self.cfg.health_interval)
         if not ok:
             self.nodes.failed(node, reason)
             return
         if time.monotonic() - node.images_at > self.cfg.images_interval or not node.healthy:
-            await refresh_images(self.calls.http, node)
+            await refresh_images(http, node)
         if not node.healthy:
             try:  # a node that (re)joins is reconciled before it gets any work
                 await self.reconcile(node)

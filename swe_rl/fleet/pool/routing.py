@@ -27,6 +27,8 @@ log = logging.getLogger("swe_pool_server")
 ROUTED_OPS = ("exec", "diff", "evaluate", "write_file", "read_file")
 """Container operations a lease holder calls through the pool (`POST /<op>`)."""
 DEFAULT_EXEC_TIMEOUT = 180.0
+KEEPALIVE_PER_CLIENT = 8
+"""Idle connections kept per HTTP client (a node has `connection_shards` of them)."""
 DEFAULT_EVAL_TIMEOUT = 1800.0
 
 
@@ -69,6 +71,10 @@ class NodeCalls:
         self.http: httpx.AsyncClient | None = None
         """Client of health checks, image lists and reconciliation."""
         self.node_http: dict[str, list[httpx.AsyncClient]] = {}
+        self.health_http: dict[str, httpx.AsyncClient] = {}
+        """One client per node for health checks and image lists: httpcore scans every connection of a
+        pool on each request, so one client holding a connection to each of 200 nodes made every health
+        pass quadratic in the number of nodes (most of the pool's CPU at 200 nodes)."""
         self._shard_counter = itertools.count()
         self._ssl: ssl.SSLContext | None = None
 
@@ -78,9 +84,11 @@ class NodeCalls:
         # Small connection pools, several per node: httpcore's pool spends time in proportion to its
         # connections on every request, which a single pool holding thousands turns quadratic.
         self.node_http = {url: [self._new_client() for _ in range(self.shards)] for url in self.urls}
+        self.health_http = {url: self._new_client() for url in self.urls}
 
     async def aclose(self) -> None:
-        for client in [self.http, *(c for shards in self.node_http.values() for c in shards)]:
+        shards = (c for clients in self.node_http.values() for c in clients)
+        for client in [self.http, *shards, *self.health_http.values()]:
             if client is not None:
                 await client.aclose()
 
@@ -88,9 +96,10 @@ class NodeCalls:
         return httpx.AsyncClient(
             verify=self._ssl if self._ssl is not None else True,
             headers={"Authorization": f"Bearer {self.token}"},
-            limits=httpx.Limits(
-                max_connections=None, max_keepalive_connections=None
-            ),  # reuse: no reconnect storms
+            # Reuse connections (no reconnect storms), but keep few idle ones per client: httpcore
+            # compares every idle connection with every other on each request (quadratic), so the
+            # connections a burst opened would slow every later call of that client.
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=KEEPALIVE_PER_CLIENT),
             timeout=httpx.Timeout(PLAIN_CALL_TIMEOUT, connect=self.connect_timeout),
         )
 
