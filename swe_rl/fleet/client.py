@@ -29,6 +29,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import random
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -78,6 +79,9 @@ class EnvClientConfig(BaseModel):
     """Seconds between background heartbeats of a `lease()`; keep it well under the pool's lease TTL."""
     allocate_deadline: float = 600.0
     """Seconds allocate keeps retrying a full or unavailable fleet before giving up."""
+    restart_grace: float = 30.0
+    """Seconds a call keeps trying, about twice a second, while the pool refuses connections (a pool
+    restarting); such attempts never reached the pool, so they do not count against `retries`. 0: off."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> EnvClientConfig:
@@ -158,6 +162,8 @@ class Retry(Enum):
 
 
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+RESTART_POLL = 0.5
+"""Seconds between attempts (drawn from half of it to all) while the pool refuses connections."""
 HEARTBEAT_BATCH = 1000
 """Leases named in one background heartbeat request (the pool accepts up to 10,000)."""
 
@@ -425,8 +431,12 @@ class EnvClient:
         """One pool call with the retry policy of its kind; raises a FleetError subclass."""
         http_timeout = httpx.Timeout(timeout, connect=self.config.connect_timeout)
         cfg = self.config
+        loop = asyncio.get_running_loop()
+        refused_until = loop.time() + cfg.restart_grace
+        failures = 0  # attempts that count against `retries` (not refused connections)
 
         async def attempt() -> dict[str, Any]:
+            nonlocal failures
             try:
                 if body is None:
                     resp = await self._http.get(f"/{op}", timeout=http_timeout)
@@ -437,9 +447,15 @@ class EnvClient:
                     f"{op}: pool {cfg.pool_url} unreachable or too slow: {type(exc).__name__}: {exc}"
                 )
                 error.__cause__ = exc
-                if retry is not Retry.UNSENT or isinstance(exc, _NEVER_SENT):
-                    raise TryAgain(error) from exc
-                raise error from exc
+                if isinstance(exc, httpx.ConnectError) and loop.time() < refused_until:
+                    # nobody listens (a pool restarting): the request never left, poll until it is back
+                    raise TryAgain(error, RESTART_POLL * random.uniform(0.5, 1.0)) from exc
+                failures += 1
+                if retry is Retry.UNSENT and not isinstance(exc, _NEVER_SENT):
+                    raise error from exc  # it may have run: not ours to repeat
+                if retry is not Retry.ALLOCATE and failures > cfg.retries:
+                    raise error from exc
+                raise TryAgain(error) from exc
             data = _json_or_text(resp)
             if resp.status_code == 200:
                 return data
@@ -450,7 +466,9 @@ class EnvClient:
                 if resp.status_code >= 500:
                     raise TryAgain(error)
             elif retry is Retry.SAFE and resp.status_code in (502, 503, 504) and not data.get("node_down"):
-                raise TryAgain(error)
+                failures += 1
+                if failures <= cfg.retries:
+                    raise TryAgain(error)
             raise error
 
         if retry is Retry.ALLOCATE:
@@ -461,9 +479,13 @@ class EnvClient:
                 backoff_max=cfg.backoff_max,
                 jitter=True,
             )
-        else:
+        else:  # `retries` is counted by attempt(), so that refused connections do not use it up
             policy = RetryPolicy(
-                retries=cfg.retries, backoff=cfg.backoff, backoff_max=cfg.backoff_max, jitter=True
+                retries=None,
+                deadline=cfg.restart_grace + cfg.retries * cfg.backoff_max + 1.0,
+                backoff=cfg.backoff,
+                backoff_max=cfg.backoff_max,
+                jitter=True,
             )
         return await retry_async(attempt, policy, name=op)
 
