@@ -62,7 +62,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0, poll: float = 0.1) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -73,7 +73,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> Non
                     return
         except OSError:
             pass
-        time.sleep(0.1)
+        time.sleep(poll)
     raise TimeoutError(f"{url} not healthy after {timeout}s")
 
 

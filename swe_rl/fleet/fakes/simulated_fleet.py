@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,7 @@ class MemoryFleet:
     helper: subprocess.Popen | None = None
     pool: subprocess.Popen | None = None
     _tmp: Any = field(default=None, repr=False)
+    _pool_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __enter__(self) -> MemoryFleet:
         try:
@@ -189,7 +191,7 @@ class MemoryFleet:
             raise RuntimeError(f"memory exec servers did not start; see {self.log_dir / 'exec-nodes.log'}")
         self.exec_urls = json.loads(line)["urls"]
         port = free_port()
-        pool_env = {
+        self._pool_env = {
             **os.environ,
             "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls),
             "SWE_EXEC_TOKEN": self.token,
@@ -202,16 +204,30 @@ class MemoryFleet:
             "SWE_LOG_LEVEL": "WARNING",
             **self.pool_env,
         }
-        self.pool = subprocess.Popen(
-            [self.python, *POOL_SERVER_ARGS],
-            env=pool_env,
-            stdout=open(self.log_dir / "pool.log", "ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
         self.pool_url = f"http://127.0.0.1:{port}"
-        wait_healthy(self.pool_url, self.pool)
+        self.start_pool()
+
+    def start_pool(self) -> float:
+        """Start the pool server (again: same port, owner id and lease store); seconds until it serves."""
+        assert self.log_dir is not None
+        t0 = time.monotonic()
+        with open(self.log_dir / "pool.log", "ab") as log:
+            self.pool = subprocess.Popen(
+                [self.python, *POOL_SERVER_ARGS],
+                env=self._pool_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        wait_healthy(self.pool_url, self.pool, poll=0.02)
+        return time.monotonic() - t0
+
+    def kill_pool(self) -> None:
+        """SIGKILL the pool server, as a crash would: nothing of its shutdown runs."""
+        if self.pool is not None and self.pool.poll() is None:
+            self.pool.kill()
+            self.pool.wait(30)
 
     def stop(self) -> None:
         for proc in (self.pool, self.helper):
