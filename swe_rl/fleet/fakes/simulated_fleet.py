@@ -223,11 +223,12 @@ class MemoryFleet:
         wait_healthy(self.pool_url, self.pool, poll=0.02)
         return time.monotonic() - t0
 
-    def kill_pool(self) -> None:
-        """SIGKILL the pool server, as a crash would: nothing of its shutdown runs."""
+    def kill_pool(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the pool server: SIGKILL (default) as a crash would, nothing of its shutdown runs;
+        SIGTERM for a graceful stop (it releases every lease)."""
         if self.pool is not None and self.pool.poll() is None:
-            self.pool.kill()
-            self.pool.wait(30)
+            self.pool.send_signal(sig)
+            self.pool.wait(120)
 
     def stop(self) -> None:
         for proc in (self.pool, self.helper):

@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import secrets
+import sys
 import time
 from typing import Any
 
@@ -106,12 +107,24 @@ class Pool:
     # ---- lifecycle
 
     async def start(self) -> None:
+        t0 = time.monotonic()
         self.calls.open()
         for lease in self.store.load():
             lease.last_seen = time.monotonic()
             self._add(lease)
         log.info("pool %s: %d leases loaded from %s", self.cfg.pool_id, len(self.leases), self.cfg.db_path)
+        t1 = time.monotonic()
         await self.check_health()  # reconciles each reachable node before the first request
+        log.info(
+            "pool %s: %d leases, %d of %d nodes healthy, ready after %.2f s (store %.2f s, nodes %.2f s)",
+            self.cfg.pool_id,
+            len(self.leases),
+            len(self.nodes.healthy()),
+            len(self.nodes.nodes),
+            time.monotonic() - t0,
+            t1 - t0,
+            time.monotonic() - t1,
+        )
         for loop, interval in (
             (self.check_health, self.cfg.health_interval),
             (self.reap_expired, self.cfg.reap_interval),
@@ -275,14 +288,14 @@ class Pool:
                 resp = await self._post(node, "/container/create", payload, 600.0)
                 data = json_of(resp)
                 if resp.status_code == 200:
-                    lease = LeaseRecord(
+                    lease = LeaseRecord(  # images and workdirs repeat: one string each, not one per lease
                         lease_id,
                         request_id,
                         node.url,
                         data["container_id"],
-                        image,
+                        sys.intern(image),
                         body.get("instance_id"),
-                        data.get("workdir") or "/testbed",
+                        sys.intern(data.get("workdir") or "/testbed"),
                         time.time(),
                         warm=data.get("warm") is True,
                     )
@@ -520,7 +533,7 @@ class Pool:
         await asyncio.gather(*(self._check_node(node) for node in self.nodes))
 
     async def _check_node(self, node: Node) -> None:
-        http = self.calls.health_http[node.url]
+        http = self.calls.health_of(node.url)
         ok, reason = await fetch_health(http, node, self.cfg.health_interval)
         if not ok:
             self.nodes.failed(node, reason)
