@@ -413,6 +413,8 @@ class EnvClient:
             gone.update(data.get("lost", {}))
             for lease in batch:
                 reason = gone.get(lease.lease_id)
+                if lease.lease_id not in self._watched:  # closed while the request was out
+                    continue
                 if reason is None:
                     lease.expires_at = data.get("expires_at", lease.expires_at)
                     extended += 1
