@@ -95,14 +95,24 @@ async def gated(n: int, limit: int, fn: Callable[[int], Awaitable[Any]]) -> list
 
 
 async def exec_round(
-    leases: list[Lease], rate: float, direct: dict[str, list[httpx.AsyncClient]] | None, token: str
+    leases: list[Lease],
+    rate: float,
+    direct: dict[str, list[httpx.AsyncClient]] | None,
+    token: str,
+    in_flight: int,
 ) -> list[float]:
-    """One trivial command per lease, spread so the aggregate stays near `rate` per second."""
+    """One trivial command per lease, spread so the aggregate stays near `rate` per second, at most
+    `in_flight` at once (a machine that falls behind the rate queues them here, not in the pool's backlog)."""
     span = len(leases) / rate
     latencies: list[float] = []
+    gate = asyncio.Semaphore(in_flight)
 
     async def one(i: int, lease: Lease) -> None:
         await asyncio.sleep(random.uniform(0, span))
+        async with gate:
+            await timed(i, lease)
+
+    async def timed(i: int, lease: Lease) -> None:
         t = time.perf_counter()
         if direct is None:
             result = await lease.exec("echo ok", timeout=60)
@@ -171,6 +181,7 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
         allocate_deadline=300,
         heartbeat_interval=PRODUCTION_HEARTBEAT,
         restart_grace=120,
+        connect_timeout=60,  # a loaded 2-core machine can take seconds to accept a connection
     )
     clients = [EnvClient(cfg) for _ in range(max(1, (n + PER_CLIENT - 1) // PER_CLIENT))]
     direct = {u: [httpx.AsyncClient(timeout=120) for _ in range(2)] for u in fleet.exec_urls}
@@ -195,8 +206,12 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
     sample = random.sample(
         leases, min(n, args.sample)
     )  # latency: a sample; every lease runs one after the restart
-    routed = await phases.run("exec routed", lambda: exec_round(sample, args.rate, None, fleet.token))
-    direct_lat = await phases.run("exec direct", lambda: exec_round(sample, args.rate, direct, fleet.token))
+    routed = await phases.run(
+        "exec routed", lambda: exec_round(sample, args.rate, None, fleet.token, args.burst)
+    )
+    direct_lat = await phases.run(
+        "exec direct", lambda: exec_round(sample, args.rate, direct, fleet.token, args.burst)
+    )
     beats = await phases.run("heartbeats", lambda: heartbeat_cost(fleet, clients, leases))
 
     # restart: SIGKILL with every lease held, then a new pool on the same store and port
@@ -206,7 +221,9 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
     assert status["totals"]["leases"] == n, status["totals"]  # every lease recovered from the store
     recovered = await asyncio.gather(*(client.heartbeat_all() for client in clients))
     assert sum(recovered) == n
-    after = await phases.run("exec after restart", lambda: exec_round(leases, args.rate, None, fleet.token))
+    after = await phases.run(
+        "exec after restart", lambda: exec_round(leases, args.rate, None, fleet.token, args.burst)
+    )
     rss_restarted = rss_kib(fleet.pool.pid)
 
     await phases.run("close", lambda: gated(n, args.burst, lambda i: leases[i].close()))
@@ -307,7 +324,7 @@ def main() -> None:
     p.add_argument(
         "--rate", type=float, default=300.0, help="aggregate execs per second (all leases together)"
     )
-    p.add_argument("--burst", type=int, default=1000, help="allocates (and closes) in flight at once")
+    p.add_argument("--burst", type=int, default=1000, help="allocates, closes and execs in flight at once")
     p.add_argument(
         "--sample", type=int, default=5000, help="leases whose exec latency is measured routed and direct"
     )
