@@ -149,7 +149,7 @@ async def check_caps(fleet: MemoryFleet, n: int) -> None:
 
 
 async def heartbeat_cost(
-    fleet: MemoryFleet, clients: list[EnvClient], leases: list[Lease]
+    fleet: MemoryFleet, clients: list[EnvClient], leases: list[Lease], single_sample: int
 ) -> dict[str, float]:
     """Pool CPU per lease-beat, batched and one request per lease, each minus the idle pool's CPU."""
     assert fleet.pool is not None
@@ -164,10 +164,11 @@ async def heartbeat_cost(
         assert sum(counts) == len(leases)  # every lease heartbeated, none lost
     wall = time.perf_counter() - t
     batched = max(0.0, cpu_s(pid) - c - idle * wall) / (rounds * len(leases))
+    some = leases[:single_sample]  # one request per lease: the baseline, on a sample
     t, c = time.perf_counter(), cpu_s(pid)
-    await gated(len(leases), 200, lambda i: leases[i].heartbeat())
+    await gated(len(some), 200, lambda i: some[i].heartbeat())
     wall_single = time.perf_counter() - t
-    single = max(0.0, cpu_s(pid) - c - idle * wall_single) / len(leases)
+    single = max(0.0, cpu_s(pid) - c - idle * wall_single) / len(some)
     return {"idle": idle, "batched": batched, "single": single, "batched_wall": wall / rounds}
 
 
@@ -210,7 +211,7 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
     direct_lat = await phases.run(
         "exec direct", lambda: exec_round(sample, args.rate, direct, fleet.token, args.burst)
     )
-    beats = await phases.run("heartbeats", lambda: heartbeat_cost(fleet, clients, leases))
+    beats = await phases.run("heartbeats", lambda: heartbeat_cost(fleet, clients, leases, args.sample))
 
     # restart: SIGKILL with every lease held, then a new pool on the same store and port
     fleet.kill_pool(signal.SIGKILL)
