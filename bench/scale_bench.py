@@ -1,21 +1,30 @@
-"""Pool at scale on a simulated fleet: routing overhead, allocate latency, pool memory per lease.
+"""Pool at scale on a simulated fleet: routing overhead, allocate burst, heartbeat cost, memory, restart.
 
-Runs 20 in-memory exec servers (swe_rl/fleet/fakes/docker_client.py: the real exec server
-app, no Docker; commands are not run) and a real pool server on loopback. For
-each number of concurrent leases (default 1, 100, 1000) it holds that many
-leases at once and measures, in the same run:
-- routed exec: client -> pool -> exec server (the async client's Lease.exec);
-- baseline: client -> exec server directly, on the same containers, at the same rate;
-  routing overhead = routed - direct, at p50 and p99;
-- allocate: the burst that opens the leases, and single allocates while they are held;
-- pool memory per lease: growth of the pool process's VmRSS (/proc/<pid>/status) while the leases are
-  held (opened 32 at a time; a burst's connection buffers are shown apart).
-Leases exec at a fixed aggregate rate (agents mostly wait for the policy), so the
-figures are latency at a sustainable load, not the saturation point of one laptop.
-Targets (printed, not asserted): routing overhead p99 <= 10 ms at 1,000 leases;
-pool memory <= 10 KiB per lease.
+Runs `--nodes` in-memory exec servers (swe_rl/fleet/fakes/docker_client.py: the real exec server app,
+no Docker; commands are not run; all in one helper process) and a real pool server process on
+loopback. For each number of leases (default 1,000, 5,000, 20,000) a fresh pool holds that many at
+once, every one of them allocated, used, heartbeated and closed, and the bench measures in the same run:
+- allocate burst: the allocates opening every lease (`--burst` in flight at once), p50/p99;
+- routing overhead: one exec per lease through the pool (client -> pool -> exec server) against the
+  same exec sent by the client straight to the exec server, at the same aggregate rate: routed minus
+  direct at p50 and p99;
+- heartbeat cost: pool CPU per lease-beat, for the client's batched heartbeat (one request per client
+  for all its leases) against one request per lease, each minus the idle pool's CPU over the same
+  time; shown per lease per second at the production interval (30 s);
+- pool memory: growth of the pool's VmRSS (/proc/<pid>/status) from the fresh pool to all leases held,
+  per lease (the burst's connection buffers included);
+- restart: the pool is killed with SIGKILL while it holds every lease and started again; restart to
+  serving is the time from the new process to its first /healthz answer (it answers only once every
+  lease is loaded from the store and every node reconciled); then every lease is heartbeated and runs
+  one exec through the new pool;
+- CPU seconds of the pool and of the simulated exec servers in each phase, so the pool's own cost
+  shows apart from the simulation's (both share this machine's cores with the bench's clients).
+Checks (asserted): every lease allocated and held at once, no node over its cap (the pool's count and
+each node's own), every lease recovered after the restart and serving, the pool empty at the end.
+Targets (printed, not asserted): routing overhead p99 <= 10 ms and pool memory <= 2 KiB per lease
+at 20,000 leases; restart to serving <= 5 s.
 
-    python bench/scale_bench.py [--leases 1 100 1000] [--nodes 20] [--rate 200]
+    python bench/scale_bench.py [--leases 1000 5000 20000] [--nodes 200] [--rate 300] [--burst 1000]
 """
 
 from __future__ import annotations
@@ -24,7 +33,10 @@ import argparse
 import asyncio
 import os
 import random
+import signal
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 
@@ -33,6 +45,7 @@ from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 
 IMAGES = [f"swe-rl/bench-{i}:latest" for i in range(16)]
 PER_CLIENT = 100  # leases per EnvClient, like one rollout worker
+PRODUCTION_HEARTBEAT = 30.0  # the client's default interval, seconds
 
 
 def pct(values: list[float], q: float) -> float:
@@ -48,78 +61,174 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def cpu_s(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Phases:
+    """Wall time and CPU seconds of the pool and of the simulated exec servers, per phase."""
+
+    def __init__(self, fleet: MemoryFleet) -> None:
+        self.fleet = fleet
+        self.rows: list[tuple[str, float, float, float]] = []
+
+    async def run(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        assert self.fleet.pool is not None and self.fleet.helper is not None
+        pool, helper = self.fleet.pool.pid, self.fleet.helper.pid
+        t, p, h = time.perf_counter(), cpu_s(pool), cpu_s(helper)
+        result = await fn()
+        assert self.fleet.pool is not None
+        pool_cpu = cpu_s(self.fleet.pool.pid) - (p if self.fleet.pool.pid == pool else 0.0)
+        self.rows.append((name, time.perf_counter() - t, pool_cpu, cpu_s(helper) - h))
+        return result
+
+
+async def gated(n: int, limit: int, fn: Callable[[int], Awaitable[Any]]) -> list[Any]:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(i: int) -> Any:
+        async with gate:
+            return await fn(i)
+
+    return await asyncio.gather(*(one(i) for i in range(n)))
+
+
 async def exec_round(
     leases: list[Lease],
-    execs: int,
     rate: float,
     direct: dict[str, list[httpx.AsyncClient]] | None,
     token: str,
+    in_flight: int,
 ) -> list[float]:
-    """Each lease runs `execs` trivial commands; think times keep the aggregate near `rate` per second."""
-    mean_think = len(leases) / rate
+    """One trivial command per lease, spread so the aggregate stays near `rate` per second, at most
+    `in_flight` at once (a machine that falls behind the rate queues them here, not in the pool's backlog)."""
+    span = len(leases) / rate
     latencies: list[float] = []
+    gate = asyncio.Semaphore(in_flight)
 
     async def one(i: int, lease: Lease) -> None:
-        await asyncio.sleep(random.uniform(0, 2 * mean_think))
-        for k in range(execs):
-            t = time.perf_counter()
-            if direct is None:
-                result = await lease.exec("echo ok", timeout=60)
-                assert result.output == "ok\n"
-            else:
-                shards = direct[lease.node]
-                resp = await shards[i % len(shards)].post(
-                    lease.node + "/container/exec",
-                    json={"container_id": lease.container_id, "command": "echo ok", "timeout": 60},
-                    headers={"Authorization": f"Bearer {token}"},
-                )
-                assert resp.json()["output"] == "ok\n"
-            latencies.append(time.perf_counter() - t)
-            if k + 1 < execs:
-                await asyncio.sleep(random.uniform(0, 2 * mean_think))
+        await asyncio.sleep(random.uniform(0, span))
+        async with gate:
+            await timed(i, lease)
+
+    async def timed(i: int, lease: Lease) -> None:
+        t = time.perf_counter()
+        if direct is None:
+            result = await lease.exec("echo ok", timeout=60, idempotent=True)  # safe to repeat
+            assert result.output == "ok\n"
+        else:
+            shards = direct[lease.node]
+            resp = await shards[i % len(shards)].post(
+                lease.node + "/container/exec",
+                json={"container_id": lease.container_id, "command": "echo ok", "timeout": 60},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert resp.json()["output"] == "ok\n"
+        latencies.append(time.perf_counter() - t)
 
     await asyncio.gather(*(one(i, lease) for i, lease in enumerate(leases)))
     return latencies
 
 
-async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dict:
+async def pool_status(fleet: MemoryFleet) -> dict[str, Any]:
+    async with httpx.AsyncClient(timeout=120) as http:
+        resp = await http.get(fleet.pool_url + "/status", headers={"Authorization": f"Bearer {fleet.token}"})
+        return resp.json()
+
+
+async def check_caps(fleet: MemoryFleet, n: int) -> None:
+    status = await pool_status(fleet)
+    assert status["totals"]["leases"] == n, status["totals"]
+    assert all(node["healthy"] and node["load"] <= node["cap"] for node in status["nodes"])
+    async with httpx.AsyncClient(timeout=120) as http:
+        health = await asyncio.gather(*(http.get(u + "/healthz") for u in fleet.exec_urls))
+    cap = max(node["cap"] for node in status["nodes"])
+    assert all(h.json()["leased_containers"] <= cap for h in health)
+    assert sum(h.json()["leased_containers"] for h in health) == n
+
+
+async def heartbeat_cost(
+    fleet: MemoryFleet, clients: list[EnvClient], leases: list[Lease], single_sample: int
+) -> dict[str, float]:
+    """Pool CPU per lease-beat, batched and one request per lease, each minus the idle pool's CPU."""
     assert fleet.pool is not None
-    cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300, allocate_deadline=300)
+    pid = fleet.pool.pid
+    t, c = time.perf_counter(), cpu_s(pid)
+    await asyncio.sleep(5)
+    idle = (cpu_s(pid) - c) / (time.perf_counter() - t)  # health checks and touches of 200 nodes
+    rounds = 3
+    t, c = time.perf_counter(), cpu_s(pid)
+    for _ in range(rounds):
+        counts = await asyncio.gather(*(client.heartbeat_all() for client in clients))
+        assert sum(counts) == len(leases)  # every lease heartbeated, none lost
+    wall = time.perf_counter() - t
+    batched = max(0.0, cpu_s(pid) - c - idle * wall) / (rounds * len(leases))
+    some = leases[:single_sample]  # one request per lease: the baseline, on a sample
+    t, c = time.perf_counter(), cpu_s(pid)
+    await gated(len(some), 200, lambda i: some[i].heartbeat())
+    wall_single = time.perf_counter() - t
+    single = max(0.0, cpu_s(pid) - c - idle * wall_single) / len(some)
+    return {"idle": idle, "batched": batched, "single": single, "batched_wall": wall / rounds}
+
+
+async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    assert fleet.pool is not None
+    phases = Phases(fleet)
+    cfg = EnvClientConfig(
+        pool_url=fleet.pool_url,
+        token=fleet.token,
+        read_timeout=300,
+        allocate_deadline=300,
+        heartbeat_interval=PRODUCTION_HEARTBEAT,
+        restart_grace=120,
+        connect_timeout=60,  # a loaded 2-core machine can take seconds to accept a connection
+    )
     clients = [EnvClient(cfg) for _ in range(max(1, (n + PER_CLIENT - 1) // PER_CLIENT))]
-    direct = {u: [httpx.AsyncClient(timeout=120) for _ in range(8)] for u in fleet.exec_urls}
-    # Memory: leases opened 32 at a time, so the growth is lease state, not the buffers of a burst's connections.
-    gate = asyncio.Semaphore(32)
-
-    async def open_gated(i: int) -> Lease:
-        async with gate:
-            return await clients[i % len(clients)].allocate(IMAGES[i % len(IMAGES)], instance_id=f"mem-{i}")
-
-    rss_before = rss_kib(fleet.pool.pid)
-    held = await asyncio.gather(*(open_gated(i) for i in range(n)))
-    rss_held = rss_kib(fleet.pool.pid)
-    await asyncio.gather(*(lease.close() for lease in held))
+    direct = {u: [httpx.AsyncClient(timeout=120) for _ in range(2)] for u in fleet.exec_urls}
+    # warm-up: the pool makes its per-node HTTP clients on first use; make them before the baseline
+    warm = await gated(4 * len(fleet.exec_urls), args.burst, lambda i: clients[0].allocate(IMAGES[i % 16]))
+    await gated(len(warm), args.burst, lambda i: warm[i].exec("true"))
+    await gated(len(warm), args.burst, lambda i: warm[i].close())
+    await asyncio.sleep(2)  # their destroys
+    rss_fresh = rss_kib(fleet.pool.pid)
     alloc: list[float] = []
 
     async def allocate(i: int) -> Lease:
         t = time.perf_counter()
         lease = await clients[i % len(clients)].allocate(IMAGES[i % len(IMAGES)], instance_id=f"bench-{i}")
         alloc.append(time.perf_counter() - t)
+        lease.start_heartbeat()  # batched with its client's other leases, every 30 s
         return lease
 
-    leases = await asyncio.gather(*(allocate(i) for i in range(n)))
-    rss_burst = rss_kib(fleet.pool.pid)
-    execs = args.execs if n > 1 else 100
-    routed, direct_lat = [], []
-    for _ in range(2):  # alternate, so drift hits both the same
-        routed += await exec_round(leases, execs, args.rate, None, fleet.token)
-        direct_lat += await exec_round(leases, execs, args.rate, direct, fleet.token)
-    single: list[float] = []  # allocate + close one at a time while the others are held
-    for i in range(args.single):
-        t = time.perf_counter()
-        extra = await clients[0].allocate(IMAGES[i % len(IMAGES)])
-        single.append(time.perf_counter() - t)
-        await extra.close()
-    await asyncio.gather(*(lease.close() for lease in leases))
+    leases: list[Lease] = await phases.run("allocate burst", lambda: gated(n, args.burst, allocate))
+    rss_held = rss_kib(fleet.pool.pid)
+    await check_caps(fleet, n)
+    sample = random.sample(leases, min(n, args.sample))  # exec latency is measured on a sample
+    routed = await phases.run(
+        "exec routed", lambda: exec_round(sample, args.rate, None, fleet.token, args.burst)
+    )
+    direct_lat = await phases.run(
+        "exec direct", lambda: exec_round(sample, args.rate, direct, fleet.token, args.burst)
+    )
+    beats = await phases.run("heartbeats", lambda: heartbeat_cost(fleet, clients, leases, args.sample))
+
+    # restart: SIGKILL with every lease held, then a new pool on the same store and port
+    fleet.kill_pool(signal.SIGKILL)
+    serving = fleet.start_pool()
+    status = await pool_status(fleet)
+    assert status["totals"]["leases"] == n, status["totals"]  # every lease recovered from the store
+    recovered = await asyncio.gather(*(client.heartbeat_all() for client in clients))
+    assert sum(recovered) == n
+    serving_check = leases if args.exec_all_after_restart else sample  # every lease was heartbeated above
+    after = await phases.run(
+        "exec after restart", lambda: exec_round(serving_check, args.rate, None, fleet.token, args.burst)
+    )
+    rss_restarted = rss_kib(fleet.pool.pid)
+
+    await phases.run("close", lambda: gated(n, args.burst, lambda i: leases[i].close()))
+    status = await pool_status(fleet)
+    assert status["totals"]["leases"] == 0  # the pool ends empty
     for c in clients:
         await c.aclose()
     for shards in direct.values():
@@ -128,86 +237,105 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
     return {
         "n": n,
         "alloc_burst": alloc,
-        "alloc_single": single,
         "routed": routed,
         "direct": direct_lat,
-        "rss_before": rss_before,
+        "after_restart": after,
+        "rss_fresh": rss_fresh,
         "rss_held": rss_held,
-        "rss_burst": rss_burst,
+        "rss_restarted": rss_restarted,
+        "beats": beats,
+        "serving": serving,
+        "phases": phases.rows,
     }
 
 
-async def memory_probe(fleet: MemoryFleet, n: int) -> tuple[int, float]:
-    """Pool RSS growth per lease held, leases opened 32 at a time (lease state, not burst buffers)."""
-    assert fleet.pool is not None
-    cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300)
-    async with EnvClient(cfg) as client:
-        gate = asyncio.Semaphore(32)
-
-        async def open_one(i: int) -> Lease:
-            async with gate:
-                return await client.allocate(IMAGES[i % len(IMAGES)], instance_id=f"probe-{i}")
-
-        before = rss_kib(fleet.pool.pid)
-        leases = await asyncio.gather(*(open_one(i) for i in range(n)))
-        after = rss_kib(fleet.pool.pid)
-        await asyncio.gather(*(lease.close() for lease in leases))
-    return n, (after - before) / n
+def report(r: dict[str, Any], args: argparse.Namespace) -> None:
+    n = r["n"]
+    print(f"\n{n} leases over {args.nodes} nodes (burst {args.burst} in flight, exec rate {args.rate:g}/s)")
+    print(f"  {'op':38} {'n':>6} {'p50 ms':>8} {'p99 ms':>8}")
+    for name, values in (
+        ("allocate (burst opening all leases)", r["alloc_burst"]),
+        ("exec routed: client->pool->exec", r["routed"]),
+        ("exec direct: client->exec (baseline)", r["direct"]),
+        ("exec routed, after the restart", r["after_restart"]),
+    ):
+        print(f"  {name:38} {len(values):>6} {pct(values, 0.5):>8.2f} {pct(values, 0.99):>8.2f}")
+    o50 = pct(r["routed"], 0.5) - pct(r["direct"], 0.5)
+    o99 = pct(r["routed"], 0.99) - pct(r["direct"], 0.99)
+    print(f"  routing overhead (routed - direct): p50 {o50:.2f} ms, p99 {o99:.2f} ms (target p99 <= 10 ms)")
+    b = r["beats"]
+    per_s = b["batched"] / PRODUCTION_HEARTBEAT
+    print(
+        f"  heartbeat: {b['batched'] * 1e6:.1f} us pool CPU per lease-beat batched vs {b['single'] * 1e6:.1f} us "
+        f"one request per lease ({b['single'] / max(b['batched'], 1e-9):.0f}x); at a {PRODUCTION_HEARTBEAT:g} s "
+        f"interval {per_s * 1e6:.2f} us per lease per second, {n * per_s * 100:.2f}% of a core for all "
+        f"(one request per lease: {n * b['single'] / PRODUCTION_HEARTBEAT * 100:.1f}%); "
+        f"idle pool {b['idle'] * 100:.1f}% of a core"
+    )
+    kib = (r["rss_held"] - r["rss_fresh"]) / n
+    print(
+        f"  pool RSS: fresh {r['rss_fresh'] / 1024:.1f} MiB, {r['rss_held'] / 1024:.1f} MiB holding {n} "
+        f"({kib:.2f} KiB per lease, target <= 2), {r['rss_restarted'] / 1024:.1f} MiB after the restart"
+    )
+    print(f"  restart (SIGKILL, {n} leases): serving after {r['serving']:.2f} s (target <= 5 s)")
+    print(f"  {'phase':22} {'wall s':>7} {'pool cpu s':>10} {'exec sim cpu s':>14}")
+    for name, wall, pool_cpu, helper_cpu in r["phases"]:
+        print(f"  {name:22} {wall:>7.1f} {pool_cpu:>10.1f} {helper_cpu:>14.1f}")
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    top = max(args.leases)
     with MemoryFleet(
         nodes=args.nodes,
-        max_per_node=max(args.leases) // args.nodes + 20,
+        max_per_node=top // args.nodes + 20,
         latency_ms=args.latency_ms,
-        pool_env={"SWE_POOL_LEASE_TTL": "900"},
+        threads=args.threads,
+        pool_env={"SWE_POOL_LEASE_TTL": "900", **({} if args.warm else {"SWE_POOL_WARM_MIN": "0"})},
+        # The nodes reap on their default interval: a create being recorded is never unknown to the reaper.
+        exec_env={} if args.warm else {"SWE_EXEC_WARM_BURST_WINDOW": "0"},
     ) as fleet:
-        warmup = await run_level(fleet, 20, argparse.Namespace(**{**vars(args), "execs": 2, "single": 5}))
-        del warmup
-        memory = await memory_probe(fleet, max(args.leases))  # on a pool that has held no more than 20 leases
-        results = [await run_level(fleet, n, args) for n in args.leases]
-
-    print(
-        f"\nscale_bench: {args.nodes} in-memory exec servers, fake latency create,exec,destroy = {args.latency_ms} ms, "
-        f"aggregate exec rate {args.rate:g}/s, cores={os.cpu_count()}"
-    )
-    print(f"{'leases':>6} {'op':34} {'n':>6} {'p50 ms':>8} {'p99 ms':>8}")
-    for r in results:
-        rows = [
-            ("allocate (burst opening all leases)", r["alloc_burst"]),
-            ("allocate (one, while all are held)", r["alloc_single"]),
-            ("exec routed: client->pool->exec", r["routed"]),
-            ("exec direct: client->exec (baseline)", r["direct"]),
-        ]
-        for name, values in rows:
-            print(
-                f"{r['n']:>6} {name:34} {len(values):>6} {pct(values, 0.5):>8.2f} {pct(values, 0.99):>8.2f}"
-            )
-    print(
-        f"\npool memory: {memory[1]:.2f} KiB per lease over {memory[0]} leases held on a fresh pool "
-        "(target <= 10 KiB)"
-    )
-    print("\nrouting overhead (routed - direct; a difference of tails: noisy on a busy machine):")
-    for r in results:
-        o50 = pct(r["routed"], 0.5) - pct(r["direct"], 0.5)
-        o99 = pct(r["routed"], 0.99) - pct(r["direct"], 0.99)
         print(
-            f"  {r['n']:>5} leases: overhead p50 {o50:6.2f} ms, p99 {o99:6.2f} ms (target p99 <= 10 ms at 1000); "
-            f"pool RSS {r['rss_held'] / 1024:.1f} MiB, {r['rss_burst'] / 1024:.1f} MiB after the burst of "
-            f"{r['n']} allocates at once"
+            f"scale_bench: {args.nodes} in-memory exec servers, fake latency {args.latency_ms} ms, cores={os.cpu_count()}"
         )
+        results = []
+        for n in args.leases:
+            fleet.kill_pool(signal.SIGTERM)  # a fresh pool per level: its memory is this level's
+            fleet.start_pool()
+            results.append(await run_level(fleet, n, args))
+            report(results[-1], args)
+    r = results[-1]
+    p99 = pct(r["routed"], 0.99) - pct(r["direct"], 0.99)
+    kib = (r["rss_held"] - r["rss_fresh"]) / r["n"]
+    print(f"restart: {r['n']} leases recovered and serving {r['serving']:.2f} s after a SIGKILL")
+    print(
+        f"scale: {r['n']} leases, routing p99 {p99:.1f} ms, allocate burst p50 {pct(r['alloc_burst'], 0.5):.1f} ms, "
+        f"rss per lease {kib:.2f} KiB"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--leases", type=int, nargs="+", default=[1, 100, 1000])
-    p.add_argument("--nodes", type=int, default=20)
-    p.add_argument("--execs", type=int, default=4, help="execs per lease per round")
+    p.add_argument("--leases", type=int, nargs="+", default=[1000, 5000, 20000])
+    p.add_argument("--nodes", type=int, default=200)
     p.add_argument(
-        "--rate", type=float, default=150.0, help="aggregate execs per second (all leases together)"
+        "--rate", type=float, default=300.0, help="aggregate execs per second (all leases together)"
+    )
+    p.add_argument("--burst", type=int, default=1000, help="allocates, closes and execs in flight at once")
+    p.add_argument(
+        "--sample", type=int, default=5000, help="leases whose exec latency is measured routed and direct"
     )
     p.add_argument(
-        "--single", type=int, default=50, help="single allocates measured while the leases are held"
+        "--no-exec-all-after-restart",
+        dest="exec_all_after_restart",
+        action="store_false",
+        help="after the restart, exec on the sample only (every lease is still heartbeated)",
+    )
+    p.add_argument("--threads", type=int, default=4, help="WSGI threads per simulated exec server")
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="keep warm pools on (the pool's implicit warm target and the nodes' burst refill); off by "
+        "default: with no create latency they only add the simulated nodes' churn to the machine's load",
     )
     p.add_argument("--latency-ms", default="0", help="fake create,exec,destroy latency of the memory backend")
     asyncio.run(main_async(p.parse_args()))

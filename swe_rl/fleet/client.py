@@ -18,7 +18,9 @@ Why it is built this way:
   are retried only when the request provably never reached the pool, unless
   the caller marks an exec or write_file `idempotent` (safe to run twice).
 - `lease()` always closes its lease, on exception and on cancellation too
-  (the close is shielded), and heartbeats in the background meanwhile.
+  (the close is shielded), and heartbeats in the background meanwhile: one request per interval
+  for all of a client's leases (`EnvClient.heartbeat_all`), not one per lease, so a pool holding
+  20,000 leases answers tens of heartbeat requests a second, not hundreds.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import random
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -76,6 +79,9 @@ class EnvClientConfig(BaseModel):
     """Seconds between background heartbeats of a `lease()`; keep it well under the pool's lease TTL."""
     allocate_deadline: float = 600.0
     """Seconds allocate keeps retrying a full or unavailable fleet before giving up."""
+    restart_grace: float = 30.0
+    """Seconds a call keeps trying, about twice a second, while the pool refuses connections (a pool
+    restarting); such attempts never reached the pool, so they do not count against `retries`. 0: off."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> EnvClientConfig:
@@ -156,6 +162,10 @@ class Retry(Enum):
 
 
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+RESTART_POLL = 0.5
+"""Seconds between attempts (drawn from half of it to all) while the pool refuses connections."""
+HEARTBEAT_BATCH = 1000
+"""Leases named in one background heartbeat request (the pool accepts up to 10,000)."""
 
 
 # --------------------------------------------------------------------------- lease
@@ -178,7 +188,6 @@ class Lease:
         self.closed = False
         self.lost: LeaseLost | None = None
         """Set when the background heartbeat learns the lease is gone."""
-        self._heartbeat_task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"Lease({self.lease_id!r}, image={self.image!r}, node={self.node!r})"
@@ -272,28 +281,14 @@ class Lease:
         return self.expires_at
 
     def start_heartbeat(self, interval: float | None = None) -> None:
-        """Heartbeat in the background until close (lease() does this for you)."""
-        if self._heartbeat_task is None:
-            self._heartbeat_task = asyncio.create_task(
-                self._keepalive(interval or self.client.config.heartbeat_interval)
-            )
-
-    async def _keepalive(self, interval: float) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.heartbeat()
-            except LeaseLost as exc:
-                self.lost = exc
-                log.warning("lease %s lost: %s", self.lease_id, exc)
-                return
-            except FleetError as exc:  # transient: the TTL spans several intervals
-                log.warning("heartbeat of lease %s failed: %s", self.lease_id, exc)
+        """Heartbeat in the background until close (lease() does this for you), batched with the
+        client's other leases; the client beats at the shortest interval any of its leases asked for."""
+        if not self.closed and self.lost is None:
+            self.client._watch(self, interval or self.client.config.heartbeat_interval)
 
     async def close(self) -> None:
         """Release the container; idempotent. A failed close is left to the pool's TTL."""
-        if self._heartbeat_task is not None:
-            self._heartbeat_task.cancel()
+        self.client._unwatch(self)
         if self.closed:
             return
         self.closed = True
@@ -318,6 +313,10 @@ class EnvClient:
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
         )
         self._background: set[asyncio.Task[Any]] = set()
+        self._watched: dict[str, Lease] = {}
+        """Leases heartbeated in the background, by lease id."""
+        self._beat_interval = self.config.heartbeat_interval
+        self._beat_task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> EnvClient:
         return self
@@ -326,6 +325,9 @@ class EnvClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        if self._beat_task is not None:
+            self._beat_task.cancel()
+            await asyncio.gather(self._beat_task, return_exceptions=True)
         if self._background:  # closes still under way (e.g. after a cancellation) finish first
             await asyncio.wait(list(self._background), timeout=self.config.read_timeout)
         await self._http.aclose()
@@ -375,6 +377,53 @@ class EnvClient:
         except FleetError as exc:
             log.warning("close of %s failed (the pool reclaims it after its TTL): %s", target, exc)
 
+    # ---- heartbeats, one request per interval for every lease of this client
+
+    def _watch(self, lease: Lease, interval: float) -> None:
+        self._watched[lease.lease_id] = lease
+        self._beat_interval = min(self._beat_interval, interval)
+        if self._beat_task is None or self._beat_task.done():
+            self._beat_task = asyncio.create_task(self._heartbeat_loop())
+
+    def _unwatch(self, lease: Lease) -> None:
+        self._watched.pop(lease.lease_id, None)
+
+    async def _heartbeat_loop(self) -> None:
+        while self._watched:
+            await asyncio.sleep(self._beat_interval)
+            await self.heartbeat_all()
+
+    async def heartbeat_all(self) -> int:
+        """Extend every background-heartbeated lease, `HEARTBEAT_BATCH` per request; returns how many.
+
+        A lease the pool no longer knows, or whose container is gone, gets `Lease.lost` and leaves the
+        batch; a failed request is only logged (transient: the pool's TTL spans several intervals).
+        """
+        leases = list(self._watched.values())
+        extended = 0
+        for start in range(0, len(leases), HEARTBEAT_BATCH):
+            batch = leases[start : start + HEARTBEAT_BATCH]
+            body = {"lease_ids": [lease.lease_id for lease in batch]}
+            try:
+                data = await self._call("heartbeat", body, timeout=self.config.read_timeout, retry=Retry.SAFE)
+            except FleetError as exc:
+                log.warning("heartbeat of %d leases failed: %s", len(batch), exc)
+                continue
+            gone = {lease_id: "unknown or expired lease" for lease_id in data.get("unknown", [])}
+            gone.update(data.get("lost", {}))
+            for lease in batch:
+                reason = gone.get(lease.lease_id)
+                if lease.lease_id not in self._watched:  # closed while the request was out
+                    continue
+                if reason is None:
+                    lease.expires_at = data.get("expires_at", lease.expires_at)
+                    extended += 1
+                    continue
+                lease.lost = LeaseLost(f"heartbeat: lease {lease.lease_id}: {reason}", status=410)
+                self._unwatch(lease)
+                log.warning("lease %s lost: %s", lease.lease_id, reason)
+        return extended
+
     async def status(self) -> dict[str, Any]:
         return await self._call("status", None, timeout=self.config.read_timeout, retry=Retry.SAFE)
 
@@ -384,8 +433,12 @@ class EnvClient:
         """One pool call with the retry policy of its kind; raises a FleetError subclass."""
         http_timeout = httpx.Timeout(timeout, connect=self.config.connect_timeout)
         cfg = self.config
+        loop = asyncio.get_running_loop()
+        refused_until = loop.time() + cfg.restart_grace
+        failures = 0  # attempts that count against `retries` (not refused connections)
 
         async def attempt() -> dict[str, Any]:
+            nonlocal failures
             try:
                 if body is None:
                     resp = await self._http.get(f"/{op}", timeout=http_timeout)
@@ -396,9 +449,15 @@ class EnvClient:
                     f"{op}: pool {cfg.pool_url} unreachable or too slow: {type(exc).__name__}: {exc}"
                 )
                 error.__cause__ = exc
-                if retry is not Retry.UNSENT or isinstance(exc, _NEVER_SENT):
-                    raise TryAgain(error) from exc
-                raise error from exc
+                if isinstance(exc, httpx.ConnectError) and loop.time() < refused_until:
+                    # nobody listens (a pool restarting): the request never left, poll until it is back
+                    raise TryAgain(error, RESTART_POLL * random.uniform(0.5, 1.0)) from exc
+                failures += 1
+                if retry is Retry.UNSENT and not isinstance(exc, _NEVER_SENT):
+                    raise error from exc  # it may have run: not ours to repeat
+                if retry is not Retry.ALLOCATE and failures > cfg.retries:
+                    raise error from exc
+                raise TryAgain(error) from exc
             data = _json_or_text(resp)
             if resp.status_code == 200:
                 return data
@@ -409,7 +468,9 @@ class EnvClient:
                 if resp.status_code >= 500:
                     raise TryAgain(error)
             elif retry is Retry.SAFE and resp.status_code in (502, 503, 504) and not data.get("node_down"):
-                raise TryAgain(error)
+                failures += 1
+                if failures <= cfg.retries:
+                    raise TryAgain(error)
             raise error
 
         if retry is Retry.ALLOCATE:
@@ -420,9 +481,13 @@ class EnvClient:
                 backoff_max=cfg.backoff_max,
                 jitter=True,
             )
-        else:
+        else:  # `retries` is counted by attempt(), so that refused connections do not use it up
             policy = RetryPolicy(
-                retries=cfg.retries, backoff=cfg.backoff, backoff_max=cfg.backoff_max, jitter=True
+                retries=None,
+                deadline=cfg.restart_grace + cfg.retries * cfg.backoff_max + 1.0,
+                backoff=cfg.backoff,
+                backoff_max=cfg.backoff_max,
+                jitter=True,
             )
         return await retry_async(attempt, policy, name=op)
 

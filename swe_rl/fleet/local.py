@@ -92,7 +92,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0, log: Path | None = None) -> None:
+def wait_healthy(
+    url: str, proc: subprocess.Popen, timeout: float = 60.0, log: Path | None = None, poll: float = 0.1
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -107,7 +109,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0, log: P
                     return
         except OSError:
             pass
-        time.sleep(0.1)
+        time.sleep(poll)
     raise TimeoutError(f"{url} not healthy after {timeout}s")
 
 

@@ -168,7 +168,12 @@ async def test_typed_errors(pool, base_image):
             await client.allocate(base_image)
 
     dead = EnvClientConfig(
-        pool_url=f"http://127.0.0.1:{free_port()}", token="x", retries=2, backoff=0.1, allocate_deadline=1
+        pool_url=f"http://127.0.0.1:{free_port()}",
+        token="x",
+        retries=2,
+        backoff=0.1,
+        allocate_deadline=1,
+        restart_grace=0,  # a pool that never comes back (a restart is test_pool_restart.py's)
     )
     async with EnvClient(dead) as client:
         t0 = time.monotonic()

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,7 @@ class MemoryFleet:
     pool: subprocess.Popen | None = None
     _own_dir: Path | None = field(default=None, repr=False)
     """The temporary log directory this fleet made (removed by `stop` unless something failed)."""
+    _pool_env: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __enter__(self) -> MemoryFleet:
         try:
@@ -200,7 +202,7 @@ class MemoryFleet:
             raise RuntimeError(f"memory exec servers did not start; see {self.log_dir / 'exec-nodes.log'}")
         self.exec_urls = json.loads(line)["urls"]
         port = free_port()
-        pool_env = {
+        self._pool_env = {
             **os.environ,
             "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls),
             "SWE_EXEC_TOKEN": self.token,
@@ -213,16 +215,31 @@ class MemoryFleet:
             "SWE_LOG_LEVEL": "WARNING",
             **self.pool_env,
         }
-        self.pool = subprocess.Popen(
-            [self.python, *POOL_SERVER_ARGS],
-            env=pool_env,
-            stdout=open(self.log_dir / "pool.log", "ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
         self.pool_url = f"http://127.0.0.1:{port}"
-        wait_healthy(self.pool_url, self.pool)
+        self.start_pool()
+
+    def start_pool(self) -> float:
+        """Start the pool server (again: same port, owner id and lease store); seconds until it serves."""
+        assert self.log_dir is not None
+        t0 = time.monotonic()
+        with open(self.log_dir / "pool.log", "ab") as log:
+            self.pool = subprocess.Popen(
+                [self.python, *POOL_SERVER_ARGS],
+                env=self._pool_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+        wait_healthy(self.pool_url, self.pool, poll=0.02)
+        return time.monotonic() - t0
+
+    def kill_pool(self, sig: int = signal.SIGKILL) -> None:
+        """Stop the pool server: SIGKILL (default) as a crash would, nothing of its shutdown runs;
+        SIGTERM for a graceful stop (it releases every lease)."""
+        if self.pool is not None and self.pool.poll() is None:
+            self.pool.send_signal(sig)
+            self.pool.wait(120)
 
     def stop(self, *, failed: bool = False) -> None:
         """Stop both processes; the logs go too, unless something failed (then they stay, tail printed).

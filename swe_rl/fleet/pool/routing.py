@@ -28,6 +28,10 @@ log = logging.getLogger("swe_pool_server")
 ROUTED_OPS = ("exec", "diff", "evaluate", "write_file", "read_file")
 """Container operations a lease holder calls through the pool (`POST /<op>`)."""
 DEFAULT_EXEC_TIMEOUT = 180.0
+KEEPALIVE_PER_CLIENT = 8
+"""Idle connections kept per HTTP client (a node has `connection_shards` of them)."""
+KEEPALIVE_EXPIRY = 60.0
+"""Seconds an idle connection to a node is kept (waitress closes idle channels after 120 s)."""
 DEFAULT_EVAL_TIMEOUT = 1800.0
 
 
@@ -70,6 +74,10 @@ class NodeCalls:
         self.http: httpx.AsyncClient | None = None
         """Client of health checks, image lists and reconciliation."""
         self.node_http: dict[str, list[httpx.AsyncClient]] = {}
+        self.health_http: dict[str, httpx.AsyncClient] = {}
+        """One client per node for health checks and image lists: httpcore scans every connection of a
+        pool on each request, so one client holding a connection to each of 200 nodes made every health
+        pass quadratic in the number of nodes (most of the pool's CPU at 200 nodes)."""
         self._shard_counter = itertools.count()
         self._ssl: ssl.SSLContext | None = None
 
@@ -78,20 +86,44 @@ class NodeCalls:
         self.http = self._new_client()
         # Small connection pools, several per node: httpcore's pool spends time in proportion to its
         # connections on every request, which a single pool holding thousands turns quadratic.
-        self.node_http = {url: [self._new_client() for _ in range(self.shards)] for url in self.urls}
+        # The per-node clients are made on first use (`shards_of`, `health_of`): 1,800 clients for 200
+        # nodes took a second or more of a restart, before the pool could serve.
 
     async def aclose(self) -> None:
-        for client in [self.http, *(c for shards in self.node_http.values() for c in shards)]:
+        shards = (c for clients in self.node_http.values() for c in clients)
+        for client in [self.http, *shards, *self.health_http.values()]:
             if client is not None:
                 await client.aclose()
+
+    def shards_of(self, url: str) -> list[httpx.AsyncClient]:
+        """The connection shards of a node's calls."""
+        shards = self.node_http.get(url)
+        if shards is None:
+            shards = self.node_http[url] = [self._new_client() for _ in range(self.shards)]
+        return shards
+
+    def health_of(self, url: str) -> httpx.AsyncClient:
+        """The client of a node's health checks and image lists."""
+        client = self.health_http.get(url)
+        if client is None:
+            client = self.health_http[url] = self._new_client()
+        return client
 
     def _new_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             verify=self._ssl if self._ssl is not None else True,
             headers={"Authorization": f"Bearer {self.token}"},
+            # Reuse connections (no reconnect storms), but keep few idle ones per client: httpcore
+            # compares every idle connection with every other on each request (quadratic), so the
+            # connections a burst opened would slow every later call of that client.
+            # Idle connections live a minute (httpx's default is 5 s, under the exec server's 120 s): with
+            # 200 nodes x 8 shards, each shard sees a call every few seconds, and a 5 s expiry made
+            # nearly every routed call open a new TCP connection (pool and node CPU alike).
             limits=httpx.Limits(
-                max_connections=None, max_keepalive_connections=None
-            ),  # reuse: no reconnect storms
+                max_connections=None,
+                max_keepalive_connections=KEEPALIVE_PER_CLIENT,
+                keepalive_expiry=KEEPALIVE_EXPIRY,
+            ),
             timeout=httpx.Timeout(PLAIN_CALL_TIMEOUT, connect=self.connect_timeout),
         )
 
@@ -102,7 +134,7 @@ class NodeCalls:
         queue): the request was never sent, so it is tried again while the call's own time allows and
         the health checks still hold the node up; only then is it a 503 (`node_down`).
         """
-        shards = self.node_http[node.url]
+        shards = self.shards_of(node.url)
         http = shards[next(self._shard_counter) % len(shards)]
         http_timeout = httpx.Timeout(timeout, connect=self.connect_timeout)
         deadline = time.monotonic() + timeout

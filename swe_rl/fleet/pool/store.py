@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -90,7 +91,14 @@ class LeaseStore:
 
     def load(self) -> list[LeaseRecord]:
         rows = self.db.execute(f"SELECT {', '.join(self.COLUMNS[:-1])} FROM leases").fetchall()
-        return [LeaseRecord(*row) for row in rows]
+        leases = []
+        for lid, rid, node, cid, image, instance, workdir, created in rows:  # repeated strings: one each
+            leases.append(
+                LeaseRecord(
+                    lid, rid, sys.intern(node), cid, sys.intern(image), instance, sys.intern(workdir), created
+                )
+            )
+        return leases
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0])
