@@ -1,0 +1,227 @@
+"""Lease liveness, the half of the pool that keeps its picture of the fleet true.
+
+Heartbeats (one lease, or a client's whole batch), the node health passes, reconciliation of a node that
+(re)joins, the TTL reaper and the touch pass that learns which containers died. A lease is only ever
+lost on two answers of its node (`_still_missing`): one answer may have raced a create or a reaper pass.
+`Pool` (``pool.py``) inherits these passes; the attributes they read are declared below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from swe_rl.fleet.pool.nodes import Node, NodeSet, fetch_health, refresh_images
+from swe_rl.fleet.pool.routing import json_of
+from swe_rl.fleet.protocol import ApiError
+
+if TYPE_CHECKING:
+    from swe_rl.fleet.pool.config import PoolConfig
+    from swe_rl.fleet.pool.metrics import Metrics
+    from swe_rl.fleet.pool.routing import NodeCalls
+    from swe_rl.fleet.pool.store import LeaseRecord
+
+__all__ = ["MAX_HEARTBEAT_BATCH", "LeaseLiveness"]
+
+log = logging.getLogger("swe_pool_server")
+
+MAX_HEARTBEAT_BATCH = 10_000
+"""Leases one batch heartbeat may name (a client with more sends several requests)."""
+
+
+class LeaseLiveness:
+    """Heartbeats and the background passes of `Pool` (a base class: the pool supplies the state)."""
+
+    cfg: PoolConfig
+    calls: NodeCalls
+    nodes: NodeSet
+    metrics: Metrics
+    leases: dict[str, LeaseRecord]
+    by_node: dict[str, dict[str, LeaseRecord]]
+    allocating: set[str]
+
+    def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord:
+        raise NotImplementedError
+
+    def _post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> Any:
+        raise NotImplementedError
+
+    def _mark_lost(self, lease: LeaseRecord, reason: str) -> None:
+        raise NotImplementedError
+
+    def _release(self, lease: LeaseRecord, reason: str) -> asyncio.Task[bool]:
+        raise NotImplementedError
+
+    # ---- heartbeat
+
+    def heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Extend one lease (`lease_id`), or every lease of a client at once (`lease_ids`).
+
+        A client holding hundreds of leases sends one request per interval instead of one per lease:
+        at 20,000 leases and a 30 s interval that is tens of requests a second instead of ~670, and a
+        request costs the pool far more than touching a lease.
+        """
+        if "lease_ids" in body:
+            return self.heartbeat_many(body)
+        lease = self.lease_of(body)
+        lease.last_seen = time.monotonic()
+        return {
+            "ok": True,
+            "expires_at": lease.public(self.cfg.lease_ttl)["expires_at"],
+            "node_healthy": self.nodes.get(lease.node).healthy,
+        }
+
+    def heartbeat_many(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The batch heartbeat: every known, live lease is touched; the others are named in the answer."""
+        ids = body["lease_ids"]
+        if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+            raise ApiError(400, "lease_ids must be a list of non-empty strings")
+        if len(ids) > MAX_HEARTBEAT_BATCH:
+            raise ApiError(
+                400, f"lease_ids holds {len(ids)} leases, at most {MAX_HEARTBEAT_BATCH} per request"
+            )
+        now = time.monotonic()
+        unknown: list[str] = []
+        lost: dict[str, str] = {}
+        node_down: list[str] = []
+        for lease_id in ids:
+            lease = self.leases.get(lease_id)
+            if lease is None:
+                unknown.append(lease_id)
+            elif lease.lost:
+                lost[lease_id] = lease.lost
+            else:
+                lease.last_seen = now
+                if not self.nodes.get(lease.node).healthy:
+                    node_down.append(lease_id)
+        return {
+            "ok": True,
+            "expires_at": round(time.time() + self.cfg.lease_ttl, 3),
+            "unknown": unknown,
+            "lost": lost,
+            "node_down": node_down,
+        }
+
+    async def check_health(self) -> None:
+        await asyncio.gather(*(self._check_node(node) for node in self.nodes))
+
+    async def _check_node(self, node: Node) -> None:
+        http = self.calls.health_of(node.url)
+        ok, reason = await fetch_health(http, node, self.cfg.health_interval)
+        if not ok:
+            self.nodes.failed(node, reason)
+            return
+        if time.monotonic() - node.images_at > self.cfg.images_interval or not node.healthy:
+            await refresh_images(http, node)
+        if not node.healthy:
+            try:  # a node that (re)joins is reconciled before it gets any work
+                await self.reconcile(node)
+            except (ApiError, httpx.HTTPError, KeyError, TypeError) as exc:
+                self.nodes.failed(node, f"reconciliation failed: {exc}")
+                return
+        self.nodes.succeeded(node)
+
+    async def reconcile(self, node: Node) -> None:
+        """Destroy our containers no lease knows; mark leases whose container vanished as lost.
+
+        The node's list is a picture of one moment, taken while allocations go on: a lease counts as lost
+        only if it existed before the list was asked for, its container is absent from it, and the node
+        says so a second time (`_still_missing`); a container counts as an orphan only if no lease knows it
+        and no allocation is making it once the list is in.
+        """
+        assert self.calls.http is not None
+        asked = [lease for lease in self.by_node.get(node.url, {}).values() if not lease.lost]
+        resp = await self.calls.http.get(node.url + "/status", timeout=30.0)
+        if resp.status_code != 200:
+            raise ApiError(502, f"/status answered {resp.status_code}")
+        containers = json_of(resp)["containers"]
+        present = {c["id"] for c in containers}
+        known = {lease.container_id for lease in self.by_node.get(node.url, {}).values()}
+        for c in containers:
+            if (
+                c.get("owner") == self.cfg.pool_id
+                and c["id"] not in known
+                and c.get("lease_id") not in self.allocating
+            ):
+                log.info(
+                    "reconcile: destroying orphan container %s (lease %r) on %s",
+                    c["id"][:12],
+                    c.get("lease_id"),
+                    node.url,
+                )
+                await self._post(node, "/container/destroy", {"container_id": c["id"]}, 60.0)
+                self.metrics.inc("swe_pool_leases_reclaimed_total", reason="orphan")
+        absent = [lease for lease in asked if lease.container_id not in present]
+        for lease in await self._still_missing(node, absent):
+            self._mark_lost(lease, f"container {lease.container_id[:12]} no longer exists on {node.url}")
+
+    async def _still_missing(self, node: Node, leases: list[LeaseRecord]) -> list[LeaseRecord]:
+        """Of leases one answer of the node said have no container, those a second answer confirms.
+
+        One answer is never enough to lose a lease: it may have raced a create or a reaper pass. Leases
+        released or already lost meanwhile are left out; when the node cannot answer, none is confirmed
+        (the next pass asks again).
+        """
+        if not leases:
+            return []
+        try:
+            resp = await self._post(
+                node, "/containers/touch", {"container_ids": [lease.container_id for lease in leases]}, 30.0
+            )
+            missing = set(json_of(resp).get("missing", [])) if resp.status_code == 200 else None
+        except ApiError as exc:
+            log.warning("re-check on %s failed: %s", node.url, exc.message)
+            return []
+        if missing is None:
+            log.warning("re-check on %s answered %d", node.url, resp.status_code)
+            return []
+        confirmed = [
+            lease
+            for lease in leases
+            if lease.container_id in missing and self.leases.get(lease.lease_id) is lease and not lease.lost
+        ]
+        if len(confirmed) < len(leases):
+            log.info(
+                "%d of %d containers reported missing on %s are there after all",
+                len(leases) - len(confirmed),
+                len(leases),
+                node.url,
+            )
+        return confirmed
+
+    async def reap_expired(self) -> None:
+        now = time.monotonic()
+        expired = [
+            lease
+            for lease in self.leases.values()
+            if lease.in_flight == 0 and now - lease.last_seen > self.cfg.lease_ttl
+        ]
+        for lease in expired:
+            if not lease.lost:
+                self.metrics.inc("swe_pool_leases_reclaimed_total", reason="ttl")
+        for lease in expired:
+            self._release(lease, f"no heartbeat for {self.cfg.lease_ttl:g}s")
+
+    async def touch_live(self) -> None:
+        """Tell each node which containers are alive (its idle reaper spares them) and learn which died."""
+        for node in self.nodes.healthy():
+            leases = {
+                lease.container_id: lease
+                for lease in self.by_node.get(node.url, {}).values()
+                if not lease.lost
+            }
+            if not leases:
+                continue
+            try:
+                resp = await self._post(node, "/containers/touch", {"container_ids": list(leases)}, 30.0)
+                missing = json_of(resp).get("missing", []) if resp.status_code == 200 else []
+            except ApiError as exc:
+                log.warning("touch on %s failed: %s", node.url, exc.message)
+                continue
+            absent = [leases[cid] for cid in missing if cid in leases]
+            for lease in await self._still_missing(node, absent):
+                self._mark_lost(lease, f"container {lease.container_id[:12]} no longer exists on {node.url}")
