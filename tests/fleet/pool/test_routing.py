@@ -99,7 +99,7 @@ async def _calls_to(busy: BusyNode, on_timeout: Callable[[int, Node], None]) -> 
     node.healthy = True
     calls = NodeCalls([url], nodes, "token", connect_timeout=0.2, shards=1)
     calls.open()
-    (client,) = calls.node_http[url]
+    (client,) = calls.shards_of(url)
     real_post = client.post
     timeouts = 0
 
