@@ -47,7 +47,7 @@ from swe_rl.grading.runner_command import read_runner_command
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, RUN_END_MARKER, RUN_START_MARKER, START_TEST_OUTPUT
 
-__all__ = ["CanaryCheck", "CanaryPlan", "check_canaries", "plan_canaries"]
+__all__ = ["CanaryCheck", "CanaryPlan", "check_canaries", "plan_canaries", "without_canaries"]
 
 
 class CanaryPlan(BaseModel):
@@ -344,3 +344,13 @@ def check_canaries(plan: CanaryPlan, statuses: dict[str, str], test_log: str) ->
     findings += _canary_findings(plan, section.text, statuses)
     bad = [f for f in findings if f.tamper]
     return CanaryCheck(tripped=bool(bad), reasons=[f.detail for f in bad], findings=findings)
+
+
+def without_canaries(plan: CanaryPlan, statuses: dict[str, str]) -> dict[str, str]:
+    """The run's statuses without the canaries' own: they are the grader's, not the task's (random names
+    per run would otherwise look like tests that come and go, e.g. to certification's flaky-test check)."""
+    if not plan.canary_file:
+        return statuses
+    planted = {*plan.must_pass, *plan.must_fail}
+    name = posixpath.basename(plan.canary_file)
+    return {t: s for t, s in statuses.items() if t not in planted and name not in t}

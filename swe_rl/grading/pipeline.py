@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from swe_rl.fleet.client import EnvClient, EvalResult, FleetError, Lease
 from swe_rl.grading.baseline import record_baseline
-from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries
+from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries, without_canaries
 from swe_rl.grading.canonical import CanonicalPatch, canonicalise
 from swe_rl.grading.capabilities import CapabilityReport, scan_changes
 from swe_rl.grading.config import GraderConfig
@@ -137,6 +137,7 @@ async def _integrity_result(
     result = _judge(instance, tree.patch, run, log_grader, True, plan.nonce)
     result.graded_patch = tree.patch
     canary = check_canaries(plan, result.tests_status, run.test_log)
+    result.tests_status = without_canaries(plan, result.tests_status)
     report.records = [*tree.records, *capability_records(stages.capabilities or CapabilityReport())]
     report.records += canary_records(canary)
     report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())

@@ -146,3 +146,23 @@ def test_rows_graded_otherwise_are_left_alone():
     plan = plan_canaries(r2e, r2e.eval_script)
     assert plan.script == r2e.eval_script and plan.skipped and not plan.nonce
     assert check_canaries(plan, {}, "anything") == check_canaries(CanaryPlan(script=""), {}, "")
+
+
+def test_the_canaries_statuses_leave_the_result():
+    """The grader's own tests are not the task's: certification would take their random names for flaky tests."""
+    from swe_rl.grading.canaries import CanaryPlan, without_canaries
+
+    plan = CanaryPlan(
+        script="",
+        canary_file="tests/test_amber_fox_reed.py",
+        must_pass=["tests/test_amber_fox_reed.py::TestAmberFox::test_a_b"],
+        must_fail=["tests/test_amber_fox_reed.py::TestAmberFox::test_c_d"],
+    )
+    statuses = {
+        "tests/test_x.py::test_one": "PASSED",
+        "tests/test_amber_fox_reed.py::TestAmberFox::test_a_b": "PASSED",
+        "tests/test_amber_fox_reed.py::TestAmberFox::test_c_d": "FAILED",
+        "test_amber_fox_reed.py::TestAmberFox::test_c_d": "FAILED",  # another spelling of its id
+    }
+    assert without_canaries(plan, statuses) == {"tests/test_x.py::test_one": "PASSED"}
+    assert without_canaries(CanaryPlan(script=""), statuses) == statuses
