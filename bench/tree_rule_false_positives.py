@@ -156,9 +156,14 @@ def _own_packages(git_dir: Path | None, row: dict, top: list[str] | None) -> lis
     return names
 
 
+def _gold(row: dict) -> str:
+    return row.get("patch") or row.get("golden_patch") or ""
+
+
 def canonical_of(row: dict, mirrors: Path | None) -> tuple[CanonicalPatch, bool]:
-    """(the canonical stage's result as approximated, whether base contents came from a mirror)."""
-    patch = row.get("patch") or row.get("golden_patch") or ""
+    """(the canonical stage's result as approximated, whether base contents came from a mirror) for the
+    row's ``agent_patch`` if it has one, else its gold patch."""
+    patch = row.get("agent_patch") or _gold(row)
     git_dir = mirror_of(mirrors, row["repo"]) if mirrors else None
     changes: list[TreeChange] = []
     blobs: dict[str, bytes] = {}
@@ -236,7 +241,7 @@ def judge_row(
     row: dict, mirrors: Path | None, with_gold: bool = False
 ) -> tuple[bool, str, list[TamperRecord]]:
     """(base contents from a mirror, where the eval script came from, the tree rules' records) of one row."""
-    patch = row.get("patch") or row.get("golden_patch") or ""
+    patch = _gold(row)
     instance = TaskInstance(
         instance_id=row["instance_id"],
         repo=row["repo"],
@@ -258,12 +263,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", required=True, type=Path, help="dataset rows (.json list or .jsonl)")
     p.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="folder of git mirrors")
     p.add_argument("--with-gold", action="store_true", help="give the instance its gold patch (files spared)")
+    p.add_argument(
+        "--agent-patches",
+        action="store_true",
+        help="judge the agents' resolving patches of each row (``resolved_by``: [{name, patch}]) instead of gold; "
+        "the gold patch stays the instance's (use with --with-gold for the pipeline's own exemption)",
+    )
     p.add_argument("--sample", type=int, help="judge only this many rows, spread evenly over the file")
     p.add_argument("--json", type=Path, help="write every record here")
     args = p.parse_args(argv)
     rows = load_rows(args.rows)
     if args.sample and args.sample < len(rows):
         rows = [rows[i * len(rows) // args.sample] for i in range(args.sample)]
+    if args.agent_patches:
+        rows = [
+            {**row, "instance_id": f"{row['instance_id']}@{entry['name']}", "agent_patch": entry["patch"]}
+            for row in rows
+            for entry in row.get("resolved_by") or []
+            if isinstance(entry, dict) and entry.get("patch")
+        ]
     modes: Counter[str] = Counter()
     scripts: Counter[str] = Counter()
     per_rule: Counter[tuple[str, str]] = Counter()
