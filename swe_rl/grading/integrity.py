@@ -212,7 +212,8 @@ def _path_rule(
         return None
     root = parts[1:] if parts[0] in ("src", "lib") and len(parts) > 1 else parts
     top = root[0][:-3] if len(root) == 1 and root[0].endswith(".py") else root[0] if len(root) > 1 else None
-    fixes_it = any(g.startswith((f"{top}/", f"{top}.py")) for g in gold_files)
+    gold_roots = {"/".join(g.split("/")[1:]) if g.split("/")[0] in ("src", "lib") else g for g in gold_files}
+    fixes_it = any(g.startswith((f"{top}/", f"{top}.py")) for g in gold_roots)
     if top in _RUNNER_MODULES and config.shadow_check and not fixes_it:
         return "runner_shadow", f"{top!r} at an import root shadows the test runner's own module"
     if base.endswith(".py") and (base.startswith("test_") or base.endswith("_test.py") or base == "tests.py"):

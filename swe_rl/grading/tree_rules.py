@@ -25,6 +25,7 @@ What is left goes through `swe_rl.grading.integrity.neutralise` (line trimming o
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import sys
 
@@ -163,6 +164,9 @@ def judge_tree(
 ) -> TreeVerdict:
     """Rule on what the canonical patch changes; the patch the test run may see, and why the rest not."""
     norm = normalise_name
+    if any(fnmatch.fnmatch(instance.repo, pat) for pat in config.pytest_repos):
+        # the runner's own repo: its source *is* the runner's modules (as `neutralise` rules)
+        config = config.model_copy(update={"shadow_check": False})
     test_files = set(patch_paths(instance.test_patch))
     test_dirs = {posixpath.dirname(p) for p in test_files} - {""}
     gold_files = set(patch_paths(instance.patch))

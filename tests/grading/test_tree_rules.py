@@ -144,3 +144,34 @@ def test_ordinary_changes_reach_the_test_run(tmp_path):
     assert {s.path for s in verdict.sources} == {"pkg/core.py", "pkg/json.py", "helpers_for_pkg.py"}
     core = next(s for s in verdict.sources if s.path == "pkg/core.py")
     assert (core.before, core.after) == ("x = 1\n", "x = 2\n")
+
+
+def test_the_runners_own_repo_and_a_fix_under_src_are_not_shadows(tmp_path):
+    """Measured on Verified (bench/tree_rule_false_positives.py): every pytest-dev/pytest fix under
+    ``src/_pytest/`` was dropped as a runner shadow. The runner's own repo is exempt (as `neutralise`
+    rules), and a gold patch under ``src/`` counts as fixing that package."""
+    from swe_rl.grading.integrity import _path_rule
+
+    base = {"src/_pytest/__init__.py": "", "src/_pytest/fixtures.py": "x = 1\n", "testing/test_x.py": ""}
+    repo = make_repo(tmp_path, base)
+    record_baseline(repo, tmp_path)
+    (repo / "src/_pytest/fixtures.py").write_text("x = 2\n")
+    patch = agent_diff(repo, tmp_path)
+    git(repo, "checkout", "-q", "--", ".")
+    canon = canonicalise_local(repo, tmp_path, patch, extra_roots=["testing"])
+    assert canon.applied
+    gold = "diff --git a/src/_pytest/python.py b/src/_pytest/python.py\n"
+    runner = TaskInstance(
+        instance_id="pytest-dev__pytest-1",
+        repo="pytest-dev/pytest",
+        problem_statement="x",
+        image="img",
+        patch=gold,
+    )
+    verdict = judge_tree(canon, runner, "pytest -rA testing/test_x.py", IntegrityConfig())
+    assert not [r for r in verdict.records if r.action == "dropped"], verdict.records
+    # elsewhere the shadow rule stands, unless the gold patch fixes that package (under src/ too)
+    config = IntegrityConfig()
+    fix = {"src/_pytest/python.py"}
+    assert _path_rule("src/_pytest/fixtures.py", set(), set(), fix, "", config) is None
+    assert _path_rule("src/_pytest/fixtures.py", set(), set(), {"pkg/core.py"}, "", config) is not None
