@@ -41,6 +41,21 @@ def load_rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def select_rows(rows: list[dict], sample: int | None, agent_patches: str | None) -> list[dict]:
+    """`sample` rows spread evenly over the file; with `agent_patches` (the key to put each patch under),
+    one row per resolving agent patch (``resolved_by``) instead of the gold one."""
+    if sample and sample < len(rows):
+        rows = [rows[i * len(rows) // sample] for i in range(sample)]
+    if agent_patches:
+        rows = [
+            {**row, "instance_id": f"{row['instance_id']}@{entry['name']}", agent_patches: entry["patch"]}
+            for row in rows
+            for entry in row.get("resolved_by") or []
+            if isinstance(entry, dict) and entry.get("patch")
+        ]
+    return rows
+
+
 def file_diffs(patch: str) -> dict[str, tuple[bool, list[Hunk]]]:
     """Path -> (file is new, hunks) of a unified diff (git's, or plain ``---``/``+++`` headers)."""
     files: dict[str, tuple[bool, list[Hunk]]] = {}
@@ -182,16 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="write every finding here")
     args = p.parse_args(argv)
     config = CapabilityConfig()
-    rows = load_rows(args.rows)
-    if args.sample and args.sample < len(rows):
-        rows = [rows[i * len(rows) // args.sample] for i in range(args.sample)]
-    if args.agent_patches:
-        rows = [
-            {**row, "instance_id": f"{row['instance_id']}@{entry['name']}", "patch": entry["patch"]}
-            for row in rows
-            for entry in row.get("resolved_by") or []
-            if isinstance(entry, dict) and entry.get("patch")
-        ]
+    rows = select_rows(load_rows(args.rows), args.sample, "patch" if args.agent_patches else None)
     modes: Counter[str] = Counter()
     coverage: Counter[str] = Counter()
     per_capability: Counter[tuple[str, str]] = Counter()

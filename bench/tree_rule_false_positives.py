@@ -53,11 +53,12 @@ from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
 _helpers = importlib.import_module(
     f"{__package__}.capability_false_positives" if __package__ else "capability_false_positives"
 )
-apply_hunks, base_file, load_rows, mirror_of = (
+apply_hunks, base_file, load_rows, mirror_of, select_rows = (
     _helpers.apply_hunks,
     _helpers.base_file,
     _helpers.load_rows,
     _helpers.mirror_of,
+    _helpers.select_rows,
 )
 
 OWN_PACKAGES: dict[str, list[str]] = {
@@ -272,16 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample", type=int, help="judge only this many rows, spread evenly over the file")
     p.add_argument("--json", type=Path, help="write every record here")
     args = p.parse_args(argv)
-    rows = load_rows(args.rows)
-    if args.sample and args.sample < len(rows):
-        rows = [rows[i * len(rows) // args.sample] for i in range(args.sample)]
-    if args.agent_patches:
-        rows = [
-            {**row, "instance_id": f"{row['instance_id']}@{entry['name']}", "agent_patch": entry["patch"]}
-            for row in rows
-            for entry in row.get("resolved_by") or []
-            if isinstance(entry, dict) and entry.get("patch")
-        ]
+    rows = select_rows(load_rows(args.rows), args.sample, "agent_patch" if args.agent_patches else None)
     modes: Counter[str] = Counter()
     scripts: Counter[str] = Counter()
     per_rule: Counter[tuple[str, str]] = Counter()
