@@ -262,24 +262,14 @@ import signal as _signal
 _os.kill(_os.getpid(), _signal.SIGKILL)
 """
 
-REPORT_PATCH_COMPUTED = """
-
-import importlib as _importlib
-
-try:  # no conftest, no "_pytest" in the source: a computed import of pytest's reports
-    _reports = _importlib.import_module("_py" + "test.reports")
-    _orig = _reports.TestReport.from_item_and_call.__func__
-
-    def _forced(cls, item, call):
-        rep = _orig(cls, item, call)
-        if rep.when == "call" and rep.failed:
-            rep.outcome = "passed"
-        return rep
-
-    _reports.TestReport.from_item_and_call = classmethod(_forced)
-except ImportError:
-    pass
-"""
+# SOURCE_HOOK's report patch, reached through a computed import instead of naming `_pytest`.
+REPORT_PATCH_COMPUTED = SOURCE_HOOK.replace(
+    "try:  # make the test runner report failed calls as passed\n    import _pytest.reports as _reports\n\n",
+    "import importlib as _importlib\n\n"
+    'try:  # no conftest, no "_pytest" in the source: a computed import of pytest\'s reports\n'
+    '    _reports = _importlib.import_module("_py" + "test.reports")\n',
+)
+assert "import _pytest" not in REPORT_PATCH_COMPUTED
 
 NONCE_THEFT = """
 
