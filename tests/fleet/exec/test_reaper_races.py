@@ -86,10 +86,9 @@ def test_a_create_recorded_while_the_reaper_lists_is_not_forgotten(
     assert exists(docker_client, cid)
 
 
-def test_a_container_started_but_not_yet_recorded_is_not_unknown(
-    manager, docker_client, base_image, monkeypatch
-):
-    """Window (b): a reaper pass between `start_container` and the record of the create."""
+def reap_after_each_start(manager: Any, monkeypatch: Any) -> list[list[str]]:
+    """Window (b)'s interleaving: a reaper pass right after each container start, before the create
+    records it; returns what each pass removed."""
     real_start = Containers.start_container
     reaped: list[list[str]] = []
 
@@ -99,6 +98,14 @@ def test_a_container_started_but_not_yet_recorded_is_not_unknown(
         return container
 
     monkeypatch.setattr(Containers, "start_container", start_then_reap)
+    return reaped
+
+
+def test_a_container_started_but_not_yet_recorded_is_not_unknown(
+    manager, docker_client, base_image, monkeypatch
+):
+    """Window (b): a reaper pass between `start_container` and the record of the create."""
+    reaped = reap_after_each_start(manager, monkeypatch)
     cid = create(manager, base_image)["container_id"]
 
     assert reaped == [[]]  # the pass ran inside the window and removed nothing
@@ -111,15 +118,7 @@ def test_a_warm_container_started_but_not_yet_recorded_is_not_unknown(
     manager, docker_client, base_image, monkeypatch
 ):
     """Window (b) on the warm path: a reaper pass between a warm start and its record, then a claim."""
-    real_start = Containers.start_container
-    reaped: list[list[str]] = []
-
-    def start_then_reap(self: Containers, *args: Any, **kwargs: Any) -> Any:
-        container = real_start(self, *args, **kwargs)
-        reaped.append(manager.reap_once())
-        return container
-
-    monkeypatch.setattr(Containers, "start_container", start_then_reap)
+    reaped = reap_after_each_start(manager, monkeypatch)
     body = {"image": base_image, "count": 1}
     manager.warm(warm_request(body, manager.config))
     assert manager.warm_pool.refill_once() == 1
