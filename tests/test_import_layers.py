@@ -22,50 +22,31 @@ ALLOWED: dict[str, set[str]] = {
     "fleet.exec": {"fleet"},
     "fleet.pool": {"fleet"},
     "fleet.fakes": {"fleet", "fleet.exec"},
-    "testing": set(),
-    "configs": set(),  # data files (YAML, Jinja, JSON) read through resources
-    "resources": set(),
-    "shell_norm": set(),
-    "rollout_metrics": set(),
-    "integrity_metrics": set(),
+    "testing": {"configs"},  # the offline Qwen tokenizer reads the shipped chat template
+    "configs": set(),  # the shipped YAML/Jinja/JSON files and the helpers that read them
+    "metrics": set(),
     "tasks": set(),
-    "tokens": {"resources"},
-    "prm": {"fleet", "resources"},  # fleet: the one retry helper (swe_rl.fleet.retry)
+    "tokens": {"configs"},
     "grading": {"fleet", "tasks"},
     "agent": {"fleet", "grading", "tasks"},
-    "harnesses": {"agent", "fleet", "resources", "tasks"},
+    "harnesses": {"agent", "fleet", "configs", "tasks"},
     "policies": {"agent", "fleet", "harnesses", "tasks", "tokens"},  # fleet: the retry helper
-    "rewards": {"harnesses", "shell_norm"},
+    # prm (the step judge) calls an endpoint through the fleet's one retry helper
+    "rewards": {"harnesses", "fleet", "configs"},
     "slime": {
         "agent",
         "fleet",
         "grading",
         "harnesses",
-        "integrity_metrics",
+        "metrics",
         "policies",
-        "prm",
-        "resources",
+        "configs",
         "rewards",
-        "rollout_metrics",
         "tasks",
         "tokens",
     },
-    "eval": {
-        "agent",
-        "fleet",
-        "grading",
-        "harnesses",
-        "integrity_metrics",
-        "policies",
-        "resources",
-        "rollout_metrics",
-        "tasks",
-    },
+    "eval": {"agent", "fleet", "grading", "harnesses", "metrics", "policies", "configs", "tasks"},
     "data": {"agent", "harnesses", "rewards", "slime", "tasks", "tokens"},
-    # deprecated entry points kept for old launch commands: they only re-export the slime layer
-    "slime_plugin": {"slime"},
-    "pivot": {"slime"},
-    "advantages": {"slime"},
 }
 
 
@@ -118,4 +99,4 @@ def test_no_part_imports_what_it_may_not():
 def test_part_names():
     assert part_of("swe_rl.fleet.pool.store") == "fleet.pool"
     assert part_of("swe_rl.fleet.client") == "fleet" and part_of("swe_rl.fleet") == "fleet"
-    assert part_of("swe_rl.tasks.rows") == "tasks" and part_of("swe_rl.prm") == "prm"
+    assert part_of("swe_rl.tasks.rows") == "tasks" and part_of("swe_rl.rewards.prm") == "rewards"

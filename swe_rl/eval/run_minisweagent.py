@@ -38,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from swe_rl.configs import config_path, resolve_config
 from swe_rl.eval.mini_baseline import agent_patch, record_baseline
-from swe_rl.resources import config_path, resolve_config
 
 log = logging.getLogger("run_minisweagent")
 

@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from swe_rl.agent.protocols import Action, CommandResult, FormatError, Message, PolicyTurn
-from swe_rl.resources import config_path
+from swe_rl.configs import config_path
 from swe_rl.tasks import TaskInstance
 
 __all__ = [

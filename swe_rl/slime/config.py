@@ -34,11 +34,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from swe_rl.agent.monitor import MonitorConfig
+from swe_rl.configs import config_path, resolve_config
 from swe_rl.fleet.settings import EnvVar, field_types, fleet_env_vars, prefixed, read_env
 from swe_rl.grading.integrity import IntegrityConfig
-from swe_rl.prm import PRMConfig
-from swe_rl.resources import config_path, resolve_config
 from swe_rl.rewards.pivot import PivotRewardConfig
+from swe_rl.rewards.prm import PRMConfig
 
 __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
@@ -153,7 +153,7 @@ class PluginConfig(BaseModel):
     """Score of a flagged rollout instead of its outcome (None: the outcome; drop_flagged wins)."""
     # process reward
     prm: PRMConfig = Field(default_factory=PRMConfig)
-    """Step judge (swe_rl.prm): YAML ``swe_prm: {enable: true, url: ...}`` or flat ``swe_prm_<key>`` keys,
+    """Step judge (swe_rl.rewards.prm): YAML ``swe_prm: {enable: true, url: ...}`` or flat ``swe_prm_<key>`` keys,
     environment ``SWE_PRM_<KEY>`` (e.g. ``SWE_PRM_ENABLE=1``, ``SWE_PRM_URL=http://...:30000/v1``)."""
     # pivot mode (stage 1, swe_rl.slime.pivot)
     pivot: PivotRewardConfig = Field(default_factory=PivotRewardConfig)

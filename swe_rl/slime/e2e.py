@@ -49,10 +49,10 @@ from swe_rl.grading.artifacts import write_grade_artifacts
 from swe_rl.grading.certification import certification_gate
 from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
-from swe_rl.integrity_metrics import is_flagged, rollout_integrity
+from swe_rl.metrics.integrity import is_flagged, rollout_integrity
+from swe_rl.metrics.rollout import episode_stats
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
-from swe_rl.prm import StepJudge
-from swe_rl.rollout_metrics import episode_stats
+from swe_rl.rewards.prm import StepJudge
 from swe_rl.slime import runtime
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.records import SWE_KEY, RolloutRecord

@@ -33,10 +33,10 @@ sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f,
 from pathlib import Path
 from importlib.metadata import distribution
 import swe_rl, swe_rl.fleet.exec.app, swe_rl.fleet.pool.app, swe_rl.slime.e2e, swe_rl.eval.eval_swe, swe_rl.data.preprocess_swe_dataset
-from swe_rl.resources import config_path, config_text
+from swe_rl.configs import config_path, config_text
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.slime.config import PluginConfig
-from swe_rl.prm import PRMConfig
+from swe_rl.rewards.prm import PRMConfig
 
 prefix = Path(sys.prefix).resolve()
 config = PluginConfig.from_sources(None, env={})

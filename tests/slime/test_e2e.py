@@ -11,9 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from agent_fixtures import FIXTURES_JSONL, fixture_instances, leftover_containers, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from agent_fixtures import FIXTURES_JSONL, leftover_containers
 
 from swe_rl.slime import e2e, runtime
 from swe_rl.slime.e2e import generate
