@@ -11,9 +11,7 @@ import ast
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.package_sources import parse
-
-PACKAGE = ROOT / "swe_rl"
+from tests.package_sources import module_parts, package_files, parse
 
 # part -> the other parts it may import (keep in step with docs/architecture.md, "Who may import whom")
 ALLOWED: dict[str, set[str]] = {
@@ -62,7 +60,7 @@ def part_of(module: str) -> str:
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module) of each import of swe_rl in a file (relative imports resolved)."""
-    rel = path.relative_to(ROOT).with_suffix("").parts
+    rel = module_parts(path)
     package = list(rel[:-1])
     found = []
     for node in ast.walk(parse(path.read_text())):
@@ -78,7 +76,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 def test_every_part_is_in_the_table():
-    parts = {part_of(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in PACKAGE.rglob("*.py")}
+    parts = {part_of(".".join(module_parts(p))) for p in package_files()}
     parts -= {"", "__init__"}
     assert parts <= set(ALLOWED), (
         f"new parts: add them to ALLOWED and docs/architecture.md: {parts - set(ALLOWED)}"
@@ -87,8 +85,8 @@ def test_every_part_is_in_the_table():
 
 def test_no_part_imports_what_it_may_not():
     bad = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        source = part_of(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    for path in package_files():
+        source = part_of(".".join(module_parts(path)))
         for line, name in imports_of(path):
             target = part_of(name)
             if target and target != source and target not in ALLOWED.get(source, set()):

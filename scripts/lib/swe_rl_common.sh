@@ -186,7 +186,7 @@ swe_defaults() {
   CKPT_MODE="${CKPT_MODE:-hf}"                  # hf: fresh start from HF_CKPT; resume: fixed dir + REF_LOAD
   EXPORT_ROOT="${EXPORT_ROOT:-$SWE_ROOT/output}"
   RUN_TS="${RUN_TS:-$(date +%Y%m%d_%H%M%S)}"
-  PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/swe_rl/configs/plugin_launch.yaml}"
+  PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/configs/plugin_launch.yaml}"
   GENERATE_PATH="${GENERATE_PATH:-swe_rl.slime.e2e.generate}"
   RM_PATH="${RM_PATH-swe_rl.slime.reward.reward_func}"
   ROLLOUT_LOG_PATH="${ROLLOUT_LOG_PATH:-swe_rl.slime.metrics.log_rollout_data}"

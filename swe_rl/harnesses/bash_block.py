@@ -1,6 +1,6 @@
 """The bash-block harness: each assistant turn carries exactly one ```bash fenced block.
 
-    harness = BashBlockHarness()                       # templates from swe_rl/configs/harness_bash_block.yaml
+    harness = BashBlockHarness()                       # templates from configs/harness_bash_block.yaml
     messages = harness.initial_messages(instance)      # system + instance prompt
     actions = harness.parse(turn)                      # [Action] or raises FormatError
     harness.submission(action, result)                 # submitted text, or None

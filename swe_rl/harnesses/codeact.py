@@ -1,6 +1,6 @@
 """OpenHands CodeAct-style harness: ``execute_bash``, ``str_replace_editor``, ``finish``.
 
-    harness = CodeActHarness()          # prompts: swe_rl/configs/harness_codeact.yaml
+    harness = CodeActHarness()          # prompts: configs/harness_codeact.yaml
 
 Tools (argument shapes as OpenHands has them):
 

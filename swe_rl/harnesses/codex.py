@@ -1,6 +1,6 @@
 """Codex CLI-style harness: ``shell_command``, ``apply_patch``, ``read_file``, ``list_dir``, ``grep_files``.
 
-    harness = CodexHarness()            # prompts: swe_rl/configs/harness_codex.yaml
+    harness = CodexHarness()            # prompts: configs/harness_codex.yaml
 
 Tools (argument shapes as Codex has them):
 

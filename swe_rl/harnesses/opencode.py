@@ -1,6 +1,6 @@
 """OpenCode-style harness: ``bash``, ``read``, ``write``, ``edit``, ``glob``, ``grep``, ``list_dir``.
 
-    harness = OpenCodeHarness()         # prompts: swe_rl/configs/harness_opencode.yaml
+    harness = OpenCodeHarness()         # prompts: configs/harness_opencode.yaml
 
 Tools:
 

@@ -65,7 +65,7 @@ class PluginConfig(BaseModel):
     episode_deadline: float | None = 3600.0
     """Seconds the agent loop may take (the patch so far is graded when it runs out)."""
     harness_config: str | None = None
-    """YAML of the bash-block harness (prompts, limits); None for the shipped swe_rl/configs/harness_bash_block.yaml."""
+    """YAML of the bash-block harness (prompts, limits); None for the shipped configs/harness_bash_block.yaml."""
     harness_mix: dict[str, Any] = Field(default_factory=dict)
     """Training rollouts: harness name -> weight (``bash_block``, ``codeact``, ``codex``, ``opencode``), e.g.
     ``{bash_block: 0.4, codeact: 0.2, codex: 0.2, opencode: 0.2}``; each instance always gets the same one

@@ -2,7 +2,7 @@
 
     --custom-generate-function-path swe_rl.slime.e2e.generate
     --custom-rm-path swe_rl.slime.reward.reward_func --reward-key score
-    --custom-config-path swe_rl/configs/plugin_swe.yaml          # swe_* keys, see swe_rl.slime.config
+    --custom-config-path configs/plugin_swe.yaml  # swe_* keys, see swe_rl.slime.config
 
 `generate` plays one task instance: it leases a container from the fleet, runs the agent
 loop (`swe_rl.agent.run_agent`) with `SGLangTokenPolicy` (SGLang ``/generate`` on ids,

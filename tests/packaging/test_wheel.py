@@ -1,8 +1,8 @@
 """The package installs like any Python project: a built wheel, installed in a fresh venv, runs from
 outside the checkout (imports, every console script's --help, shipped configs read from the wheel).
 
-The wheel is built from a temporary copy of what it is made of (pyproject.toml, README.md, swe_rl/),
-so the build leaves nothing in the checkout; the venv sees the machine's site-packages for the
+The wheel is built from a temporary copy of what it is made of (pyproject.toml, README.md, swe_rl/,
+configs/), so the build leaves nothing in the checkout; the venv sees the machine's site-packages for the
 dependencies, but swe_rl itself must come from the wheel.
 """
 
@@ -19,6 +19,7 @@ import pytest
 import tomllib
 
 from tests.conftest import ROOT
+from tests.package_copy import copy_package_sources
 
 pytestmark = pytest.mark.slow
 
@@ -63,13 +64,7 @@ def installed(tmp_path_factory):
     """(venv python, venv bin dir, a work dir outside the checkout, a clean environment)."""
     tmp = tmp_path_factory.mktemp("wheel")
     try:
-        src = tmp / "src"
-        src.mkdir()
-        shutil.copy(ROOT / "pyproject.toml", src)
-        shutil.copy(ROOT / "README.md", src)
-        shutil.copytree(
-            ROOT / "swe_rl", src / "swe_rl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
+        src = copy_package_sources(tmp / "src")
         env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
         built = run(
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(src)],

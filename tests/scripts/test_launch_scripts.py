@@ -175,7 +175,7 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert v["--reward-key"] == ["score"]
     assert v["--custom-rollout-log-function-path"] == ["swe_rl.slime.metrics.log_rollout_data"]
     assert v["--custom-eval-rollout-log-function-path"] == ["swe_rl.slime.metrics.log_eval_rollout_data"]
-    assert v["--custom-config-path"] == [str(ROOT / "swe_rl/configs/plugin_launch.yaml")]
+    assert v["--custom-config-path"] == [str(ROOT / "configs/plugin_launch.yaml")]
     assert v["--custom-reward-post-process-path"] == ["swe_rl.slime.post_process.post_process_rewards"]
     assert (
         "--dynamic-sampling-filter-path" not in v and "--group-rm" not in v and "--partial-rollout" not in v

@@ -58,29 +58,6 @@ def new_sample(instance_id: str = TOOLZ, group: int = 3, index: int = 7, **insta
     )
 
 
-@pytest.fixture
-async def plugin_env(pool, fixture_instances, qwen_tokenizer_dir, tmp_path, monkeypatch):
-    """slime-like args for the plugin, the fleet in the environment, artifacts under tmp_path."""
-    monkeypatch.setenv("SWE_POOL_URL", pool.url)
-    monkeypatch.setenv("SWE_POOL_TOKEN", pool.token)
-    monkeypatch.setenv("SWE_CLIENT_BACKOFF", "0.1")
-    monkeypatch.setenv("SWE_SAVE_TRAJ_DIR", str(tmp_path / "rollouts"))
-    monkeypatch.setenv("SWE_MAX_CONCURRENT", "2")
-
-    def make_args(sglang: FakeSGLang, **swe) -> SimpleNamespace:
-        return SimpleNamespace(
-            sglang_router_ip="127.0.0.1",
-            sglang_router_port=sglang.port,
-            hf_checkpoint=str(qwen_tokenizer_dir),
-            rollout_max_context_len=swe.pop("context", None),
-            reward_key="score",
-            **{f"swe_{k}": v for k, v in swe.items()},
-        )
-
-    yield make_args
-    await e2e.shutdown()
-
-
 def traj_dir(tmp_path: Path) -> Path:
     dirs = sorted((tmp_path / "rollouts").iterdir())
     assert len(dirs) == 1, dirs

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 from agent_fixtures import leftover_containers
-from test_e2e import SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
+from test_e2e import SAMPLING, SUBMIT, new_sample, turn
 
 from swe_rl.policies.server_context import context_overflow
 from swe_rl.slime.e2e import generate

@@ -7,16 +7,7 @@ import json
 from types import SimpleNamespace
 
 from agent_fixtures import leftover_containers
-from test_e2e import (  # noqa: F401
-    FIX,
-    SAMPLING,
-    SUBMIT,
-    TOOLZ,
-    new_sample,
-    plugin_env,
-    traj_dir,
-    turn,
-)
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, traj_dir, turn
 
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.e2e import generate

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from agent_fixtures import leftover_containers
 from judge_fixtures import current, scripted_judge
-from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, turn
 
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func

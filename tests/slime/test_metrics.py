@@ -11,7 +11,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from slime_stub import slime_backend  # noqa: F401
 
 from swe_rl.metrics.rollout import (
     BREAKDOWN,

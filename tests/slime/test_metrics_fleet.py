@@ -21,8 +21,7 @@ from types import SimpleNamespace
 
 import pytest
 from agent_fixtures import leftover_containers
-from slime_stub import slime_backend  # noqa: F401
-from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, turn
 
 from swe_rl.metrics.rollout import percentile
 from swe_rl.slime.metrics import log_eval_rollout_data, log_rollout_data

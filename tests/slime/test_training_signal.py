@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from agent_fixtures import leftover_containers
-from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, turn
 from upstream_rewards import flatten, upstream_mask_sums, upstream_post_process
 
 from swe_rl.slime import runtime
