@@ -93,6 +93,11 @@ class PluginConfig(BaseModel):
     save_traj_dir: str | None = None
     """Where to write ``<instance_id>__g<group>__i<index>__<ts>/{traj.json,patch.diff,meta.json}``
     (``SWE_SAVE_TRAJ_DIR``); None to write nothing."""
+    attempts_file: str | None = None
+    """Attempts file (JSONL, `swe_rl.tasks.pass_rates`): one row per graded trajectory (instance, resolved,
+    policy version, ``train``/``eval``) for pass rates and difficulty bands (``SWE_ATTEMPTS_FILE``); None: none."""
+    policy_version: str | None = None
+    """The policy version written with each attempt; None: the name of slime's ``--hf-checkpoint``."""
     # tokens
     tokenizer_path: str | None = None
     """Tokenizer directory; None for slime's ``--hf-checkpoint``."""

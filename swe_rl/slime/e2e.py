@@ -65,6 +65,7 @@ from swe_rl.slime.samples import (
     trajectory_samples,
 )
 from swe_rl.tasks import RowInvalid, TaskInstance, instance_from_row
+from swe_rl.tasks.pass_rates import NOT_COUNTED_STATUSES, Attempt, append_attempts
 from swe_rl.tokens import ChatCodec
 
 __all__ = ["generate", "shutdown"]
@@ -205,6 +206,14 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             evaluation,
         )
         info["traj_dir"] = str(out_dir)
+    if (
+        config.attempts_file
+        and grade is not None
+        and instance is not None
+        and not info["removed"]
+        and not aborted
+    ):
+        await asyncio.to_thread(record_attempt, config, args, instance.instance_id, grade, evaluation)
     record = RolloutRecord.model_validate(info).to_metadata()
     if info["removed"] or not (policy.trajectory and policy.trajectory.turns):
         samples = [removed_sample(Sample, sample, codec, {**(sample.metadata or {}), SWE_KEY: record})]
@@ -290,6 +299,20 @@ def _summary(
 
 
 # --------------------------------------------------------------------------- artifacts
+
+
+def record_attempt(config: PluginConfig, args: Any, instance_id: str, grade: Any, evaluation: bool) -> None:
+    """One line in the attempts file for a graded trajectory (fleet failures never reach here: removed)."""
+    if grade.status.value in NOT_COUNTED_STATUSES:
+        return
+    version = config.policy_version or Path(str(getattr(args, "hf_checkpoint", "") or "")).name
+    attempt = Attempt(
+        instance_id=instance_id,
+        resolved=bool(grade.resolved),
+        policy_version=version,
+        source="eval" if evaluation else "train",
+    )
+    append_attempts(str(config.attempts_file), [attempt])
 
 
 def _save(

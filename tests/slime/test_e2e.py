@@ -17,6 +17,7 @@ from swe_rl.slime import e2e, runtime
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample
+from swe_rl.tasks.pass_rates import read_attempts
 from swe_rl.testing.fake_sglang import IM_END, FakeSGLang, TokenReply
 
 TOOLZ = "pytoolz__toolz-9001"
@@ -73,8 +74,22 @@ async def test_whole_trajectory_is_token_exact_and_resolved(
         turn("Done.", SUBMIT, "Submit."),
     ]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
-        sample = await generate(plugin_env(sglang, dynamic_history=False), new_sample(), dict(SAMPLING))
+        args = plugin_env(
+            sglang,
+            dynamic_history=False,
+            attempts_file=str(tmp_path / "attempts.jsonl"),
+            policy_version="step-7",
+        )
+        sample = await generate(args, new_sample(), dict(SAMPLING))
     assert isinstance(sample, Sample)
+    # the graded trajectory is one attempt for pass rates (swe_rl.tasks.pass_rates)
+    (attempt,) = read_attempts(tmp_path / "attempts.jsonl")
+    assert (attempt.instance_id, attempt.resolved, attempt.policy_version, attempt.source) == (
+        TOOLZ,
+        True,
+        "step-7",
+        "train",
+    )
     assert sample.metadata["swe"]["status"] == "resolved", sample.metadata["swe"]
     assert sample.status is Sample.Status.COMPLETED and not sample.remove_sample
 
@@ -253,11 +268,15 @@ async def test_an_abort_slime_did_not_ask_for_is_removed(
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_missing_image_is_removed_not_punished(plugin_env, qwen_tokenizer, caplog):
+async def test_missing_image_is_removed_not_punished(plugin_env, qwen_tokenizer, caplog, tmp_path):
+    attempts = tmp_path / "attempts.jsonl"
     with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls")]) as sglang:
         samples = await generate(
-            plugin_env(sglang), new_sample(image_name="swe-rl/no-such-image:latest"), dict(SAMPLING)
+            plugin_env(sglang, attempts_file=str(attempts)),
+            new_sample(image_name="swe-rl/no-such-image:latest"),
+            dict(SAMPLING),
         )
+    assert not attempts.exists()  # a fleet failure says nothing of the policy: no attempt
     (s,) = samples
     assert s.remove_sample and s.status is Sample.Status.FAILED
     assert set(s.loss_mask) == {0} and len(s.loss_mask) == s.response_length == len(s.rollout_log_probs) == 1
