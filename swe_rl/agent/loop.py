@@ -259,10 +259,7 @@ async def run_agent(
     allocate_seconds = warm = None
     try:
         async with env_factory(instance) as env:
-            allocate_seconds, warm = (
-                time.monotonic() - started,
-                getattr(getattr(env, "lease", None), "warm", None),
-            )
+            allocate_seconds, warm = time.monotonic() - started, env.warm
             if config.git_hygiene:  # before the policy sees anything (warm containers included)
                 hygiene = await clean_history(env, instance.workdir)
             await record_baseline(env)  # before the first action: pre-existing untracked files stay out
