@@ -1,6 +1,6 @@
 """Pool at scale on a simulated fleet: routing overhead, allocate burst, heartbeat cost, memory, restart.
 
-Runs `--nodes` in-memory exec servers (swe_rl/fleet/fakes/docker_client.py: the real exec server app,
+Runs `--nodes` in-memory exec servers (swe_rl/fleet/exec/memory_backend.py: the real exec server app,
 no Docker; commands are not run; all in one helper process) and a real pool server process on
 loopback. For each number of leases (default 1,000, 5,000, 20,000) a fresh pool holds that many at
 once, every one of them allocated, used, heartbeated and closed, and the bench measures in the same run:

@@ -35,6 +35,10 @@ class FleetEnvironment:
     def workdir(self) -> str:
         return self.lease.workdir
 
+    @property
+    def warm(self) -> bool | None:
+        return self.lease.warm
+
     def _check(self) -> None:
         if self.lease.lost is not None:
             raise self.lease.lost

@@ -71,6 +71,15 @@ class LocalEnvironment:
     def __repr__(self) -> str:
         return f"LocalEnvironment({self.workdir!r})"
 
+    @property
+    def warm(self) -> bool | None:
+        return None  # no pool: the checkout is made for this episode
+
+    async def record_baseline(self) -> str | None:
+        """Nothing to record: the checkout holds its commit and nothing else (no install step ran in it)."""
+        self._check("record_baseline")
+        return None
+
     def _check(self, op: str) -> None:
         if self.closed:
             raise LeaseLost(f"{op}: the in-process environment {self.workdir} is closed", status=410)

@@ -260,10 +260,7 @@ async def run_agent(
     allocate_seconds = warm = None
     try:
         async with env_factory(instance) as env:
-            allocate_seconds, warm = (
-                time.monotonic() - started,
-                getattr(getattr(env, "lease", None), "warm", None),
-            )
+            allocate_seconds, warm = time.monotonic() - started, env.warm
             # a shared per-repo image gets the task's bug first, as the repo's only commit (tasks.setup)
             await set_up_task(env, instance, commit=True)
             if config.git_hygiene:  # before the policy sees anything (warm containers included)

@@ -199,8 +199,20 @@ class Environment(Protocol):
         """Run a command in the workdir; a timeout is a result (timed_out), not an exception."""
         ...
 
+    @property
+    def warm(self) -> bool | None:
+        """Whether the container came ready from a warm pool (recorded with the result); None when this
+        environment cannot say."""
+        ...
+
+    async def record_baseline(self) -> str | None:
+        """Record what the repository holds now (untracked build output of the image's install), so that
+        every later `diff` is the agent's change only; None when there is nothing to record. Raises
+        `BadRequest` when the repository cannot take one (no git work tree)."""
+        ...
+
     async def diff(self) -> str:
-        """The working tree's changes against the base commit, new files included."""
+        """The working tree's changes against the base commit (or the recorded baseline), new files included."""
         ...
 
     async def write_file(self, path: str, data: str | bytes) -> None: ...

@@ -25,12 +25,12 @@ from typing import TextIO
 from swe_rl.data.preprocess_swe_dataset import (
     SourceUnreadable,
     image_override,
-    instance_record,
     load_split,
     parse_instance_ids,
     report_errors,
     write_jsonl,
 )
+from swe_rl.data.slime_rows import instance_record
 
 DEFAULT_DATASET = "princeton-nlp/SWE-bench_Verified"
 

@@ -36,7 +36,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
-from swe_rl.tasks import LoadResult, TaskInstance, load_instances
+from swe_rl.data.slime_rows import slime_row
+from swe_rl.data.stream_convert import convert_file
+from swe_rl.tasks import LoadResult, load_instances
 from swe_rl.tasks.datasets import FORMATS
 
 MAX_ERRORS_SHOWN = 10
@@ -101,39 +103,6 @@ def load_split(
         raise SourceUnreadable(
             f"cannot read {source!r} (split {split!r}): {type(exc).__name__}: {exc}"
         ) from exc
-
-
-def instance_record(inst: TaskInstance) -> dict[str, Any]:
-    """The instance as a flat SWE-bench-style row that `instance_from_row` reads back unchanged."""
-    record: dict[str, Any] = {
-        "instance_id": inst.instance_id,
-        "repo": inst.repo,
-        "base_commit": inst.base_commit,
-        "problem_statement": inst.problem_statement,
-        "patch": inst.patch,
-        "test_patch": inst.test_patch,
-        "FAIL_TO_PASS": list(inst.fail_to_pass),
-        "PASS_TO_PASS": list(inst.pass_to_pass),
-        "version": inst.version,
-        "image_name": inst.image,
-        "workdir": inst.workdir,
-        "data_source": inst.data_source,
-    }
-    if inst.eval_script is not None:
-        record["eval_script"] = inst.eval_script
-    if inst.expected_statuses is not None:
-        record["expected_statuses"] = dict(inst.expected_statuses)
-    # Extra fields never collide with the ones above: the loader puts those in typed fields.
-    record.update(inst.extra)
-    return record
-
-
-def slime_row(inst: TaskInstance) -> dict[str, Any]:
-    """One slime prompt row: the issue text, and the instance in ``metadata``."""
-    return {
-        "text": inst.problem_statement,
-        "metadata": {"instance": instance_record(inst), "data_source": inst.data_source},
-    }
 
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> int:
@@ -215,8 +184,6 @@ def stream_split(
     err: TextIO,
 ) -> int:
     """One split converted in streaming (``--format``); the exit status of that split."""
-    from swe_rl.data.stream_convert import convert_file
-
     path = Path(source).expanduser()
     if not path.is_file():
         print(

@@ -20,10 +20,11 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, Field
 
+from swe_rl.data.slime_rows import slime_row
 from swe_rl.tasks import RowInvalid
 from swe_rl.tasks.datasets import AUTO, convert_row
 
-__all__ = ["ConversionSummary", "convert_file", "iter_rows", "slime_row_of"]
+__all__ = ["ConversionSummary", "convert_file", "iter_rows"]
 
 PARQUET_BATCH_ROWS = 256
 MAX_REASONS = 100
@@ -74,13 +75,6 @@ def iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
                 yield number, row
     else:
         raise ValueError(f"{path}: streaming reads .jsonl or .parquet files, not {suffix!r}")
-
-
-def slime_row_of(inst: Any) -> dict[str, Any]:
-    """The slime prompt row of an instance (same shape as `swe-preprocess` writes)."""
-    from swe_rl.data.preprocess_swe_dataset import slime_row
-
-    return slime_row(inst)
 
 
 def _write_line(fh: TextIO, row: dict[str, Any]) -> None:
@@ -137,7 +131,7 @@ def convert_file(
                     continue
                 seen.add(inst.instance_id)
                 image_names.add(inst.image)
-                _write_line(out, slime_row_of(inst))
+                _write_line(out, slime_row(inst))
                 summary.converted += 1
                 if err is not None and progress_every and summary.rows_read % progress_every == 0:
                     rate = summary.rows_read / max(time.perf_counter() - start, 1e-9)

@@ -161,10 +161,10 @@ def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[
 
 
 async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
+    from swe_rl.agent.fleet_session import FleetConfig, open_fleet
     from swe_rl.eval.eval_swe import _end_torn_line, instance_ids
     from swe_rl.eval.progress import StatusBar
-    from swe_rl.fleet.client import EnvClient, EnvClientConfig
-    from swe_rl.grading.fleet import FleetGrader, GraderConfig
+    from swe_rl.grading.config import GraderConfig
     from swe_rl.tasks import load_instances
 
     loaded = load_instances(
@@ -190,14 +190,13 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
         )
     if done:
         print(f"resume: {len(instances) - len(todo)} of {len(instances)} instances already in the ledger")
-    client_cfg = EnvClientConfig.from_env(
-        None,
-        **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}),
+    fleet_config = FleetConfig.for_pool(
+        pool_env, grading=GraderConfig(eval_timeout=args.eval_timeout, network=args.network)
     )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = StatusBar(len(todo), disabled=args.no_progress)
-    async with EnvClient(client_cfg) as client:
-        grader = FleetGrader(client, GraderConfig(eval_timeout=args.eval_timeout, network=args.network))
+    async with open_fleet(fleet_config) as fleet:
+        grader = fleet.grader
 
         async def one(instance: Any) -> None:
             try:

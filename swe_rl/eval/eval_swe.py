@@ -271,8 +271,8 @@ async def run(
     args: argparse.Namespace, pool_env: dict[str, str] | None = None, stop: CleanStop | None = None
 ) -> dict[str, Any]:
     from swe_rl.agent import AgentConfig, run_instance
-    from swe_rl.fleet.client import EnvClient, EnvClientConfig
-    from swe_rl.grading.fleet import FleetGrader, GraderConfig
+    from swe_rl.agent.fleet_session import FleetConfig, open_fleet
+    from swe_rl.grading.config import GraderConfig
     from swe_rl.grading.integrity import IntegrityConfig
     from swe_rl.harnesses.registry import harness_by_name
     from swe_rl.tasks import load_instances
@@ -335,9 +335,16 @@ async def run(
             {**meta, "data": str(args.data), "instances": len(instances), "started": time.time()}, indent=1
         )
     )
-    client_cfg = EnvClientConfig.from_env(
-        None,
-        **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}),
+    fleet_config = FleetConfig.for_pool(
+        pool_env,
+        grading=GraderConfig(
+            eval_timeout=args.eval_timeout,
+            network=args.grading_network,
+            integrity=IntegrityConfig(
+                enable=not args.no_integrity, official_verdict=not args.no_official_verdict
+            ),
+        ),
+        env_options=dict(config.env_options),
     )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = StatusBar(len(todo), disabled=args.no_progress)
@@ -347,23 +354,19 @@ async def run(
     )
     finished_now = 0
 
-    async with EnvClient(client_cfg) as client:
-        grader = FleetGrader(
-            client,
-            GraderConfig(
-                eval_timeout=args.eval_timeout,
-                network=args.grading_network,
-                integrity=IntegrityConfig(
-                    enable=not args.no_integrity, official_verdict=not args.no_official_verdict
-                ),
-            ),
-        )
+    async with open_fleet(fleet_config) as fleet:
 
         async def one(instance: Any) -> None:
             try:
                 async with sem:
                     result = await run_instance(
-                        instance, policy, harness, client=client, config=config, grader=grader
+                        instance,
+                        policy,
+                        harness,
+                        client=fleet.client,
+                        config=config,
+                        grader=fleet.grader,
+                        env_factory=fleet.env_factory,
                     )
                 out = write_artifacts(run_dir, instance, result, meta)
                 row = result_row(instance, result, out, run_dir)

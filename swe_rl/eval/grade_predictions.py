@@ -269,10 +269,10 @@ def prediction_row(
 async def grade_all(
     args: argparse.Namespace, pool_env: dict[str, str] | None = None, stop: CleanStop | None = None
 ) -> dict[str, Any]:
-    from swe_rl.fleet.client import EnvClient, EnvClientConfig
+    from swe_rl.agent.fleet_session import FleetConfig, open_fleet
     from swe_rl.grading import GradeResult, GradeStatus
     from swe_rl.grading.artifacts import write_grade_artifacts
-    from swe_rl.grading.fleet import FleetGrader, GraderConfig
+    from swe_rl.grading.config import GraderConfig
     from swe_rl.tasks import load_instances
 
     preds: dict[str, dict[str, Any]] = {}
@@ -336,17 +336,14 @@ async def grade_all(
     if len(todo) < len(instances):
         print(f"resume: {len(instances) - len(todo)} of {len(instances)} predictions already graded")
 
-    client_cfg = EnvClientConfig.from_env(
-        None,
-        **({"pool_url": pool_env["SWE_POOL_URL"], "token": pool_env["SWE_POOL_TOKEN"]} if pool_env else {}),
+    fleet_config = FleetConfig.for_pool(
+        pool_env, grading=GraderConfig(eval_timeout=args.eval_timeout, network=args.grading_network)
     )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     started = time.monotonic()
 
-    async with EnvClient(client_cfg) as client:
-        grader = FleetGrader(
-            client, GraderConfig(eval_timeout=args.eval_timeout, network=args.grading_network)
-        )
+    async with open_fleet(fleet_config) as fleet:
+        grader = fleet.grader
 
         async def one(inst: Any) -> None:
             pred = preds[inst.instance_id]

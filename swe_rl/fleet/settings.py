@@ -27,7 +27,6 @@ from typing import Any
 __all__ = [
     "EnvVar",
     "field_types",
-    "fleet_env_vars",
     "parse_bool",
     "parse_value",
     "prefixed",
@@ -151,20 +150,3 @@ def parse_value(text: str, annotation: Any) -> Any:
             items = [item.strip() for item in text.split(",") if item.strip()]
         return tuple(items) if (origin or annotation) is tuple else list(items)
     return text
-
-
-def fleet_env_vars() -> dict[str, dict[str, EnvVar]]:
-    """The variables of every env-configured object of the fleet, by object (imported when asked: each of
-    those modules imports this one)."""
-    from swe_rl.fleet.client import CLIENT_ENV
-    from swe_rl.fleet.exec.config import ENV as EXEC_ENV
-    from swe_rl.fleet.pool.config import ENV as POOL_ENV
-    from swe_rl.fleet.sandbox import AGENT_GENERATE_ENV, SANDBOX_ENV
-
-    return {
-        "exec server": EXEC_ENV,
-        "pool server": POOL_ENV,
-        "client": CLIENT_ENV,
-        "sandbox": SANDBOX_ENV,
-        "slime agent generate": AGENT_GENERATE_ENV,
-    }

@@ -3,30 +3,32 @@
 The image's own install step may leave untracked build output in the repository; recorded before
 the agent's first action (and in a grading container before the patch goes in), it never becomes
 part of a patch. The fleet's lease records it (``POST /container/diff {"record_baseline": true}``,
-see swe_rl/fleet/patch_baseline.py); environments without the call are left as they are.
+see swe_rl/fleet/patch_baseline.py); every `Environment` (swe_rl/agent/protocols.py) declares the call.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Protocol
 
 from swe_rl.fleet.errors import BadRequest
 
-__all__ = ["record_baseline"]
+__all__ = ["BaselineRecorder", "record_baseline"]
 
 log = logging.getLogger(__name__)
 
 
-async def record_baseline(env: Any) -> str | None:
+class BaselineRecorder(Protocol):
+    """What records a baseline: an agent `Environment`, or a fleet `Lease` (a grading container)."""
+
+    async def record_baseline(self) -> str | None: ...
+
+
+async def record_baseline(env: BaselineRecorder) -> str | None:
     """Record what the repo holds before the agent acts, so the patch is the agent's changes only.
-    Environments without the call are left as they are; a repo the baseline cannot be taken in
-    (no git work tree) is logged and diffs as before."""
-    record = getattr(env, "record_baseline", None)
-    if record is None:
-        return None
+    A repo the baseline cannot be taken in (no git work tree) is logged and diffs as before."""
     try:
-        return await record()
+        return await env.record_baseline()
     except BadRequest as exc:
         log.warning("no patch baseline in %r: %s", env, exc)
         return None

@@ -17,7 +17,7 @@ would silently leave the default in place: `unknown_settings` lists every ``swe_
 ``args`` the plugin does not read, and every ``SWE_*`` variable that looks like the plugin's (the
 ``SWE_PRM_`` / ``SWE_PIVOT_`` groups, or close to one of its names) but is not one, each with the
 nearest valid name; `from_args` logs each once per process. Variables of the fleet (every name, old
-ones included, of `swe_rl.fleet.settings.fleet_env_vars`: ``SWE_POOL_*``, ``SWE_EXEC_*``, ``SWE_CLIENT_*``,
+ones included, of `swe_rl.fleet.catalogue.fleet_env_vars`: ``SWE_POOL_*``, ``SWE_EXEC_*``, ``SWE_CLIENT_*``,
 ``SWE_FLEET_SANDBOX_*``) are not the plugin's and are left alone (the fleet warns about its old names).
 
     config = PluginConfig.from_args(args)
@@ -35,7 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from swe_rl.agent.monitor import MonitorConfig
 from swe_rl.configs import config_path, resolve_config
-from swe_rl.fleet.settings import EnvVar, field_types, fleet_env_vars, prefixed, read_env
+from swe_rl.fleet.catalogue import fleet_env_vars
+from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.rewards.pivot import PivotRewardConfig
 from swe_rl.rewards.prm import PRMConfig

@@ -47,7 +47,6 @@ from swe_rl.agent import AgentConfig, AgentResult, run_agent
 from swe_rl.grading import GradeResult, GradeStatus
 from swe_rl.grading.artifacts import write_grade_artifacts
 from swe_rl.grading.certification import certification_gate
-from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
 from swe_rl.metrics.integrity import is_flagged, rollout_integrity
 from swe_rl.metrics.rollout import episode_stats
@@ -254,21 +253,13 @@ async def _play(
         git_hygiene=config.git_hygiene,
         monitor=config.monitor,
     )
+    fleet = state.fleet(config)
     agent = await run_agent(
-        instance, policy, harness, client=state.client, config=agent_config, on_step=judge
+        instance, policy, harness, env_factory=fleet.env_factory, config=agent_config, on_step=judge
     )
     if agent.infra_failure or agent.stop_reason in ("aborted", "unreachable", "bad_response"):
         return agent, None  # nothing worth grading
-    grader = FleetGrader(
-        state.client,
-        GraderConfig(
-            eval_timeout=config.eval_timeout,
-            network=config.grading_network,
-            test_empty_patch=False,  # training: no_patch needs no run
-            integrity=config.integrity,
-        ),
-    )
-    return agent, await grader.grade(instance, agent.patch)
+    return agent, await fleet.grader.grade(instance, agent.patch)
 
 
 def _summary(

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.agent.fleet_session import FleetConfig, FleetSession, open_fleet
+from swe_rl.grading.config import GraderConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
@@ -184,14 +185,32 @@ class ProcessState:
         self.context = (
             ContextBudget()
         )  # the policy server's context length, asked once; the budget clamped to it
-        self._client: EnvClient | None = None
+        self._fleet: FleetSession | None = None
+        self._fleets: dict[str, FleetSession] = {}
 
-    @property
-    def client(self) -> EnvClient:
-        """The fleet client (``SWE_POOL_URL``, ``SWE_POOL_TOKEN``), made at first use."""
-        if self._client is None:
-            self._client = EnvClient(EnvClientConfig.from_env())
-        return self._client
+    def fleet(self, config: PluginConfig) -> FleetSession:
+        """The fleet session of `config` (its grading and container options) on the process's one fleet
+        client (``SWE_POOL_URL``, ``SWE_POOL_TOKEN``), made at first use."""
+        fleet_config = FleetConfig(
+            grading=GraderConfig(
+                eval_timeout=config.eval_timeout,
+                network=config.grading_network,
+                test_empty_patch=False,  # training: no_patch needs no run
+                integrity=config.integrity,
+            ),
+            env_options=dict(config.container_options),
+        )
+        key = json.dumps(
+            [fleet_config.grading.model_dump(mode="json"), fleet_config.env_options],
+            sort_keys=True,
+            default=str,
+        )
+        if self._fleet is None:
+            self._fleet = open_fleet(fleet_config)
+            self._fleets[key] = self._fleet
+        elif key not in self._fleets:
+            self._fleets[key] = self._fleet.with_config(fleet_config)
+        return self._fleets[key]
 
     def step_judge(self, config: PluginConfig, instance: TaskInstance) -> StepJudge:
         key = config.prm.model_dump_json()
@@ -219,8 +238,8 @@ class ProcessState:
         return self.codecs[key]
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
+        if self._fleet is not None:
+            await self._fleet.close()
         await self.http.aclose()
         for judge in self.judges.values():
             await judge.aclose()

@@ -50,3 +50,18 @@ def test_the_check_sees_an_outside_import():
     )
     assert outside_imports(source) == [(1, "swe_rl.tasks"), (3, "swe_rl"), (4, "swe_rl")]
     assert outside_imports("from ..protocol import x\n", depth=1) == []
+
+
+def test_only_the_docker_backend_imports_docker_py_in_the_exec_server():
+    """The exec server talks to `NodeBackend` (exec/backend.py); docker-py stays inside the Docker backend."""
+    bad = []
+    for path in sorted((FLEET / "exec").rglob("*.py")):
+        if path.name in ("docker_backend.py", "docker_exec.py"):
+            continue
+        for node in ast.walk(parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            bad += [
+                f"{path.name}:{node.lineno}: {n}" for n in names if n == "docker" or n.startswith("docker.")
+            ]
+    assert not bad, bad

@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 
+from swe_rl.fleet.catalogue import fleet_env_vars
 from swe_rl.fleet.client import EnvClientConfig
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.pool.config import ENV as POOL_ENV
@@ -13,7 +14,6 @@ from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.sandbox import FleetSandboxConfig
 from swe_rl.fleet.settings import (
     EnvVar,
-    fleet_env_vars,
     parse_value,
     prefixed,
     read_env,

@@ -1,7 +1,7 @@
 """Scale: 2,000 leases held at once over 20 simulated exec servers, driven by the async client.
 
-The exec servers are the real app over the in-memory backend (swe_rl/fleet/fakes/docker_client.py), all in
-one helper process; the pool is a real subprocess. Correctness only: every lease is allocated,
+The exec servers are the real app over the in-memory backend (`SWE_EXEC_BACKEND=memory`,
+swe_rl/fleet/exec/memory_backend.py), all in one helper process; the pool is a real subprocess. Correctness only: every lease is allocated,
 used and closed, nodes stay within their caps, and the pool ends empty. Latency and memory
 figures are in bench/scale_bench.py.
 """
@@ -9,7 +9,6 @@ figures are in bench/scale_bench.py.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 
 import httpx
@@ -17,7 +16,6 @@ import pytest
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
-from tests.conftest import ROOT
 
 pytestmark = [
     pytest.mark.slow,
@@ -116,42 +114,3 @@ def test_2000_concurrent_leases_over_20_nodes():
             time.sleep(0.5)
         assert [h["leased_containers"] for h in after] == [0] * NODES
         assert all(h["warm_total"] <= h["max_warm"] for h in after)
-
-
-def test_memory_backend_is_never_the_default_and_says_so(tmp_path):
-    import os
-    import subprocess
-
-    from swe_rl.fleet.exec.config import ExecConfig
-    from tests.conftest import free_port, wait_http
-
-    assert ExecConfig.from_env().backend == "docker" or os.environ.get("SWE_EXEC_BACKEND")
-    # the production server refuses the fake: it only runs through the fakes' own entry point
-    env = {**os.environ, "SWE_EXEC_TOKEN": "t", "SWE_EXEC_PORT": "1", "SWE_EXEC_BACKEND": "memory"}
-    p = subprocess.run(
-        [sys.executable, "-m", "swe_rl.fleet.exec.app"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert p.returncode != 0 and "swe_rl.fleet.fakes.exec_server" in p.stderr
-    port = free_port()
-    log = tmp_path / "exec.log"
-    env = {**os.environ, "SWE_EXEC_TOKEN": "t", "SWE_EXEC_PORT": str(port)}
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "swe_rl.fleet.fakes.exec_server"],
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            cwd=ROOT,
-        )
-    try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz").json()["backend"] == "memory"
-    finally:
-        proc.terminate()
-        proc.wait(30)
-    assert "NO CONTAINERS" in log.read_text()

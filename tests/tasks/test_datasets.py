@@ -181,7 +181,7 @@ def test_rows_of_no_known_set_fall_back_to_the_generic_reader():
     [("swe_rebench_v2", AUTO), ("swe_smith", AUTO), ("multi_swe_bench", AUTO), ("swe_bench_live", AUTO)],
 )
 def test_a_converted_row_read_again_gives_the_same_instance(fixture, fmt):
-    from swe_rl.data.preprocess_swe_dataset import instance_record
+    from swe_rl.data.slime_rows import instance_record
 
     inst = convert_row(rows(fixture)[0], fmt)
     again = convert_row(instance_record(inst), AUTO)  # not converted twice (SWE-smith's gold stays the fix)

@@ -1,9 +1,9 @@
-"""Exec server: the HTTP face of one Docker node (`swe-exec-server`, systemd unit in server/, port 5000).
+"""Exec server: the HTTP face of one node (`swe-exec-server`, systemd unit in server/, port 5000).
 
-It deploys alone: Flask, waitress and the Docker SDK, nothing of `swe_rl` outside the fleet
-package. The pool server on the GPU head node is its only normal caller. Every endpoint but
+It deploys alone: Flask, waitress and the node's backend (`SWE_EXEC_BACKEND`: the Docker SDK by
+default, `memory` for load tests; `backend.py`), nothing of `swe_rl` outside the fleet package. The pool server on the GPU head node is its only normal caller. Every endpoint but
 `/healthz` needs the bearer token; bad input gets a 4xx with a JSON error (`{"error": ...}`),
-never a stack trace; Docker's messages are passed on without host paths.
+never a stack trace; the backend's messages are passed on without host paths.
 
 The work itself is in the sibling modules: `validation` (bodies into typed requests),
 `operations`, `containers`, `warm`, `reaper`, `executor`, put together by `manager`.
@@ -20,12 +20,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import docker.errors
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.exec import validation as v
+from swe_rl.fleet.exec.backend import BackendError, backend_class
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.manager import ContainerManager
 from swe_rl.fleet.protocol import ApiError, read_token
@@ -70,13 +70,12 @@ def create_app(manager: ContainerManager) -> Flask:
         resp.status_code = exc.code or 500
         return resp
 
-    @app.errorhandler(docker.errors.APIError)
-    def _docker_error(exc: docker.errors.APIError) -> Any:
-        reason = manager.scrub(str(exc.explanation or exc))
-        log.warning("docker error: %s", reason)
-        # Docker's 400 is the request's fault (e.g. a limit it refuses); its 5xx is the node's.
-        status = exc.status_code if exc.status_code in (400, 404, 409) else 502
-        return jsonify(error=f"docker: {reason}"), status
+    @app.errorhandler(BackendError)
+    def _backend_error(exc: BackendError) -> Any:
+        reason = manager.scrub(exc.message)
+        log.warning("%s error: %s", cfg.backend, reason)
+        # A refusal is the request's fault (e.g. a limit the backend refuses); a failure is the node's.
+        return jsonify(error=f"{cfg.backend}: {reason}"), exc.status
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception) -> Any:
@@ -92,17 +91,13 @@ def create_app(manager: ContainerManager) -> Flask:
 
     @app.get("/healthz")
     def healthz() -> Any:
-        try:
-            manager.client.ping()
-            docker_ok = True
-        except Exception:  # noqa: BLE001 - any failure means "not healthy"
-            docker_ok = False
+        healthy = manager.backend.health()
         managed = manager.count()
         leased = manager.leased_count()
         # Warm containers are evicted for a lease, so they are not taken from `free`.
         return jsonify(
-            ok=docker_ok,
-            docker=docker_ok,
+            ok=healthy,
+            docker=healthy,  # the field's old name, kept on the wire
             server_id=cfg.server_id,
             version=__version__,
             backend=cfg.backend,
@@ -115,11 +110,11 @@ def create_app(manager: ContainerManager) -> Flask:
             warm_dropped=len(manager.warm_pool.dropped()),
             **manager.warm_pool.counts(),
             **resources(),
-        ), (200 if docker_ok else 503)
+        ), (200 if healthy else 503)
 
     @app.get("/images")
     def images() -> Any:
-        tags = sorted(t for img in manager.client.images.list() for t in img.tags)
+        tags = sorted(t for img in manager.backend.list_images() for t in img.tags)
         return jsonify(images=tags, count=len(tags))
 
     @app.get("/status")
@@ -208,11 +203,11 @@ def parse_config(argv: list[str] | None = None) -> ExecConfig:
     return cfg
 
 
-def serve(cfg: ExecConfig, client: Any = None) -> None:
+def serve(cfg: ExecConfig) -> None:
     """Adopt and reap this node's containers, start the background threads, serve until SIGTERM."""
     import waitress
 
-    manager = ContainerManager(cfg, client=client)
+    manager = ContainerManager(cfg)
     reaped = manager.reap_once()
     log.info(
         "exec server %s on %s:%d; adopted %d containers, reaped %d",
@@ -246,11 +241,10 @@ def serve(cfg: ExecConfig, client: Any = None) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     cfg = parse_config(argv)
-    if cfg.backend != "docker":
-        raise SystemExit(
-            f"error: unknown SWE_EXEC_BACKEND {cfg.backend!r}: this server drives Docker "
-            f"(the in-memory fake for load tests is `python -m swe_rl.fleet.fakes.exec_server`)"
-        )
+    try:
+        backend_class(cfg.backend)
+    except ValueError as exc:
+        raise SystemExit(f"error: SWE_EXEC_BACKEND: {exc}") from None
     serve(cfg)
 
 

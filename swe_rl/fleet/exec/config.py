@@ -82,8 +82,8 @@ class ExecConfig:
     state_dir: str = "~/.cache/swe-rl/exec-state"
     """Where the state file of claimed warm containers (lease id, owner, deadline) lives."""
     backend: str = "docker"
-    """`docker`; `memory` only under `python -m swe_rl.fleet.fakes.exec_server` (load tests, no
-    containers)."""
+    """What runs this node's containers: a name of `backend.BACKENDS`, `docker` (the default) or `memory`
+    (load tests: no containers, commands are not run; `memory_backend.py`)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ExecConfig:

@@ -17,10 +17,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import docker
-import docker.errors
-
 from swe_rl.fleet.checks import scrub
+from swe_rl.fleet.exec.backend import (
+    BackendError,
+    ContainerInfo,
+    ContainerSpec,
+    NodeBackend,
+    NotFound,
+    Refused,
+    image_present,
+)
 from swe_rl.fleet.exec.config import ExecConfig, parse_bytes
 from swe_rl.fleet.protocol import (
     LABEL_CREATED,
@@ -41,12 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("swe_exec_server")
 
 CONTAINER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-# A start the runtime refuses because of what the request asked for (workdir, limits), not a broken node.
-_START_REFUSED = re.compile(
-    r"OCI runtime create failed|error during container init|not a directory|"
-    r"no such file or directory|invalid argument|permission denied",
-    re.I,
-)
 
 
 @dataclass
@@ -198,33 +198,35 @@ class InUse:
 
 
 class Containers:
-    """Creates and removes this node's containers through the Docker SDK (no `docker` CLI processes)."""
+    """Creates and removes this node's containers through the node backend (`backend.py`)."""
 
     def __init__(
         self,
         config: ExecConfig,
-        client: Any,
+        backend: NodeBackend,
         registry: Registry,
         state: ClaimedState,
         stats: dict[str, int],
     ) -> None:
-        self.config, self.client, self.registry, self.state, self.stats = (
+        self.config, self.backend, self.registry, self.state, self.stats = (
             config,
-            client,
+            backend,
             registry,
             state,
             stats,
         )
-        try:  # Docker's data root, scrubbed from the messages we pass on
-            self._docker_root = str(self.client.info().get("DockerRootDir") or "")
-        except Exception:  # noqa: BLE001 - a fake backend or an old daemon: the default paths still go
-            self._docker_root = ""
+        self._private_paths = tuple(p for p in backend.private_paths() if p)
 
     def scrub(self, text: str) -> str:
-        return scrub(text, (self._docker_root,))
+        """A backend's message without the host paths it must not leak."""
+        return scrub(text, self._private_paths)
 
-    def label_filter(self) -> dict[str, list[str]]:
-        return {"label": [f"{LABEL_MANAGED}={MANAGED_VALUE}", f"{LABEL_SERVER}={self.config.server_id}"]}
+    def own_labels(self) -> dict[str, str]:
+        """The labels every container of this server carries (what adoption and the reaper list by)."""
+        return {LABEL_MANAGED: MANAGED_VALUE, LABEL_SERVER: self.config.server_id}
+
+    def list_own(self) -> list[ContainerInfo]:
+        return self.backend.list_containers(self.own_labels())
 
     def load_existing(self) -> None:
         """Adopt this server's containers left from an earlier run (fresh idle window).
@@ -235,10 +237,8 @@ class Containers:
         now = time.time()
         state = self.state.load()
         doomed = []
-        for c in self.client.containers.list(all=True, filters=self.label_filter(), ignore_removed=True):
-            labels = c.labels or {}
-            image = c.image.tags[0] if c.image and c.image.tags else ""
-            workdir = c.attrs.get("Config", {}).get("WorkingDir") or "/"
+        for c in self.list_own():
+            labels, image, workdir = c.labels, c.image, c.workdir
             if labels.get(LABEL_WARM) == "1":
                 info = state.get(c.id)
                 if not isinstance(info, dict):
@@ -274,7 +274,7 @@ class Containers:
                 self.registry.records[c.id] = rec
         for cid in doomed:
             log.info("destroying unclaimed warm container %s left from an earlier run", cid[:12])
-            self.docker_remove(cid)
+            self.discard(cid)
         self.state.save()
 
     def create_cold(
@@ -304,7 +304,7 @@ class Containers:
             if victim is not None:  # a lease matters more than a warm container nobody claimed yet
                 self.stats["evicted"] += 1
                 log.info("evicting warm container %s (%s) to make room", victim.id[:12], victim.image)
-                self.docker_remove(victim.id)
+                self.discard(victim.id)
             now = time.time()
             labels = {
                 LABEL_LEASE: lease_id,
@@ -337,8 +337,8 @@ class Containers:
             with reg.lock:
                 reg.reserved -= 1
 
-    def start_container(self, spec: CreateSpec, labels: dict[str, str], now: float) -> Any:
-        """docker create + start with the spec's limits; nothing half-created stays behind.
+    def start_container(self, spec: CreateSpec, labels: dict[str, str], now: float) -> ContainerInfo:
+        """Create + start with the spec's limits; nothing half-created stays behind.
 
         On success the container's name stays in the registry's `creating` set: the caller records the
         container with `Registry.add_created_locked` (or discards the name), so no reaper pass can take
@@ -357,93 +357,82 @@ class Containers:
         container = None
         started = False
         try:
-            container = self.client.containers.create(
-                spec.image,
-                command=list(cfg.keepalive_command),
-                name=name,
-                labels=labels,
-                detach=True,
-                init=True,
-                working_dir=spec.workdir,
-                environment=dict(spec.env) or None,
-                mem_limit=spec.memory,
-                memswap_limit=spec.memory,
-                nano_cpus=int(spec.cpus * 1e9),
-                pids_limit=spec.pids_limit,
-                network_mode=self._network_mode(spec.network),
-                security_opt=["no-new-privileges"],
+            container = self.backend.create_container(
+                ContainerSpec(
+                    image=spec.image,
+                    name=name,
+                    command=tuple(cfg.keepalive_command),
+                    labels=labels,
+                    workdir=spec.workdir,
+                    env=dict(spec.env),
+                    memory=parse_bytes(spec.memory),
+                    cpus=spec.cpus,
+                    pids_limit=spec.pids_limit,
+                    network=self._network(spec.network),
+                )
             )
-            container.start()
+            self.backend.start_container(container.id)
             started = True
             return container
-        except docker.errors.APIError as exc:
-            reason = self.scrub(str(exc.explanation or exc))
-            # The daemon refusing this create (a limit, a workdir through a file, ...) is the request's
-            # fault; a daemon that fails otherwise is the node's.
-            if exc.status_code == 400 or _START_REFUSED.search(reason):
-                self._remove_half_created(container)
-                raise ApiError(400, f"docker refused this container: {reason}", reason=reason) from None
+        except Refused as exc:  # what the request asked for (a limit, a workdir through a file, ...)
             self._remove_half_created(container)
-            raise
+            reason = self.scrub(exc.message)
+            raise ApiError(
+                400, f"{self.backend.name} refused this container: {reason}", reason=reason
+            ) from None
         except BaseException:
-            if container is not None:
-                try:
-                    container.remove(force=True)
-                except docker.errors.APIError:
-                    log.exception("could not remove half-created container %s", container.id[:12])
+            self._remove_half_created(container)
             raise
         finally:
             if not started:
                 with self.registry.lock:
                     self.registry.creating.discard(name)
 
-    def _network_mode(self, network: bool | str) -> str | None:
-        if network is False:
-            return "none"
-        if network is True:
-            return None  # Docker's default bridge
-        try:
-            self.client.networks.get(network)
-        except docker.errors.NotFound:
+    def _network(self, network: bool | str) -> bool | str:
+        if isinstance(network, str) and not self.backend.network_exists(network):
             raise ApiError(
                 404,
                 f"network {network!r} not found on this node (SWE_EXEC_NETWORKS names it; "
                 f"create it with `docker network create --internal {network}`)",
                 network=network,
                 network_missing=True,
-            ) from None
+            )
         return network
 
-    def _remove_half_created(self, container: Any) -> None:
+    def _remove_half_created(self, container: ContainerInfo | None) -> None:
         if container is None:
             return
         try:
-            container.remove(force=True)
-        except docker.errors.APIError:
+            self.backend.remove_container(container.id)
+        except NotFound:
+            pass
+        except BackendError:
             log.exception("could not remove half-created container %s", container.id[:12])
 
     def ensure_image(self, image: str) -> None:
+        if image_present(self.backend, image):
+            return
+        if not self.config.allow_pull:
+            raise ApiError(404, f"image not found on this node: {image}", image=image)
         try:
-            self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            if not self.config.allow_pull:
-                raise ApiError(404, f"image not found on this node: {image}", image=image) from None
-            try:
-                self.client.images.pull(image)
-            except docker.errors.APIError as exc:
-                raise ApiError(404, f"image not found and pull failed: {image}: {exc.explanation}") from None
+            self.backend.pull_image(image)
+        except BackendError as exc:
+            raise ApiError(
+                404, f"image not found and pull failed: {image}: {self.scrub(exc.message)}"
+            ) from None
 
     def destroy(self, container_id: Any) -> dict[str, Any]:
         rec = self.registry.lookup(container_id)
         self.remove(rec.id)
         return {"ok": True, "container_id": rec.id}
 
-    def docker_remove(self, cid: str) -> None:
+    def discard(self, cid: str) -> None:
+        """Remove a container from the node, whatever its state; a failure is logged (the reaper retries)."""
         try:
-            self.client.api.remove_container(cid, force=True)
-        except docker.errors.NotFound:
+            self.backend.remove_container(cid)
+        except NotFound:
             pass
-        except docker.errors.APIError as exc:  # e.g. removal already in progress; the reaper retries
+        except BackendError as exc:  # e.g. removal already in progress
             log.warning("could not remove %s: %s", cid[:12], exc)
 
     def remove(self, cid: str) -> None:
@@ -451,6 +440,6 @@ class Containers:
             rec = self.registry.records.get(cid)
             if rec is not None:
                 self.registry.forget_locked(rec)
-        self.docker_remove(cid)
+        self.discard(cid)
         if rec is not None and rec.from_warm:
             self.state.save()

@@ -1,20 +1,17 @@
 """One node's exec service assembled from its parts: registry, containers, warm pool, reaper, operations.
 
 `ContainerManager` only wires the parts together and answers the few questions that span
-them (create: warm claim or cold start; how many containers are leased). The Docker client is
-injected: `docker.from_env()` in production, the in-memory fake in load tests
-(`swe_rl.fleet.fakes`), so production code never imports a fake.
+them (create: warm claim or cold start; how many containers are leased). The node backend
+(`backend.py`) is the one `config.backend` names (`SWE_EXEC_BACKEND`), or one given by the caller.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import docker
-
+from swe_rl.fleet.exec.backend import NodeBackend, open_backend
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
-from swe_rl.fleet.exec.executor import DockerExecutor
 from swe_rl.fleet.exec.operations import Operations
 from swe_rl.fleet.exec.reaper import Reaper
 from swe_rl.fleet.exec.warm import ClaimedState, WarmPool
@@ -24,11 +21,9 @@ from swe_rl.fleet.protocol import CreateRequest, WarmRequest
 class ContainerManager:
     """The node's managed containers: create, operations, destroy, reap, warm pools."""
 
-    def __init__(self, config: ExecConfig, client: Any = None) -> None:
+    def __init__(self, config: ExecConfig, backend: NodeBackend | None = None) -> None:
         self.config = config
-        self.client = client or docker.from_env(max_pool_size=max(16, config.threads), timeout=600)
-        make_executor = getattr(self.client, "make_executor", None)  # the in-memory backend brings its own
-        self.executor = make_executor() if make_executor else DockerExecutor(self.client)
+        self.backend = backend if backend is not None else open_backend(config)
         self.warm_stats = {
             "claimed": 0,
             "promised": 0,
@@ -41,10 +36,10 @@ class ContainerManager:
         }
         self.registry = Registry()
         self.state = ClaimedState(config, self.registry)
-        self.containers = Containers(config, self.client, self.registry, self.state, self.warm_stats)
+        self.containers = Containers(config, self.backend, self.registry, self.state, self.warm_stats)
         self.warm_pool = WarmPool(config, self.registry, self.containers, self.state, self.warm_stats)
         self.reaper = Reaper(config, self.registry, self.containers, self.warm_stats)
-        self.ops = Operations(config, self.registry, self.containers, self.executor)
+        self.ops = Operations(config, self.registry, self.containers)
         self.containers.load_existing()
 
     def scrub(self, text: str) -> str:

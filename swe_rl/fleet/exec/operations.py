@@ -10,16 +10,13 @@ from __future__ import annotations
 import base64
 import dataclasses
 import io
-import json
 import os
-import re
 import tarfile
 import time
 from typing import Any
 
-import docker.errors
-
 from swe_rl.fleet import patch_baseline
+from swe_rl.fleet.exec.backend import BackendError, Conflict, NodeBackend, NotFound, Refused
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, Registry
 from swe_rl.fleet.exec.executor import CommandOutcome, decode_text
@@ -34,7 +31,6 @@ from swe_rl.fleet.protocol import (
 
 SCRATCH = "/tmp/.swe-rl"  # server-side files inside the container (never under the workdir)
 MAX_SYMLINKS = 40  # as the kernel's own limit when resolving a path
-_PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
 
 # Tried in order, as the SWE-bench harness does; each is all-or-nothing, so a
 # failed attempt leaves the checkout untouched for the next one. `git apply
@@ -50,9 +46,9 @@ APPLY_STRATEGIES = [
 
 
 class Operations:
-    def __init__(self, config: ExecConfig, registry: Registry, containers: Containers, executor: Any) -> None:
-        self.config, self.registry, self.containers, self.executor = config, registry, containers, executor
-        self.client = containers.client
+    def __init__(self, config: ExecConfig, registry: Registry, containers: Containers) -> None:
+        self.config, self.registry, self.containers = config, registry, containers
+        self.backend: NodeBackend = containers.backend
 
     def exec(self, req: ExecRequest) -> dict[str, Any]:
         with self.registry.use(req.container_id) as rec:
@@ -84,9 +80,7 @@ class Operations:
             "duration": round(res.duration, 4),
         }
         if req.separate_stderr:  # "output" is then stdout alone
-            result.update(
-                stderr=decode_text(res.stderr), stderr_truncated=getattr(res, "stderr_truncated", False)
-            )
+            result.update(stderr=decode_text(res.stderr), stderr_truncated=res.stderr_truncated)
         return result
 
     def _user_exists(self, rec: ContainerRecord, user: str) -> bool:
@@ -101,8 +95,8 @@ class Operations:
 
     def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> CommandOutcome:
         try:
-            return self.executor.run(rec.id, command, **kw)
-        except docker.errors.NotFound:
+            return self.backend.exec_run(rec.id, command, **kw)
+        except NotFound:
             with self.registry.lock:
                 self.registry.forget_locked(rec)
             if rec.from_warm:
@@ -110,10 +104,8 @@ class Operations:
             raise ApiError(
                 410, f"container {rec.id[:12]} no longer exists (it died or was removed)"
             ) from None
-        except docker.errors.APIError as exc:
-            if exc.status_code == 409:
-                raise ApiError(409, f"container {rec.id[:12]} is not running (it died)") from None
-            raise
+        except Conflict:
+            raise ApiError(409, f"container {rec.id[:12]} is not running (it died)") from None
 
     def diff(self, req: DiffRequest) -> dict[str, Any]:
         """The patch of the workdir; `record_baseline` records the episode-start state instead (see
@@ -190,7 +182,8 @@ class Operations:
             parent, name = os.path.dirname(path), os.path.basename(path)
             if not name:
                 raise ApiError(400, f"path {path!r} names a directory")
-            if self._is_directory(rec, path):  # Docker's tar upload would replace the directory by the file
+            stat = self.backend.stat_path(rec.id, path)
+            if stat is not None and stat.is_dir:  # a tar upload would replace the directory by the file
                 raise ApiError(400, f"{path} is a directory", path=path)
             tar_bytes = io.BytesIO()
             with tarfile.open(fileobj=tar_bytes, mode="w") as tar:
@@ -198,8 +191,9 @@ class Operations:
                 info.size, info.mode, info.mtime = len(data), req.mode, int(time.time())
                 tar.addfile(info, io.BytesIO(data))
             try:
-                ok = self.client.api.put_archive(rec.id, parent, tar_bytes.getvalue())
-            except docker.errors.NotFound:
+                self.backend.put_archive(rec.id, parent, tar_bytes.getvalue())
+                ok = True
+            except NotFound:
                 ok = False
             if not ok:
                 if not req.create_dirs:
@@ -217,52 +211,29 @@ class Operations:
                         422, f"cannot create directory {parent!r}: {decode_text(res.output).strip()}"
                     )
                 try:
-                    self.client.api.put_archive(rec.id, parent, tar_bytes.getvalue())
-                except docker.errors.APIError as exc:
-                    raise ApiError(422, f"cannot write {path!r}: {exc.explanation}") from None
+                    self.backend.put_archive(rec.id, parent, tar_bytes.getvalue())
+                except BackendError as exc:
+                    raise ApiError(
+                        422, f"cannot write {path!r}: {self.containers.scrub(exc.message)}"
+                    ) from None
         return {"ok": True, "path": path, "bytes": len(data)}
-
-    def _is_directory(self, rec: ContainerRecord, path: str) -> bool:
-        """Whether ``path`` is a directory, from the stat header of a HEAD on the archive endpoint."""
-        api = self.client.api
-        resp = api.head(api._url("/containers/{0}/archive", rec.id), params={"path": path})
-        header = resp.headers.get("X-Docker-Container-Path-Stat") if resp.status_code == 200 else None
-        if not header:
-            return False
-        try:
-            stat = json.loads(base64.b64decode(header))
-        except (ValueError, TypeError):
-            return False
-        return bool(int(stat.get("mode", 0)) & (1 << 31))  # Go's os.ModeDir
 
     def read_file(self, req: ReadFileRequest, _links: int = 0) -> dict[str, Any]:
         limit = req.max_bytes if req.max_bytes is not None else self.config.max_file_bytes
         with self.registry.use(req.container_id) as rec:
             path = _resolve(req.path, rec.workdir)
             try:
-                stream, stat = self.client.api.get_archive(rec.id, path)
-            except docker.errors.NotFound:
+                stat, stream = self.backend.get_archive(rec.id, path)
+            except NotFound:
                 raise ApiError(404, f"no such file: {path}", path=path) from None
-            except docker.errors.APIError as exc:
-                if (
-                    exc.status_code is not None
-                    and exc.status_code >= 500
-                    and not _PATH_REFUSED.search(str(exc))
-                ):
-                    raise
-                # a symlink loop, a path through a file: the path's fault, said without host paths
+            except Refused as exc:  # a symlink loop, a path through a file: the path's fault
                 raise ApiError(
-                    422,
-                    f"cannot read {path}: {self.containers.scrub(str(exc.explanation or exc))}",
-                    path=path,
+                    422, f"cannot read {path}: {self.containers.scrub(exc.message)}", path=path
                 ) from None
-            mode = int(stat.get("mode", 0))
-            if mode & (1 << 31):  # Go's os.ModeDir
+            if stat.is_dir:
                 raise ApiError(400, f"{path} is a directory", path=path)
-            if stat.get("size", 0) > limit:
-                raise ApiError(
-                    413, f"{path} has {stat['size']} bytes, more than the limit {limit}", path=path
-                )
+            if stat.size > limit:
+                raise ApiError(413, f"{path} has {stat.size} bytes, more than the limit {limit}", path=path)
             raw = b"".join(stream)
         with tarfile.open(fileobj=io.BytesIO(raw), mode="r") as tar:
             member = next((m for m in tar.getmembers()), None)
@@ -277,7 +248,7 @@ class Operations:
             fh = tar.extractfile(member)
             data = fh.read() if fh else b""
         result = _encode_bytes("content", data)
-        result.update({"path": path, "size": len(data), "mode": mode & 0o7777})
+        result.update({"path": path, "size": len(data), "mode": stat.mode})
         return result
 
     def evaluate(self, req: EvaluateRequest) -> dict[str, Any]:

@@ -4,7 +4,7 @@ At start and then every `reap_interval` seconds it removes this server's contain
 past their deadline, idle too long, dead, or unknown to it (left by a crash); warm ones past
 their TTL too. It only ever touches containers labelled as managed by this very server.
 
-It lists Docker's containers without the registry lock, so a pass must not act on what changed during the
+It lists the backend's containers without the registry lock, so a pass must not act on what changed during the
 listing: a record made after the pass began is never "removed behind our back", and a container being
 created stays in the registry's `creating` set until the same locked step that records it, so it is never
 "unknown" either.
@@ -16,8 +16,7 @@ import logging
 import threading
 import time
 
-import docker.errors
-
+from swe_rl.fleet.exec.backend import BackendError
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import Containers, Registry
 from swe_rl.fleet.protocol import LABEL_MANAGED, LABEL_SERVER, MANAGED_VALUE
@@ -40,13 +39,8 @@ class Reaper:
         with reg.lock:  # a record made after this may be missing from the list: not gone
             recorded_before = set(reg.records)
         try:
-            live = {
-                c.id: c
-                for c in self.containers.client.containers.list(
-                    all=True, filters=self.containers.label_filter(), ignore_removed=True
-                )
-            }
-        except docker.errors.APIError as exc:
+            live = {c.id: c for c in self.containers.list_own()}
+        except BackendError as exc:
             log.warning("reaper could not list containers: %s", exc)
             return []
         doomed: list[tuple[str, str]] = []
@@ -58,7 +52,7 @@ class Reaper:
                     state_changed |= gone.from_warm  # removed behind our back
                     reg.forget_locked(gone)
             for cid, c in live.items():
-                labels = c.labels or {}
+                labels = c.labels
                 if (
                     labels.get(LABEL_MANAGED) != MANAGED_VALUE
                     or labels.get(LABEL_SERVER) != self.config.server_id
@@ -95,7 +89,7 @@ class Reaper:
                 doomed.append((cid, reason))
         for cid, reason in doomed:
             log.info("reaping %s (%s)", cid[:12], reason)
-            self.containers.docker_remove(cid)
+            self.containers.discard(cid)
         if state_changed:
             self.containers.state.save()
         return [cid for cid, _ in doomed]

@@ -418,7 +418,7 @@ class WarmPool:
         elif error:
             log.debug("warm start of %s failed: %s", spec.image, error)
         if doomed and container is not None:
-            self.containers.docker_remove(container.id)
+            self.containers.discard(container.id)
         start.done.set()
         self._wake.set()
 
@@ -467,7 +467,7 @@ class WarmPool:
             doomed = [r for r in self.registry.records.values() if r.warm]
             for rec in doomed:
                 self.registry.forget_locked(rec)
-        threads = [threading.Thread(target=self.containers.docker_remove, args=(r.id,)) for r in doomed]
+        threads = [threading.Thread(target=self.containers.discard, args=(r.id,)) for r in doomed]
         for t in threads:
             t.start()
         for t in threads:

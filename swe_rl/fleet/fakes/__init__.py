@@ -1,5 +1,4 @@
-"""Stand-ins for load tests of the fleet, never deployed: an in-memory Docker client
-(`docker_client`), an exec server over it (`exec_server`) and a simulated many-node fleet
-(`simulated_fleet`). Production code never imports this package; it injects the fake into
-the real exec server instead.
+"""A simulated many-node fleet for load tests (`simulated_fleet`), never deployed: the real exec servers
+over the in-memory backend (`swe_rl.fleet.exec.memory_backend`, `SWE_EXEC_BACKEND=memory`) and a real
+pool server. Production code never imports this package.
 """

@@ -1,9 +1,9 @@
 """A simulated fleet for load tests: many in-memory exec servers in one process, and a pool server.
 
 The exec servers are the real exec server app (`swe_rl.fleet.exec`: Flask on waitress, the
-real ContainerManager, warm pools included) over the in-memory backend
-(`docker_client.py`): no Docker, commands are not run, latencies are
-configurable. They share one helper process (a thread per server) so that 20+
+real ContainerManager, warm pools included) over the in-memory backend, chosen by name as on a
+node (`SWE_EXEC_BACKEND=memory`, `swe_rl.fleet.exec.memory_backend`): no Docker, commands are not
+run, latencies are configurable. They share one helper process (a thread per server) so that 20+
 of them cost little memory; the pool server is a separate process, as in
 production. Loopback only; everything stops when the context exits, and the logs (pool.log,
 exec-nodes.log) are deleted then, unless the body raised (a failed test) or a process died or exited
@@ -44,18 +44,24 @@ def serve_nodes(
     import waitress.server
 
     from swe_rl.fleet.exec.app import create_app
+    from swe_rl.fleet.exec.backend import open_backend
     from swe_rl.fleet.exec.config import ExecConfig
     from swe_rl.fleet.exec.manager import ContainerManager
-    from swe_rl.fleet.fakes.docker_client import FakeDockerClient, Latency
 
     run_id = secrets.token_hex(3)
+    env = {
+        **os.environ,
+        "SWE_EXEC_BACKEND": "memory",
+        "SWE_EXEC_FAKE_LATENCY_MS": latency_ms,
+        "SWE_EXEC_FAKE_IMAGES": ",".join(images),
+    }
     out = []
     for i in range(n):
-        cfg = ExecConfig.from_env()
+        cfg = ExecConfig.from_env(env)
         cfg.host, cfg.port, cfg.token = "127.0.0.1", 0, token
         cfg.server_id, cfg.max_containers, cfg.threads = f"mem-{run_id}-{i}", max_containers, threads
-        cfg.backend, cfg.state_dir = "memory", state_dir
-        manager = ContainerManager(cfg, client=FakeDockerClient(Latency.parse(latency_ms), images))
+        cfg.state_dir = state_dir
+        manager = ContainerManager(cfg, open_backend(cfg, env))
         manager.start_background()
         server = waitress.server.create_server(
             create_app(manager),

@@ -19,6 +19,7 @@ from conftest import TEST_ID_PREFIX, remove_containers_of
 
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import Containers
+from swe_rl.fleet.exec.docker_backend import DockerBackend
 from swe_rl.fleet.exec.manager import ContainerManager
 from swe_rl.fleet.exec.validation import create_request, warm_request
 
@@ -29,7 +30,7 @@ def manager(docker_client, base_image, tmp_path) -> Iterator[ContainerManager]:
     cfg = ExecConfig()
     cfg.server_id, cfg.state_dir = f"{TEST_ID_PREFIX}{secrets.token_hex(4)}", str(tmp_path / "state")
     cfg.warm_min_free_memory = "0"  # warm starts whatever the machine's free memory
-    mgr = ContainerManager(cfg, client=docker_client)
+    mgr = ContainerManager(cfg, DockerBackend(docker_client))
     try:
         yield mgr
     finally:

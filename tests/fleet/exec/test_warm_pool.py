@@ -39,8 +39,10 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60, what: str = "con
 def warm_ids(docker_client, srv) -> set[str]:
     return {
         c.id
-        for c in docker_client.containers.list(
-            all=True, filters={"label": [f"swe-rl.exec-server={srv.server_id}", "swe-rl.warm=1"]}
+        for c in docker_client.containers.list(  # the server may remove one between listing and inspecting
+            all=True,
+            filters={"label": [f"swe-rl.exec-server={srv.server_id}", "swe-rl.warm=1"]},
+            ignore_removed=True,
         )
     }
 

@@ -23,6 +23,7 @@ from conftest import TEST_ID_PREFIX, remove_containers_of
 
 from swe_rl.fleet.exec.app import create_app
 from swe_rl.fleet.exec.config import ExecConfig
+from swe_rl.fleet.exec.docker_backend import DockerBackend
 from swe_rl.fleet.exec.manager import ContainerManager
 from swe_rl.fleet.exec.validation import create_request
 from swe_rl.fleet.pool.config import PoolConfig
@@ -54,7 +55,7 @@ def exec_node(docker_client, base_image, tmp_path) -> Iterator[ExecNode]:
     cfg = ExecConfig()
     cfg.server_id, cfg.state_dir = f"{TEST_ID_PREFIX}{secrets.token_hex(4)}", str(tmp_path / "state")
     cfg.token, cfg.max_warm = secrets.token_hex(16), 0
-    manager = ContainerManager(cfg, client=docker_client)
+    manager = ContainerManager(cfg, DockerBackend(docker_client))
     server = waitress.server.create_server(create_app(manager), host="127.0.0.1", port=0, threads=4)
     thread = threading.Thread(target=server.run, name="exec-under-test", daemon=True)
     thread.start()

@@ -1,0 +1,43 @@
+"""The rows `swe-preprocess` writes: a flat SWE-bench-style record of an instance, and the slime prompt row
+that carries it in ``metadata`` (what `swe_rl.slime` reads back)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from swe_rl.tasks import TaskInstance
+
+__all__ = ["instance_record", "slime_row"]
+
+
+def instance_record(inst: TaskInstance) -> dict[str, Any]:
+    """The instance as a flat SWE-bench-style row that `instance_from_row` reads back unchanged."""
+    record: dict[str, Any] = {
+        "instance_id": inst.instance_id,
+        "repo": inst.repo,
+        "base_commit": inst.base_commit,
+        "problem_statement": inst.problem_statement,
+        "patch": inst.patch,
+        "test_patch": inst.test_patch,
+        "FAIL_TO_PASS": list(inst.fail_to_pass),
+        "PASS_TO_PASS": list(inst.pass_to_pass),
+        "version": inst.version,
+        "image_name": inst.image,
+        "workdir": inst.workdir,
+        "data_source": inst.data_source,
+    }
+    if inst.eval_script is not None:
+        record["eval_script"] = inst.eval_script
+    if inst.expected_statuses is not None:
+        record["expected_statuses"] = dict(inst.expected_statuses)
+    # Extra fields never collide with the ones above: the loader puts those in typed fields.
+    record.update(inst.extra)
+    return record
+
+
+def slime_row(inst: TaskInstance) -> dict[str, Any]:
+    """One slime prompt row: the issue text, and the instance in ``metadata``."""
+    return {
+        "text": inst.problem_statement,
+        "metadata": {"instance": instance_record(inst), "data_source": inst.data_source},
+    }

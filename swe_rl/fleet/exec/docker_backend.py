@@ -1,0 +1,271 @@
+"""The Docker backend (`SWE_EXEC_BACKEND=docker`, the default): a `NodeBackend` over the Docker SDK.
+
+With `docker_exec.py` (how one command runs), the only module of the exec server that imports
+docker-py; everything Docker says is turned into the backend errors of `backend.py` here, so
+the rest of the server never sees `docker.errors`. No `docker` CLI processes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import docker
+import docker.errors
+
+from swe_rl.fleet.exec.backend import (
+    BackendError,
+    Conflict,
+    ContainerInfo,
+    ContainerSpec,
+    ImageInfo,
+    ImageMissing,
+    NotFound,
+    PathStat,
+    Refused,
+)
+from swe_rl.fleet.exec.docker_exec import DockerExecutor
+from swe_rl.fleet.exec.executor import CommandOutcome
+
+if TYPE_CHECKING:
+    from swe_rl.fleet.exec.config import ExecConfig
+
+# A start the runtime refuses because of what the request asked for (workdir, limits), not a broken node.
+_START_REFUSED = re.compile(
+    r"OCI runtime create failed|error during container init|not a directory|"
+    r"no such file or directory|invalid argument|permission denied",
+    re.I,
+)
+# A path Docker cannot follow (a symlink loop, a path through a file): the path's fault.
+_PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
+_GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27  # Go's os.ModeDir, os.ModeSymlink in Docker's path stat
+
+
+def _reason(exc: docker.errors.APIError) -> str:
+    return str(exc.explanation or exc)
+
+
+def _start_refused(status: int | None, reason: str) -> bool:
+    return status == 400 or bool(_START_REFUSED.search(reason))
+
+
+def _path_refused(status: int | None, reason: str) -> bool:
+    return status is None or status < 500 or bool(_PATH_REFUSED.search(reason))
+
+
+def _bad_request(status: int | None, reason: str) -> bool:
+    return status == 400
+
+
+@contextmanager
+def _errors(refused: Callable[[int | None, str], bool] = _bad_request) -> Iterator[None]:
+    """Docker's errors as backend errors; `refused(status, reason)` says which are the request's fault."""
+    try:
+        yield
+    except docker.errors.ImageNotFound as exc:
+        raise ImageMissing(_reason(exc)) from None
+    except docker.errors.NotFound as exc:
+        raise NotFound(_reason(exc)) from None
+    except docker.errors.APIError as exc:
+        reason = _reason(exc)
+        if exc.status_code == 409:
+            raise Conflict(reason) from None
+        if refused(exc.status_code, reason):
+            raise Refused(reason) from None
+        raise BackendError(reason) from None
+    except docker.errors.DockerException as exc:
+        raise BackendError(str(exc)) from None
+
+
+def _path_stat(stat: Mapping[str, Any]) -> PathStat:
+    mode = int(stat.get("mode", 0))
+    return PathStat(
+        size=int(stat.get("size", 0)),
+        mode=mode & 0o7777,
+        is_dir=bool(mode & _GO_DIR),
+        is_link=bool(mode & _GO_SYMLINK),
+    )
+
+
+def _image(img: Any) -> ImageInfo:
+    return ImageInfo(id=img.id, tags=tuple(img.tags), size=int(img.attrs.get("Size") or 0))
+
+
+class DockerBackend:
+    """Containers of the local (or `DOCKER_HOST`) Docker daemon."""
+
+    name = "docker"
+
+    def __init__(self, client: docker.DockerClient) -> None:
+        self.client = client
+        self._executor = DockerExecutor(client)
+
+    @classmethod
+    def from_config(cls, config: ExecConfig, env: Mapping[str, str]) -> DockerBackend:
+        return cls(docker.from_env(max_pool_size=max(16, config.threads), timeout=600, environment=dict(env)))
+
+    # containers
+
+    def create_container(self, spec: ContainerSpec) -> ContainerInfo:
+        network_mode = "none" if spec.network is False else None if spec.network is True else spec.network
+        with _errors(_start_refused):
+            c = self.client.containers.create(
+                spec.image,
+                command=list(spec.command),
+                name=spec.name,
+                labels=dict(spec.labels),
+                detach=True,
+                init=True,
+                working_dir=spec.workdir,
+                environment=dict(spec.env) or None,
+                mem_limit=spec.memory or None,
+                memswap_limit=spec.memory or None,
+                nano_cpus=int(spec.cpus * 1e9) or None,
+                pids_limit=spec.pids_limit or None,
+                network_mode=network_mode,
+                security_opt=["no-new-privileges"],
+            )
+        return ContainerInfo(c.id, c.name, spec.image, dict(spec.labels), spec.workdir, "created")
+
+    def start_container(self, container_id: str) -> None:
+        with _errors(_start_refused):
+            self.client.api.start(container_id)
+
+    def stop_container(self, container_id: str, timeout: float = 10.0) -> None:
+        with _errors():
+            self.client.api.stop(container_id, timeout=int(timeout))
+
+    def remove_container(self, container_id: str) -> None:
+        with _errors():
+            self.client.api.remove_container(container_id, force=True)
+
+    def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:
+        with _errors():
+            found = self.client.api.containers(
+                all=True, filters={"label": [f"{k}={v}" for k, v in labels.items()]}
+            )
+        out = []
+        for c in found:  # the list answer has no workdir: one inspect each (adoption and reaping only)
+            try:
+                with _errors():
+                    attrs = self.client.api.inspect_container(c["Id"])
+            except NotFound:
+                continue  # removed since the listing
+            config = attrs.get("Config") or {}
+            out.append(
+                ContainerInfo(
+                    id=attrs["Id"],
+                    name=str(attrs.get("Name", "")).lstrip("/"),
+                    image=str(config.get("Image") or ""),
+                    labels=config.get("Labels") or {},
+                    workdir=config.get("WorkingDir") or "/",
+                    status=str((attrs.get("State") or {}).get("Status", "")),
+                )
+            )
+        return out
+
+    def network_exists(self, name: str) -> bool:
+        try:
+            with _errors():
+                self.client.networks.get(name)
+        except NotFound:
+            return False
+        return True
+
+    # commands
+
+    def exec_run(
+        self,
+        container_id: str,
+        command: str,
+        *,
+        timeout: float,
+        workdir: str | None,
+        env: Mapping[str, str] | None,
+        max_output: int,
+        merge_stderr: bool = True,
+        user: str | None = None,
+    ) -> CommandOutcome:
+        with _errors():
+            return self._executor.run(
+                container_id,
+                command,
+                timeout=timeout,
+                workdir=workdir,
+                env=env,
+                max_output=max_output,
+                merge_stderr=merge_stderr,
+                user=user,
+            )
+
+    # files
+
+    def put_archive(self, container_id: str, directory: str, data: bytes) -> None:
+        with _errors():
+            if not self.client.api.put_archive(container_id, directory, data):
+                raise BackendError(f"could not write into {directory}")
+
+    def stat_path(self, container_id: str, path: str) -> PathStat | None:
+        """From the stat header of a HEAD on the archive endpoint (nothing is copied)."""
+        api = self.client.api
+        with _errors():
+            resp = api.head(api._url("/containers/{0}/archive", container_id), params={"path": path})
+        header = resp.headers.get("X-Docker-Container-Path-Stat") if resp.status_code == 200 else None
+        if not header:
+            return None
+        try:
+            return _path_stat(json.loads(base64.b64decode(header)))
+        except (ValueError, TypeError):
+            return None
+
+    def get_archive(self, container_id: str, path: str) -> tuple[PathStat, Iterator[bytes]]:
+        with _errors(_path_refused):
+            stream, stat = self.client.api.get_archive(container_id, path)
+        return _path_stat(stat), iter(stream)
+
+    # images
+
+    def image_info(self, image: str) -> ImageInfo:
+        with _errors():
+            return _image(self.client.images.get(image))
+
+    def pull_image(self, image: str) -> ImageInfo:
+        with _errors():
+            return _image(self.client.images.pull(image))
+
+    def remove_image(self, image: str, force: bool = False) -> None:
+        try:
+            with _errors():
+                self.client.images.remove(image, force=force)
+        except NotFound as exc:
+            raise ImageMissing(exc.message) from None
+
+    def list_images(self) -> list[ImageInfo]:
+        with _errors():
+            return [_image(img) for img in self.client.images.list()]
+
+    def commit_container(self, container_id: str, repository: str, tag: str) -> ImageInfo:
+        with _errors():
+            self.client.api.commit(container_id, repository=repository, tag=tag)
+        return self.image_info(f"{repository}:{tag}")
+
+    # the node
+
+    def health(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except Exception:  # noqa: BLE001 - any failure means "not healthy"
+            return False
+
+    def private_paths(self) -> tuple[str, ...]:
+        try:  # Docker's data root, scrubbed from the messages we pass on
+            return (str(self.client.info().get("DockerRootDir") or ""),)
+        except Exception:  # noqa: BLE001 - an old daemon: the default paths are scrubbed anyway
+            return ()
+
+    def close(self) -> None:
+        self.client.close()
