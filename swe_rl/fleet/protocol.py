@@ -1,22 +1,18 @@
 """The fleet's wire contract: what exec servers, the pool and the client send each other.
 
-One set of pydantic models, imported by all three parts (the SWE-ReX way): the exec server and the
-pool validate a body with ``Model.model_validate(body)``, the client builds its bodies from the same
-models (`wire`), and one function (`refusal`) turns any `ValidationError` into the 400 answer the
-servers have always given (tests/fleet/test_bad_input.py is that contract). Also here: the error
-body, the container labels and the timeouts the three parts must agree on. Needs pydantic only, so
-an exec node needs nothing more for it.
+One set of pydantic models imported by all three parts (the SWE-ReX way): the servers validate a
+body with `parse` (``Model.model_validate`` + `refusal`, the one mapping of a `ValidationError` onto
+the 400 the servers have always answered; tests/fleet/test_bad_input.py is that contract), and the
+client builds its bodies from the same models (`wire`). Also the error body, the container labels
+and the timeouts the parts agree on. Needs pydantic only, so a node needs nothing more for it.
 
-Requests are strict (no ``"10"`` for 10, no ``true`` for 1, finite numbers only) and ignore unknown
-fields, as the servers always did. ``None`` in an optional field means "not given, use the server's
-default"; what depends on one node (its timeouts, memory, CPUs, allowed networks) is checked by
-that node after the model (`swe_rl.fleet.exec.validation`). A container call has two halves: the
-call (`ExecCall`, ...: what a lease holder sends the pool, with its ``lease_id``) and the node's
-request (`ExecRequest`, ...: the same fields with the ``container_id`` the pool put in its place).
-The answers are models too, in `swe_rl.fleet.responses`: the client parses what it reads into them.
-
-Every error answer is a JSON object ``{"error": <message>, ...}`` (`error_body`), with a
-4xx status for the caller's mistakes and 5xx for the fleet's own failures.
+Requests are strict (no ``"10"`` for 10, finite numbers only) and ignore unknown fields, as the
+servers always did; ``None`` means "the server's default". What depends on one node (its limits,
+memory, CPUs, networks) is checked by that node after the model (`swe_rl.fleet.exec.validation`).
+A container call has two halves: the call a lease holder sends the pool (`ExecCall`, ...) and the
+node's request (`ExecRequest`, ...: the same fields with the ``container_id`` the pool put in).
+Answers: `swe_rl.fleet.responses`. Every error answer is ``{"error": <message>, ...}``
+(`error_body`): 4xx for the caller's mistakes, 5xx for the fleet's own failures. More: docs/wire.md.
 """
 
 from __future__ import annotations
@@ -203,7 +199,7 @@ def _network(value: bool | str | None) -> bool | str:
 
 
 Text = Annotated[str, Field(min_length=1), AfterValidator(_no_nul)]
-"""A required, non-empty string without NUL bytes (command, eval script, image, path)."""
+"""A required, non-empty string without NUL bytes (command, eval script, image)."""
 FilePath = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_nul)]
 AbsPath = Annotated[str, Field(max_length=4096), AfterValidator(_absolute)]
 Workdir = Annotated[AbsPath, AfterValidator(_workdir)]
@@ -219,7 +215,7 @@ Memory = Annotated[str, BeforeValidator(_memory)]
 Seconds = Annotated[float, Field(ge=0.1)]
 Whole = Annotated[int, BeforeValidator(_whole)]
 Count = Annotated[Whole, Field(ge=0, le=100_000)]
-Flag = bool
+
 User = Annotated[
     Annotated[str, Field(pattern=USER)] | None, BeforeValidator(lambda v: None if v == "" else v)
 ]
@@ -279,7 +275,7 @@ class ExecCall(Wire):
     max_output_bytes: Annotated[Whole, Field(ge=64)] | None = None
     user: User = None
     """A user name or uid[:gid]; the image's default user when absent."""
-    separate_stderr: Flag = False
+    separate_stderr: bool = False
     """False: one interleaved ``output``; True: ``output`` is stdout and ``stderr`` comes apart."""
     workdir: AbsPath | None = None
 
@@ -294,7 +290,7 @@ class DiffCall(Wire):
     """``POST /diff``: the patch of the work tree (or, with `record_baseline`, record its start)."""
 
     base: Annotated[str, BeforeValidator(lambda v: v or "HEAD"), Field(pattern=GIT_REVISION)] = "HEAD"
-    record_baseline: Flag = False
+    record_baseline: bool = False
     workdir: AbsPath | None = None
 
 
@@ -310,24 +306,27 @@ class WriteFileCall(Wire):
     content: bytes
     mode: Annotated[Whole, Field(ge=0, le=0o7777)] = 0o644
     path: FilePath
-    create_dirs: Flag = True
+    create_dirs: bool = True
 
     @model_validator(mode="before")
     @classmethod
-    def _decode(cls, data: Any) -> Any:
+    def _decode(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict) or isinstance(data.get("content"), bytes):
             return data
+        forwarding = bool(info.context and info.context.get("forwarding"))
         if "content_b64" in data:
             value = data["content_b64"]
             if not isinstance(value, str):
                 raise ValueError("content_b64 must be a base64 string")
+            if forwarding:  # the pool passes the body on as it came: the node decodes it, once
+                return {**data, "content": b""}
             try:
                 return {**data, "content": base64.b64decode(value, validate=True)}
             except (binascii.Error, ValueError):
                 raise ValueError("content_b64 is not valid base64") from None
         if not isinstance(data.get("content"), str):
             raise ValueError("give the file as 'content' (text) or 'content_b64' (bytes)")
-        return {**data, "content": data["content"].encode("utf-8")}
+        return {**data, "content": b"" if forwarding else data["content"].encode("utf-8")}
 
     def wire(self) -> dict[str, Any]:
         """The body to send: text as ``content``, other bytes as ``content_b64``."""
@@ -480,10 +479,14 @@ def refusal(exc: ValidationError) -> ApiError:
     return ApiError(400, f"{name} must be a number" if "float" in kind or "finite" in kind else err["msg"])
 
 
-def parse(model: type[Any], body: dict[str, Any]) -> Any:
+FORWARDING = {"forwarding": True}
+"""Validation context of a body the pool checks and forwards unchanged (file content is not decoded)."""
+
+
+def parse(model: type[Any], body: dict[str, Any], context: dict[str, Any] | None = None) -> Any:
     """``model.model_validate(body)``, a refusal raised as the `ApiError` the servers answer with."""
     try:
-        return model.model_validate(body)
+        return model.model_validate(body, context=context)
     except ValidationError as exc:
         raise refusal(exc) from None
 

@@ -2,8 +2,8 @@
 
 Lax (a server may answer 1 for 1.0) and unknown fields ignored, so a newer server's extra keys never
 break an older client. The servers build these objects as plain dicts (no per-answer model on their
-hot paths); tests/fleet/test_wire.py checks real answers against these models. The requests and
-the error mapping are in `swe_rl.fleet.protocol`.
+hot paths); the client parses every answer it reads into them, so its tests check real answers.
+The requests and the error mapping are in `swe_rl.fleet.protocol`.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
 from swe_rl.fleet.protocol import (
+    FORWARDING,
     ROUTED_CALLS,
     AllocateRequest,
     ApiError,
@@ -413,7 +414,7 @@ class Pool(LeaseLiveness):
     async def route(self, op: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | Response:
         """Check the call against its model (as the node will), then forward the body as it came."""
         lease = self.lease_of(body)
-        parse(ROUTED_CALLS[op], body)
+        parse(ROUTED_CALLS[op], body, FORWARDING)
         return await forward(
             self.calls,
             self.nodes.get(lease.node),
