@@ -41,10 +41,10 @@ from swe_rl.agent import AgentConfig, run_agent
 from swe_rl.fleet.client import ExecResult
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
-from swe_rl.prm import JudgeClient, PRMConfig, StepJudge
+from swe_rl.rewards.prm import JudgeClient, PRMConfig, StepJudge
 from swe_rl.tasks import TaskInstance
+from swe_rl.testing.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 from swe_rl.tokens import ChatCodec, ChatRenderer
-from swe_rl.tokens.qwen_tokenizer import CHAT_TEMPLATE_PATH, load_qwen_tokenizer
 
 CODE = "".join(
     f"    {i:4d}  def helper_{i}(items, key=None):  # returns sorted(items, key=key)[{i}]\n"

@@ -127,4 +127,33 @@ while IFS=$'\t' read -r instance_id image sdist pythonpath base_commit; do
   built=$((built + 1))
 done <<<"$build_list"
 
+# Shared per-repo images (SWE-smith's scheme): the clean sdist, no bug; their tasks bring it as a set-up
+# patch (data/fixtures/shared_image.jsonl). Built when no instance was asked for by name.
+if (($# == 0)); then
+  while IFS=$'\t' read -r name image sdist pythonpath base_commit; do
+    [[ -n "$name" ]] || continue
+    if [[ "${FORCE:-0}" != "1" ]] && image_exists "$image"; then
+      skipped=$((skipped + 1))
+      continue
+    fi
+    ctx="$work/shared-$name"
+    mkdir -p "$ctx"
+    cp "$(fetch_sdist "$sdist")" "$ctx/$sdist"
+    cp "$FIXTURES/Dockerfile" "$ctx/"
+    : >"$ctx/bug.patch"
+    printf '# no set-up step\n' >"$ctx/setup.sh"
+    echo "building $image"
+    log="$work/shared-$name.log"
+    if ! docker build --network none --tag "$image" --label "swe-rl.fixture=1" \
+        --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "SDIST=$sdist" \
+        --build-arg "INSTANCE_ID=repo.$name" --build-arg "BASE_COMMIT=$base_commit" \
+        --build-arg "COMMIT_MESSAGE=Import ${sdist%.tar.gz}" --build-arg "PYTHONPATH_DIR=$pythonpath" \
+        "$ctx" >"$log" 2>&1; then
+      tail -n 30 "$log" >&2
+      die "docker build failed for the shared image $image"
+    fi
+    built=$((built + 1))
+  done < <("$PYTHON" "$FIXTURES/make_instances.py" --list-shared)
+fi
+
 echo "fixture images: $built built, $skipped already present"

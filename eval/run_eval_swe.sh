@@ -20,10 +20,7 @@ die() { echo "error: $*" >&2; exit 2; }
 [[ -n "${PROMPT_DATA:-}" ]] || die "set PROMPT_DATA to the instances file"
 [[ -n "${OUTPUT_DIR:-}" ]] || die "set OUTPUT_DIR"
 [[ -n "${EVAL_MODEL_PATH:-}" || -n "${SGLANG_URL:-}" ]] || die "set EVAL_MODEL_PATH (start SGLang here) or SGLANG_URL"
-if [[ -z "${SWE_POOL_EXEC_URLS:-}" && -n "${SWE_EXEC_SERVER_URLS:-}" ]]; then  # the old name still works
-  echo "warning: SWE_EXEC_SERVER_URLS is deprecated, set SWE_POOL_EXEC_URLS instead" >&2
-  export SWE_POOL_EXEC_URLS="$SWE_EXEC_SERVER_URLS"
-fi
+[[ -z "${SWE_EXEC_SERVER_URLS:-}" ]] || die "SWE_EXEC_SERVER_URLS was renamed: set SWE_POOL_EXEC_URLS instead"
 [[ -n "${SWE_POOL_URL:-}" || -n "${SWE_POOL_EXEC_URLS:-}" ]] || die "set SWE_POOL_URL or SWE_POOL_EXEC_URLS"
 
 python="${PYTHON:-python3}"

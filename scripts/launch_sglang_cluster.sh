@@ -8,7 +8,7 @@
 #           head first; the router sends to http://<addr>:SERVER_PORT).
 # Optional: SERVED_MODEL_NAME (basename of MODEL_PATH), TP (1; servers get GPUS_PER_NODE/TP data
 #           parallel replicas), GPUS_PER_NODE (8), SERVER_PORT (30000), ROUTER_PORT (8000),
-#           ROUTER_POLICY (cache_aware), CHAT_TEMPLATE (swe_rl/configs/chat_template_qwen3_thinking.jinja;
+#           ROUTER_POLICY (cache_aware), CHAT_TEMPLATE (configs/chat_template_qwen3_thinking.jinja;
 #           keeps <think> of earlier turns), REASONING_PARSER (unset: thinking stays in content),
 #           CONTEXT_LENGTH, MEM_FRACTION (0.85), SGLANG_EXTRA_ARGS, LOG_DIR
 #           (output/logs/sglang_cluster_<timestamp>), SWE_NODE_ROLE=head|worker (instead of NODE_RANK).
@@ -38,7 +38,7 @@ tp="${TP:-1}"
 (( gpus % tp == 0 )) || die "GPUS_PER_NODE=$gpus is not a multiple of TP=$tp"
 server_port="${SERVER_PORT:-30000}"
 router_port="${ROUTER_PORT:-8000}"
-template="${CHAT_TEMPLATE:-$root/swe_rl/configs/chat_template_qwen3_thinking.jinja}"
+template="${CHAT_TEMPLATE:-$root/configs/chat_template_qwen3_thinking.jinja}"
 [[ -f "$template" ]] || die "CHAT_TEMPLATE=$template does not exist"
 log_dir="${LOG_DIR:-$root/output/logs/sglang_cluster_$(date +%Y%m%d_%H%M%S)}"
 rank="${NODE_RANK:-0}"

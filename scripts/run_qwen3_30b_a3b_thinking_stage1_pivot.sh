@@ -5,7 +5,7 @@
 # compares the policy's action with the expert's (swe_rl.slime.pivot.generate / swe_rl.slime.reward.reward_func).
 # Recipe where slime supports it: GRPO without KL, clip 0.2 / 0.28, constant lr 1e-6, MoE router
 # frozen (--freeze-params-name-list) and aux loss 0, async non-colocated generation (train_async.py),
-# thinking chat template (swe_rl/configs/chat_template_qwen3_thinking.jinja via the plugin YAML),
+# thinking chat template (configs/chat_template_qwen3_thinking.jinja via the plugin YAML),
 # 8 samples per prompt, 64 prompts per rollout, Megatron TP 2 x EP 8.
 # Default layout: 4 nodes (actor nodes 0-1, 4 SGLang engines of TP 4 on nodes 2-3); for the
 # recipe's scale set NUM_NODES=24 ACTOR_NODES=16 ROLLOUT_GPUS=64.

@@ -74,7 +74,7 @@ if [[ "$check_only" != "1" ]]; then
 # mini-swe-agent global settings for this venv (written by scripts/setup_minisweagent_node.sh).
 # scripts/run_minisweagent_eval.sh points MSWEA_GLOBAL_CONFIG_DIR here.
 MSWEA_COST_TRACKING=ignore_errors
-LITELLM_MODEL_REGISTRY_PATH=$root/swe_rl/configs/litellm.json
+LITELLM_MODEL_REGISTRY_PATH=$root/configs/litellm.json
 LITELLM_LOCAL_MODEL_COST_MAP=True
 MSWEA_SILENT_STARTUP=1
 EOF

@@ -1,6 +1,6 @@
 """Fixtures for agent tests: the fixture task images, a real pool over a real exec server, a client.
 
-Import them into a test module (`from agent_fixtures import *` style, by name):
+Registered for every test by `tests/conftest.py` (`pytest_plugins`), used as parameters:
 `fixture_instances` (instance_id -> TaskInstance, images built when missing),
 `pool` (a pool server over one exec server), `client` (an EnvClient of that pool).
 `leftover_containers(docker_client, pool)` lists the pool's containers still present.
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
-from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
+from pool_fixtures import PoolProc
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.tasks import TaskInstance, load_instances

@@ -1,6 +1,6 @@
 """Pool server fixtures: real pool subprocesses over real exec servers.
 
-Import the fixtures into a test module (`from pool_fixtures import fleet, pool_factory`).
+Registered for every test by `tests/conftest.py` (`pytest_plugins`): `fleet`, `pool_factory`.
 Every pool a test starts is stopped at teardown (SIGTERM, which releases its
 leases; then SIGKILL if it hangs) before the exec servers and their containers go.
 """

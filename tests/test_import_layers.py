@@ -11,9 +11,7 @@ import ast
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.package_sources import parse
-
-PACKAGE = ROOT / "swe_rl"
+from tests.package_sources import module_parts, package_files, parse
 
 # part -> the other parts it may import (keep in step with docs/architecture.md, "Who may import whom")
 ALLOWED: dict[str, set[str]] = {
@@ -22,50 +20,31 @@ ALLOWED: dict[str, set[str]] = {
     "fleet.exec": {"fleet"},
     "fleet.pool": {"fleet"},
     "fleet.fakes": {"fleet", "fleet.exec"},
-    "testing": set(),
-    "configs": set(),  # data files (YAML, Jinja, JSON) read through resources
-    "resources": set(),
-    "shell_norm": set(),
-    "rollout_metrics": set(),
-    "integrity_metrics": set(),
+    "testing": {"configs"},  # the offline Qwen tokenizer reads the shipped chat template
+    "configs": set(),  # the shipped YAML/Jinja/JSON files and the helpers that read them
+    "metrics": set(),
     "tasks": set(),
-    "tokens": {"resources"},
-    "prm": {"fleet", "resources"},  # fleet: the one retry helper (swe_rl.fleet.retry)
+    "tokens": {"configs"},
     "grading": {"fleet", "tasks"},
     "agent": {"fleet", "grading", "tasks"},
-    "harnesses": {"agent", "fleet", "resources", "tasks"},
+    "harnesses": {"agent", "fleet", "configs", "tasks"},
     "policies": {"agent", "fleet", "harnesses", "tasks", "tokens"},  # fleet: the retry helper
-    "rewards": {"harnesses", "shell_norm"},
+    # prm (the step judge) calls an endpoint through the fleet's one retry helper
+    "rewards": {"harnesses", "fleet", "configs"},
     "slime": {
         "agent",
         "fleet",
         "grading",
         "harnesses",
-        "integrity_metrics",
+        "metrics",
         "policies",
-        "prm",
-        "resources",
+        "configs",
         "rewards",
-        "rollout_metrics",
         "tasks",
         "tokens",
     },
-    "eval": {
-        "agent",
-        "fleet",
-        "grading",
-        "harnesses",
-        "integrity_metrics",
-        "policies",
-        "resources",
-        "rollout_metrics",
-        "tasks",
-    },
+    "eval": {"agent", "fleet", "grading", "harnesses", "metrics", "policies", "configs", "tasks"},
     "data": {"agent", "harnesses", "rewards", "slime", "tasks", "tokens"},
-    # deprecated entry points kept for old launch commands: they only re-export the slime layer
-    "slime_plugin": {"slime"},
-    "pivot": {"slime"},
-    "advantages": {"slime"},
 }
 
 
@@ -81,7 +60,7 @@ def part_of(module: str) -> str:
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
     """(line, absolute module) of each import of swe_rl in a file (relative imports resolved)."""
-    rel = path.relative_to(ROOT).with_suffix("").parts
+    rel = module_parts(path)
     package = list(rel[:-1])
     found = []
     for node in ast.walk(parse(path.read_text())):
@@ -97,7 +76,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 
 
 def test_every_part_is_in_the_table():
-    parts = {part_of(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in PACKAGE.rglob("*.py")}
+    parts = {part_of(".".join(module_parts(p))) for p in package_files()}
     parts -= {"", "__init__"}
     assert parts <= set(ALLOWED), (
         f"new parts: add them to ALLOWED and docs/architecture.md: {parts - set(ALLOWED)}"
@@ -106,8 +85,8 @@ def test_every_part_is_in_the_table():
 
 def test_no_part_imports_what_it_may_not():
     bad = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        source = part_of(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    for path in package_files():
+        source = part_of(".".join(module_parts(path)))
         for line, name in imports_of(path):
             target = part_of(name)
             if target and target != source and target not in ALLOWED.get(source, set()):
@@ -118,4 +97,4 @@ def test_no_part_imports_what_it_may_not():
 def test_part_names():
     assert part_of("swe_rl.fleet.pool.store") == "fleet.pool"
     assert part_of("swe_rl.fleet.client") == "fleet" and part_of("swe_rl.fleet") == "fleet"
-    assert part_of("swe_rl.tasks.rows") == "tasks" and part_of("swe_rl.prm") == "prm"
+    assert part_of("swe_rl.tasks.rows") == "tasks" and part_of("swe_rl.rewards.prm") == "rewards"

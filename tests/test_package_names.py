@@ -12,9 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.package_sources import parse
+from tests.package_sources import module_parts, package_files, parse
 
-PACKAGE = ROOT / "swe_rl"
 TEST_DOUBLES = ("swe_rl.testing", "swe_rl.fleet.fakes")
 
 
@@ -32,7 +31,7 @@ def duplicate_classes(files: dict[str, str]) -> dict[str, list[str]]:
 
 
 def module_of(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = module_parts(path)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -58,7 +57,7 @@ def is_double(module: str) -> bool:
 
 
 def test_no_two_classes_in_swe_rl_share_a_name():
-    files = {str(p.relative_to(ROOT)): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+    files = {str(p.relative_to(ROOT)): p.read_text() for p in package_files()}
     assert len(files) > 50
     assert duplicate_classes(files) == {}
 
@@ -70,7 +69,7 @@ def test_the_duplicate_check_sees_a_duplicate():
 
 def test_production_code_never_imports_a_test_double():
     bad = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in package_files():
         module = module_of(path)
         if is_double(module):
             continue

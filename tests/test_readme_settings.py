@@ -1,6 +1,6 @@
-"""The settings tables of the README (and of docs/slime_agent_sandbox.md) against the config models:
-every variable a model reads is documented, every documented variable is read, old names only in the
-"Renamed variables" note."""
+"""The settings tables of the docs against the config models: the fleet's in docs/fleet.md, the plugin's
+in docs/training.md, the sandbox's in docs/slime_agent_sandbox.md. Every variable a model reads is
+documented, every documented variable is read, old names only in the "Renamed variables" note."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from swe_rl.fleet.settings import EnvVar, renamed_vars
 from swe_rl.slime.config import PluginConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+FLEET_DOC = ROOT / "docs" / "fleet.md"
+TRAINING_DOC = ROOT / "docs" / "training.md"
 VAR = re.compile(r"SWE_[A-Z0-9_]*[A-Z0-9]")
 
 
@@ -68,7 +70,7 @@ def read_by(*specs: dict[str, EnvVar]) -> set[str]:
     ids=["exec", "pool", "client"],
 )
 def test_fleet_tables_match_the_models(caption, spec):
-    assert documented(table(ROOT / "README.md", caption)) == read_by(spec)
+    assert documented(table(FLEET_DOC, caption)) == read_by(spec)
 
 
 def test_sandbox_table_matches_the_model():
@@ -82,13 +84,13 @@ def test_sandbox_table_matches_the_model():
 
 
 def test_plugin_table_matches_the_model():
-    rows = table(ROOT / "README.md", "Plugin settings")
+    rows = table(TRAINING_DOC, "Plugin settings")
     keys = {key for row in rows for key in re.findall(r"`([a-z_]+)`", row)}
     assert keys == set(PluginConfig.model_fields)
 
 
 def test_old_names_only_in_the_renamed_note():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    fleet_doc = FLEET_DOC.read_text(encoding="utf-8")
     renamed = {
         **renamed_vars(POOL_ENV),
         **renamed_vars(EXEC_ENV),
@@ -96,9 +98,10 @@ def test_old_names_only_in_the_renamed_note():
         **renamed_vars(SANDBOX_ENV),
     }
     assert renamed  # the pool's five, at least
-    note = readme[readme.index("Renamed variables") :]
+    note = fleet_doc[fleet_doc.index("Renamed variables") :]
     note = note[: note.index("\n\n")]
     for old, new in renamed.items():
         assert f"`{old}` → `{new}`" in note
-    documented_anywhere = set().union(*(documented(rows) for _, rows in tables(ROOT / "README.md")))
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    documented_anywhere = set().union(*(documented(rows) for doc in docs for _, rows in tables(doc)))
     assert not documented_anywhere & set(renamed)

@@ -1,10 +1,9 @@
 """Token fixtures: the real Qwen tokenizer (built offline once per machine) and a chat codec.
 
-Import them by name into a test module (`from token_fixtures import qwen_tokenizer, codec`).
-The tokenizer directory is cached (`SWE_QWEN_TOKENIZER_DIR`, default ~/.cache/swe-rl/qwen3-tokenizer),
-so only the first session pays the ~5 s conversion. A fixture imported into several modules is a
-separate fixture in each (pytest keys session fixtures by where they are defined), so the loaded
-tokenizer is also kept here, once per process: loading it costs seconds, not once per test module.
+Registered for every test by `tests/conftest.py` (`pytest_plugins`): a test names `qwen_tokenizer`
+or `codec` as a parameter. The tokenizer directory is cached (`SWE_QWEN_TOKENIZER_DIR`, default
+~/.cache/swe-rl/qwen3-tokenizer), so only the first session pays the ~5 s conversion; the loaded
+tokenizer is kept once per process (benches load it too).
 """
 
 from __future__ import annotations
@@ -15,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from swe_rl.tokens import ChatCodec, ChatRenderer
-from swe_rl.tokens.qwen_tokenizer import (
+from swe_rl.testing.qwen_tokenizer import (
     CHAT_TEMPLATE_PATH,
     build_qwen_tokenizer,
     load_qwen_tokenizer,
 )
+from swe_rl.tokens import ChatCodec, ChatRenderer
 
 
 @functools.cache

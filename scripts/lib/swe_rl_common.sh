@@ -93,17 +93,16 @@ swe_load_env_file() {  # .env.swe at the repository root (or SWE_ENV_FILE), when
   fi
 }
 
-# Pool settings renamed to one SWE_POOL_* prefix: an old name still works (the pool warns too).
+# Pool settings renamed to one SWE_POOL_* prefix: an old name is refused, naming the new one.
 SWE_RENAMED_VARS=(SWE_EXEC_SERVER_URLS:SWE_POOL_EXEC_URLS SWE_LEASE_TTL:SWE_POOL_LEASE_TTL
                   SWE_MAX_CONTAINERS_PER_NODE:SWE_POOL_MAX_PER_NODE SWE_HEALTH_INTERVAL:SWE_POOL_HEALTH_INTERVAL
                   SWE_NODE_DOWN_AFTER:SWE_POOL_NODE_DOWN_AFTER)
-swe_accept_renamed() {  # NEW takes OLD's value when only OLD is set
+swe_refuse_renamed() {  # a renamed variable still set is an error, never a silently dropped setting
   local pair old new
   for pair in "${SWE_RENAMED_VARS[@]}"; do
     old="${pair%%:*}" new="${pair#*:}"
-    if [[ -n "${!old:-}" && -z "${!new:-}" ]]; then
-      swe_log "warning: $old is deprecated, set $new instead (using its value)"
-      export "$new=${!old}"
+    if [[ -n "${!old:-}" ]]; then
+      swe_die "$old was renamed: set $new instead"
     fi
   done
 }
@@ -187,7 +186,7 @@ swe_defaults() {
   CKPT_MODE="${CKPT_MODE:-hf}"                  # hf: fresh start from HF_CKPT; resume: fixed dir + REF_LOAD
   EXPORT_ROOT="${EXPORT_ROOT:-$SWE_ROOT/output}"
   RUN_TS="${RUN_TS:-$(date +%Y%m%d_%H%M%S)}"
-  PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/swe_rl/configs/plugin_launch.yaml}"
+  PLUGIN_CONFIG="${PLUGIN_CONFIG:-$SWE_ROOT/configs/plugin_launch.yaml}"
   GENERATE_PATH="${GENERATE_PATH:-swe_rl.slime.e2e.generate}"
   RM_PATH="${RM_PATH-swe_rl.slime.reward.reward_func}"
   ROLLOUT_LOG_PATH="${ROLLOUT_LOG_PATH:-swe_rl.slime.metrics.log_rollout_data}"
@@ -475,7 +474,7 @@ swe_head() {
 swe_main() {
   swe_parse_args "$@"
   swe_load_env_file
-  swe_accept_renamed
+  swe_refuse_renamed
   swe_defaults
   ROLE="$(swe_node_role)"
   export SWE_SAVE_TRAJ_DIR="$TRAJ_DIR"

@@ -10,7 +10,7 @@ with its tools and its network; only file writes are kept inside the environment
 It exists so the agent loop, the harnesses, their tools and ``apply_patch`` can be tested in
 milliseconds without Docker. It follows the fleet's semantics and raises the same errors as the
 fleet's client (`swe_rl.fleet.client`): a timeout is a result (return code 124, the process group
-killed), output keeps its head and tail when over the cap, a missing file is `FileMissing`, a
+killed), output keeps its head and tail when over the cap, a missing file is `FileNotFound`, a
 directory `IsADirectory`, a refused command `CommandRefused`, a call after `close` `LeaseLost`.
 What it cannot copy: processes that leave the process group escape the timeout kill, and
 paths are the host's (the workdir is a temporary directory, not ``/testbed``).
@@ -33,7 +33,7 @@ from typing import Any
 
 from swe_rl.agent.protocols import EnvFactory, Environment
 from swe_rl.fleet.client import ExecResult, LeaseLost
-from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileNotFound, IsADirectory
 from swe_rl.fleet.output import HeadTailBuffer
 from swe_rl.fleet.patch_baseline import SAFE_DIFF, SAFE_GIT_ENV
 from swe_rl.tasks.instance import TaskInstance
@@ -199,7 +199,7 @@ class LocalEnvironment:
             with open(full, "rb") as fh:
                 return fh.read()
         except FileNotFoundError:
-            raise FileMissing(f"read_file: no such file: {full}", status=404, body={"path": full}) from None
+            raise FileNotFound(f"read_file: no such file: {full}", status=404, body={"path": full}) from None
         except OSError as exc:
             raise BadRequest(f"read_file: cannot read {full}: {exc.strerror}", status=422) from None
 

@@ -45,6 +45,7 @@ from swe_rl.grading.baseline import record_baseline
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.tasks.instance import TaskInstance
+from swe_rl.tasks.setup import TaskSetupFailed, set_up_task
 
 __all__ = ["AgentConfig", "StepObserver", "harness_name", "run_agent", "run_instance"]
 
@@ -263,6 +264,8 @@ async def run_agent(
                 time.monotonic() - started,
                 getattr(getattr(env, "lease", None), "warm", None),
             )
+            # a shared per-repo image gets the task's bug first, as the repo's only commit (tasks.setup)
+            await set_up_task(env, instance, commit=True)
             if config.git_hygiene:  # before the policy sees anything (warm containers included)
                 hygiene = await clean_history(env, instance.workdir)
             await record_baseline(env)  # before the first action: pre-existing untracked files stay out
@@ -272,7 +275,7 @@ async def run_agent(
                 ep.finish(ExitReason.DEADLINE, f"episode deadline of {config.deadline}s reached")
             if ep.exit is not ExitReason.ENV_ERROR:
                 patch = await _final_patch(ep, env, config)
-    except FleetError as exc:  # allocation, a command or the final diff failed on the fleet's side
+    except (FleetError, TaskSetupFailed) as exc:  # the fleet failed (or the task's set-up patch did)
         if ep.exit is not ExitReason.ENV_ERROR:
             log.warning("environment failed on %s: %s", instance.instance_id, exc)
             ep.finish(ExitReason.ENV_ERROR, f"{type(exc).__name__}: {exc}")

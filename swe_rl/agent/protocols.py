@@ -186,8 +186,8 @@ class ToolHarness(Harness, Protocol):
 class Environment(Protocol):
     """One task container (a fleet lease, or `swe_rl.agent.local_environment` in unit tests).
 
-    Failures are the `swe_rl.fleet.errors` tree: `EnvUnavailable` (infrastructure, the sample is
-    dropped), `FileMissing`, `IsADirectory`, `CommandRefused` and other `BadRequest` (the caller's doing).
+    Failures are the `swe_rl.fleet.errors` tree: `FleetUnavailable` (infrastructure, the sample is
+    dropped), `FileNotFound`, `IsADirectory`, `CommandRefused` and other `BadRequest` (the caller's doing).
     """
 
     @property

@@ -422,7 +422,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--chat-template",
         default=None,
-        help="chat template (default: the shipped swe_rl/configs/chat_template_qwen3_thinking.jinja)",
+        help="chat template (default: the shipped configs/chat_template_qwen3_thinking.jinja)",
     )
     p.add_argument(
         "--max-action-chars", type=int, default=None, help="longest expert action (JSON characters)"

@@ -47,8 +47,8 @@ from swe_rl.eval.progress import StatusBar
 from swe_rl.eval.report import summarize, write_report
 from swe_rl.eval.run_history import RunHistory
 from swe_rl.eval.tool_call_watch import ToolCallWatch
-from swe_rl.integrity_metrics import rollout_integrity
-from swe_rl.rollout_metrics import episode_stats
+from swe_rl.metrics.integrity import rollout_integrity
+from swe_rl.metrics.rollout import episode_stats
 
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume

@@ -241,7 +241,7 @@ def prediction_row(
 ) -> dict[str, Any]:
     """The results.jsonl row of one graded prediction: the outcome, the agent's facts, and the integrity
     fields (tamper records, the official verdict beside ours) that summary.json's ``integrity`` reads."""
-    from swe_rl.integrity_metrics import rollout_integrity
+    from swe_rl.metrics.integrity import rollout_integrity
 
     return {
         "instance_id": instance_id,

@@ -17,7 +17,7 @@ from typing import Any
 
 from swe_rl.eval import report_extras, run_history
 from swe_rl.eval.report_metrics import metrics_table_html, run_metrics
-from swe_rl.integrity_metrics import integrity_rates
+from swe_rl.metrics.integrity import integrity_rates
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {

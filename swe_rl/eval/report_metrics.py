@@ -1,4 +1,4 @@
-"""The dashboard figures of an eval run (`swe_rl.rollout_metrics`) as a section of report.html.
+"""The dashboard figures of an eval run (`swe_rl.metrics.rollout`) as a section of report.html.
 
 The names are the ones training logs under ``rollout/swe/`` and ``eval/<dataset>/swe/``
 (``docs/metrics.md``), so an eval run and a training dashboard read the same way.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from swe_rl.rollout_metrics import figures, trajectories_from_rows
+from swe_rl.metrics.rollout import figures, trajectories_from_rows
 
 __all__ = ["metrics_table_html", "run_metrics"]
 

@@ -38,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from swe_rl.configs import config_path, resolve_config
 from swe_rl.eval.mini_baseline import agent_patch, record_baseline
-from swe_rl.resources import config_path, resolve_config
 
 log = logging.getLogger("run_minisweagent")
 
@@ -77,7 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="append",
         default=None,
         help="mini-swe-agent config file(s), merged in order (default: the pinned release's "
-        f"{PROMPTS_CONFIG} then swe_rl/configs/{DEFAULT_CONFIG.name})",
+        f"{PROMPTS_CONFIG} then configs/{DEFAULT_CONFIG.name})",
     )
     p.add_argument(
         "-c",
@@ -190,7 +190,7 @@ def build_config(args: argparse.Namespace, run_label: str) -> dict[str, Any]:
 
     model = config.setdefault("model", {})
     registry = model.get("litellm_model_registry")
-    if registry:  # our config file names the shipped registry (swe_rl/configs/litellm.json)
+    if registry:  # our config file names the shipped registry (configs/litellm.json)
         model["litellm_model_registry"] = resolve_config(registry)
     if not model.get("model_name"):
         raise SystemExit(

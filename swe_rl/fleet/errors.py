@@ -2,9 +2,8 @@
 
 Everything under `FleetUnavailable` is the fleet's fault (pool unreachable, node down, container gone,
 fleet full, image missing, timeouts): the plugin removes such samples instead of scoring them.
-`BadRequest` (`IsADirectory`, `CommandRefused`) and `FileNotFound` (`FileMissing`) are the caller's
-business. `EnvError` / `EnvUnavailable` / `FileMissing` name the same tree for any environment
-(the in-process one raises them too).
+`BadRequest` (`IsADirectory`, `CommandRefused`) and `FileNotFound` are the caller's business. Every
+environment raises this tree (the in-process one too), so one set of `except` clauses serves both.
 """
 
 from __future__ import annotations
@@ -21,9 +20,6 @@ __all__ = [
     "FileNotFound",
     "IsADirectory",
     "CommandRefused",
-    "EnvError",
-    "EnvUnavailable",
-    "FileMissing",
     "error_for",
 ]
 
@@ -71,13 +67,6 @@ class CommandRefused(BadRequest):
     """exec refused before it ran (4xx: too large, a NUL byte, an unknown user, ...): the caller's doing."""
 
 
-# The names every environment shares (the fleet's client and the in-process environment): the
-# classes above under the names the agent's seams use, so old and new `except` clauses both work.
-EnvError = FleetError
-"""Any environment failure."""
-EnvUnavailable = FleetUnavailable
-"""The environment's infrastructure failed: not the policy's fault (the sample is dropped)."""
-FileMissing = FileNotFound
 """read_file of a path that does not exist."""
 
 

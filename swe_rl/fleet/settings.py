@@ -1,8 +1,8 @@
 """One way to read settings from environment variables, for every env-configured object of swe-rl.
 
 Each config class declares, per field, the variable that sets it (`EnvVar`): its name, the names it
-had before (still accepted, with a `DeprecationWarning` and one log line naming the new variable),
-and, for secrets, a companion variable naming a file that holds the value. `read_env` reads those
+had before (refused with an error naming the new variable, so a renamed setting is never silently
+dropped), and, for secrets, a companion variable naming a file that holds the value. `read_env` reads those
 variables from the environment (or a mapping given for tests) and parses each by its field's type.
 
 Prefixes: exec server `SWE_EXEC_*`, pool `SWE_POOL_*`, client `SWE_CLIENT_*` (it finds the pool
@@ -20,7 +20,6 @@ import logging
 import os
 import types
 import typing
-import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +40,6 @@ log = logging.getLogger(__name__)
 
 _TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
 _FALSE = frozenset({"0", "false", "f", "no", "n", "off"})
-_logged: set[str] = set()
-"""Old names already logged in this process (the log line comes once; the warning each time)."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +49,7 @@ class EnvVar:
     name: str
     """Its name, e.g. ``SWE_POOL_LEASE_TTL``."""
     old: tuple[str, ...] = ()
-    """Names it had before: still read (when ``name`` is unset), with a deprecation warning."""
+    """Names it had before: a value under one of them is an error that names ``name``."""
     file: str | None = None
     """A variable naming a file whose (stripped) content is the value when ``name`` is unset (tokens)."""
     parse: Callable[[str], Any] | None = None
@@ -78,6 +75,9 @@ def prefixed(prefix: str, fields: Iterable[str], **special: EnvVar | None) -> di
 def read_var(var: EnvVar, env: Mapping[str, str] | None = None) -> str | None:
     """The raw text of one variable (stripped for file values), trying the new name first; None when unset."""
     env = os.environ if env is None else env
+    for old in var.old:  # checked first: a renamed setting left beside the new one is still a mistake
+        if (env.get(old) or "").strip():
+            raise ValueError(f"environment variable {old} was renamed: set {var.name} instead")
     value = (env.get(var.name) or "").strip()
     if value:
         return value
@@ -85,11 +85,6 @@ def read_var(var: EnvVar, env: Mapping[str, str] | None = None) -> str | None:
     if path:
         with open(os.path.expanduser(path), encoding="utf-8") as fh:
             return fh.read().strip()
-    for old in var.old:
-        value = (env.get(old) or "").strip()
-        if value:
-            _deprecated(old, var.name)
-            return value
     return None
 
 
@@ -173,13 +168,3 @@ def fleet_env_vars() -> dict[str, dict[str, EnvVar]]:
         "sandbox": SANDBOX_ENV,
         "slime agent generate": AGENT_GENERATE_ENV,
     }
-
-
-def _deprecated(old: str, new: str) -> None:
-    message = (
-        f"environment variable {old} is deprecated: set {new} instead (the old name still works for now)"
-    )
-    warnings.warn(message, DeprecationWarning, stacklevel=4)
-    if old not in _logged:
-        _logged.add(old)
-        log.warning(message)

@@ -190,8 +190,9 @@ def plan_canaries(instance: TaskInstance, script: str, rng: random.Random | None
         plan.canary_file = posixpath.join(folder, name)
         cls = "Test" + words[3].capitalize() + words[4].capitalize()
         p1, p2, f1, f2 = (f"test_{words[5 + k]}_{words[6 + k]}" for k in (0, 1, 2, 4))
-        a, b, c = rng.randint(2, 999), rng.randint(2, 999), rng.randint(2, 999)
-        d = c + rng.randint(1, 999)
+        # b and d are drawn above a and c: with two equal draws `a in [b, a + b]` would pass
+        a, c = rng.randint(2, 999), rng.randint(2, 999)
+        b, d = a + rng.randint(1, 999), c + rng.randint(1, 999)
         body = _CANARY_FILE.format(
             cls=cls,
             p1=p1,

@@ -33,6 +33,7 @@ from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
 from swe_rl.tasks.networks import network_for
+from swe_rl.tasks.setup import TaskSetupFailed, set_up_task
 
 __all__ = ["IntegrityStages", "grade_patch"]
 
@@ -193,13 +194,14 @@ async def grade_patch(
             network=network,
             expected=0,
         ) as lease:  # nothing follows a grading lease: warm nothing
+            await set_up_task(lease, instance, commit=False)  # a shared per-repo image: the task's bug
             if config.record_baseline:
                 await record_baseline(lease)
             if integrity:
                 stages = await _run_stages(lease, instance, patch, script, config)
             else:
                 run = await lease.evaluate(patch, script, timeout=config.eval_timeout)
-    except (FleetError, CanonicalPatchFailed) as exc:
+    except (FleetError, CanonicalPatchFailed, TaskSetupFailed) as exc:
         log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
         if empty:
             result = grade(instance, patch=patch, apply_status=False, test_log="")

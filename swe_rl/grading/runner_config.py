@@ -4,8 +4,10 @@ A textual scan of ``pyproject.toml`` misses ``[tool."\\u0070ytest".ini_options]`
 a section hidden in or revealed by a multi-line string, dotted keys (``tool.pytest.ini_options.addopts
 = ...`` at the top level), inline tables. So the settings are parsed, and `runner_settings` keeps
 every value whose key path names the runner (any key containing ``pytest``, after Unicode NFKC and
-case folding: ``tool.pytest.*``, ``[tool:pytest]``, ``[pytest]``, ``pytest11`` entry points); a patch
-changes the runner's configuration exactly when that projection differs before and after.
+case folding: ``tool.pytest.*``, ``[tool:pytest]``, ``[pytest]``, ``pytest11`` entry points) and every
+string value that names it outside a linter's or formatter's section (the old ini-in-a-value form of
+entry points); a patch changes the runner's configuration exactly when that projection differs
+before and after.
 """
 
 from __future__ import annotations
@@ -49,12 +51,34 @@ def _names_runner(key: str) -> bool:
     return any(w in key for w in _RUNNER_WORDS)
 
 
+_OTHER_TOOLS = frozenset(
+    "isort flake8 pycodestyle pydocstyle pylint mypy black ruff yapf codespell pyright bumpversion "
+    "bumpver towncrier check-manifest darglint doc8 pep8 autopep8 pylama".split()
+)
+"""Linters and formatters: their settings are never read by a test run, so a value of theirs that
+merely *names* the runner (``[isort] known_third_party = pytest``) is not a runner setting. A key
+naming the runner counts in any section (``[isort] pytest_plugins = ...``)."""
+
+
+def _other_tools_section(path: tuple[str, ...]) -> bool:
+    """Whether `path` lies in a linter's or formatter's section (``[isort]``, ``[tool:isort]``,
+    ``[mypy-pkg.*]``, ``tool.pylint.MASTER``)."""
+    head = [normalise_name(p) for p in path[:2]]
+    name = head[1] if len(head) > 1 and head[0] == "tool" else head[0] if head else ""
+    name = name.removeprefix("tool:")
+    for sep in (".", " ", "-"):
+        if name not in _OTHER_TOOLS:
+            name = name.split(sep, 1)[0]
+    return name in _OTHER_TOOLS
+
+
 def _flatten(value: Any, path: tuple[str, ...], out: dict[str, str], inside: bool) -> None:
     if isinstance(value, dict):
         for key, sub in value.items():
             _flatten(sub, (*path, str(key)), out, inside or _names_runner(str(key)))
         return
-    if inside or (isinstance(value, str) and _names_runner(value)):
+    named = isinstance(value, str) and _names_runner(value) and not _other_tools_section(path)
+    if inside or named:
         out[".".join(normalise_name(p) for p in path)] = repr(value)
 
 
@@ -83,5 +107,8 @@ def runner_settings(name: str, text: str | None) -> dict[str, str]:
     whole = base in ("pytest.ini", ".pytest.ini")
     for section in parser.sections():
         items = {k: v if v is not None else "" for k, v in parser.items(section, raw=True)}
-        _flatten(items, (section,), out, inside=whole or _names_runner(section))
+        runner_section = _names_runner(section) and not _other_tools_section(
+            (section,)
+        )  # not [mypy-pytest.*]
+        _flatten(items, (section,), out, inside=whole or runner_section)
     return out

@@ -1,6 +1,6 @@
 """The bash-block harness: each assistant turn carries exactly one ```bash fenced block.
 
-    harness = BashBlockHarness()                       # templates from swe_rl/configs/harness_bash_block.yaml
+    harness = BashBlockHarness()                       # templates from configs/harness_bash_block.yaml
     messages = harness.initial_messages(instance)      # system + instance prompt
     actions = harness.parse(turn)                      # [Action] or raises FormatError
     harness.submission(action, result)                 # submitted text, or None
@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from swe_rl.agent.protocols import Action, CommandResult, FormatError, Message, PolicyTurn
-from swe_rl.resources import config_path
+from swe_rl.configs import config_path
 from swe_rl.tasks import TaskInstance
 
 __all__ = [

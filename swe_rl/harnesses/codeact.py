@@ -1,6 +1,6 @@
 """OpenHands CodeAct-style harness: ``execute_bash``, ``str_replace_editor``, ``finish``.
 
-    harness = CodeActHarness()          # prompts: swe_rl/configs/harness_codeact.yaml
+    harness = CodeActHarness()          # prompts: configs/harness_codeact.yaml
 
 Tools (argument shapes as OpenHands has them):
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from swe_rl.configs import config_path
 from swe_rl.harnesses.tool_harness import Tool, ToolCallingHarness
 from swe_rl.harnesses.tools import (
     ToolError,
@@ -26,7 +27,6 @@ from swe_rl.harnesses.tools import (
     numbered,
     replace_text,
 )
-from swe_rl.resources import config_path
 
 __all__ = ["CodeActHarness"]
 

@@ -1,6 +1,6 @@
 """Codex CLI-style harness: ``shell_command``, ``apply_patch``, ``read_file``, ``list_dir``, ``grep_files``.
 
-    harness = CodexHarness()            # prompts: swe_rl/configs/harness_codex.yaml
+    harness = CodexHarness()            # prompts: configs/harness_codex.yaml
 
 Tools (argument shapes as Codex has them):
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from swe_rl.configs import config_path
 from swe_rl.harnesses.apply_patch import apply_patch
 from swe_rl.harnesses.tool_harness import Tool, ToolCallingHarness
 from swe_rl.harnesses.tools import ToolError, ToolOutput, Workspace, grep, render_tree
-from swe_rl.resources import config_path
 
 __all__ = ["CodexHarness"]
 

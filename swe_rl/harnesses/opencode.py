@@ -1,6 +1,6 @@
 """OpenCode-style harness: ``bash``, ``read``, ``write``, ``edit``, ``glob``, ``grep``, ``list_dir``.
 
-    harness = OpenCodeHarness()         # prompts: swe_rl/configs/harness_opencode.yaml
+    harness = OpenCodeHarness()         # prompts: configs/harness_opencode.yaml
 
 Tools:
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+from swe_rl.configs import config_path
 from swe_rl.harnesses.tool_harness import Tool, ToolCallingHarness
 from swe_rl.harnesses.tools import (
     ToolError,
@@ -30,7 +31,6 @@ from swe_rl.harnesses.tools import (
     render_tree,
     replace_text,
 )
-from swe_rl.resources import config_path
 
 __all__ = ["OpenCodeHarness"]
 

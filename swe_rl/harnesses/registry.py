@@ -132,7 +132,7 @@ def harness_class(name: str) -> Any:
 
 
 def harness_by_name(name: str, config_path: str | Path | None = None) -> Harness:
-    """A harness by name; ``config_path`` is a YAML of its prompts and limits (default: swe_rl/configs/harness_<name>.yaml)."""
+    """A harness by name; ``config_path`` is a YAML of its prompts and limits (default: configs/harness_<name>.yaml)."""
     spec = harness_spec(name)
     cls = _load(spec.cls)
     if config_path is None:

@@ -12,7 +12,7 @@ an unknown tool or arguments that do not fit the tool's schema is a `FormatError
 it); in chat mode its feedback answers every call id, as OpenAI-style endpoints require. A tool
 that fails for a reason the policy caused (file not found, old string not unique, path outside the
 repository, ...) is not a format error: its message is the observation. Subclasses define
-``name``, ``default_config`` and ``_tools()``; prompts live in ``swe_rl/configs/harness_<name>.yaml``.
+``name``, ``default_config`` and ``_tools()``; prompts live in ``configs/harness_<name>.yaml``.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Tool:
 
 
 class ToolHarnessConfig(BaseModel):
-    """Prompts and limits of a tool-calling harness (its YAML in swe_rl/configs/)."""
+    """Prompts and limits of a tool-calling harness (its YAML in configs/)."""
 
     model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from swe_rl.agent.protocols import Environment
 from swe_rl.fleet.client import ExecResult
-from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, IsADirectory
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileNotFound, IsADirectory
 
 __all__ = [
     "DEFAULT_WORKDIR",
@@ -250,7 +250,7 @@ class Workspace:
         shown = shown or full
         try:
             return await self.env.read_file(full)
-        except FileMissing:
+        except FileNotFound:
             raise ToolError(f"{shown} does not exist") from None
         except IsADirectory:
             raise ToolError(f"{shown} is a directory, not a file") from None

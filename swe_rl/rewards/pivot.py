@@ -16,7 +16,7 @@ An action is a tool name and its arguments; a bash block is the tool ``bash`` wi
 4. ``mismatch``: well-formed but a value differs (or a key is missing / extra);
 5. ``match``.
 
-Values are compared by key and type: ``command_keys`` as shell commands (`swe_rl.shell_norm`:
+Values are compared by key and type: ``command_keys`` as shell commands (`swe_rl.rewards.shell_norm`:
 whitespace, quoting, paths, flag order where safe); ``path_keys`` after path normalization
 (working-directory prefix, ``./``); ``text_keys`` (editor old / new strings, file contents,
 here-document bodies) as token sequences, whitespace-insensitive, equal when their similarity
@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import Self
 
 from swe_rl.harnesses.bash_block import find_bash_blocks, strip_thinking
-from swe_rl.shell_norm import ShellSyntaxError, canonical_command, normalize_path
+from swe_rl.rewards.shell_norm import ShellSyntaxError, canonical_command, normalize_path
 
 __all__ = [
     "ExpertAction",

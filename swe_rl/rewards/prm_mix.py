@@ -1,4 +1,4 @@
-"""The process-reward mix: the outcome plus a step bonus from the PRM judge's score (`swe_rl.prm`).
+"""The process-reward mix: the outcome plus a step bonus from the PRM judge's score (`swe_rl.rewards.prm`).
 
 A step sample gets ``outcome + step_coef × its step's score``; a whole-trajectory sample the mean step
 score instead. A step the judge did not score (failed, invalid, timed out) leaves the outcome alone.

@@ -9,7 +9,7 @@ Entry points given to slime on its command line:
 - ``--custom-reward-post-process-path swe_rl.slime.post_process.post_process_rewards``;
 - ``--dynamic-sampling-filter-path swe_rl.slime.filters.check_trajectory_reward_nonzero_std``;
 - ``--custom-rollout-log-function-path swe_rl.slime.metrics.log_rollout_data`` (and its eval twin);
-- ``--custom-config-path swe_rl/configs/plugin_swe.yaml`` (the ``swe_*`` keys of `swe_rl.slime.config.PluginConfig`).
+- ``--custom-config-path configs/plugin_swe.yaml`` (the ``swe_*`` keys of `swe_rl.slime.config.PluginConfig`).
 
 Shared by both modes: `runtime` (the process state, slime's abort flag and options), `samples` (sample
 builders), `records` (what generate stores in ``sample.metadata``), `reward`. The reward math itself is

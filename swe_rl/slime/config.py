@@ -34,11 +34,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from swe_rl.agent.monitor import MonitorConfig
+from swe_rl.configs import config_path, resolve_config
 from swe_rl.fleet.settings import EnvVar, field_types, fleet_env_vars, prefixed, read_env
 from swe_rl.grading.integrity import IntegrityConfig
-from swe_rl.prm import PRMConfig
-from swe_rl.resources import config_path, resolve_config
 from swe_rl.rewards.pivot import PivotRewardConfig
+from swe_rl.rewards.prm import PRMConfig
 
 __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
@@ -65,7 +65,7 @@ class PluginConfig(BaseModel):
     episode_deadline: float | None = 3600.0
     """Seconds the agent loop may take (the patch so far is graded when it runs out)."""
     harness_config: str | None = None
-    """YAML of the bash-block harness (prompts, limits); None for the shipped swe_rl/configs/harness_bash_block.yaml."""
+    """YAML of the bash-block harness (prompts, limits); None for the shipped configs/harness_bash_block.yaml."""
     harness_mix: dict[str, Any] = Field(default_factory=dict)
     """Training rollouts: harness name -> weight (``bash_block``, ``codeact``, ``codex``, ``opencode``), e.g.
     ``{bash_block: 0.4, codeact: 0.2, codex: 0.2, opencode: 0.2}``; each instance always gets the same one
@@ -93,6 +93,11 @@ class PluginConfig(BaseModel):
     save_traj_dir: str | None = None
     """Where to write ``<instance_id>__g<group>__i<index>__<ts>/{traj.json,patch.diff,meta.json}``
     (``SWE_SAVE_TRAJ_DIR``); None to write nothing."""
+    attempts_file: str | None = None
+    """Attempts file (JSONL, `swe_rl.tasks.pass_rates`): one row per graded trajectory (instance, resolved,
+    policy version, ``train``/``eval``) for pass rates and difficulty bands (``SWE_ATTEMPTS_FILE``); None: none."""
+    policy_version: str | None = None
+    """The policy version written with each attempt; None: the name of slime's ``--hf-checkpoint``."""
     # tokens
     tokenizer_path: str | None = None
     """Tokenizer directory; None for slime's ``--hf-checkpoint``."""
@@ -153,7 +158,7 @@ class PluginConfig(BaseModel):
     """Score of a flagged rollout instead of its outcome (None: the outcome; drop_flagged wins)."""
     # process reward
     prm: PRMConfig = Field(default_factory=PRMConfig)
-    """Step judge (swe_rl.prm): YAML ``swe_prm: {enable: true, url: ...}`` or flat ``swe_prm_<key>`` keys,
+    """Step judge (swe_rl.rewards.prm): YAML ``swe_prm: {enable: true, url: ...}`` or flat ``swe_prm_<key>`` keys,
     environment ``SWE_PRM_<KEY>`` (e.g. ``SWE_PRM_ENABLE=1``, ``SWE_PRM_URL=http://...:30000/v1``)."""
     # pivot mode (stage 1, swe_rl.slime.pivot)
     pivot: PivotRewardConfig = Field(default_factory=PivotRewardConfig)

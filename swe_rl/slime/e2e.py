@@ -2,7 +2,7 @@
 
     --custom-generate-function-path swe_rl.slime.e2e.generate
     --custom-rm-path swe_rl.slime.reward.reward_func --reward-key score
-    --custom-config-path swe_rl/configs/plugin_swe.yaml          # swe_* keys, see swe_rl.slime.config
+    --custom-config-path configs/plugin_swe.yaml  # swe_* keys, see swe_rl.slime.config
 
 `generate` plays one task instance: it leases a container from the fleet, runs the agent
 loop (`swe_rl.agent.run_agent`) with `SGLangTokenPolicy` (SGLang ``/generate`` on ids,
@@ -49,10 +49,10 @@ from swe_rl.grading.artifacts import write_grade_artifacts
 from swe_rl.grading.certification import certification_gate
 from swe_rl.grading.fleet import FleetGrader, GraderConfig
 from swe_rl.harnesses.registry import choose_harness, harness_by_name
-from swe_rl.integrity_metrics import is_flagged, rollout_integrity
+from swe_rl.metrics.integrity import is_flagged, rollout_integrity
+from swe_rl.metrics.rollout import episode_stats
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
-from swe_rl.prm import StepJudge
-from swe_rl.rollout_metrics import episode_stats
+from swe_rl.rewards.prm import StepJudge
 from swe_rl.slime import runtime
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.records import SWE_KEY, RolloutRecord
@@ -65,6 +65,7 @@ from swe_rl.slime.samples import (
     trajectory_samples,
 )
 from swe_rl.tasks import RowInvalid, TaskInstance, instance_from_row
+from swe_rl.tasks.pass_rates import NOT_COUNTED_STATUSES, Attempt, append_attempts
 from swe_rl.tokens import ChatCodec
 
 __all__ = ["generate", "shutdown"]
@@ -205,6 +206,14 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             evaluation,
         )
         info["traj_dir"] = str(out_dir)
+    if (
+        config.attempts_file
+        and grade is not None
+        and instance is not None
+        and not info["removed"]
+        and not aborted
+    ):
+        await asyncio.to_thread(record_attempt, config, args, instance.instance_id, grade, evaluation)
     record = RolloutRecord.model_validate(info).to_metadata()
     if info["removed"] or not (policy.trajectory and policy.trajectory.turns):
         samples = [removed_sample(Sample, sample, codec, {**(sample.metadata or {}), SWE_KEY: record})]
@@ -290,6 +299,20 @@ def _summary(
 
 
 # --------------------------------------------------------------------------- artifacts
+
+
+def record_attempt(config: PluginConfig, args: Any, instance_id: str, grade: Any, evaluation: bool) -> None:
+    """One line in the attempts file for a graded trajectory (fleet failures never reach here: removed)."""
+    if grade.status.value in NOT_COUNTED_STATUSES:
+        return
+    version = config.policy_version or Path(str(getattr(args, "hf_checkpoint", "") or "")).name
+    attempt = Attempt(
+        instance_id=instance_id,
+        resolved=bool(grade.resolved),
+        policy_version=version,
+        source="eval" if evaluation else "train",
+    )
+    append_attempts(str(config.attempts_file), [attempt])
 
 
 def _save(

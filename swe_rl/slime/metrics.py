@@ -1,4 +1,4 @@
-"""slime's rollout log hooks: the SWE dashboard figures (`swe_rl.rollout_metrics`) every rollout.
+"""slime's rollout log hooks: the SWE dashboard figures (`swe_rl.metrics.rollout`) every rollout.
 
     --custom-rollout-log-function-path swe_rl.slime.metrics.log_rollout_data
     --custom-eval-rollout-log-function-path swe_rl.slime.metrics.log_eval_rollout_data
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from swe_rl.rollout_metrics import figures, trajectories_from_samples
+from swe_rl.metrics.rollout import figures, trajectories_from_samples
 
 __all__ = ["eval_metrics", "log_eval_rollout_data", "log_rollout_data", "rollout_metrics"]
 

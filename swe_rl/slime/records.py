@@ -82,9 +82,9 @@ class RolloutRecord(_Record):
     weight_versions: list[Any] = Field(default_factory=list)
     seconds: float | None = None
     episode: dict[str, Any] | None = None
-    """Turns and fleet timings for the dashboard (`swe_rl.rollout_metrics.episode_stats`)."""
+    """Turns and fleet timings for the dashboard (`swe_rl.metrics.rollout.episode_stats`)."""
     prm: dict[str, Any] | None = None
-    """The step judge's result (`swe_rl.prm.PRMResult` fields plus ``step_coef``, ``model``, ``m``)."""
+    """The step judge's result (`swe_rl.rewards.prm.PRMResult` fields plus ``step_coef``, ``model``, ``m``)."""
     traj_dir: str | None = None
 
     @classmethod

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from swe_rl.integrity_metrics import is_flagged
+from swe_rl.metrics.integrity import is_flagged
 from swe_rl.rewards.outcome import OutcomeRewards, outcome_score
 from swe_rl.rewards.pivot import PivotRewardConfig, PivotScore, score_turn
 from swe_rl.rewards.prm_mix import mixed_reward

@@ -31,7 +31,7 @@ import httpx
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.policies.server_context import ContextBudget
-from swe_rl.prm import JudgeClient, StepJudge
+from swe_rl.rewards.prm import JudgeClient, StepJudge
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
 
 if TYPE_CHECKING:

@@ -102,6 +102,11 @@ class TaskInstance(BaseModel):
         return DataSource.detect(self.data_source)
 
     @property
+    def setup_patch(self) -> str:
+        """The patch that puts this task's bug into a shared per-repo image (SWE-smith), else ""."""
+        return str(self.extra.get("setup_patch") or "")
+
+    @property
     def has_test_lists(self) -> bool:
         """Whether FAIL_TO_PASS / PASS_TO_PASS grading applies (else exit-code grading)."""
         return bool(self.fail_to_pass or self.pass_to_pass)

@@ -8,14 +8,7 @@ import asyncio
 import time
 
 import pytest
-from agent_fixtures import (  # noqa: F401
-    client,
-    client_for,
-    fixture_instances,
-    leftover_containers,
-    pool,
-)
-from pool_fixtures import fleet, pool_factory  # noqa: F401
+from agent_fixtures import client_for, leftover_containers
 
 from swe_rl.agent import AgentConfig, ExitReason, run_agent, run_instance
 from swe_rl.grading import GradeStatus

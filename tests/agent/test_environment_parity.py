@@ -9,13 +9,11 @@ import json
 import re
 
 import pytest
-from agent_fixtures import client, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from swe_rl.agent.fleet_environment import FleetEnvironment
 from swe_rl.agent.local_environment import init_repo, local_environment
 from swe_rl.agent.protocols import Environment, PolicyTurn
-from swe_rl.fleet.errors import EnvError
+from swe_rl.fleet.errors import FleetError
 from swe_rl.harnesses.codeact import CodeActHarness
 from swe_rl.harnesses.codex import CodexHarness
 from swe_rl.harnesses.opencode import OpenCodeHarness
@@ -39,7 +37,7 @@ async def env_calls(env: Environment) -> list[tuple]:
     async def attempt(label: str, coro) -> None:
         try:
             value = await coro
-        except EnvError as exc:
+        except FleetError as exc:
             out.append((label, "raises", type(exc).__name__))
         else:
             if hasattr(value, "returncode"):

@@ -4,13 +4,7 @@ a remote ref, a stash, reflogs, ORIG_HEAD, notes, a dangling commit); jpvanhal__
 
 from __future__ import annotations
 
-from agent_fixtures import (  # noqa: F401
-    client,
-    fixture_instances,
-    leftover_containers,
-    pool,
-)
-from pool_fixtures import fleet, pool_factory  # noqa: F401
+from agent_fixtures import leftover_containers
 
 from swe_rl.agent import AgentConfig, run_agent, run_instance
 from swe_rl.agent.fleet_environment import fleet_environment

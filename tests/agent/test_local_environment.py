@@ -13,7 +13,7 @@ import pytest
 from swe_rl.agent.local_environment import LocalEnvironment, init_repo, local_env_factory, local_environment
 from swe_rl.agent.protocols import Environment
 from swe_rl.fleet.client import LeaseLost
-from swe_rl.fleet.errors import BadRequest, CommandRefused, FileMissing, FileNotFound, IsADirectory
+from swe_rl.fleet.errors import BadRequest, CommandRefused, FileNotFound, IsADirectory
 from swe_rl.tasks import TaskInstance
 
 FILES = {"a.py": "x = 1\n", "pkg/b.py": "def f():\n    return 2\n", "blob.bin": bytes(range(256))}
@@ -86,7 +86,7 @@ async def test_files_round_trip_bytes_and_text(env):
 
 
 async def test_file_errors_are_the_fleet_clients(env):
-    with pytest.raises(FileMissing) as missing:
+    with pytest.raises(FileNotFound) as missing:
         await env.read_file("nope.py")
     assert isinstance(missing.value, FileNotFound) and missing.value.status == 404
     with pytest.raises(IsADirectory):
@@ -102,7 +102,7 @@ async def test_file_errors_are_the_fleet_clients(env):
     os.symlink("/etc", f"{env.workdir}/etc-link")
     with pytest.raises(BadRequest, match="outside"):  # a link cannot carry a write out
         await env.write_file("etc-link/x", "x")
-    with pytest.raises(FileMissing):
+    with pytest.raises(FileNotFound):
         await env.read_file("etc-link/swe-rl-never-there")
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from swe_rl.agent.monitor import MonitorConfig, flag_action, flag_counts
 from swe_rl.eval import report
-from swe_rl.integrity_metrics import integrity_rates, is_flagged, rollout_integrity
+from swe_rl.metrics.integrity import integrity_rates, is_flagged, rollout_integrity
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from agent_fixtures import fixture_instances  # noqa: F401
 from row_factories import FIXTURE_INSTANCES, ROOT, read_jsonl, run_tool, write_jsonl
-from token_fixtures import qwen_tokenizer_dir  # noqa: F401
 
 from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from swe_rl.eval import eval_swe
 from swe_rl.eval.report_metrics import run_metrics
 from swe_rl.fleet.local import LocalFleet
-from swe_rl.rollout_metrics import percentile
+from swe_rl.metrics.rollout import percentile
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "data/fixtures/instances.jsonl"

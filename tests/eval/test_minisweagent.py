@@ -356,12 +356,12 @@ def test_config_layers_on_the_pinned_prompts(run_mini, tmp_path):
         and cfg["model"]["cost_tracking"] == "ignore_errors"
     )
     assert cfg["model"]["model_kwargs"]["api_base"] == "http://router:30000/v1"
-    assert Path(cfg["model"]["litellm_model_registry"]) == ROOT / "swe_rl/configs/litellm.json"
+    assert Path(cfg["model"]["litellm_model_registry"]) == ROOT / "configs/litellm.json"
     assert cfg["agent"]["step_limit"] == 7 and cfg["agent"]["cost_limit"] == 0
     assert "mswea_bash_command" in cfg["agent"]["instance_template"]  # the release's prompts
     assert cfg["environment"]["run_args"][-2:] == ["--label", "swe-rl.minisweagent-run=run-1"]
     # The registry gives local models a context size and no price.
-    registry = json.loads((ROOT / "swe_rl/configs/litellm.json").read_text())
+    registry = json.loads((ROOT / "configs/litellm.json").read_text())
     assert registry["openai/Qwen3-32B"]["input_cost_per_token"] == 0.0
     assert all(e["max_input_tokens"] > 0 and e["litellm_provider"] == "openai" for e in registry.values())
 

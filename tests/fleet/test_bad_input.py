@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 import httpx
-from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from tests.conftest import BASE_IMAGE
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 from conftest import free_port
-from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
+from pool_fixtures import PoolProc
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.errors import (

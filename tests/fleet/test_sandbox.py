@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import pytest
-from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
+from pool_fixtures import PoolProc
 from sever_proxy import SeverProxy
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 import warnings
 
 import pytest
 
-from swe_rl.fleet import settings
 from swe_rl.fleet.client import EnvClientConfig
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.pool.config import ENV as POOL_ENV
@@ -106,31 +104,15 @@ def test_tokens_come_from_the_variable_or_its_file(tmp_path):
 
 
 @pytest.mark.parametrize("old, new", sorted(RENAMED.items()))
-def test_old_pool_names_still_work_with_a_deprecation_warning(old, new, caplog, monkeypatch):
-    monkeypatch.setattr(settings, "_logged", set())
+def test_an_old_pool_name_is_an_error_naming_the_new_one(old, new):
     value = "http://n1:5000" if "URLS" in old else "3"
-    field = next(name for name, var in POOL_ENV.items() if var.name == new)
-    with caplog.at_level(logging.WARNING, logger="swe_rl.fleet.settings"):
-        with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: set {new}"):
-            cfg = PoolConfig.from_env({old: value})
-        with pytest.warns(DeprecationWarning):
-            PoolConfig.from_env({old: value})  # the warning each time, the log line once per process
-    assert (
-        getattr(cfg, field)
-        == getattr(PoolConfig.from_env({new: value}), field)
-        != getattr(PoolConfig(), field)
-    )
-    assert caplog.text.count(f"{old} is deprecated: set {new}") == 1
+    with pytest.raises(ValueError, match=f"{old} was renamed: set {new} instead"):
+        PoolConfig.from_env({old: value})
+    with pytest.raises(ValueError, match=f"{old} was renamed"):  # even beside the new name: never silent
+        PoolConfig.from_env({old: value, new: value})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the new name: no warning
         PoolConfig.from_env({new: value})
-
-
-def test_the_new_name_wins_over_the_old_one():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        cfg = PoolConfig.from_env({"SWE_POOL_LEASE_TTL": "7", "SWE_LEASE_TTL": "3"})
-    assert cfg.lease_ttl == 7.0
 
 
 def test_every_pool_variable_has_the_pool_prefix_but_the_shared_exec_token():

@@ -166,3 +166,27 @@ def test_the_canaries_statuses_leave_the_result():
     }
     assert without_canaries(plan, statuses) == {"tests/test_x.py::test_one": "PASSED"}
     assert without_canaries(CanaryPlan(script=""), statuses) == statuses
+
+
+class _SameNumbers(random.Random):
+    """A random source whose every integer draw is the same: the worst case of the canaries' values."""
+
+    def randint(self, a: int, b: int) -> int:
+        return a
+
+
+@pytest.mark.parametrize("rng", [_SameNumbers(0), *(random.Random(seed) for seed in range(100))])
+def test_the_canaries_come_out_as_planted_whatever_the_draw(rng):
+    """Run the planted TestCase itself: the must-pass tests pass and the must-fail ones fail for any
+    values drawn (two equal draws once made a must-fail test pass and voided a gold patch)."""
+    import unittest
+
+    instance = _fixture("pytoolz__toolz-9001")
+    plan = plan_canaries(instance, eval_script_for(instance), rng)
+    namespace: dict = {}
+    exec(compile(plan.canary_source, plan.canary_file, "exec"), namespace)
+    case = next(v for v in namespace.values() if isinstance(v, type) and issubclass(v, unittest.TestCase))
+    for test_id in plan.must_pass + plan.must_fail:
+        outcome = unittest.TestResult()
+        case(test_id.rsplit("::", 1)[1]).run(outcome)
+        assert outcome.wasSuccessful() == (test_id in plan.must_pass), (test_id, plan.canary_source)

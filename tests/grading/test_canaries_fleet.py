@@ -14,13 +14,7 @@ import os
 
 import pytest
 from adversarial_patches import FORGERY_EXPLOITS, exploit_patches
-from agent_fixtures import (  # noqa: F401
-    client,
-    fixture_instances,
-    leftover_containers,
-    pool,
-)
-from pool_fixtures import fleet, pool_factory  # noqa: F401
+from agent_fixtures import leftover_containers
 
 from swe_rl.grading import GradeResult, GradeStatus, grade
 from swe_rl.grading.baseline import record_baseline

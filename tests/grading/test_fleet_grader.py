@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from agent_fixtures import (  # noqa: F401
-    client,
-    client_for,
-    fixture_instances,
-    leftover_containers,
-    pool,
-)
-from pool_fixtures import fleet, pool_factory  # noqa: F401
+from agent_fixtures import client_for, leftover_containers
 
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader, GraderConfig

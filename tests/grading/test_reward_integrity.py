@@ -14,14 +14,7 @@ import os
 
 import pytest
 from adversarial_patches import CLASS_ONE_SAMPLE, EXPLOITS, ROUND_TWO, exploit_patches
-from agent_fixtures import (  # noqa: F401
-    FIXTURES_JSONL,
-    client,
-    fixture_instances,
-    leftover_containers,
-    pool,
-)
-from pool_fixtures import fleet, pool_factory  # noqa: F401
+from agent_fixtures import FIXTURES_JSONL, leftover_containers
 
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader

@@ -175,3 +175,42 @@ def test_the_runners_own_repo_and_a_fix_under_src_are_not_shadows(tmp_path):
     fix = {"src/_pytest/python.py"}
     assert _path_rule("src/_pytest/fixtures.py", set(), set(), fix, "", config) is None
     assert _path_rule("src/_pytest/fixtures.py", set(), set(), {"pkg/core.py"}, "", config) is not None
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        # pylint-dev__pylint-4661's gold patch (measured on Verified): a linter's list that names pytest
+        ("setup.cfg", "[metadata]\nname = pkg\n\n[isort]\nknown_third_party = appdirs, pytest, setuptools\n"),
+        ("setup.cfg", "[metadata]\nname = pkg\n\n[tool:isort]\nknown_third_party = pytest\n"),
+        ("setup.cfg", "[metadata]\nname = pkg\n\n[mypy-pytest.*]\nignore_missing_imports = True\n"),
+        (
+            "setup.cfg",
+            "[metadata]\nname = pkg\n\n[flake8]\nper-file-ignores = tests/*: F401  # pytest fixtures\n",
+        ),
+        ("pyproject.toml", PYPROJECT + '\n[tool.isort]\nknown_third_party = "pytest"\n'),
+        ("pyproject.toml", PYPROJECT + '\n[tool.pylint.MASTER]\nload-plugins = "pylint_pytest"\n'),
+    ],
+)
+def test_a_linters_setting_that_names_the_runner_is_not_a_runner_setting(tmp_path, name, text):
+    """Linters and formatters never run with the tests: their values may name pytest."""
+    _, dropped = judged(tmp_path, {name: text})
+    assert dropped == {}
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        # the old ini-in-a-value form of entry points: only the value names the plugin group
+        (
+            "setup.cfg",
+            "[metadata]\nname = pkg\n\n[options]\nentry_points =\n    [pytest11]\n    force = forcepass\n",
+        ),
+        # a linter's section name does not shelter a key that names the runner
+        ("setup.cfg", "[metadata]\nname = pkg\n\n[isort]\npytest_plugins = forcepass\n"),
+        ("pyproject.toml", PYPROJECT + '\n[tool.black]\n"pytest11" = "forcepass"\n'),
+    ],
+)
+def test_values_and_keys_that_reach_the_runner_still_count(tmp_path, name, text):
+    _, dropped = judged(tmp_path, {name: text})
+    assert dropped == {name: "runner_config"}

@@ -8,15 +8,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from agent_fixtures import (  # noqa: F401
-    FIXTURES_JSONL,
-    client,
-    fixture_instances,
-    leftover_containers,
-    pool,
-)
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from agent_fixtures import FIXTURES_JSONL, leftover_containers
 
 from swe_rl.agent import AgentConfig, ExitReason, run_instance
 from swe_rl.grading import GradeStatus

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from agent_fixtures import client, fixture_instances, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 from swe_rl.agent.fleet_environment import fleet_environment
 from swe_rl.agent.protocols import PolicyTurn

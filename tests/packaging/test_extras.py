@@ -25,6 +25,7 @@ import tomllib
 from packaging.requirements import Requirement
 
 from tests.conftest import ROOT
+from tests.package_copy import copy_package_sources
 
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 SERVER_SIDE = ROOT / "swe_rl" / "fleet"
@@ -115,11 +116,7 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) ->
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("extras-wheel")
-    src = tmp / "src"
-    src.mkdir()
-    shutil.copy(ROOT / "pyproject.toml", src)
-    shutil.copy(ROOT / "README.md", src)
-    shutil.copytree(ROOT / "swe_rl", src / "swe_rl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    src = copy_package_sources(tmp / "src")
     built = run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(src)],
         tmp,

@@ -1,8 +1,8 @@
 """The package installs like any Python project: a built wheel, installed in a fresh venv, runs from
 outside the checkout (imports, every console script's --help, shipped configs read from the wheel).
 
-The wheel is built from a temporary copy of what it is made of (pyproject.toml, README.md, swe_rl/),
-so the build leaves nothing in the checkout; the venv sees the machine's site-packages for the
+The wheel is built from a temporary copy of what it is made of (pyproject.toml, README.md, swe_rl/,
+configs/), so the build leaves nothing in the checkout; the venv sees the machine's site-packages for the
 dependencies, but swe_rl itself must come from the wheel.
 """
 
@@ -19,6 +19,7 @@ import pytest
 import tomllib
 
 from tests.conftest import ROOT
+from tests.package_copy import copy_package_sources
 
 pytestmark = pytest.mark.slow
 
@@ -33,10 +34,10 @@ sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f,
 from pathlib import Path
 from importlib.metadata import distribution
 import swe_rl, swe_rl.fleet.exec.app, swe_rl.fleet.pool.app, swe_rl.slime.e2e, swe_rl.eval.eval_swe, swe_rl.data.preprocess_swe_dataset
-from swe_rl.resources import config_path, config_text
+from swe_rl.configs import config_path, config_text
 from swe_rl.harnesses import BashBlockHarness
 from swe_rl.slime.config import PluginConfig
-from swe_rl.prm import PRMConfig
+from swe_rl.rewards.prm import PRMConfig
 
 prefix = Path(sys.prefix).resolve()
 config = PluginConfig.from_sources(None, env={})
@@ -63,13 +64,7 @@ def installed(tmp_path_factory):
     """(venv python, venv bin dir, a work dir outside the checkout, a clean environment)."""
     tmp = tmp_path_factory.mktemp("wheel")
     try:
-        src = tmp / "src"
-        src.mkdir()
-        shutil.copy(ROOT / "pyproject.toml", src)
-        shutil.copy(ROOT / "README.md", src)
-        shutil.copytree(
-            ROOT / "swe_rl", src / "swe_rl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
+        src = copy_package_sources(tmp / "src")
         env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
         built = run(
             [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(src)],

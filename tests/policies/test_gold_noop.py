@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agent_fixtures import client, fixture_instances, leftover_containers, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
+from agent_fixtures import leftover_containers
 
 from swe_rl.agent import AgentConfig, ExitReason, run_instance
 from swe_rl.grading import GradeStatus

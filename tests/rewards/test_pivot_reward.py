@@ -13,7 +13,7 @@ from swe_rl.rewards.pivot import (
     parse_action,
     score_turn,
 )
-from swe_rl.shell_norm import canonical_command
+from swe_rl.rewards.shell_norm import canonical_command
 
 MATCH, MISMATCH, BAD = PivotCategory.MATCH, PivotCategory.MISMATCH, PivotCategory.BAD_ARGUMENTS
 EDITOR_TOOLS = [

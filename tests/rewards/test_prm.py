@@ -15,8 +15,8 @@ from judge_fixtures import current, scripted_judge
 
 from swe_rl.agent import Step
 from swe_rl.agent.protocols import PolicyTurn
-from swe_rl.prm import JudgeClient, PRMConfig, StepJudge, clip, parse_vote
-from swe_rl.resources import config_text
+from swe_rl.configs import config_text
+from swe_rl.rewards.prm import JudgeClient, PRMConfig, StepJudge, clip, parse_vote
 from swe_rl.rewards.prm_mix import mixed_reward
 from swe_rl.slime.config import PluginConfig
 from swe_rl.testing.fake_openai import ChatReply, FakeOpenAI

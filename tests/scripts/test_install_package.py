@@ -16,15 +16,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.package_copy import copy_package_sources
 
 pytestmark = pytest.mark.slow
 
 
 def checkout(at: Path) -> Path:
-    at.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, at)
-    shutil.copytree(ROOT / "swe_rl", at / "swe_rl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    copy_package_sources(at)
     (at / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "install_package.sh", at / "scripts")
     return at

@@ -10,7 +10,7 @@ import sys
 import types
 
 import pytest
-from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
+from pool_fixtures import PoolProc
 
 from swe_rl.fleet.sandbox import FleetSandbox
 from swe_rl.slime import agent_generate as wrapper

@@ -83,7 +83,7 @@ def test_router_url():
 
 
 def test_shipped_yaml_documents_every_key_with_its_default():
-    from swe_rl.resources import config_text
+    from swe_rl.configs import config_text
 
     data = yaml.safe_load(config_text("plugin_swe.yaml"))
     assert {k for k in data if k.startswith("swe_")} == {f"swe_{name}" for name in PluginConfig.model_fields}
@@ -124,7 +124,7 @@ def test_misspelt_keys_and_variables_warn_with_the_nearest_valid_name(caplog):
 
 
 def test_every_documented_key_is_known():
-    from swe_rl.resources import config_text
+    from swe_rl.configs import config_text
     from swe_rl.slime.config import unknown_settings
 
     data = yaml.safe_load(config_text("plugin_swe.yaml"))

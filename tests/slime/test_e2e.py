@@ -11,14 +11,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from agent_fixtures import FIXTURES_JSONL, fixture_instances, leftover_containers, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from agent_fixtures import FIXTURES_JSONL, leftover_containers
 
 from swe_rl.slime import e2e, runtime
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample
+from swe_rl.tasks.pass_rates import read_attempts
 from swe_rl.testing.fake_sglang import IM_END, FakeSGLang, TokenReply
 
 TOOLZ = "pytoolz__toolz-9001"
@@ -60,29 +59,6 @@ def new_sample(instance_id: str = TOOLZ, group: int = 3, index: int = 7, **insta
     )
 
 
-@pytest.fixture
-async def plugin_env(pool, fixture_instances, qwen_tokenizer_dir, tmp_path, monkeypatch):
-    """slime-like args for the plugin, the fleet in the environment, artifacts under tmp_path."""
-    monkeypatch.setenv("SWE_POOL_URL", pool.url)
-    monkeypatch.setenv("SWE_POOL_TOKEN", pool.token)
-    monkeypatch.setenv("SWE_CLIENT_BACKOFF", "0.1")
-    monkeypatch.setenv("SWE_SAVE_TRAJ_DIR", str(tmp_path / "rollouts"))
-    monkeypatch.setenv("SWE_MAX_CONCURRENT", "2")
-
-    def make_args(sglang: FakeSGLang, **swe) -> SimpleNamespace:
-        return SimpleNamespace(
-            sglang_router_ip="127.0.0.1",
-            sglang_router_port=sglang.port,
-            hf_checkpoint=str(qwen_tokenizer_dir),
-            rollout_max_context_len=swe.pop("context", None),
-            reward_key="score",
-            **{f"swe_{k}": v for k, v in swe.items()},
-        )
-
-    yield make_args
-    await e2e.shutdown()
-
-
 def traj_dir(tmp_path: Path) -> Path:
     dirs = sorted((tmp_path / "rollouts").iterdir())
     assert len(dirs) == 1, dirs
@@ -98,8 +74,22 @@ async def test_whole_trajectory_is_token_exact_and_resolved(
         turn("Done.", SUBMIT, "Submit."),
     ]
     with FakeSGLang(qwen_tokenizer, script) as sglang:
-        sample = await generate(plugin_env(sglang, dynamic_history=False), new_sample(), dict(SAMPLING))
+        args = plugin_env(
+            sglang,
+            dynamic_history=False,
+            attempts_file=str(tmp_path / "attempts.jsonl"),
+            policy_version="step-7",
+        )
+        sample = await generate(args, new_sample(), dict(SAMPLING))
     assert isinstance(sample, Sample)
+    # the graded trajectory is one attempt for pass rates (swe_rl.tasks.pass_rates)
+    (attempt,) = read_attempts(tmp_path / "attempts.jsonl")
+    assert (attempt.instance_id, attempt.resolved, attempt.policy_version, attempt.source) == (
+        TOOLZ,
+        True,
+        "step-7",
+        "train",
+    )
     assert sample.metadata["swe"]["status"] == "resolved", sample.metadata["swe"]
     assert sample.status is Sample.Status.COMPLETED and not sample.remove_sample
 
@@ -278,11 +268,15 @@ async def test_an_abort_slime_did_not_ask_for_is_removed(
     assert not leftover_containers(docker_client, pool)
 
 
-async def test_missing_image_is_removed_not_punished(plugin_env, qwen_tokenizer, caplog):
+async def test_missing_image_is_removed_not_punished(plugin_env, qwen_tokenizer, caplog, tmp_path):
+    attempts = tmp_path / "attempts.jsonl"
     with FakeSGLang(qwen_tokenizer, [turn("Look.", "ls")]) as sglang:
         samples = await generate(
-            plugin_env(sglang), new_sample(image_name="swe-rl/no-such-image:latest"), dict(SAMPLING)
+            plugin_env(sglang, attempts_file=str(attempts)),
+            new_sample(image_name="swe-rl/no-such-image:latest"),
+            dict(SAMPLING),
         )
+    assert not attempts.exists()  # a fleet failure says nothing of the policy: no attempt
     (s,) = samples
     assert s.remove_sample and s.status is Sample.Status.FAILED
     assert set(s.loss_mask) == {0} and len(s.loss_mask) == s.response_length == len(s.rollout_log_probs) == 1

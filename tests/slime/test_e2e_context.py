@@ -7,10 +7,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from test_e2e import SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from agent_fixtures import leftover_containers
+from test_e2e import SAMPLING, SUBMIT, new_sample, turn
 
 from swe_rl.policies.server_context import context_overflow
 from swe_rl.slime.e2e import generate

@@ -6,19 +6,8 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from test_e2e import (  # noqa: F401
-    FIX,
-    SAMPLING,
-    SUBMIT,
-    TOOLZ,
-    new_sample,
-    plugin_env,
-    traj_dir,
-    turn,
-)
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from agent_fixtures import leftover_containers
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, traj_dir, turn
 
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.e2e import generate

@@ -10,11 +10,9 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
+from agent_fixtures import leftover_containers
 from judge_fixtures import current, scripted_judge
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
-from token_fixtures import qwen_tokenizer, qwen_tokenizer_dir  # noqa: F401
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, turn
 
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func

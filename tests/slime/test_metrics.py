@@ -11,9 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from slime_stub import slime_backend  # noqa: F401
 
-from swe_rl.rollout_metrics import (
+from swe_rl.metrics.rollout import (
     BREAKDOWN,
     episode_stats,
     figures,
@@ -413,7 +412,7 @@ def test_the_launch_scripts_hooks_resolve_with_slimes_signatures():
 
 def test_integrity_figures_read_the_fields_the_plugin_writes():
     """The plugin spreads `rollout_integrity(agent, grade)` into metadata["swe"]: the dashboard reads exactly that."""
-    from swe_rl.integrity_metrics import rollout_integrity
+    from swe_rl.metrics.integrity import rollout_integrity
 
     record = SimpleNamespace(
         path="conftest.py", rule="conftest", action="dropped", reason="test infrastructure"
@@ -435,7 +434,7 @@ def test_integrity_figures_read_the_fields_the_plugin_writes():
 
 def test_voided_canary_and_capability_figures_from_the_tamper_records():
     """Issue 24: the dashboard shows voided, canary-tripped and capability-flagged rates; eval's summary too."""
-    from swe_rl.integrity_metrics import integrity_rates, rollout_integrity
+    from swe_rl.metrics.integrity import integrity_rates, rollout_integrity
 
     def graded(*records: tuple[str, str]) -> SimpleNamespace:
         recs = [

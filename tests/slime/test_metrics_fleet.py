@@ -20,13 +20,10 @@ import statistics
 from types import SimpleNamespace
 
 import pytest
-from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from slime_stub import slime_backend  # noqa: F401
-from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from agent_fixtures import leftover_containers
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, turn
 
-from swe_rl.rollout_metrics import percentile
+from swe_rl.metrics.rollout import percentile
 from swe_rl.slime.metrics import log_eval_rollout_data, log_rollout_data
 from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample

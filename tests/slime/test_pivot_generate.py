@@ -11,7 +11,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
 from swe_rl.slime import e2e, pivot, reward, runtime
 from swe_rl.slime.samples import CompatSample as Sample

@@ -21,9 +21,7 @@ from argparse import Namespace
 from typing import Any
 
 import pytest
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 from upstream_rewards import upstream_post_process
-from upstream_slime import upstream_slime  # noqa: F401
 
 from swe_rl.slime.post_process import post_process_rewards
 from swe_rl.slime.samples import CompatSample, trajectory_samples

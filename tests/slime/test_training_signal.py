@@ -10,10 +10,8 @@ import asyncio
 from types import SimpleNamespace
 
 import pytest
-from agent_fixtures import fixture_instances, leftover_containers, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from agent_fixtures import leftover_containers
+from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, turn
 from upstream_rewards import flatten, upstream_mask_sums, upstream_post_process
 
 from swe_rl.slime import runtime

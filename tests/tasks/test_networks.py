@@ -12,8 +12,7 @@ import secrets
 
 import pytest
 from agent_fixtures import FIXTURES_JSONL as ROWS_FILE
-from agent_fixtures import client_for, fixture_instances  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
+from agent_fixtures import client_for
 
 from swe_rl.agent import run_instance
 from swe_rl.grading import GradeStatus

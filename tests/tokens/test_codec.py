@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 from token_turns import END_THINK, IM_END, IM_START, PROBLEM, SYSTEM, THINK, TOOL_CALL, assistant, user
 
 from swe_rl.tokens import PrefixError, split_thinking

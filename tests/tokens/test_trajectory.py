@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 from token_turns import PROBLEM, SYSTEM, assistant, sampled, user
 
 from swe_rl.tokens import TokenTrajectory

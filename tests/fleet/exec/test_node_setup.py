@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from tests.conftest import BASE_IMAGE, ROOT, TEST_ID_PREFIX, remove_containers_of
+from tests.package_copy import copy_package_sources
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -93,10 +94,7 @@ def _write_image_context(ctx: Path) -> None:
 def _build_wheel_and_wheelhouse(work: Path) -> Path:
     """The wheel of this checkout in work/dist, its dependencies' wheels in work/wheelhouse."""
     dist, wheelhouse, src = work / "dist", work / "wheelhouse", work / "src"
-    src.mkdir()  # a copy: building in the checkout would leave build/ and *.egg-info behind
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    shutil.copytree(ROOT / "swe_rl", src / "swe_rl", ignore=shutil.ignore_patterns("__pycache__"))
+    copy_package_sources(src)  # a copy: building in the checkout would leave build/ and *.egg-info behind
     _sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src), timeout=180)
     (wheel,) = dist.glob("swe_rl-*.whl")
     # Binary wheels for the node's Python (the base image's Debian bookworm python3: 3.11).

@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-
 from tests.conftest import BASE_IMAGE
 
 FAST_WARM = {"SWE_EXEC_WARM_INTERVAL": "0.2"}

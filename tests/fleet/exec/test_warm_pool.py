@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
-from pool_fixtures import fleet, pool_factory  # noqa: F401
 
 REPO_IMAGE = "swe-rl/fixture.pytoolz_1776_toolz-9001:latest"
 OPTS = {"memory": "512m", "cpus": 1.0, "pids_limit": 256}

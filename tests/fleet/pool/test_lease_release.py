@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import docker.errors
-from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
+from pool_fixtures import PoolProc
 
 from tests.conftest import BASE_IMAGE
 

