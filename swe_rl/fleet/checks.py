@@ -1,10 +1,11 @@
-"""Request body checks shared by the exec server and the pool server (standard library only).
+"""Checks of a raw request body, below the models, shared by both servers (standard library only).
 
-Why: JSON lets through values neither server can use. Nesting deep enough to overflow the
-parser, NaN and infinities (no JSON encoder sends them on) and lone surrogates (no UTF-8
-encoder writes them) used to surface as 500s deep inside a handler or an HTTP client. They
-are refused here, naming the field, before anything is forwarded or created. Docker's own
-messages go through `scrub` before they reach a caller, so no host path leaks.
+Why: JSON lets through values neither server can use, some in fields no model reads. Nesting
+deep enough to overflow the parser, NaN and infinities (no JSON encoder sends them on) and lone
+surrogates (no UTF-8 encoder writes them) used to surface as 500s deep inside a handler or an
+HTTP client. They are refused here, naming the field, before anything is validated, forwarded or
+created; the fields themselves are the business of the protocol's models (`protocol.parse`).
+Docker's own messages go through `scrub` before they reach a caller, so no host path leaks.
 
 Part of the fleet package installed on every node (see server/setup_docker_node.sh).
 """
@@ -82,44 +83,3 @@ def scrub(text: str, roots: tuple[str, ...] = ()) -> str:
         if root and root != "/":
             text = re.sub(re.escape(root.rstrip("/")) + r"[^\s\"',;)]*", "<host path>", text)
     return _HOST_PATH.sub("<host path>", text)
-
-
-_MEMORY = re.compile(r"^[0-9]+[bkmgBKMG]?$")
-_NETWORK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-def check_create_options(body: dict[str, Any]) -> None:
-    """Types of the create options a pool forwards (the node checks ranges against its own capacity)."""
-
-    def bad(key: str, what: str) -> InvalidRequest:
-        return InvalidRequest(f"{key} must be {what}")
-
-    value = body.get("network")  # a name: a Docker network the node allows (SWE_EXEC_NETWORKS)
-    if (
-        value is not None
-        and not isinstance(value, bool)
-        and not (isinstance(value, str) and _NETWORK.match(value))
-    ):
-        raise bad("network", "true, false, 'none', 'default' or a Docker network name")
-    value = body.get("memory")
-    if value is not None and (
-        isinstance(value, bool) or not isinstance(value, (str, int)) or not _MEMORY.match(str(value))
-    ):
-        raise bad("memory", "like '4g', '512m' or a byte count")
-    value = body.get("cpus")
-    if value is not None and (
-        isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0
-    ):
-        raise bad("cpus", "a positive number")
-    value = body.get("pids_limit")
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
-        raise bad("pids_limit", "a positive whole number")
-    value = body.get("workdir")
-    if value is not None and (not isinstance(value, str) or not value.startswith("/") or "\x00" in value):
-        raise bad("workdir", "an absolute path")
-    value = body.get("env")
-    if value is not None and (
-        not isinstance(value, dict)
-        or not all(isinstance(k, str) and k and isinstance(v, str) for k, v in value.items())
-    ):
-        raise bad("env", "an object mapping variable names to strings")

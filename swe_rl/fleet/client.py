@@ -10,8 +10,9 @@ Why it is built this way:
 - Errors are typed (`swe_rl.fleet.errors`): every HTTP answer that is not a 200 is mapped onto
   that one tree in one place (`errors.error_for`). Everything under `FleetUnavailable` is the
   fleet's fault: the plugin removes such samples instead of scoring them.
-- Results are decoded views of the wire types of `swe_rl.fleet.protocol` (`ExecResponse`,
-  `EvaluateResponse`): `ExecResult.from_response`, `EvalResult.from_response`.
+- One contract with the servers: bodies are built from the request models of `swe_rl.fleet.protocol`
+  (a mistake is the `BadRequest` the server would answer, before any round trip) and answers are
+  parsed into the models of `swe_rl.fleet.responses` (`ExecResult.from_response`, ...).
 - Retries (exponential backoff with jitter) only where repeating is safe:
   allocate (a client-made request id makes it idempotent), heartbeat, diff,
   read_file, close. exec, write_file and evaluate change the container, so they
@@ -26,7 +27,6 @@ Why it is built this way:
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import random
@@ -37,10 +37,11 @@ from enum import Enum
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from swe_rl.fleet import protocol, responses
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
-from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, EvaluateResponse, ExecResponse
+from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
 from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 
@@ -119,16 +120,9 @@ class ExecResult:
         return self.returncode == 0 and not self.timed_out
 
     @classmethod
-    def from_response(cls, data: ExecResponse) -> ExecResult:
-        return cls(
-            returncode=data["returncode"],
-            output=data["output"],
-            timed_out=data["timed_out"],
-            truncated=data["truncated"],
-            output_bytes=data["output_bytes"],
-            duration=data["duration"],
-            stderr=data.get("stderr"),
-        )
+    def from_response(cls, data: dict[str, Any]) -> ExecResult:
+        r = responses.ExecResponse.model_validate(data)
+        return cls(r.returncode, r.output, r.timed_out, r.truncated, r.output_bytes, r.duration, r.stderr)
 
 
 @dataclass
@@ -147,9 +141,9 @@ class EvalResult:
     duration: float
 
     @classmethod
-    def from_response(cls, data: EvaluateResponse) -> EvalResult:
-        fields: dict[str, Any] = {k: data.get(k) for k in cls.__dataclass_fields__}
-        return cls(**fields)
+    def from_response(cls, data: dict[str, Any]) -> EvalResult:
+        answer = responses.EvaluateResponse.model_validate(data)
+        return cls(**answer.model_dump(include=set(cls.__dataclass_fields__)))
 
 
 class Retry(Enum):
@@ -175,15 +169,12 @@ class Lease:
     """One container held from the pool; every call refreshes the lease."""
 
     def __init__(self, client: EnvClient, info: dict[str, Any]) -> None:
+        lease = responses.LeaseResponse.model_validate(info)
         self.client = client
-        self.lease_id: str = info["lease_id"]
-        self.node: str = info.get("node", "")
-        self.container_id: str = info.get("container_id", "")
-        self.image: str = info.get("image", "")
-        self.instance_id: str | None = info.get("instance_id")
-        self.workdir: str = info.get("workdir", "")
-        self.expires_at: float = info.get("expires_at", 0.0)
-        self.warm: bool | None = info.get("warm")
+        self.lease_id, self.node, self.container_id = lease.lease_id, lease.node, lease.container_id
+        self.image, self.instance_id, self.workdir = lease.image, lease.instance_id, lease.workdir
+        self.expires_at: float = lease.expires_at
+        self.warm: bool | None = lease.warm
         """Whether the node handed over a pre-started container (None: the pool did not say)."""
         self.closed = False
         self.lost: LeaseLost | None = None
@@ -209,75 +200,65 @@ class Lease:
     ) -> ExecResult:
         """Run command; `idempotent=True` lets a severed call be sent again (the command may then run twice)."""
         timeout = timeout or self.client.config.exec_timeout
-        body: dict[str, Any] = {"command": command, "timeout": timeout}
-        for key, value in (
-            ("workdir", workdir),
-            ("env", env),
-            ("max_output_bytes", max_output_bytes),
-            ("user", user),
-        ):
-            if value is not None:
-                body[key] = value
-        if separate_stderr:
-            body["separate_stderr"] = True
+        body = _body(
+            "exec",
+            protocol.ExecCall,
+            command=command,
+            timeout=timeout,
+            workdir=workdir,
+            env=env,
+            max_output_bytes=max_output_bytes,
+            user=user,
+            separate_stderr=separate_stderr,
+        )
         data = await self._call(
             "exec", body, timeout + self.client.config.call_margin, Retry.SAFE if idempotent else Retry.UNSENT
         )
-        return ExecResult.from_response(data)  # type: ignore[arg-type]
+        return ExecResult.from_response(data)
 
     async def diff(self, base: str | None = None) -> str:
         """`git diff` of the workdir against base (HEAD), new files included."""
-        data = await self._call(
-            "diff", {"base": base} if base else {}, self.client.config.read_timeout, Retry.SAFE
-        )
-        if data.get("encoding") == "base64":  # not valid UTF-8: keep what is text, mark the rest
-            return base64.b64decode(data["patch"]).decode("utf-8", errors="replace")
-        return data["patch"]
+        body = _body("diff", protocol.DiffCall, base=base)
+        data = await self._call("diff", body, self.client.config.read_timeout, Retry.SAFE)
+        return responses.DiffResponse.model_validate(data).text()
 
     async def record_baseline(self) -> str:
         """Record the work tree as it is now (untracked build output of the image's install, ...);
         every later `diff` leaves exactly that out. Call once, before the first action."""
-        data = await self._call(
-            "diff", {"record_baseline": True}, self.client.config.read_timeout, Retry.SAFE
-        )
-        return str(data.get("baseline", ""))
+        body = _body("diff", protocol.DiffCall, record_baseline=True)
+        data = await self._call("diff", body, self.client.config.read_timeout, Retry.SAFE)
+        return responses.DiffResponse.model_validate(data).baseline
 
     async def write_file(
         self, path: str, data: str | bytes, mode: int | None = None, *, idempotent: bool = False
     ) -> None:
         """Write a file (parents created); `idempotent=True` retries a severed call (same bytes, same path)."""
-        body: dict[str, Any] = {"path": path}
-        if isinstance(data, bytes):
-            body["content_b64"] = base64.b64encode(data).decode("ascii")
-        else:
-            body["content"] = data
-        if mode is not None:
-            body["mode"] = mode
+        content, mode = data if isinstance(data, bytes) else data.encode(), 0o644 if mode is None else mode
+        body = _body("write_file", protocol.WriteFileCall, path=path, content=content, mode=mode)
         await self._call(
             "write_file", body, self.client.config.read_timeout, Retry.SAFE if idempotent else Retry.UNSENT
         )
 
     async def read_file(self, path: str) -> bytes:
-        data = await self._call("read_file", {"path": path}, self.client.config.read_timeout, Retry.SAFE)
-        if data.get("encoding") == "base64":
-            return base64.b64decode(data["content"])
-        return data["content"].encode("utf-8")
+        body = _body("read_file", protocol.ReadFileCall, path=path)
+        data = await self._call("read_file", body, self.client.config.read_timeout, Retry.SAFE)
+        return responses.ReadFileResponse.model_validate(data).data()
 
     async def evaluate(self, patch: str, eval_script: str, timeout: float | None = None) -> EvalResult:
         """Apply patch in the workdir and run eval_script; the test log is returned, not judged."""
         timeout = timeout or self.client.config.eval_timeout
         data = await self._call(
             "evaluate",
-            {"patch": patch, "eval_script": eval_script, "timeout": timeout},
+            _body("evaluate", protocol.EvaluateCall, patch=patch, eval_script=eval_script, timeout=timeout),
             timeout + EVAL_APPLY_ALLOWANCE + self.client.config.call_margin,
             Retry.UNSENT,
         )
-        return EvalResult.from_response(data)  # type: ignore[arg-type]
+        return EvalResult.from_response(data)
 
     async def heartbeat(self) -> float:
         """Extend the lease; returns its new expiry (epoch seconds)."""
         data = await self._call("heartbeat", {}, self.client.config.read_timeout, Retry.SAFE)
-        self.expires_at = data.get("expires_at", self.expires_at)
+        self.expires_at = responses.HeartbeatResponse.model_validate(data).expires_at
         return self.expires_at
 
     def start_heartbeat(self, interval: float | None = None) -> None:
@@ -347,9 +328,14 @@ class EnvClient:
         heartbeat (use `lease()` for that, or `Lease.start_heartbeat()`).
         """
         request_id = request_id or secrets.token_urlsafe(16)
-        body = {"image": image, "request_id": request_id, **opts}
-        if instance_id is not None:
-            body["instance_id"] = instance_id
+        body = _body(
+            "allocate",
+            protocol.AllocateRequest,
+            image=image,
+            request_id=request_id,
+            instance_id=instance_id,
+            **opts,
+        )
         try:
             data = await self._call("allocate", body, timeout=self.config.read_timeout, retry=Retry.ALLOCATE)
         except asyncio.CancelledError:  # the pool may still create it: release it by request id
@@ -409,14 +395,15 @@ class EnvClient:
             except FleetError as exc:
                 log.warning("heartbeat of %d leases failed: %s", len(batch), exc)
                 continue
-            gone = {lease_id: "unknown or expired lease" for lease_id in data.get("unknown", [])}
-            gone.update(data.get("lost", {}))
+            beat = responses.HeartbeatResponse.model_validate(data)
+            gone = {lease_id: "unknown or expired lease" for lease_id in beat.unknown}
+            gone.update(beat.lost)
             for lease in batch:
                 reason = gone.get(lease.lease_id)
                 if lease.lease_id not in self._watched:  # closed while the request was out
                     continue
                 if reason is None:
-                    lease.expires_at = data.get("expires_at", lease.expires_at)
+                    lease.expires_at = beat.expires_at
                     extended += 1
                     continue
                 lease.lost = LeaseLost(f"heartbeat: lease {lease.lease_id}: {reason}", status=410)
@@ -490,6 +477,15 @@ class EnvClient:
                 jitter=True,
             )
         return await retry_async(attempt, policy, name=op)
+
+
+def _body(op: str, model: type[BaseModel], **fields: Any) -> dict[str, Any]:
+    """A request body built from its protocol model; a mistake is the `BadRequest` the server would give."""
+    try:
+        request = model(**fields)
+    except ValidationError as exc:
+        raise error_for(op, 400, protocol.refusal(exc).body()) from None
+    return request.wire() if isinstance(request, protocol.WriteFileCall) else protocol.wire(request)
 
 
 def _json_or_text(resp: httpx.Response) -> dict[str, Any]:

@@ -1,23 +1,39 @@
 """The fleet's wire contract: what exec servers, the pool and the client send each other.
 
-One place for the shapes of the container calls (create, exec, diff, read/write file,
-evaluate, warm), the error body, the container labels and the timeouts that the three
-parts must agree on. Standard library only, so an exec node needs nothing more for it.
+One set of pydantic models imported by all three parts (the SWE-ReX way): the servers validate a
+body with `parse` (``Model.model_validate`` + `refusal`, the one mapping of a `ValidationError` onto
+the 400 the servers have always answered; tests/fleet/test_bad_input.py is that contract), and the
+client builds its bodies from the same models (`wire`). Also the error body, the container labels
+and the timeouts the parts agree on. Needs pydantic only, so a node needs nothing more for it.
 
-Requests are frozen dataclasses; ``None`` in an optional field means "not given, use the
-server's default". An exec server checks a JSON body field by field (its own messages,
-see `swe_rl.fleet.exec.validation`) and then hands one of these to its operations.
-Responses are `TypedDict`s: they document the JSON objects the servers answer with.
-
-Every error answer is a JSON object ``{"error": <message>, ...}`` (`error_body`), with a
-4xx status for the caller's mistakes and 5xx for the fleet's own failures.
+Requests are strict (no ``"10"`` for 10, finite numbers only) and ignore unknown fields, as the
+servers always did; ``None`` means "the server's default". What depends on one node (its limits,
+memory, CPUs, networks) is checked by that node after the model (`swe_rl.fleet.exec.validation`).
+A container call has two halves: the call a lease holder sends the pool (`ExecCall`, ...) and the
+node's request (`ExecRequest`, ...: the same fields with the ``container_id`` the pool put in).
+Answers: `swe_rl.fleet.responses`. Every error answer is ``{"error": <message>, ...}``
+(`error_body`): 4xx for the caller's mistakes, 5xx for the fleet's own failures. More: docs/wire.md.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
-from dataclasses import dataclass, field
-from typing import Any, TypedDict
+import posixpath
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 __all__ = [
     "EVAL_APPLY_ALLOWANCE",
@@ -31,24 +47,33 @@ __all__ = [
     "LABEL_CREATED",
     "LABEL_WARM",
     "MANAGED_VALUE",
+    "MAX_HEARTBEAT_BATCH",
     "ApiError",
     "error_body",
     "read_token",
+    "refusal",
+    "parse",
+    "wire",
+    "CreateOptions",
     "CreateRequest",
     "WarmRequest",
+    "ExecCall",
     "ExecRequest",
+    "DiffCall",
     "DiffRequest",
+    "WriteFileCall",
     "WriteFileRequest",
+    "ReadFileCall",
     "ReadFileRequest",
+    "EvaluateCall",
     "EvaluateRequest",
-    "CreateResponse",
-    "ExecResponse",
-    "DiffResponse",
-    "WriteFileResponse",
-    "ReadFileResponse",
-    "EvaluateResponse",
-    "WarmResponse",
-    "ErrorBody",
+    "DestroyRequest",
+    "TouchRequest",
+    "AllocateRequest",
+    "PoolWarmRequest",
+    "HeartbeatRequest",
+    "CloseRequest",
+    "ROUTED_CALLS",
 ]
 
 # --------------------------------------------------------------------------- shared constants
@@ -57,6 +82,8 @@ EVAL_APPLY_ALLOWANCE = 900.0
 """Seconds an evaluate call gets on top of its test timeout: applying the patch (up to 3 strategies)."""
 PLAIN_CALL_TIMEOUT = 300.0
 """Seconds the pool waits for a node's answer to a call without its own timeout (diff, file calls)."""
+MAX_HEARTBEAT_BATCH = 10_000
+"""Leases one batch heartbeat may name (a client with more sends several requests)."""
 
 # Labels on every container an exec server manages; the reaper and the pool's reconciliation read them.
 LABEL_MANAGED = "swe-rl.managed-by"
@@ -90,13 +117,8 @@ class ApiError(Exception):
         return error_body(self.message, **self.extra)
 
 
-class ErrorBody(TypedDict, total=False):
-    error: str
-    """What went wrong, for a human; further keys (``lease_lost``, ``node_down``, ``path``, ...) for code."""
-
-
 def error_body(message: str, **extra: Any) -> dict[str, Any]:
-    """The JSON object every error answer carries."""
+    """The JSON object every error answer carries: ``error`` for a human, further keys for code."""
     return {"error": message, **extra}
 
 
@@ -110,166 +132,365 @@ def read_token(token: str, token_file: str) -> str:
     return ""
 
 
-# --------------------------------------------------------------------------- requests
+# --------------------------------------------------------------------------- field types
+
+CONTAINER_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+IMAGE = r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,255}$"
+NETWORK_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+MEMORY = r"^[0-9]+[bkmgBKMG]?$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+LABEL_VALUE = r"^[A-Za-z0-9_.:@/+-]{0,128}$"
+USER = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$"
+GIT_REVISION = r"^[A-Za-z0-9_./^~-]{1,200}$"
+FORBIDDEN_WORKDIRS = ("/proc", "/sys", "/dev")
 
 
-@dataclass(frozen=True)
-class CreateRequest:
-    """``POST /container/create`` (exec) — the pool's ``/allocate`` takes the same options."""
+def _no_nul(value: str, info: ValidationInfo) -> str:
+    if "\x00" in value:
+        raise ValueError(f"field {info.field_name!r} contains a NUL byte")
+    return value
 
-    image: str
-    memory: str | None = None
-    """Memory limit like '4g' (no swap beyond it)."""
-    cpus: float | None = None
-    pids_limit: int | None = None
-    network: bool | str | None = None
+
+def _absolute(value: str, info: ValidationInfo) -> str:
+    if not value.startswith("/") or "\x00" in value:
+        raise ValueError(f"{info.field_name} must be an absolute path")
+    return value
+
+
+def _workdir(value: str) -> str:
+    """Normalised, and outside the kernel's pseudo file systems."""
+    if ".." in value.split("/"):
+        raise ValueError("workdir may not contain '..'")
+    value = posixpath.normpath(value).replace("//", "/")
+    if any(value == p or value.startswith(p + "/") for p in FORBIDDEN_WORKDIRS):
+        raise ValueError(f"workdir may not be under {', '.join(FORBIDDEN_WORKDIRS)}")
+    return value
+
+
+def _whole(value: Any) -> Any:
+    """2.0 is 2 (as JSON writers may send it); 1.5 stays a float and fails as one."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _image(value: str) -> str:
+    if not re.match(IMAGE, value):
+        raise ValueError(f"invalid image name {value!r}")
+    return value
+
+
+def _memory(value: Any) -> str:
+    """'4g', '512m' or a byte count (a JSON number is one too)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not re.match(MEMORY, str(value)):
+        raise ValueError("memory must look like '4g', '512m' or a byte count")
+    return str(value)
+
+
+def _network(value: bool | str | None) -> bool | str:
+    """False/None/'none': no network; True/'default'/'bridge': Docker's bridge; else a network's name."""
+    if value is None or value is False or value == "none":
+        return False
+    if value is True or value in ("default", "bridge"):
+        return True
+    if value == "host":
+        raise ValueError("network must be true/false, 'none', 'default' or a Docker network name")
+    return value
+
+
+Text = Annotated[str, Field(min_length=1), AfterValidator(_no_nul)]
+"""A required, non-empty string without NUL bytes (command, eval script, image)."""
+FilePath = Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_no_nul)]
+AbsPath = Annotated[str, Field(max_length=4096), AfterValidator(_absolute)]
+Workdir = Annotated[AbsPath, AfterValidator(_workdir)]
+Image = Annotated[Text, AfterValidator(_image)]
+ContainerId = Annotated[str, Field(pattern=CONTAINER_ID)]
+Label = Annotated[str, BeforeValidator(lambda v: "" if v is None else v), Field(pattern=LABEL_VALUE)]
+Env = Annotated[
+    dict[Annotated[str, Field(pattern=ENV_NAME)], Annotated[str, AfterValidator(_no_nul)]],
+    BeforeValidator(lambda v: {} if v is None else v),
+]
+Network = Annotated[bool | Annotated[str, Field(pattern=NETWORK_NAME)] | None, AfterValidator(_network)]
+Memory = Annotated[str, BeforeValidator(_memory)]
+Seconds = Annotated[float, Field(ge=0.1)]
+Whole = Annotated[int, BeforeValidator(_whole)]
+Count = Annotated[Whole, Field(ge=0, le=100_000)]
+
+User = Annotated[
+    Annotated[str, Field(pattern=USER)] | None, BeforeValidator(lambda v: None if v == "" else v)
+]
+Name = Annotated[str, Field(min_length=1, max_length=256)]
+RequestId = Annotated[str, Field(min_length=1, max_length=200)]
+LeaseIds = Annotated[list[Annotated[str, Field(min_length=1)]], Field(max_length=MAX_HEARTBEAT_BATCH)]
+
+
+class Wire(BaseModel):
+    """A request body: strict JSON types, finite numbers, unknown fields ignored (as ever)."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, frozen=True, extra="ignore")
+
+
+# --------------------------------------------------------------------------- exec server requests
+
+
+class CreateOptions(Wire):
+    """What a container is made of: the node's create and warm, the pool's allocate and warm."""
+
+    image: Image
+    workdir: Workdir | None = None
+    """Absolute; the node's default is /testbed."""
+    network: Network = False
     """False/'none' (default): no network; True/'default': Docker's bridge; a name: an allowlisted network."""
-    workdir: str | None = None
-    """Absolute; default /testbed."""
-    env: dict[str, str] = field(default_factory=dict)
-    lease_id: str = ""
-    owner: str = ""
-    ttl: float | None = None
+    memory: Memory | None = None
+    """Memory limit like '4g' (no swap beyond it)."""
+    cpus: Annotated[float, Field(gt=0)] | None = None
+    pids_limit: Annotated[Whole, Field(ge=16, le=1 << 20)] | None = None
+    env: Env = {}
+
+
+class CreateRequest(CreateOptions):
+    """``POST /container/create`` (exec); the pool fills `lease_id`, `owner` and `idle_ttl`."""
+
+    lease_id: Label = ""
+    owner: Label = ""
+    ttl: Annotated[float, Field(ge=1)] | None = None
     """Hard lifetime in seconds."""
-    idle_ttl: float | None = None
+    idle_ttl: Annotated[float, Field(ge=1)] | None = None
     """Seconds without a call after which the reaper removes it."""
 
 
-@dataclass(frozen=True)
-class WarmRequest:
-    """``POST /warm``: keep `count` started containers of this exact create request for `ttl` seconds."""
+class WarmRequest(CreateOptions):
+    """``POST /warm`` (exec): keep `count` started containers of this exact create request for `ttl` seconds."""
 
-    create: CreateRequest
-    count: int = 1
-    ttl: float | None = None
+    count: Annotated[Whole, Field(ge=0, le=1 << 16)] = 1
+    ttl: Annotated[float, Field(ge=1)] | None = None
 
 
-@dataclass(frozen=True)
-class ExecRequest:
-    """``POST /container/exec``: run a shell command."""
+class ExecCall(Wire):
+    """``POST /exec`` (pool, with ``lease_id``): run a shell command."""
 
-    container_id: str
-    command: str
-    timeout: float | None = None
-    workdir: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
-    max_output_bytes: int | None = None
-    user: str | None = None
+    command: Text
+    timeout: Seconds | None = None
+    env: Env = {}
+    max_output_bytes: Annotated[Whole, Field(ge=64)] | None = None
+    user: User = None
+    """A user name or uid[:gid]; the image's default user when absent."""
     separate_stderr: bool = False
     """False: one interleaved ``output``; True: ``output`` is stdout and ``stderr`` comes apart."""
+    workdir: AbsPath | None = None
 
 
-@dataclass(frozen=True)
-class DiffRequest:
-    """``POST /container/diff``: the patch of the work tree (or, with `record_baseline`, record its start)."""
+class ExecRequest(ExecCall):
+    """``POST /container/exec`` (exec)."""
 
-    container_id: str
-    base: str = "HEAD"
-    workdir: str | None = None
+    container_id: ContainerId
+
+
+class DiffCall(Wire):
+    """``POST /diff``: the patch of the work tree (or, with `record_baseline`, record its start)."""
+
+    base: Annotated[str, BeforeValidator(lambda v: v or "HEAD"), Field(pattern=GIT_REVISION)] = "HEAD"
     record_baseline: bool = False
+    workdir: AbsPath | None = None
 
 
-@dataclass(frozen=True)
-class WriteFileRequest:
-    """``POST /container/write_file``; on the wire the content is ``content`` (text) or ``content_b64``."""
+class DiffRequest(DiffCall):
+    """``POST /container/diff``."""
 
-    container_id: str
-    path: str
+    container_id: ContainerId
+
+
+class WriteFileCall(Wire):
+    """``POST /write_file``; on the wire the content is ``content`` (text) or ``content_b64`` (bytes)."""
+
     content: bytes
-    mode: int = 0o644
+    mode: Annotated[Whole, Field(ge=0, le=0o7777)] = 0o644
+    path: FilePath
     create_dirs: bool = True
 
+    @model_validator(mode="before")
+    @classmethod
+    def _decode(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or isinstance(data.get("content"), bytes):
+            return data
+        forwarding = bool(info.context and info.context.get("forwarding"))
+        if "content_b64" in data:
+            value = data["content_b64"]
+            if not isinstance(value, str):
+                raise ValueError("content_b64 must be a base64 string")
+            if forwarding:  # the pool passes the body on as it came: the node decodes it, once
+                return {**data, "content": b""}
+            try:
+                return {**data, "content": base64.b64decode(value, validate=True)}
+            except (binascii.Error, ValueError):
+                raise ValueError("content_b64 is not valid base64") from None
+        if not isinstance(data.get("content"), str):
+            raise ValueError("give the file as 'content' (text) or 'content_b64' (bytes)")
+        return {**data, "content": b"" if forwarding else data["content"].encode("utf-8")}
 
-@dataclass(frozen=True)
-class ReadFileRequest:
+    def wire(self) -> dict[str, Any]:
+        """The body to send: text as ``content``, other bytes as ``content_b64``."""
+        body = wire(self, exclude={"content"})
+        try:
+            body["content"] = self.content.decode("utf-8")
+        except UnicodeDecodeError:
+            body["content_b64"] = base64.b64encode(self.content).decode("ascii")
+        return body
+
+
+class WriteFileRequest(WriteFileCall):
+    """``POST /container/write_file``."""
+
+    container_id: ContainerId
+
+
+class ReadFileCall(Wire):
+    """``POST /read_file``."""
+
+    max_bytes: Annotated[Whole, Field(ge=0)] | None = None
+    path: FilePath
+
+
+class ReadFileRequest(ReadFileCall):
     """``POST /container/read_file``."""
 
-    container_id: str
-    path: str
-    max_bytes: int | None = None
+    container_id: ContainerId
 
 
-@dataclass(frozen=True)
-class EvaluateRequest:
-    """``POST /container/evaluate``: apply a patch, then run the eval script."""
+class EvaluateCall(Wire):
+    """``POST /evaluate``: apply a patch, then run the eval script."""
 
-    container_id: str
-    eval_script: str
     patch: str = ""
-    timeout: float | None = None
-    workdir: str | None = None
-    max_output_bytes: int | None = None
+    eval_script: Text
+    timeout: Annotated[float, Field(ge=1)] | None = None
+    max_output_bytes: Annotated[Whole, Field(ge=1024)] | None = None
+    workdir: AbsPath | None = None
 
 
-# --------------------------------------------------------------------------- responses
+class EvaluateRequest(EvaluateCall):
+    """``POST /container/evaluate``."""
+
+    container_id: ContainerId
 
 
-class CreateResponse(TypedDict):
-    container_id: str
-    name: str
-    image: str
-    workdir: str
-    deadline: float
-    network: bool | str
-    warm: bool
-    """Handed over from the warm pool (no Docker call)."""
+class DestroyRequest(Wire):
+    """``POST /container/destroy``: the node answers for an id it does not know."""
+
+    container_id: str | None = None
 
 
-class ExecResponse(TypedDict, total=False):
-    returncode: int
-    output: str
-    timed_out: bool
-    truncated: bool
-    output_bytes: int
-    duration: float
-    stderr: str
-    """Only with ``separate_stderr``."""
-    stderr_truncated: bool
+class TouchRequest(Wire):
+    """``POST /containers/touch``: these containers are alive (the pool's touch pass)."""
+
+    container_ids: list[str]
 
 
-class DiffResponse(TypedDict, total=False):
-    patch: str
-    encoding: str
-    """"utf-8", or "base64" when the patch is not valid UTF-8."""
-    baseline: str
-    """Only when a baseline was recorded."""
+ROUTED_CALLS: dict[str, type[Wire]] = {
+    "exec": ExecCall,
+    "diff": DiffCall,
+    "evaluate": EvaluateCall,
+    "write_file": WriteFileCall,
+    "read_file": ReadFileCall,
+}
+"""The container calls a lease holder makes through the pool (``POST /<op>`` with a ``lease_id``)."""
 
 
-class WriteFileResponse(TypedDict):
-    ok: bool
-    path: str
-    bytes: int
+# --------------------------------------------------------------------------- pool requests
 
 
-class ReadFileResponse(TypedDict):
-    content: str
-    encoding: str
-    """"utf-8", or "base64" when the file is not valid UTF-8."""
-    path: str
-    size: int
-    mode: int
+class AllocateRequest(CreateOptions):
+    """``POST /allocate``: lease a container; `request_id` makes a retry return the same lease."""
+
+    request_id: RequestId | None = None
+    instance_id: Name | None = None
+    expected: Count | None = None
+    """Leases of this exact request the caller expects soon (raises the warm demand)."""
 
 
-class EvaluateResponse(TypedDict):
-    apply_status: str
-    """"applied", "failed" (no strategy applied the patch) or "empty" (no patch)."""
-    apply_strategy: str | None
-    apply_output: str
-    returncode: int | None
-    test_log: str
-    timed_out: bool
-    truncated: bool
-    duration: float
+class PoolWarmRequest(CreateOptions):
+    """``POST /warm`` (pool): keep `count` containers of this exact request started ahead (0 cancels)."""
+
+    count: Count
 
 
-class WarmResponse(TypedDict, total=False):
-    ok: bool
-    image: str
-    count: int
-    accepted: int
-    ttl: float
-    ready: int
-    starting: int
-    max_warm: int
-    dropped: str
-    """Why this spec is not warmed (it failed to start), when it is not."""
+class HeartbeatRequest(Wire):
+    """``POST /heartbeat``: one lease (`lease_id`) or a client's whole batch (`lease_ids`)."""
+
+    lease_id: str | None = None
+    lease_ids: LeaseIds | None = None
+
+
+class CloseRequest(Wire):
+    """``POST /close``: by `lease_id`, or by `request_id` when the allocate was cancelled midway."""
+
+    lease_id: str | None = None
+    request_id: RequestId | None = None
+
+
+# --------------------------------------------------------------------------- validation errors → 400
+
+_MUST = {
+    "container_id": "container_id must be a container id or name (letters, digits, '_', '.', '-')",
+    "container_ids": "container_ids must be a list of strings",
+    "lease_ids": "lease_ids must be a list of non-empty strings",
+    "env": "env must map variable names to strings",
+    "network": "network must be true/false, 'none', 'default' or a Docker network name",
+    "memory": "memory must look like '4g', '512m' or a byte count",
+    "cpus": "cpus must be a positive number",
+    "user": "user must be a user name or uid[:gid] (letters, digits and _.-, at most 32 each)",
+    "base": "base must be a git revision",
+    "workdir": "workdir must be an absolute path",
+    "patch": "patch must be a string",
+    "path": "path is too long",
+    "lease_id": "lease_id must be at most 128 characters of letters, digits and _.:@/+-",
+    "owner": "owner must be at most 128 characters of letters, digits and _.:@/+-",
+    "request_id": "request_id must be a non-empty string of at most 200 characters",
+    "instance_id": "instance_id must be a non-empty string of at most 256 characters",
+}
+_REQUIRED_TEXT = ("image", "command", "eval_script")
+_BOUNDS = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most"}
+
+
+def refusal(exc: ValidationError) -> ApiError:
+    """The 400 answer of a body a model refused: its first mistake, in field order, in the servers' words."""
+    err = exc.errors(include_url=False)[0]
+    kind, ctx = err["type"], err.get("ctx") or {}
+    name = str(err["loc"][0]) if err["loc"] else ""
+    if kind == "value_error":  # our own validators say it in full
+        return ApiError(400, str(ctx.get("error", err["msg"])))
+    if name == "lease_id" and kind in ("missing", "string_type", "string_too_short"):
+        return ApiError(400, "missing or empty string field 'lease_id'")
+    if name in _REQUIRED_TEXT or (name == "path" and kind in ("missing", "string_type", "string_too_short")):
+        return ApiError(400, f"missing or empty string field {name!r}")
+    if name == "lease_ids" and kind == "too_long" and len(err["loc"]) == 1:
+        return ApiError(
+            400, f"lease_ids holds {ctx['actual_length']} leases, at most {MAX_HEARTBEAT_BATCH} per request"
+        )
+    if name in _MUST:
+        return ApiError(400, _MUST[name])
+    if kind == "missing":
+        return ApiError(400, f"missing field {name!r}")
+    if kind == "bool_type":
+        return ApiError(400, f"{name} must be true or false")
+    if kind in ("int_type", "int_from_float"):
+        return ApiError(400, f"{name} must be a whole number")
+    if kind in _BOUNDS:
+        return ApiError(400, f"{name} must be {_BOUNDS[kind]} {next(iter(ctx.values()))}")
+    return ApiError(400, f"{name} must be a number" if "float" in kind or "finite" in kind else err["msg"])
+
+
+FORWARDING = {"forwarding": True}
+"""Validation context of a body the pool checks and forwards unchanged (file content is not decoded)."""
+
+
+def parse(model: type[Any], body: dict[str, Any], context: dict[str, Any] | None = None) -> Any:
+    """``model.model_validate(body)``, a refusal raised as the `ApiError` the servers answer with."""
+    try:
+        return model.model_validate(body, context=context)
+    except ValidationError as exc:
+        raise refusal(exc) from None
+
+
+def wire(request: BaseModel, **kw: Any) -> dict[str, Any]:
+    """A request's JSON body: only what differs from the defaults (the server fills in its own)."""
+    return request.model_dump(mode="json", exclude_defaults=True, **kw)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-
+import pydantic
 import pytest
 
 from swe_rl.fleet import protocol
@@ -27,11 +26,11 @@ def test_read_token_prefers_the_value_then_the_file(tmp_path, monkeypatch):
 
 
 def test_requests_are_frozen_with_server_defaults_left_open():
-    req = protocol.ExecRequest("c1", "echo hi")
+    req = protocol.ExecRequest(container_id="c1", command="echo hi")
     assert req.timeout is None and req.env == {} and req.separate_stderr is False
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(pydantic.ValidationError):
         req.command = "x"  # type: ignore[misc]
-    assert protocol.WarmRequest(protocol.CreateRequest("img")).count == 1
+    assert protocol.WarmRequest(image="img").count == 1
 
 
 def test_one_value_for_what_pool_and_client_share():

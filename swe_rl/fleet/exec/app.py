@@ -5,7 +5,7 @@ default, `memory` for load tests; `backend.py`), nothing of `swe_rl` outside the
 `/healthz` needs the bearer token; bad input gets a 4xx with a JSON error (`{"error": ...}`),
 never a stack trace; the backend's messages are passed on without host paths.
 
-The work itself is in the sibling modules: `validation` (bodies into typed requests),
+The work itself is in the sibling modules: `validation` (bodies into the protocol's models),
 `operations`, `containers`, `warm`, `reaper`, `executor`, put together by `manager`.
 """
 
@@ -28,7 +28,7 @@ from swe_rl.fleet.exec import validation as v
 from swe_rl.fleet.exec.backend import BackendError, backend_class
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.manager import ContainerManager
-from swe_rl.fleet.protocol import ApiError, read_token
+from swe_rl.fleet.protocol import ApiError, DestroyRequest, parse, read_token
 
 __version__ = "0.1.0"
 log = logging.getLogger("swe_exec_server")
@@ -154,7 +154,7 @@ def create_app(manager: ContainerManager) -> Flask:
         "/container/write_file": lambda b: ops.write_file(v.write_file_request(b)),
         "/container/read_file": lambda b: ops.read_file(v.read_file_request(b, cfg)),
         "/container/evaluate": lambda b: ops.evaluate(v.evaluate_request(b, cfg)),
-        "/container/destroy": lambda b: manager.destroy(b.get("container_id")),
+        "/container/destroy": lambda b: manager.destroy(parse(DestroyRequest, b).container_id),
         "/warm": lambda b: manager.warm(v.warm_request(b, cfg)),
     }
     for path, handler in routes.items():

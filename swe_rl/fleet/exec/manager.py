@@ -15,7 +15,7 @@ from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec
 from swe_rl.fleet.exec.operations import Operations
 from swe_rl.fleet.exec.reaper import Reaper
 from swe_rl.fleet.exec.warm import ClaimedState, WarmPool
-from swe_rl.fleet.protocol import CreateRequest, WarmRequest
+from swe_rl.fleet.protocol import CreateOptions, CreateRequest, WarmRequest
 
 
 class ContainerManager:
@@ -68,7 +68,7 @@ class ContainerManager:
 
     def warm(self, req: WarmRequest) -> dict[str, Any]:
         assert req.ttl is not None
-        return self.warm_pool.set_target(_spec(req.create), req.count, req.ttl)
+        return self.warm_pool.set_target(_spec(req), req.count, req.ttl)
 
     def destroy(self, container_id: Any) -> dict[str, Any]:
         return self.containers.destroy(container_id)
@@ -103,7 +103,7 @@ class ContainerManager:
         return self.warm_pool.stop()
 
 
-def _spec(req: CreateRequest) -> CreateSpec:
+def _spec(req: CreateOptions) -> CreateSpec:
     assert req.memory is not None and req.cpus is not None and req.pids_limit is not None
     assert req.network is not None and req.workdir is not None
     return CreateSpec(

@@ -8,7 +8,6 @@ removed answers 410 (409 when it stopped), never a stack trace.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import io
 import os
 import tarfile
@@ -244,7 +243,7 @@ class Operations:
                     raise ApiError(422, f"cannot read {path}: too many levels of symbolic links", path=path)
                 # Follow one link level by asking for the target (relative to the link's directory).
                 target = _resolve(member.linkname, os.path.dirname(path))
-                return self.read_file(dataclasses.replace(req, path=target), _links + 1)
+                return self.read_file(req.model_copy(update={"path": target}), _links + 1)
             fh = tar.extractfile(member)
             data = fh.read() if fh else b""
         result = _encode_bytes("content", data)
@@ -258,7 +257,11 @@ class Operations:
             workdir = req.workdir or rec.workdir
             apply_status, strategy, apply_log = "empty", None, ""
             if patch.strip():
-                self.write_file(WriteFileRequest(rec.id, f"{SCRATCH}/patch.diff", patch.encode("utf-8")))
+                self.write_file(
+                    WriteFileRequest(
+                        container_id=rec.id, path=f"{SCRATCH}/patch.diff", content=patch.encode()
+                    )
+                )
                 apply_status = "failed"
                 logs = []
                 for strategy_name, cmd in APPLY_STRATEGIES:
@@ -285,7 +288,10 @@ class Operations:
             else:
                 self.write_file(
                     WriteFileRequest(
-                        rec.id, f"{SCRATCH}/eval.sh", req.eval_script.encode("utf-8"), mode=0o755
+                        container_id=rec.id,
+                        path=f"{SCRATCH}/eval.sh",
+                        content=req.eval_script.encode("utf-8"),
+                        mode=0o755,
                     )
                 )
                 res = self._run(

@@ -17,7 +17,7 @@ import httpx
 
 from swe_rl.fleet.pool.nodes import Node, NodeSet, fetch_health, refresh_images
 from swe_rl.fleet.pool.routing import json_of
-from swe_rl.fleet.protocol import ApiError
+from swe_rl.fleet.protocol import MAX_HEARTBEAT_BATCH, ApiError, HeartbeatRequest, parse
 
 if TYPE_CHECKING:
     from swe_rl.fleet.pool.config import PoolConfig
@@ -25,12 +25,9 @@ if TYPE_CHECKING:
     from swe_rl.fleet.pool.routing import NodeCalls
     from swe_rl.fleet.pool.store import LeaseRecord
 
-__all__ = ["MAX_HEARTBEAT_BATCH", "LeaseLiveness"]
+__all__ = ["MAX_HEARTBEAT_BATCH", "LeaseLiveness"]  # the batch limit is the protocol's
 
 log = logging.getLogger("swe_pool_server")
-
-MAX_HEARTBEAT_BATCH = 10_000
-"""Leases one batch heartbeat may name (a client with more sends several requests)."""
 
 
 class LeaseLiveness:
@@ -65,8 +62,9 @@ class LeaseLiveness:
         at 20,000 leases and a 30 s interval that is tens of requests a second instead of ~670, and a
         request costs the pool far more than touching a lease.
         """
-        if "lease_ids" in body:
-            return self.heartbeat_many(body)
+        req: HeartbeatRequest = parse(HeartbeatRequest, body)
+        if req.lease_ids is not None:
+            return self.heartbeat_many(req.lease_ids)
         lease = self.lease_of(body)
         lease.last_seen = time.monotonic()
         return {
@@ -75,15 +73,8 @@ class LeaseLiveness:
             "node_healthy": self.nodes.get(lease.node).healthy,
         }
 
-    def heartbeat_many(self, body: dict[str, Any]) -> dict[str, Any]:
+    def heartbeat_many(self, ids: list[str]) -> dict[str, Any]:
         """The batch heartbeat: every known, live lease is touched; the others are named in the answer."""
-        ids = body["lease_ids"]
-        if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
-            raise ApiError(400, "lease_ids must be a list of non-empty strings")
-        if len(ids) > MAX_HEARTBEAT_BATCH:
-            raise ApiError(
-                400, f"lease_ids holds {len(ids)} leases, at most {MAX_HEARTBEAT_BATCH} per request"
-            )
         now = time.monotonic()
         unknown: list[str] = []
         lost: dict[str, str] = {}

@@ -28,7 +28,6 @@ from typing import Any
 
 from starlette.responses import Response
 
-from swe_rl.fleet.checks import InvalidRequest, check_create_options
 from swe_rl.fleet.pool import placement
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.liveness import LeaseLiveness
@@ -38,34 +37,22 @@ from swe_rl.fleet.pool.placement import WARM_OPTIONS, Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
-from swe_rl.fleet.protocol import ApiError
+from swe_rl.fleet.protocol import (
+    FORWARDING,
+    ROUTED_CALLS,
+    AllocateRequest,
+    ApiError,
+    CloseRequest,
+    PoolWarmRequest,
+    parse,
+    wire,
+)
 
 log = logging.getLogger("swe_pool_server")
 
 
-def _opt_str(body: dict[str, Any], key: str, limit: int = 256) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value or len(value) > limit:
-        raise ApiError(400, f"{key} must be a non-empty string of at most {limit} characters")
-    return value
-
-
-def _opt_count(body: dict[str, Any], key: str) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100_000:
-        raise ApiError(400, f"{key} must be a whole number from 0 to 100000")
-    return value
-
-
-def _check_create(body: dict[str, Any]) -> None:
-    try:
-        check_create_options(body)
-    except InvalidRequest as exc:
-        raise ApiError(exc.status, exc.message) from None
+CREATE_OPTIONS = set(WARM_OPTIONS)
+"""The fields of an allocate or warm request the pool passes on to a node's create or warm."""
 
 
 class Pool(LeaseLiveness):
@@ -221,18 +208,13 @@ class Pool(LeaseLiveness):
 
     async def _allocate_once(self, body: dict[str, Any]) -> dict[str, Any]:
         """Run one allocation per request id: a retry gets the lease, or awaits the allocation in flight."""
-        image = _opt_str(body, "image")
-        if image is None:
-            raise ApiError(400, "missing or empty string field 'image'")
-        request_id = _opt_str(body, "request_id", 200)
-        _opt_str(body, "instance_id")
-        _opt_count(body, "expected")
-        _check_create(body)
+        req: AllocateRequest = parse(AllocateRequest, body)
+        request_id = req.request_id
         if request_id and request_id in self.by_request:
             return self.leases[self.by_request[request_id]].public(self.cfg.lease_ttl)
         if request_id and request_id in self.allocations:
             return await asyncio.shield(self.allocations[request_id])
-        task = asyncio.create_task(self._allocate(image, request_id, body))
+        task = asyncio.create_task(self._allocate(req))
         self._alloc_tasks.add(task)
         task.add_done_callback(self._allocation_done)
         if request_id:
@@ -247,19 +229,17 @@ class Pool(LeaseLiveness):
         if not task.cancelled():
             task.exception()  # retrieved here: its caller may have gone away
 
-    async def _allocate(self, image: str, request_id: str | None, body: dict[str, Any]) -> dict[str, Any]:
-        lease_id = secrets.token_urlsafe(16)
-        payload: dict[str, Any] = {
+    async def _allocate(self, req: AllocateRequest) -> dict[str, Any]:
+        image, lease_id = req.image, secrets.token_urlsafe(16)
+        payload: dict[str, Any] = {  # a node's CreateRequest
             "image": image,
             "lease_id": lease_id,
             "owner": self.cfg.pool_id,
             "idle_ttl": self.cfg.idle_ttl,
+            **wire(req, include=CREATE_OPTIONS),
         }
-        for option in ("network", "memory", "cpus", "pids_limit", "workdir", "env"):
-            if body.get(option) is not None:
-                payload[option] = body[option]
         key = warm_key(image, payload)
-        self._plan_warm(key, payload, _opt_count(body, "expected"))  # fire-and-forget, before our own create
+        self._plan_warm(key, payload, req.expected)  # fire-and-forget, before our own create
         tried: set[str] = set()
         missing: list[str] = []
         errors: list[str] = []
@@ -287,11 +267,11 @@ class Pool(LeaseLiveness):
                 if resp.status_code == 200:
                     lease = LeaseRecord(  # images and workdirs repeat: one string each, not one per lease
                         lease_id,
-                        request_id,
+                        req.request_id,
                         node.url,
                         data["container_id"],
                         sys.intern(image),
-                        body.get("instance_id"),
+                        req.instance_id,
                         sys.intern(data.get("workdir") or "/testbed"),
                         time.time(),
                         warm=data.get("warm") is True,
@@ -419,24 +399,22 @@ class Pool(LeaseLiveness):
 
     async def warm(self, body: dict[str, Any]) -> dict[str, Any]:
         """Ask the fleet to keep `count` containers of this exact request started ahead (0 cancels)."""
-        image = _opt_str(body, "image")
-        if image is None:
-            raise ApiError(400, "missing or empty string field 'image'")
-        count = _opt_count(body, "count")
-        if count is None:
-            raise ApiError(400, "missing field 'count'")
-        _check_create(body)
-        payload: dict[str, Any] = {"image": image}
-        for key in WARM_OPTIONS:
-            if body.get(key) is not None:
-                payload[key] = body[key]
-        nodes = self._plan_warm(warm_key(image, payload), payload, count, override=True)
-        return {"ok": True, "image": image, "count": min(count, self.cfg.warm_per_image), "nodes": nodes}
+        req: PoolWarmRequest = parse(PoolWarmRequest, body)
+        payload: dict[str, Any] = {"image": req.image, **wire(req, include=CREATE_OPTIONS)}
+        nodes = self._plan_warm(warm_key(req.image, payload), payload, req.count, override=True)
+        return {
+            "ok": True,
+            "image": req.image,
+            "count": min(req.count, self.cfg.warm_per_image),
+            "nodes": nodes,
+        }
 
     # ---- routed calls
 
     async def route(self, op: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | Response:
+        """Check the call against its model (as the node will), then forward the body as it came."""
         lease = self.lease_of(body)
+        parse(ROUTED_CALLS[op], body, FORWARDING)
         return await forward(
             self.calls,
             self.nodes.get(lease.node),
@@ -450,8 +428,9 @@ class Pool(LeaseLiveness):
     # ---- close
 
     async def close(self, body: dict[str, Any]) -> dict[str, Any]:
-        request_id = _opt_str(body, "request_id", 200)
-        if request_id and not body.get("lease_id"):  # a client cancelled mid-allocate releases by request id
+        req: CloseRequest = parse(CloseRequest, body)
+        request_id = req.request_id
+        if request_id and not req.lease_id:  # a client cancelled mid-allocate releases by request id
             if request_id in self.allocations:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.allocations[request_id])

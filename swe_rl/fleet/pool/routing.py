@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from starlette.responses import Response
 
-from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ApiError
+from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ROUTED_CALLS, ApiError
 
 if TYPE_CHECKING:
     from swe_rl.fleet.pool.nodes import Node, NodeSet
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("swe_pool_server")
 
-ROUTED_OPS = ("exec", "diff", "evaluate", "write_file", "read_file")
+ROUTED_OPS = tuple(ROUTED_CALLS)
 """Container operations a lease holder calls through the pool (`POST /<op>`)."""
 DEFAULT_EXEC_TIMEOUT = 180.0
 KEEPALIVE_PER_CLIENT = 8
