@@ -43,6 +43,7 @@ from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_f
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, EvaluateResponse, ExecResponse
 from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
+from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +172,8 @@ HEARTBEAT_BATCH = 1000
 # --------------------------------------------------------------------------- lease
 
 
-class Lease:
-    """One container held from the pool; every call refreshes the lease."""
+class Lease(LeaseSnapshots):
+    """One container held from the pool; every call refreshes the lease (`snapshot()`: snapshot_client)."""
 
     def __init__(self, client: EnvClient, info: dict[str, Any]) -> None:
         self.client = client
@@ -300,11 +301,13 @@ class Lease:
 # --------------------------------------------------------------------------- client
 
 
-class EnvClient:
-    """Talks to one pool server; share one per process (it pools connections)."""
+class EnvClient(ClientSnapshots):
+    """Talks to one pool server; share one per process (it pools connections). `owner` (default: random)
+    goes with every allocate: only it may snapshot those leases and restore the snapshots."""
 
-    def __init__(self, config: EnvClientConfig | None = None) -> None:
+    def __init__(self, config: EnvClientConfig | None = None, *, owner: str | None = None) -> None:
         self.config = config or EnvClientConfig.from_env()
+        self.owner = owner or secrets.token_urlsafe(12)
         headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
         self._http = httpx.AsyncClient(
             base_url=self.config.pool_url.rstrip("/"),
@@ -341,13 +344,13 @@ class EnvClient:
     async def allocate(
         self, image: str, *, instance_id: str | None = None, request_id: str | None = None, **opts: Any
     ) -> Lease:
-        """Lease a container of image (opts: network, memory, cpus, pids_limit, workdir, env).
+        """Lease a container of image (opts: network, memory, cpus, pids_limit, workdir, env, from_snapshot).
 
         Retries until the allocate deadline while the fleet is full or unavailable; does not
         heartbeat (use `lease()` for that, or `Lease.start_heartbeat()`).
         """
         request_id = request_id or secrets.token_urlsafe(16)
-        body = {"image": image, "request_id": request_id, **opts}
+        body = {"image": image, "request_id": request_id, "owner": self.owner, **opts}
         if instance_id is not None:
             body["instance_id"] = instance_id
         try:

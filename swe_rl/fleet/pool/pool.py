@@ -37,6 +37,7 @@ from swe_rl.fleet.pool.nodes import Node, NodeSet
 from swe_rl.fleet.pool.placement import WARM_OPTIONS, Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
+from swe_rl.fleet.pool.snapshots import Snapshots
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
 from swe_rl.fleet.protocol import ApiError
 
@@ -100,6 +101,7 @@ class Pool(LeaseLiveness):
         self._tasks: list[asyncio.Task[None]] = []
         self.destroys = DestroyQueue(self.calls.post, self.metrics)
         """Containers of released leases being destroyed in the background (off close's path)."""
+        self.snapshots = Snapshots(self)
 
     # ---- lifecycle
 
@@ -126,6 +128,7 @@ class Pool(LeaseLiveness):
             (self.check_health, self.cfg.health_interval),
             (self.reap_expired, self.cfg.reap_interval),
             (self.touch_live, self.cfg.effective_touch_interval),
+            (self.snapshots.reap, self.cfg.reap_interval),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, loop)))
 
@@ -222,17 +225,24 @@ class Pool(LeaseLiveness):
     async def _allocate_once(self, body: dict[str, Any]) -> dict[str, Any]:
         """Run one allocation per request id: a retry gets the lease, or awaits the allocation in flight."""
         image = _opt_str(body, "image")
-        if image is None:
-            raise ApiError(400, "missing or empty string field 'image'")
         request_id = _opt_str(body, "request_id", 200)
         _opt_str(body, "instance_id")
+        _opt_str(body, "owner")
+        snap = self.snapshots.for_allocate(body) if body.get("from_snapshot") is not None else None
+        image = snap.info.image if snap is not None else image
+        if image is None:
+            raise ApiError(400, "missing or empty string field 'image'")
         _opt_count(body, "expected")
         _check_create(body)
         if request_id and request_id in self.by_request:
             return self.leases[self.by_request[request_id]].public(self.cfg.lease_ttl)
         if request_id and request_id in self.allocations:
             return await asyncio.shield(self.allocations[request_id])
-        task = asyncio.create_task(self._allocate(image, request_id, body))
+        task = asyncio.create_task(
+            self._allocate(image, request_id, body)
+            if snap is None
+            else self.snapshots.allocate_from(snap, request_id, body)
+        )
         self._alloc_tasks.add(task)
         task.add_done_callback(self._allocation_done)
         if request_id:
@@ -295,6 +305,7 @@ class Pool(LeaseLiveness):
                         sys.intern(data.get("workdir") or "/testbed"),
                         time.time(),
                         warm=data.get("warm") is True,
+                        owner=body.get("owner") or "",
                     )
                     self._add(lease)
                     self.store.put(lease)
