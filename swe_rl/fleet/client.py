@@ -165,8 +165,7 @@ class Retry(Enum):
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 RESTART_POLL = 0.5
 """Seconds between attempts (drawn from half of it to all) while the pool refuses connections."""
-HEARTBEAT_BATCH = 1000
-"""Leases named in one background heartbeat request (the pool accepts up to 10,000)."""
+HEARTBEAT_BATCH = 1000  # leases named in one background heartbeat request (the pool accepts 10,000)
 
 
 # --------------------------------------------------------------------------- lease
@@ -302,8 +301,7 @@ class Lease(LeaseSnapshots):
 
 
 class EnvClient(ClientSnapshots):
-    """Talks to one pool server; share one per process (it pools connections). `owner` (default: random)
-    goes with every allocate: only it may snapshot those leases and restore the snapshots."""
+    """Talks to one pool server; share one per process. `owner` (default random): see snapshot_client."""
 
     def __init__(self, config: EnvClientConfig | None = None, *, owner: str | None = None) -> None:
         self.config = config or EnvClientConfig.from_env()
@@ -316,8 +314,7 @@ class EnvClient(ClientSnapshots):
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
         )
         self._background: set[asyncio.Task[Any]] = set()
-        self._watched: dict[str, Lease] = {}
-        """Leases heartbeated in the background, by lease id."""
+        self._watched: dict[str, Lease] = {}  # leases heartbeated in the background, by lease id
         self._beat_interval = self.config.heartbeat_interval
         self._beat_task: asyncio.Task[None] | None = None
 

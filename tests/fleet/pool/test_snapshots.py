@@ -49,7 +49,9 @@ def node_files(tmp_path) -> list[str]:
     return [f for _, _, files in os.walk(root) for f in files] if os.path.isdir(root) else []
 
 
-async def test_fork_into_branches_on_two_nodes(fleet, pool_factory, fixture_instances, docker_client, tmp_path):
+async def test_fork_into_branches_on_two_nodes(
+    fleet, pool_factory, fixture_instances, docker_client, tmp_path
+):
     """K branches of step t hash-equal the original at t, on its node and on another one (moved)."""
     inst = fixture_instances[INSTANCE]
     servers = fleet(2, SWE_EXEC_SNAPSHOT_DIR=snap_dir(tmp_path))
@@ -64,16 +66,20 @@ async def test_fork_into_branches_on_two_nodes(fleet, pool_factory, fixture_inst
             info = await original.snapshot(extra_paths=["/root/.cache/agent"])
             assert info.bytes > 0 and info.node == original.node
             assert (await original.exec("echo later >> toolz/new_module.py")).ok  # after t: in no branch
-            branches = await asyncio.gather(*(client.allocate(inst.image, from_snapshot=info.snapshot_id) for _ in range(3)))
+            branches = await asyncio.gather(
+                *(client.allocate(inst.image, from_snapshot=info.snapshot_id) for _ in range(3))
+            )
             try:
                 assert {b.node for b in branches} == {s.url for s in servers}  # 2 per node: one moved
                 for branch in branches:
                     assert await tree_hash(branch) == at_t
-                    assert await branch.diff() == patch_at_t  # the baseline is the image's, not the restored state
+                    assert (
+                        await branch.diff() == patch_at_t
+                    )  # the baseline is the image's, not the restored state
                     notes = await branch.read_file("/root/.cache/agent/notes.txt")
                     assert notes == b"note"
                 # a branch of a branch: snapshots compose
-                second = await branches[0].snapshot()
+                second = await branches[0].snapshot(extra_paths=["/root/.cache/agent"])
                 assert second.state_hash == info.state_hash
             finally:
                 for b in branches:
@@ -111,8 +117,16 @@ async def test_owner_expiry_and_bad_input(fleet, pool_factory, fixture_instances
             bad = [
                 ("/allocate", {"image": inst.image, "from_snapshot": "../../etc"}, 400),
                 ("/allocate", {"image": inst.image, "from_snapshot": "x" * 22}, 404),
-                ("/allocate", {"image": "other:tag", "from_snapshot": info.snapshot_id, "owner": client.owner}, 409),
-                (f"/leases/{lease.lease_id}/snapshot", {"owner": client.owner, "extra_paths": ["relative"]}, 400),
+                (
+                    "/allocate",
+                    {"image": "other:tag", "from_snapshot": info.snapshot_id, "owner": client.owner},
+                    409,
+                ),
+                (
+                    f"/leases/{lease.lease_id}/snapshot",
+                    {"owner": client.owner, "extra_paths": ["relative"]},
+                    400,
+                ),
                 (f"/leases/{lease.lease_id}/snapshot", {"owner": client.owner, "ttl": -1}, 400),
                 (f"/leases/{lease.lease_id}/snapshot", {"owner": client.owner, "surprise": 1}, 400),
                 ("/leases/nope/snapshot", {}, 404),
@@ -136,7 +150,9 @@ async def test_node_budget_and_transfer_checks(exec_server_factory, fixture_inst
     """On one exec server: count budget 429, byte budget 507, a tampered upload 422, a bad header 400."""
     inst = fixture_instances[INSTANCE]
     srv = exec_server_factory(SWE_EXEC_SNAPSHOT_DIR=snap_dir(tmp_path), SWE_EXEC_SNAPSHOT_MAX_COUNT="1")
-    made = srv.post("/container/create", {"image": inst.image, "lease_id": "h-fork-budget", "owner": "h-fork"})
+    made = srv.post(
+        "/container/create", {"image": inst.image, "lease_id": "h-fork-budget", "owner": "h-fork"}
+    )
     assert made.status_code == 200, made.text
     cid = made.json()["container_id"]
     try:
@@ -161,7 +177,9 @@ async def test_node_budget_and_transfer_checks(exec_server_factory, fixture_inst
     finally:
         srv.post("/container/destroy", {"container_id": cid})
     small = exec_server_factory(SWE_EXEC_SNAPSHOT_DIR=snap_dir(tmp_path), SWE_EXEC_SNAPSHOT_MAX_BYTES="100")
-    made = small.post("/container/create", {"image": inst.image, "lease_id": "h-fork-bytes", "owner": "h-fork"})
+    made = small.post(
+        "/container/create", {"image": inst.image, "lease_id": "h-fork-bytes", "owner": "h-fork"}
+    )
     cid = made.json()["container_id"]
     try:
         small.post("/container/diff", {"container_id": cid, "record_baseline": True})
