@@ -21,10 +21,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from swe_rl.agent.protocols import Message, TokenUsage
 from swe_rl.agent.results import Step
+from swe_rl.fleet.errors import FleetError
 from swe_rl.fleet.snapshot_protocol import SnapshotInfo
 from swe_rl.tasks.instance import TaskInstance
 
-__all__ = ["EpisodeFork", "ForkablePolicy", "SnapshotEnvironment"]
+__all__ = ["EpisodeFork", "ForkablePolicy", "SnapshotEnvironment", "drop_snapshot", "take_fork"]
 
 
 @runtime_checkable
@@ -69,6 +70,17 @@ class EpisodeFork:
     def history(self) -> tuple[list[Message], list[Step]]:
         """Private copies of the messages and step records for one branch."""
         return copy.deepcopy(self.messages), [s.model_copy(deep=True) for s in self.steps]
+
+
+async def drop_snapshot(env: Any, fork: EpisodeFork) -> None:
+    """Delete a fork's snapshot now (a superseded checkpoint), best effort: it also expires by itself."""
+    client = getattr(getattr(env, "lease", None), "client", None)
+    if client is None:
+        return
+    try:
+        await client.delete_snapshot(fork.snapshot.snapshot_id)
+    except FleetError:
+        pass
 
 
 async def take_fork(

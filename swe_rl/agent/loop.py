@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.agent.errors import FormatError, PolicyError
 from swe_rl.agent.fleet_environment import fleet_env_factory
-from swe_rl.agent.fork import EpisodeFork, ForkablePolicy, take_fork
+from swe_rl.agent.fork import EpisodeFork, ForkablePolicy, drop_snapshot, take_fork
 from swe_rl.agent.git_hygiene import GitHygieneResult, clean_history
 from swe_rl.agent.monitor import MonitorConfig, flag_action
 from swe_rl.agent.protocols import (
@@ -103,6 +103,7 @@ class _Episode:
         self.stop_reason: str | None = None
         self.start, self.format_errors = 0, 0
         self.fork_at: int | None = None
+        self.fork_every: int | None = None
         self.fork: EpisodeFork | None = None
 
     def finish(self, reason: ExitReason, error: str | None = None) -> None:
@@ -127,10 +128,16 @@ async def _loop(
 ) -> None:
     format_errors = ep.format_errors
     for index in range(ep.start, config.step_limit):
-        if index == ep.fork_at:  # the state before step `index`: its history, the container, the policy
-            ep.fork = await take_fork(
-                ep.instance, index, ep.messages, ep.steps, ep.usage, env, policy, format_errors
+        if index == ep.fork_at or (ep.fork_every and index > ep.start and index % ep.fork_every == 0):
+            # the state before step `index`: its history, the container, the policy
+            previous, ep.fork = (
+                ep.fork,
+                await take_fork(
+                    ep.instance, index, ep.messages, ep.steps, ep.usage, env, policy, format_errors
+                ),
             )
+            if previous is not None and ep.fork_at is None:  # a superseded checkpoint
+                await drop_snapshot(env, previous)
         remaining = config.step_limit - index - 1
         step = Step(index=index)
         ep.steps.append(step)
@@ -261,10 +268,12 @@ async def run_agent(
     on_step: StepObserver | None = None,
     fork_at: int | None = None,
     resume: EpisodeFork | None = None,
+    fork_every: int | None = None,
 ) -> AgentResult:
     """Play one episode in a container from `env_factory` (or leased from `client`);
     `on_step` sees every step once it is done. `fork_at=t` captures the episode before step t
-    (`AgentResult.fork`); `resume=fork` plays a branch of a fork (`swe_rl.agent.fork`)."""
+    (`AgentResult.fork`), `fork_every=k` every k-th step (the last one is kept: a checkpoint to
+    retry from); `resume=fork` plays a branch of a fork (`swe_rl.agent.fork`)."""
     config = config or AgentConfig()
     if resume is not None:  # a container restored from the fork's snapshot (its baseline comes with it)
         if client is None:
@@ -278,7 +287,7 @@ async def run_agent(
         env_factory = fleet_env_factory(client, **config.env_options)
     started = time.monotonic()
     ep = _Episode(instance, harness.initial_messages(instance, step_limit=config.step_limit), on_step)
-    ep.fork_at = fork_at
+    ep.fork_at, ep.fork_every = fork_at, fork_every
     if resume is not None:
         ep.messages, ep.steps = resume.history()
         ep.usage, ep.start, ep.format_errors = resume.usage.model_copy(), resume.step, resume.format_errors

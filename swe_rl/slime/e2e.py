@@ -55,6 +55,7 @@ from swe_rl.prm import StepJudge
 from swe_rl.rollout_metrics import episode_stats
 from swe_rl.slime import runtime
 from swe_rl.slime.config import PluginConfig
+from swe_rl.slime.fork_mode import RetrySettings, run_with_retries
 from swe_rl.slime.records import SWE_KEY, RolloutRecord
 from swe_rl.slime.reward import reward_for
 from swe_rl.slime.runtime import ProcessState, shutdown
@@ -133,7 +134,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         async with state.semaphore:
             played = time.monotonic()
             played_agent, grade = await asyncio.wait_for(
-                _play(instance, policy, harness, state, config, judge), timeout=config.rollout_timeout
+                _play(instance, policy, harness, state, config, judge, RetrySettings.from_args(args), info),
+                timeout=config.rollout_timeout,
             )
         agent = played_agent  # the outer name feeds the summary
         info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
@@ -236,6 +238,8 @@ async def _play(
     state: ProcessState,
     config: PluginConfig,
     judge: StepJudge | None = None,
+    retry: RetrySettings | None = None,
+    info: dict[str, Any] | None = None,
 ) -> tuple[AgentResult, GradeResult | None]:
     agent_config = AgentConfig(
         step_limit=config.step_limit,
@@ -245,9 +249,15 @@ async def _play(
         git_hygiene=config.git_hygiene,
         monitor=config.monitor,
     )
-    agent = await run_agent(
-        instance, policy, harness, client=state.client, config=agent_config, on_step=judge
+    agent, retried = await run_with_retries(
+        lambda **fork: run_agent(
+            instance, policy, harness, client=state.client, config=agent_config, on_step=judge, **fork
+        ),
+        retry or RetrySettings(),
+        state.client,
     )
+    if retried.retries and info is not None:  # trainable after all: say how (swe_rl.slime.fork_mode)
+        info["fork"] = retried.record()
     if agent.infra_failure or agent.stop_reason in ("aborted", "unreachable", "bad_response"):
         return agent, None  # nothing worth grading
     grader = FleetGrader(
