@@ -104,6 +104,7 @@ class _Episode:
         self.start, self.format_errors = 0, 0
         self.fork_at: int | None = None
         self.fork_every: int | None = None
+        self.stop_at_fork = False
         self.fork: EpisodeFork | None = None
 
     def finish(self, reason: ExitReason, error: str | None = None) -> None:
@@ -138,6 +139,8 @@ async def _loop(
             )
             if previous is not None and ep.fork_at is None:  # a superseded checkpoint
                 await drop_snapshot(env, previous)
+            if ep.stop_at_fork and index == ep.fork_at:  # a trunk: its branches play on
+                return ep.finish(ExitReason.STEP_LIMIT)
         remaining = config.step_limit - index - 1
         step = Step(index=index)
         ep.steps.append(step)
@@ -269,11 +272,13 @@ async def run_agent(
     fork_at: int | None = None,
     resume: EpisodeFork | None = None,
     fork_every: int | None = None,
+    stop_at_fork: bool = False,
 ) -> AgentResult:
     """Play one episode in a container from `env_factory` (or leased from `client`);
     `on_step` sees every step once it is done. `fork_at=t` captures the episode before step t
     (`AgentResult.fork`), `fork_every=k` every k-th step (the last one is kept: a checkpoint to
-    retry from); `resume=fork` plays a branch of a fork (`swe_rl.agent.fork`)."""
+    retry from), `stop_at_fork` ends the episode there (a trunk); `resume=fork` plays a branch of a fork
+    (`swe_rl.agent.fork`)."""
     config = config or AgentConfig()
     if resume is not None:  # a container restored from the fork's snapshot (its baseline comes with it)
         if client is None:
@@ -287,7 +292,7 @@ async def run_agent(
         env_factory = fleet_env_factory(client, **config.env_options)
     started = time.monotonic()
     ep = _Episode(instance, harness.initial_messages(instance, step_limit=config.step_limit), on_step)
-    ep.fork_at, ep.fork_every = fork_at, fork_every
+    ep.fork_at, ep.fork_every, ep.stop_at_fork = fork_at, fork_every, stop_at_fork
     if resume is not None:
         ep.messages, ep.steps = resume.history()
         ep.usage, ep.start, ep.format_errors = resume.usage.model_copy(), resume.step, resume.format_errors

@@ -23,11 +23,14 @@ from typing import Any
 from swe_rl.agent import AgentResult
 from swe_rl.agent.fork import EpisodeFork
 from swe_rl.fleet.client import EnvClient
-from swe_rl.fleet.errors import FleetError
+from swe_rl.fleet.errors import FleetError, FleetUnavailable
+from swe_rl.slime.branching import BranchSettings, Key, mask_trunk, trunks
+from swe_rl.slime.samples import Removed
+from swe_rl.tokens.trajectory import TokenTrajectory
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RetrySettings", "RetryLog", "run_with_retries"]
+__all__ = ["RetryLog", "RetrySettings", "play_forked", "run_with_retries"]
 
 
 @dataclass(frozen=True)
@@ -59,13 +62,17 @@ class RetryLog:
 
 
 async def run_with_retries(
-    run: Callable[..., Awaitable[AgentResult]], settings: RetrySettings, client: EnvClient
+    run: Callable[..., Awaitable[AgentResult]],
+    settings: RetrySettings,
+    client: EnvClient,
+    resume: EpisodeFork | None = None,
 ) -> tuple[AgentResult, RetryLog]:
-    """`run(**kw)` plays the episode (`run_agent` with everything but the fork arguments bound)."""
+    """`run(**kw)` plays the episode (`run_agent` with everything but the fork arguments bound);
+    `resume`: the episode is a branch of that fork (`swe_rl.slime.branching`)."""
     log_ = RetryLog()
     if settings.retries <= 0:
-        return await run(), log_
-    agent = await run(fork_every=settings.checkpoint_every)
+        return await run(resume=resume), log_
+    agent = await run(resume=resume, fork_every=settings.checkpoint_every)
     last: EpisodeFork | None = agent.fork
     try:
         while agent.infra_failure and last is not None and log_.retries < settings.retries:
@@ -83,6 +90,49 @@ async def run_with_retries(
         if last is not None:
             await _drop(client, last)
     return agent, log_
+
+
+async def play_forked(
+    run: Callable[..., Awaitable[AgentResult]],
+    client: EnvClient,
+    retry: RetrySettings,
+    branch: BranchSettings,
+    key: Key | None,
+    trajectory: Callable[[], TokenTrajectory | None],
+    info: dict[str, Any],
+) -> AgentResult:
+    """The episode with the plugin's fork modes: a branch of its group's trunk (`swe_rl.slime.branching`)
+    when ``swe_branch_at_step`` is set, retried from its last checkpoint when ``swe_retry_infra_failures``
+    is; what happened goes into `info` (``fork``, ``branch``)."""
+    fork: EpisodeFork | None = None
+    if branch.at_step and key is not None:
+        group = trunks()
+        try:
+            try:
+                fork = await group.fork_for(key, lambda: _trunk(run, branch.at_step))
+            except FleetError as exc:
+                raise Removed(f"env_error: the group's trunk failed: {exc}") from None
+            agent, retried = await run_with_retries(run, retry, client, resume=fork)
+        finally:
+            await group.branch_done(key, branch, client)
+    else:
+        agent, retried = await run_with_retries(run, retry, client)
+    if retried.retries:  # trainable after all: say how
+        info["fork"] = retried.record()
+    if fork is not None:
+        info["branch"] = {"at_step": fork.step, "snapshot_id": fork.snapshot.snapshot_id}
+        traj = trajectory()
+        if traj is not None:
+            mask_trunk(traj, fork.step)
+    return agent
+
+
+async def _trunk(run: Callable[..., Awaitable[AgentResult]], at_step: int) -> EpisodeFork | None:
+    """Play the group's shared start up to `at_step`; None when it ended before (no fork to branch)."""
+    agent = await run(fork_at=at_step, stop_at_fork=True)
+    if agent.infra_failure:
+        raise FleetUnavailable(f"trunk: {agent.error}")
+    return agent.fork
 
 
 async def _drop(client: EnvClient, fork: EpisodeFork) -> None:

@@ -110,22 +110,26 @@ class SnapshotOps:
     def __init__(self, ops: Operations, store: SnapshotStore) -> None:
         self.ops, self.store = ops, store
 
-    def capture(self, container_id: str, extra_paths: list[str]) -> bytes:
-        """The state of a container as a snapshot tarball (422 without a recorded baseline)."""
+    def capture(self, container_id: str, extra_paths: list[str], before: str = "") -> bytes:
+        """The state of a container as a snapshot tarball (422 without a recorded baseline); `before`:
+        sh lines run first in the same exec (a restore, so that restore and check cost one exec)."""
         with self.ops.registry.use(container_id) as rec:
             res = self.ops._run(
                 rec,
-                capture_script(extra_paths),
+                before + capture_script(extra_paths),
                 timeout=600.0,
                 workdir=rec.workdir,
                 env=None,
                 max_output=64 << 10,
                 merge_stderr=False,
             )
+            if before:
+                rec.baseline = True  # the restore records one first thing, whatever happened after
             if res.returncode == patch_baseline.NO_BASELINE_EXIT:
                 raise ApiError(422, "no baseline recorded in this container: record one before a snapshot")
             if res.returncode != 0 or res.timed_out:
-                raise ApiError(422, f"cannot take a snapshot: {decode_text(res.stderr).strip()[:2000]}")
+                what = "restore the snapshot" if before else "take a snapshot"
+                raise ApiError(422, f"cannot {what}: {decode_text(res.stderr).strip()[:2000]}")
             limit = self.store.config.max_snapshot_bytes
             got = self.ops.read_file(ReadFileRequest(rec.id, CAPTURE_TAR, max_bytes=limit))
         if got.get("encoding") == "base64":
@@ -163,16 +167,7 @@ class SnapshotOps:
             if meta.image and rec.image != meta.image:
                 raise ApiError(409, f"snapshot of image {meta.image}, container of {rec.image}")
             self.ops.write_file(WriteFileRequest(rec.id, RESTORE_TAR, data, mode=0o600))
-            res = self.ops._run(
-                rec, RESTORE_SCRIPT, timeout=600.0, workdir=rec.workdir, env=None, max_output=64 << 10,
-                merge_stderr=False,
-            )  # fmt: skip
-            rec.baseline = True  # recorded first thing, whatever happened after
-            if res.returncode != 0 or res.timed_out:
-                raise ApiError(
-                    422, f"cannot restore {meta.snapshot_id}: {decode_text(res.stderr).strip()[:2000]}"
-                )
-            got, _ = state_hash(self.capture(rec.id, _extra_paths_of(data)))
+        got, _ = state_hash(self.capture(container_id, _extra_paths_of(data), before=RESTORE_SCRIPT))
         if got != meta.state_hash:
             raise ApiError(
                 409, f"restored state {got[:12]} is not the snapshot's {meta.state_hash[:12]}", state_hash=got

@@ -1,10 +1,12 @@
-"""Retry from the last good step (swe_rl/slime/fork_mode.py) through the plugin's generate: the agent's
-container is removed mid-episode (as when a node dies); the episode resumes from its last checkpoint in
-a restored container and the sample stays trainable, marked in its metadata."""
+"""The plugin's fork modes through its generate (swe_rl/slime/fork_mode.py, branching.py) on a real pool:
+retry from the last good step when the agent's container is removed mid-episode (as when a node dies),
+and branching groups (n continuations of one trunk)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from typing import Any
 
 import pytest
@@ -65,3 +67,47 @@ async def test_node_failure_resumes_from_the_last_checkpoint(
     assert sample.tokens[: len(sglang.requests[3]["input_ids"])] == sglang.requests[3]["input_ids"]
     assert not leftover_containers(docker_client, pool)
     assert snapshot_files(tmp_path) == []  # every checkpoint deleted
+
+
+async def test_branching_group_continues_one_trunk(
+    plugin_env, pool, docker_client, fixture_instances, qwen_tokenizer, tmp_path
+):
+    """3 samples of a group share the trunk's step 0 (the fix), then act differently from the same state:
+    one reverts the fix (no patch), two submit (resolved). The trunk's ids are masked in every sample."""
+    revert = turn("Undo.", "git checkout toolz/itertoolz.py")
+    firsts = [turn("Done.", SUBMIT), revert, turn("Done.", SUBMIT)]
+    lock = threading.Lock()
+
+    def decide(body: dict[str, Any]) -> str:
+        with lock:
+            if len(sglang.requests) == 1:
+                return turn("Fix it.", FIX)  # the trunk
+            if body["input_ids"] == sglang.requests[1]["input_ids"]:
+                return firsts.pop(0)  # a branch's first turn, from the fork point
+            return turn("Done.", SUBMIT)
+
+    with FakeSGLang(qwen_tokenizer, [decide] * 6) as sglang:
+        args = plugin_env(sglang, branch_at_step=1, dynamic_history=False)
+        args.n_samples_per_prompt = 3
+        groups = await asyncio.gather(
+            *(generate(args, new_sample(index=i), dict(SAMPLING)) for i in range(3))
+        )
+    trunk = sglang.outputs[0].ids
+    statuses = []
+    for samples in groups:
+        sample = samples[-1] if isinstance(samples, list) else samples
+        swe = sample.metadata["swe"]
+        assert not sample.remove_sample and swe["branch"]["at_step"] == 1, swe
+        statuses.append(swe["status"])
+        prompt = len(sample.tokens) - sample.response_length
+        start = len(sglang.requests[0]["input_ids"])
+        assert sample.tokens[start : start + len(trunk)] == trunk  # the trunk's ids, verbatim
+        assert sample.loss_mask[start - prompt : start - prompt + len(trunk)] == [0] * len(
+            trunk
+        )  # not trained
+        assert sample.tokens[: len(sglang.requests[1]["input_ids"])] == sglang.requests[1]["input_ids"]
+        assert 1 in sample.loss_mask  # the branch's own turns are
+    assert sorted(statuses) == ["no_patch", "resolved", "resolved"]  # the revert left no patch
+    assert len(sglang.requests) == 5  # one trunk turn, not three
+    assert not leftover_containers(docker_client, pool)
+    assert snapshot_files(tmp_path) == []  # the trunk's snapshot went with the last branch
