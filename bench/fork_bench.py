@@ -111,6 +111,8 @@ async def scenario(
                         time.perf_counter() - t
                     )
                     await lease.close()
+                if temperature == "warm":  # stop refilling: the next phase or scenario starts clean
+                    await http.post(fleet.pool_url + "/warm", json={"image": image, "count": 0, **OPTS})
         for info in snaps:
             await client.delete_snapshot(info.snapshot_id)
     finally:

@@ -12,10 +12,11 @@ bad body is one `ValidationError`, mapped to a 400 by both servers (`invalid`).
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from swe_rl.fleet.protocol import ApiError
 
@@ -39,7 +40,20 @@ MAX_EXTRA_PATHS = 32
 
 SnapshotId = Annotated[str, StringConstraints(pattern=SNAPSHOT_ID.pattern)]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-AbsPath = Annotated[str, StringConstraints(pattern=r"^/[^\x00\n]*$", max_length=4096)]
+VIRTUAL = ("/proc", "/sys", "/dev")
+"""Kernel file systems: never a snapshot's (nor all of ``/``)."""
+
+
+def _carryable(path: str) -> str:
+    norm = posixpath.normpath(path)
+    if norm == "/" or any(norm == v or norm.startswith(v + "/") for v in VIRTUAL):
+        raise ValueError(f"{path} cannot be carried in a snapshot (/, /proc, /sys and /dev are refused)")
+    return norm
+
+
+AbsPath = Annotated[
+    str, StringConstraints(pattern=r"^/[^\x00\n]*$", max_length=4096), AfterValidator(_carryable)
+]
 Ttl = Annotated[float, Field(gt=0, le=7 * 86400)]
 
 

@@ -127,6 +127,16 @@ async def test_owner_expiry_and_bad_input(fleet, pool_factory, fixture_instances
                     {"owner": client.owner, "extra_paths": ["relative"]},
                     400,
                 ),
+                (
+                    f"/leases/{lease.lease_id}/snapshot",
+                    {"owner": client.owner, "extra_paths": ["/proc/1"]},
+                    400,
+                ),
+                (
+                    f"/leases/{lease.lease_id}/snapshot",
+                    {"owner": client.owner, "extra_paths": ["/x/../"]},
+                    400,
+                ),
                 (f"/leases/{lease.lease_id}/snapshot", {"owner": client.owner, "ttl": -1}, 400),
                 (f"/leases/{lease.lease_id}/snapshot", {"owner": client.owner, "surprise": 1}, 400),
                 ("/leases/nope/snapshot", {}, 404),
