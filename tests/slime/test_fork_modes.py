@@ -14,8 +14,11 @@ from agent_fixtures import fixture_instances, leftover_containers  # noqa: F401
 from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, plugin_env, turn  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
+from upstream_rewards import flatten
 
 from swe_rl.slime.e2e import generate
+from swe_rl.slime.post_process import post_process_rewards
+from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample
 from swe_rl.testing.fake_sglang import FakeSGLang
 
@@ -108,6 +111,18 @@ async def test_branching_group_continues_one_trunk(
         assert sample.tokens[: len(sglang.requests[1]["input_ids"])] == sglang.requests[1]["input_ids"]
         assert 1 in sample.loss_mask  # the branch's own turns are
     assert sorted(statuses) == ["no_patch", "resolved", "resolved"]  # the revert left no patch
+    # the group's advantages (our post-process, as slime calls it) compare the continuations
+    args.__dict__.update(advantage_estimator="grpo", rewards_normalization=True, grpo_std_normalization=True)
+    args.__dict__.update(rollout_batch_size=1, group_rm=False)
+    flat = flatten(list(groups))
+    for s in flat:
+        if s.reward is None:
+            s.reward = (await reward_func(args, [s]))[0]
+    _, advantages = post_process_rewards(args, flat)
+    by_status: dict[str, set[float]] = {}
+    for s, adv in zip(flat, advantages):
+        by_status.setdefault(s.metadata["swe"]["status"], set()).add(round(adv, 3))
+    assert max(by_status["no_patch"]) < 0 < min(by_status["resolved"])
     assert len(sglang.requests) == 5  # one trunk turn, not three
     assert not leftover_containers(docker_client, pool)
     assert snapshot_files(tmp_path) == []  # the trunk's snapshot went with the last branch
