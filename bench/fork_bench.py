@@ -131,7 +131,10 @@ async def main() -> None:
     scenarios.append(("synthetic-large-change", chosen[0].image, LARGE))
     pool_env = {"SWE_POOL_WARM_MIN": "0", "SWE_POOL_ID": f"fork-bench-{secrets.token_hex(3)}"}
     totals: dict[str, list[float]] = {}
-    with LocalFleet(exec_servers=1, max_containers_per_node=16, pool_env=pool_env) as fleet:
+    exec_env = {"SWE_EXEC_MAX_WARM": "32"}  # warm leftovers of one scenario must not starve the next
+    with LocalFleet(
+        exec_servers=1, max_containers_per_node=32, pool_env=pool_env, exec_env=exec_env
+    ) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=600)
         headers = {"Authorization": f"Bearer {fleet.token}"}
         async with EnvClient(cfg) as client, httpx.AsyncClient(headers=headers, timeout=60) as http:
