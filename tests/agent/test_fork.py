@@ -6,10 +6,11 @@ state at that step."""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
-from agent_fixtures import client, fixture_instances, leftover_containers, pool  # noqa: F401
-from pool_fixtures import fleet, pool_factory  # noqa: F401
+from agent_fixtures import client, fixture_instances, leftover_containers  # noqa: F401
+from pool_fixtures import PoolProc, fleet, pool_factory  # noqa: F401
 from token_fixtures import codec, qwen_tokenizer, qwen_tokenizer_dir, renderer  # noqa: F401
 
 from swe_rl.agent.fork import take_fork
@@ -41,12 +42,18 @@ SCRIPT = [
 FORK_AT = 2
 
 
+@pytest.fixture
+def pool(fleet, pool_factory, internal_network, tmp_path) -> PoolProc:  # snapshots kept under tmp_path
+    snapshots = str(tmp_path / "snapshots")
+    return pool_factory(fleet(1, SWE_EXEC_NETWORKS=internal_network, SWE_EXEC_SNAPSHOT_DIR=snapshots))
+
+
 def policy_for(codec, sglang: FakeSGLang) -> SGLangTokenPolicy:
     return SGLangTokenPolicy(codec, SGLangTokenConfig(url=f"{sglang.url}/generate", sampling_params=SAMPLING))
 
 
 async def test_branches_are_token_exact_from_the_fork(
-    client, pool, fixture_instances, codec, qwen_tokenizer, docker_client
+    client, pool, fixture_instances, codec, qwen_tokenizer, docker_client, tmp_path
 ):
     inst = fixture_instances[TOOLZ]
     harness, config = BashBlockHarness(), AgentConfig(step_limit=6)
@@ -83,7 +90,9 @@ async def test_branches_are_token_exact_from_the_fork(
         # the container held the state at the fork: the same observations, the same final patch
         assert [s.observation for s in res.steps] == [s.observation for s in result.steps]  # type: ignore[attr-defined]
         assert res.patch == result.patch and "NOTES.txt" in res.patch  # type: ignore[attr-defined]
+    assert await client.delete_snapshot(fork.snapshot.snapshot_id)
     assert not leftover_containers(docker_client, pool)
+    assert not [f for _, _, files in os.walk(tmp_path / "snapshots") for f in files]
 
 
 async def test_fork_needs_a_snapshot_environment(tmp_path):
