@@ -16,6 +16,7 @@ from typing import Any
 
 from swe_rl.agent.protocols import EnvFactory, Environment
 from swe_rl.fleet.client import EnvClient, ExecResult, Lease
+from swe_rl.fleet.snapshot_protocol import SnapshotInfo
 from swe_rl.tasks.instance import TaskInstance
 from swe_rl.tasks.networks import network_for
 
@@ -62,6 +63,11 @@ class FleetEnvironment:
     async def read_file(self, path: str) -> bytes:
         self._check()
         return await self.lease.read_file(path)
+
+    async def snapshot(self, extra_paths: list[str] | None = None) -> SnapshotInfo:
+        """The container's state as a snapshot id (`swe_rl.agent.fork`)."""
+        self._check()
+        return await self.lease.snapshot(extra_paths)
 
     async def close(self) -> None:
         await self.lease.close()

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.agent.errors import FormatError, PolicyError
 from swe_rl.agent.fleet_environment import fleet_env_factory
+from swe_rl.agent.fork import EpisodeFork, ForkablePolicy, drop_snapshot, take_fork
 from swe_rl.agent.git_hygiene import GitHygieneResult, clean_history
 from swe_rl.agent.monitor import MonitorConfig, flag_action
 from swe_rl.agent.protocols import (
@@ -101,6 +102,11 @@ class _Episode:
         self.submission: str | None = None
         self.error: str | None = None
         self.stop_reason: str | None = None
+        self.start, self.format_errors = 0, 0
+        self.fork_at: int | None = None
+        self.fork_every: int | None = None
+        self.stop_at_fork = False
+        self.fork: EpisodeFork | None = None
 
     def finish(self, reason: ExitReason, error: str | None = None) -> None:
         self.exit, self.error = reason, error
@@ -122,8 +128,20 @@ class _Episode:
 async def _loop(
     ep: _Episode, policy: Policy, harness: Harness, env: Environment, config: AgentConfig
 ) -> None:
-    format_errors = 0
-    for index in range(config.step_limit):
+    format_errors = ep.format_errors
+    for index in range(ep.start, config.step_limit):
+        if index == ep.fork_at or (ep.fork_every and index > ep.start and index % ep.fork_every == 0):
+            # the state before step `index`: its history, the container, the policy
+            previous, ep.fork = (
+                ep.fork,
+                await take_fork(
+                    ep.instance, index, ep.messages, ep.steps, ep.usage, env, policy, format_errors
+                ),
+            )
+            if previous is not None and ep.fork_at is None:  # a superseded checkpoint
+                await drop_snapshot(env, previous)
+            if ep.stop_at_fork and index == ep.fork_at:  # a trunk: its branches play on
+                return ep.finish(ExitReason.STEP_LIMIT)
         remaining = config.step_limit - index - 1
         step = Step(index=index)
         ep.steps.append(step)
@@ -218,9 +236,16 @@ async def _start(ep: _Episode, policy: Policy, env: Environment) -> bool:
 
 
 async def _play(
-    ep: _Episode, policy: Policy, harness: Harness, env: Environment, config: AgentConfig
+    ep: _Episode,
+    policy: Policy,
+    harness: Harness,
+    env: Environment,
+    config: AgentConfig,
+    resume: EpisodeFork | None = None,
 ) -> None:
     if await _start(ep, policy, env):
+        if resume is not None and isinstance(policy, ForkablePolicy):
+            policy.restore_state(resume.policy_state)
         await _loop(ep, policy, harness, env, config)
 
 
@@ -245,16 +270,33 @@ async def run_agent(
     client: EnvClient | None = None,
     config: AgentConfig | None = None,
     on_step: StepObserver | None = None,
+    fork_at: int | None = None,
+    resume: EpisodeFork | None = None,
+    fork_every: int | None = None,
+    stop_at_fork: bool = False,
 ) -> AgentResult:
     """Play one episode in a container from `env_factory` (or leased from `client`);
-    `on_step` sees every step once it is done."""
+    `on_step` sees every step once it is done. `fork_at=t` captures the episode before step t
+    (`AgentResult.fork`), `fork_every=k` every k-th step (the last one is kept: a checkpoint to
+    retry from), `stop_at_fork` ends the episode there (a trunk); `resume=fork` plays a branch of a fork
+    (`swe_rl.agent.fork`)."""
     config = config or AgentConfig()
+    if resume is not None:  # a container restored from the fork's snapshot (its baseline comes with it)
+        if client is None:
+            raise ValueError("resuming a fork needs a client (the container is restored by the pool)")
+        env_factory = fleet_env_factory(
+            client, **config.env_options, from_snapshot=resume.snapshot.snapshot_id
+        )
     if env_factory is None:
         if client is None:
             raise ValueError("run_agent needs env_factory or client")
         env_factory = fleet_env_factory(client, **config.env_options)
     started = time.monotonic()
     ep = _Episode(instance, harness.initial_messages(instance, step_limit=config.step_limit), on_step)
+    ep.fork_at, ep.fork_every, ep.stop_at_fork = fork_at, fork_every, stop_at_fork
+    if resume is not None:
+        ep.messages, ep.steps = resume.history()
+        ep.usage, ep.start, ep.format_errors = resume.usage.model_copy(), resume.step, resume.format_errors
     patch = ""
     hygiene: GitHygieneResult | None = None
     allocate_seconds = warm = None
@@ -265,9 +307,12 @@ async def run_agent(
             await set_up_task(env, instance, commit=True)
             if config.git_hygiene:  # before the policy sees anything (warm containers included)
                 hygiene = await clean_history(env, instance.workdir)
-            await record_baseline(env)  # before the first action: pre-existing untracked files stay out
+            if resume is None:  # before the first action: pre-existing untracked files stay out
+                await record_baseline(env)
             try:
-                await asyncio.wait_for(_play(ep, policy, harness, env, config), timeout=config.deadline)
+                await asyncio.wait_for(
+                    _play(ep, policy, harness, env, config, resume), timeout=config.deadline
+                )
             except (TimeoutError, asyncio.TimeoutError):
                 ep.finish(ExitReason.DEADLINE, f"episode deadline of {config.deadline}s reached")
             if ep.exit is not ExitReason.ENV_ERROR:
@@ -293,6 +338,8 @@ async def run_agent(
         git_hygiene=hygiene,
         allocate_seconds=allocate_seconds,
         warm=warm,
+        fork=ep.fork,
+        resumed_at=resume.step if resume is not None else None,
     )
 
 

@@ -8,6 +8,7 @@ dropped from training, never scored.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -91,6 +92,10 @@ class AgentResult(BaseModel):
     """Time until the container was ready (None when allocation failed)."""
     warm: bool | None = None
     """Whether the fleet handed over a pre-started (warm) container; None when unknown."""
+    fork: Any = Field(default=None, exclude=True, repr=False)
+    """The `EpisodeFork` taken at `run_agent(fork_at=t)` (None otherwise; never serialised)."""
+    resumed_at: int | None = None
+    """The step this episode was resumed at, when it is a branch of a fork."""
 
     @property
     def infra_failure(self) -> bool:

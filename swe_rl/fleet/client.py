@@ -33,7 +33,6 @@ import random
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import httpx
@@ -42,8 +41,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from swe_rl.fleet import protocol, responses
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
-from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_after_seconds, retry_async
+from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
+from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -146,27 +146,17 @@ class EvalResult:
         return cls(**answer.model_dump(include=set(cls.__dataclass_fields__)))
 
 
-class Retry(Enum):
-    SAFE = "safe"
-    """Idempotent call: retry transport errors and transient 5xx."""
-    UNSENT = "unsent"
-    """Call that changes the container: retry only when it never reached the pool."""
-    ALLOCATE = "allocate"
-    """Idempotent by request id: retry 429 (honouring Retry-After) and 5xx until the allocate deadline."""
-
-
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 RESTART_POLL = 0.5
 """Seconds between attempts (drawn from half of it to all) while the pool refuses connections."""
-HEARTBEAT_BATCH = 1000
-"""Leases named in one background heartbeat request (the pool accepts up to 10,000)."""
+HEARTBEAT_BATCH = 1000  # leases named in one background heartbeat request (the pool accepts 10,000)
 
 
 # --------------------------------------------------------------------------- lease
 
 
-class Lease:
-    """One container held from the pool; every call refreshes the lease."""
+class Lease(LeaseSnapshots):
+    """One container held from the pool; every call refreshes the lease (`snapshot()`: snapshot_client)."""
 
     def __init__(self, client: EnvClient, info: dict[str, Any]) -> None:
         lease = responses.LeaseResponse.model_validate(info)
@@ -281,11 +271,12 @@ class Lease:
 # --------------------------------------------------------------------------- client
 
 
-class EnvClient:
-    """Talks to one pool server; share one per process (it pools connections)."""
+class EnvClient(ClientSnapshots):
+    """Talks to one pool server; share one per process. `owner` (default random): see snapshot_client."""
 
-    def __init__(self, config: EnvClientConfig | None = None) -> None:
+    def __init__(self, config: EnvClientConfig | None = None, *, owner: str | None = None) -> None:
         self.config = config or EnvClientConfig.from_env()
+        self.owner = owner or secrets.token_urlsafe(12)
         headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
         self._http = httpx.AsyncClient(
             base_url=self.config.pool_url.rstrip("/"),
@@ -294,8 +285,7 @@ class EnvClient:
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
         )
         self._background: set[asyncio.Task[Any]] = set()
-        self._watched: dict[str, Lease] = {}
-        """Leases heartbeated in the background, by lease id."""
+        self._watched: dict[str, Lease] = {}  # leases heartbeated in the background, by lease id
         self._beat_interval = self.config.heartbeat_interval
         self._beat_task: asyncio.Task[None] | None = None
 
@@ -322,7 +312,7 @@ class EnvClient:
     async def allocate(
         self, image: str, *, instance_id: str | None = None, request_id: str | None = None, **opts: Any
     ) -> Lease:
-        """Lease a container of image (opts: network, memory, cpus, pids_limit, workdir, env).
+        """Lease a container of image (opts: network, memory, cpus, pids_limit, workdir, env, from_snapshot).
 
         Retries until the allocate deadline while the fleet is full or unavailable; does not
         heartbeat (use `lease()` for that, or `Lease.start_heartbeat()`).
@@ -334,6 +324,7 @@ class EnvClient:
             image=image,
             request_id=request_id,
             instance_id=instance_id,
+            owner=self.owner,
             **opts,
         )
         try:

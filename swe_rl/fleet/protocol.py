@@ -405,6 +405,10 @@ class AllocateRequest(CreateOptions):
     instance_id: Name | None = None
     expected: Count | None = None
     """Leases of this exact request the caller expects soon (raises the warm demand)."""
+    owner: Name | None = None
+    """Who asks (the client's owner id): only the owner of a snapshot may allocate from it."""
+    from_snapshot: Name | None = None
+    """A snapshot id (`swe_rl.fleet.snapshot_protocol`): the new lease starts in that state."""
 
 
 class PoolWarmRequest(CreateOptions):

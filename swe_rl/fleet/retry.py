@@ -21,9 +21,22 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import TypeVar
 
-__all__ = ["RetryPolicy", "TryAgain", "retry_after_seconds", "retry_async"]
+__all__ = ["Retry", "RetryPolicy", "TryAgain", "retry_after_seconds", "retry_async"]
+
+
+class Retry(Enum):
+    """How a fleet call may be retried (the client picks one per call)."""
+
+    SAFE = "safe"
+    """Idempotent call: retry transport errors and transient 5xx."""
+    UNSENT = "unsent"
+    """Call that changes the container: retry only when it never reached the pool."""
+    ALLOCATE = "allocate"
+    """Idempotent by request id: retry 429 (honouring Retry-After) and 5xx until the allocate deadline."""
+
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

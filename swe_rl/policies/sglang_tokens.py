@@ -27,6 +27,7 @@ whose ``stop_reason`` the agent keeps on its result (`AgentResult.stop_reason`).
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +106,18 @@ class SGLangTokenPolicy:
     async def start_episode(self, instance: TaskInstance, env: Environment) -> None:
         self.trajectory, self._seen = None, 0
         self.weight_versions, self.cached_tokens = [], 0
+
+    def fork_state(self) -> dict[str, Any]:
+        """A copy of the episode's tokens so far (`swe_rl.agent.fork.ForkablePolicy`)."""
+        return copy.deepcopy(
+            {"trajectory": self.trajectory, "seen": self._seen, "weight_versions": self.weight_versions}
+        )
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Continue a fork's episode: every id and log-prob before the fork point is the original's."""
+        state = copy.deepcopy(state)
+        self.trajectory, self._seen = state["trajectory"], state["seen"]
+        self.weight_versions, self.cached_tokens = state["weight_versions"], 0
 
     async def aclose(self) -> None:
         if self._own_http and self._http is not None:

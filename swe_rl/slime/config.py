@@ -288,13 +288,15 @@ def _nested(model: type[BaseModel], name: str, args: Any, env: Mapping[str, str]
 
 # --------------------------------------------------------------------------- unknown settings
 _GROUP_PREFIXES = ("SWE_PRM_", "SWE_PIVOT_")
+FORK_KEYS = ("swe_retry_infra_failures", "swe_checkpoint_every", "swe_branch_at_step")
+"""Keys of the fork modes, read on args by `swe_rl.slime.fork_mode` / `branching` (docs/fork.md)."""
 _warned: set[str] = set()
 _checked: set[tuple[Any, ...]] = set()
 
 
 def known_names(config_class: type[BaseModel]) -> set[str]:
     """Every ``swe_*`` key the plugin reads on args (lower case; the variables are the same, upper case)."""
-    names: set[str] = set()
+    names: set[str] = set(FORK_KEYS)
     for name, info in config_class.model_fields.items():
         names.add(f"swe_{name}")
         if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):

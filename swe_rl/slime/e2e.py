@@ -53,7 +53,9 @@ from swe_rl.metrics.rollout import episode_stats
 from swe_rl.policies.sglang_tokens import SGLangTokenConfig, SGLangTokenPolicy
 from swe_rl.rewards.prm import StepJudge
 from swe_rl.slime import runtime
+from swe_rl.slime.branching import BranchSettings, drop_trunk_turns
 from swe_rl.slime.config import PluginConfig
+from swe_rl.slime.fork_mode import RetrySettings, play_forked
 from swe_rl.slime.records import SWE_KEY, RolloutRecord
 from swe_rl.slime.reward import reward_for
 from swe_rl.slime.runtime import ProcessState, shutdown
@@ -133,7 +135,17 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         async with state.semaphore:
             played = time.monotonic()
             played_agent, grade = await asyncio.wait_for(
-                _play(instance, policy, harness, state, config, judge), timeout=config.rollout_timeout
+                _play(
+                    instance,
+                    policy,
+                    harness,
+                    state,
+                    config,
+                    judge,
+                    _forks(args, sample, instance, evaluation),
+                    info,
+                ),
+                timeout=config.rollout_timeout,
             )
         agent = played_agent  # the outer name feeds the summary
         info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
@@ -220,6 +232,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             samples[0].reward = reward_for(samples[0], config)  # preset: upstream skips the rm for some paths
     else:
         samples = trajectory_samples(Sample, sample, policy.trajectory, codec, record, mode=mode)
+        samples = drop_trunk_turns(samples, record, mode)
     if aborted:
         for s in samples:
             s.status = Sample.Status.ABORTED
@@ -244,6 +257,8 @@ async def _play(
     state: ProcessState,
     config: PluginConfig,
     judge: StepJudge | None = None,
+    forks: tuple[RetrySettings, BranchSettings, Any] | None = None,
+    info: dict[str, Any] | None = None,
 ) -> tuple[AgentResult, GradeResult | None]:
     agent_config = AgentConfig(
         step_limit=config.step_limit,
@@ -254,12 +269,40 @@ async def _play(
         monitor=config.monitor,
     )
     fleet = state.fleet(config)
-    agent = await run_agent(
-        instance, policy, harness, env_factory=fleet.env_factory, config=agent_config, on_step=judge
+    retry, branch, key = forks or (RetrySettings(), BranchSettings(), None)
+    agent = await play_forked(  # fork modes (swe_rl.slime.fork_mode): branching groups, retries
+        lambda **fork: run_agent(
+            instance,
+            policy,
+            harness,
+            env_factory=fleet.env_factory,
+            config=agent_config,
+            on_step=judge,
+            **fork,
+        ),
+        fleet.client,
+        retry,
+        branch,
+        key,
+        lambda: policy.trajectory,
+        info if info is not None else {},
     )
     if agent.infra_failure or agent.stop_reason in ("aborted", "unreachable", "bad_response"):
         return agent, None  # nothing worth grading
     return agent, await fleet.grader.grade(instance, agent.patch)
+
+
+def _forks(
+    args: Any, sample: Any, instance: TaskInstance, evaluation: bool
+) -> tuple[RetrySettings, BranchSettings, Any]:
+    """The fork modes of this rollout (none in evaluation): retries, branching, the group's key."""
+    if evaluation:
+        return RetrySettings(), BranchSettings(), None
+    return (
+        RetrySettings.from_args(args),
+        BranchSettings.from_args(args),
+        (sample.group_index, instance.instance_id),
+    )
 
 
 def _summary(

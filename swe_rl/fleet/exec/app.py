@@ -28,6 +28,7 @@ from swe_rl.fleet.exec import validation as v
 from swe_rl.fleet.exec.backend import BackendError, backend_class
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.manager import ContainerManager
+from swe_rl.fleet.exec.snapshot_routes import add_snapshot_routes
 from swe_rl.fleet.protocol import ApiError, DestroyRequest, parse, read_token
 
 __version__ = "0.1.0"
@@ -165,6 +166,7 @@ def create_app(manager: ContainerManager) -> Flask:
         touched, missing = manager.touch(v.container_ids(body()))
         return jsonify(touched=len(touched), missing=missing)
 
+    add_snapshot_routes(app, manager.snapshots)
     return app
 
 

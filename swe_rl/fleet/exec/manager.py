@@ -14,6 +14,8 @@ from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
 from swe_rl.fleet.exec.operations import Operations
 from swe_rl.fleet.exec.reaper import Reaper
+from swe_rl.fleet.exec.snapshot_ops import SnapshotOps
+from swe_rl.fleet.exec.snapshots import SnapshotConfig, SnapshotStore
 from swe_rl.fleet.exec.warm import ClaimedState, WarmPool
 from swe_rl.fleet.protocol import CreateOptions, CreateRequest, WarmRequest
 
@@ -40,6 +42,7 @@ class ContainerManager:
         self.warm_pool = WarmPool(config, self.registry, self.containers, self.state, self.warm_stats)
         self.reaper = Reaper(config, self.registry, self.containers, self.warm_stats)
         self.ops = Operations(config, self.registry, self.containers)
+        self.snapshots = SnapshotOps(self.ops, SnapshotStore(SnapshotConfig.from_env(), config.server_id))
         self.containers.load_existing()
 
     def scrub(self, text: str) -> str:
@@ -95,11 +98,13 @@ class ContainerManager:
     def start_background(self) -> None:
         """The reaper and the warm refiller threads."""
         self.reaper.start()
+        self.snapshots.store.start(self.config.reap_interval)
         self.warm_pool.start_refiller()
 
     def stop(self) -> int:
         """Stop background work and destroy the warm containers nobody claimed; returns how many."""
         self.reaper.stop()
+        self.snapshots.store.stop()
         return self.warm_pool.stop()
 
 

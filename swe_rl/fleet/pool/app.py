@@ -74,7 +74,10 @@ def create_app(pool: Pool) -> Starlette:
                     supplied = header[7:].encode() if header.startswith("Bearer ") else b""
                     if not hmac.compare_digest(supplied, token):
                         raise ApiError(401, "unauthorized: missing or wrong bearer token")
-                result = await handler(await body_of(request)) if json_body else await handler()
+                if json_body:
+                    result = await handler({**await body_of(request), **request.path_params})
+                else:
+                    result = await handler()
                 if isinstance(result, Response):
                     return result
                 status, data = result if isinstance(result, tuple) else (200, result)
@@ -142,6 +145,8 @@ def create_app(pool: Pool) -> Starlette:
         Route("/heartbeat", endpoint("heartbeat", heartbeat), methods=["POST"]),
         Route("/close", endpoint("close", pool.close), methods=["POST"]),
         Route("/warm", endpoint("warm", pool.warm), methods=["POST"]),
+        Route("/leases/{lease_id}/snapshot", endpoint("snapshot", pool.snapshots.take), methods=["POST"]),
+        Route("/snapshots/delete", endpoint("snapshot_delete", pool.snapshots.delete), methods=["POST"]),
         *(Route(f"/{op}", endpoint(op, routed(op)), methods=["POST"]) for op in ROUTED_OPS),
     ]
 

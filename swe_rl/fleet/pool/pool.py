@@ -36,6 +36,7 @@ from swe_rl.fleet.pool.nodes import Node, NodeSet
 from swe_rl.fleet.pool.placement import WARM_OPTIONS, Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
+from swe_rl.fleet.pool.snapshots import Snapshots
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
 from swe_rl.fleet.protocol import (
     FORWARDING,
@@ -87,6 +88,7 @@ class Pool(LeaseLiveness):
         self._tasks: list[asyncio.Task[None]] = []
         self.destroys = DestroyQueue(self.calls.post, self.metrics)
         """Containers of released leases being destroyed in the background (off close's path)."""
+        self.snapshots = Snapshots(self)
 
     # ---- lifecycle
 
@@ -113,6 +115,7 @@ class Pool(LeaseLiveness):
             (self.check_health, self.cfg.health_interval),
             (self.reap_expired, self.cfg.reap_interval),
             (self.touch_live, self.cfg.effective_touch_interval),
+            (self.snapshots.reap, self.cfg.reap_interval),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval, loop)))
 
@@ -208,13 +211,17 @@ class Pool(LeaseLiveness):
 
     async def _allocate_once(self, body: dict[str, Any]) -> dict[str, Any]:
         """Run one allocation per request id: a retry gets the lease, or awaits the allocation in flight."""
+        # allocate from a snapshot: the snapshot's image and workdir fill the body (404/403/409 first)
+        snap = self.snapshots.for_allocate(body) if body.get("from_snapshot") is not None else None
         req: AllocateRequest = parse(AllocateRequest, body)
         request_id = req.request_id
         if request_id and request_id in self.by_request:
             return self.leases[self.by_request[request_id]].public(self.cfg.lease_ttl)
         if request_id and request_id in self.allocations:
             return await asyncio.shield(self.allocations[request_id])
-        task = asyncio.create_task(self._allocate(req))
+        task = asyncio.create_task(
+            self._allocate(req) if snap is None else self.snapshots.allocate_from(snap, req)
+        )
         self._alloc_tasks.add(task)
         task.add_done_callback(self._allocation_done)
         if request_id:
@@ -275,6 +282,7 @@ class Pool(LeaseLiveness):
                         sys.intern(data.get("workdir") or "/testbed"),
                         time.time(),
                         warm=data.get("warm") is True,
+                        owner=req.owner or "",
                     )
                     self._add(lease)
                     self.store.put(lease)

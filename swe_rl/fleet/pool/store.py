@@ -39,6 +39,8 @@ class LeaseRecord:
     in_flight: int = 0
     warm: bool = False
     """The node handed over a warm container (memory only)."""
+    owner: str = ""
+    """Who allocated it (the client's owner string, memory only): who may snapshot it and restore those."""
 
     def touch(self) -> None:
         """A heartbeat or a call: the lease's TTL starts again."""

@@ -1,0 +1,206 @@
+"""One node's snapshots on disk: tarballs with a JSON record each, a byte and count budget, expiry.
+
+Why a store of files: a snapshot must outlive the container it came from (a branch restores it
+after the source lease moved on or closed) and must be cheap to hand to another node (the pool
+streams the tarball). Each is `<dir>/<id>.tar` + `<id>.json` (`SnapshotMeta`), written to a temporary
+name and renamed, so a crash never leaves a half snapshot that looks whole. Expired ones are deleted
+on every write and by `reap()` (the exec server's reaper thread calls it), so nothing accumulates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from swe_rl.fleet.protocol import ApiError
+from swe_rl.fleet.snapshot_protocol import SNAPSHOT_ID, SnapshotMeta
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SnapshotConfig:
+    """Where a node keeps snapshots and how much (`SWE_EXEC_SNAPSHOT_*`, see docs/fork.md)."""
+
+    dir: str = "~/.cache/swe-rl/snapshots"
+    """Folder of the tarballs; one per exec server (the server id is appended)."""
+    max_bytes: int = 2 << 30
+    """Bytes of snapshots this node keeps at most; a snapshot past it answers 507."""
+    max_count: int = 10_000
+    """Snapshots this node keeps at most; one past it answers 429."""
+    max_snapshot_bytes: int = 256 << 20
+    """Largest single snapshot (tarball) accepted."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> SnapshotConfig:
+        env = os.environ if env is None else env
+        cfg = cls()
+        if env.get("SWE_EXEC_SNAPSHOT_DIR"):
+            cfg.dir = env["SWE_EXEC_SNAPSHOT_DIR"]
+        for name in ("max_bytes", "max_count", "max_snapshot_bytes"):
+            value = env.get(f"SWE_EXEC_SNAPSHOT_{name.upper()}")
+            if value:
+                setattr(cfg, name, int(value))
+        return cfg
+
+
+class SnapshotStore:
+    """The snapshots of one node; thread-safe (the exec server serves many requests at once)."""
+
+    def __init__(self, config: SnapshotConfig, server_id: str) -> None:
+        self.config = config
+        self.dir = os.path.join(os.path.expanduser(config.dir), _safe(server_id))
+        os.makedirs(self.dir, exist_ok=True)
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self.reap()
+
+    def start(self, interval: float) -> None:
+        """Reap expired snapshots every `interval` seconds in a daemon thread, until `stop()`."""
+
+        def loop() -> None:
+            while not self._stop.wait(interval):
+                try:
+                    self.reap()
+                except OSError:
+                    log.exception("snapshot reaper pass failed")
+
+        threading.Thread(target=loop, name="snapshot-reaper", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _path(self, snapshot_id: str, ext: str) -> str:
+        if not SNAPSHOT_ID.match(snapshot_id):
+            raise ApiError(400, f"bad snapshot id {snapshot_id!r}")
+        return os.path.join(self.dir, f"{snapshot_id}.{ext}")
+
+    def put(self, meta: SnapshotMeta, data: bytes) -> SnapshotMeta:
+        """Keep `data` under `meta`'s id; 409 if the id exists, 507 / 429 past the budget."""
+        if hashlib.sha256(data).hexdigest() != meta.sha256:
+            raise ApiError(422, f"snapshot {meta.snapshot_id}: the bytes do not match sha256 {meta.sha256}")
+        if len(data) > self.config.max_snapshot_bytes:
+            raise ApiError(
+                413, f"snapshot of {len(data)} bytes, more than the limit {self.config.max_snapshot_bytes}"
+            )
+        with self.lock:
+            self._reap_locked()
+            if os.path.exists(self._path(meta.snapshot_id, "json")):
+                raise ApiError(409, f"snapshot {meta.snapshot_id} exists")
+            metas = self._metas_locked()
+            if len(metas) >= self.config.max_count:
+                raise ApiError(
+                    429,
+                    f"node holds {len(metas)} snapshots, its limit (SWE_EXEC_SNAPSHOT_MAX_COUNT)",
+                    budget="count",
+                )
+            used = sum(m.bytes for m in metas)
+            if used + len(data) > self.config.max_bytes:
+                raise ApiError(
+                    507,
+                    f"node snapshot budget full: {used} + {len(data)} bytes > {self.config.max_bytes}",
+                    budget="bytes",
+                )
+            self._write(self._path(meta.snapshot_id, "tar"), data)
+            self._write(self._path(meta.snapshot_id, "json"), meta.model_dump_json().encode())
+        return meta
+
+    def get(self, snapshot_id: str) -> tuple[SnapshotMeta, bytes]:
+        """The snapshot and its bytes; 404 when unknown or expired."""
+        meta = self.meta(snapshot_id)
+        try:
+            with open(self._path(snapshot_id, "tar"), "rb") as fh:
+                data = fh.read()
+        except FileNotFoundError:
+            raise ApiError(404, f"unknown or expired snapshot {snapshot_id}") from None
+        return meta, data
+
+    def meta(self, snapshot_id: str) -> SnapshotMeta:
+        meta = self._read_meta(self._path(snapshot_id, "json"))
+        if meta is None or meta.expires_at < time.time():
+            raise ApiError(404, f"unknown or expired snapshot {snapshot_id}")
+        return meta
+
+    def delete(self, snapshot_id: str) -> bool:
+        with self.lock:
+            return self._delete_locked(snapshot_id)
+
+    def listing(self) -> list[SnapshotMeta]:
+        with self.lock:
+            self._reap_locked()
+            return self._metas_locked()
+
+    def reap(self) -> list[str]:
+        """Delete expired snapshots (and leftovers of interrupted writes); returns their ids."""
+        with self.lock:
+            return self._reap_locked()
+
+    # ---- internals (under the lock)
+
+    def _reap_locked(self) -> list[str]:
+        now, gone = time.time(), []
+        for name in os.listdir(self.dir):
+            path = os.path.join(self.dir, name)
+            if name.endswith(".tmp"):
+                _remove(path)
+            elif name.endswith(".json"):
+                meta = self._read_meta(path)
+                if meta is None or meta.expires_at < now:
+                    sid = name[: -len(".json")]
+                    self._delete_locked(sid)
+                    gone.append(sid)
+            elif name.endswith(".tar") and not os.path.exists(path[: -len(".tar")] + ".json"):
+                _remove(path)  # a tarball whose record was never written
+        if gone:
+            log.info("reaped %d expired snapshots", len(gone))
+        return gone
+
+    def _metas_locked(self) -> list[SnapshotMeta]:
+        metas = []
+        for name in sorted(os.listdir(self.dir)):
+            if name.endswith(".json"):
+                meta = self._read_meta(os.path.join(self.dir, name))
+                if meta is not None:
+                    metas.append(meta)
+        return metas
+
+    def _delete_locked(self, snapshot_id: str) -> bool:
+        found = False
+        for ext in ("json", "tar"):
+            found = _remove(self._path(snapshot_id, ext)) or found
+        return found
+
+    @staticmethod
+    def _read_meta(path: str) -> SnapshotMeta | None:
+        try:
+            with open(path, "rb") as fh:
+                return SnapshotMeta.model_validate(json.loads(fh.read()))
+        except (OSError, ValueError, ValidationError):
+            return None
+
+    @staticmethod
+    def _write(path: str, data: bytes) -> None:
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+
+
+def _remove(path: str) -> bool:
+    try:
+        os.remove(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name) or "node"

@@ -1,0 +1,209 @@
+"""The pool's snapshots: taken from a lease, owned by the lease's owner, restored into new leases.
+
+Why the pool keeps them: a snapshot lives on the node that took it (`exec/snapshots.py`), but a branch
+may land on any node with the image. The pool remembers where each is, who owns it and until when;
+when the new lease is on another node it carries the tarball there itself (GET from one node, PUT to
+the other, sha256 checked by the receiver), so nodes never need to reach each other. Records are kept
+in memory only: after a pool restart old ids answer 404 and the nodes' reapers delete the tarballs
+when they expire.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from swe_rl.fleet.pool.routing import json_of
+from swe_rl.fleet.protocol import AllocateRequest, ApiError
+from swe_rl.fleet.snapshot_protocol import (
+    SNAPSHOT_ID,
+    DeleteSnapshotRequest,
+    ExecRestoreRequest,
+    ExecSnapshotRequest,
+    LeaseSnapshotRequest,
+    SnapshotInfo,
+    SnapshotMeta,
+    parse,
+)
+
+if TYPE_CHECKING:
+    from swe_rl.fleet.pool.nodes import Node
+    from swe_rl.fleet.pool.pool import Pool
+    from swe_rl.fleet.pool.store import LeaseRecord
+
+log = logging.getLogger("swe_pool_server")
+
+DEFAULT_TTL = 3600.0
+"""Seconds a snapshot is kept when the caller does not say."""
+SNAPSHOT_CALL_TIMEOUT = 900.0
+"""Seconds a node may take to capture or restore (a capture runs a diff of the whole tree)."""
+META_HEADER = "X-Snapshot-Meta"
+
+
+@dataclass
+class PoolSnapshot:
+    info: SnapshotInfo
+    owner: str
+    workdir: str
+
+    @property
+    def expired(self) -> bool:
+        return self.info.expires_at < time.time()
+
+
+class Snapshots:
+    """Snapshot records of one pool, and the calls that take, move, restore and delete them."""
+
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+        self.records: dict[str, PoolSnapshot] = {}
+
+    async def take(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /leases/<lease_id>/snapshot``: the lease's state as a new snapshot id."""
+        lease = self.pool.lease_of(body)
+        req = parse(LeaseSnapshotRequest, {k: v for k, v in body.items() if k != "lease_id"})
+        if lease.owner and req.owner != lease.owner:
+            raise ApiError(403, f"lease {lease.lease_id} belongs to another owner")
+        node = self.pool.nodes.get(lease.node)
+        ttl = req.ttl or DEFAULT_TTL
+        sid = secrets.token_urlsafe(16)
+        payload = ExecSnapshotRequest(
+            snapshot_id=sid, owner=lease.owner, ttl=ttl, extra_paths=req.extra_paths
+        )
+        lease.touch()
+        lease.in_flight += 1
+        try:
+            resp = await self.pool.calls.post(
+                node,
+                f"/containers/{lease.container_id}/snapshot",
+                payload.model_dump(),
+                SNAPSHOT_CALL_TIMEOUT,
+            )
+        finally:
+            lease.in_flight -= 1
+            lease.touch()
+        data = json_of(resp)
+        if resp.status_code != 200:
+            raise _node_error(resp.status_code, data, node)
+        meta = SnapshotMeta.model_validate({k: v for k, v in data.items() if k != "duration"})
+        info = SnapshotInfo(
+            snapshot_id=sid,
+            lease_id=lease.lease_id,
+            image=lease.image,
+            node=node.url,
+            sha256=meta.sha256,
+            state_hash=meta.state_hash,
+            bytes=meta.bytes,
+            expires_at=meta.expires_at,
+            duration=float(data.get("duration", 0.0)),
+        )
+        self.records[sid] = PoolSnapshot(info, lease.owner, lease.workdir)
+        self.pool.metrics.inc("swe_pool_snapshots_total", outcome="ok")
+        return info.model_dump()
+
+    def for_allocate(self, body: dict[str, Any]) -> PoolSnapshot:
+        """The snapshot an allocate names (`from_snapshot`): 404 unknown/expired, 403 another owner's,
+        409 another image. Fills the body's image and workdir from it when absent."""
+        sid = body.get("from_snapshot")
+        if not isinstance(sid, str) or not SNAPSHOT_ID.match(sid):
+            raise ApiError(400, "from_snapshot must be a snapshot id")
+        snap = self.records.get(sid)
+        if snap is None or snap.expired:
+            raise ApiError(404, f"unknown or expired snapshot {sid}")
+        if snap.owner and body.get("owner") != snap.owner:
+            raise ApiError(403, f"snapshot {sid} belongs to another owner")
+        body.setdefault("image", snap.info.image)
+        if body["image"] != snap.info.image:
+            raise ApiError(409, f"snapshot {sid} is of image {snap.info.image}, not {body['image']}")
+        body.setdefault("workdir", snap.workdir)
+        return snap
+
+    async def allocate_from(self, snap: PoolSnapshot, req: AllocateRequest) -> dict[str, Any]:
+        """A new lease of the snapshot's image with its state restored (released if the restore fails)."""
+        info = await self.pool._allocate(req)
+        lease = self.pool.leases[info["lease_id"]]
+        try:
+            restored = await self.restore(lease, snap)
+        except BaseException:
+            self.pool._release(lease, f"restore of snapshot {snap.info.snapshot_id} failed")
+            raise
+        return {**info, **restored}
+
+    async def restore(self, lease: LeaseRecord, snap: PoolSnapshot) -> dict[str, Any]:
+        """Give the (fresh) lease the snapshot's state; the node verifies the state hash."""
+        sid = snap.info.snapshot_id
+        node = self.pool.nodes.get(lease.node)
+        moved = lease.node != snap.info.node
+        if moved:  # bring the tarball over: from the node that took it, through the pool
+            source = self.pool.nodes.get(snap.info.node)
+            got = await self._raw(source, "GET", f"/snapshots/{sid}")
+            if got.status_code != 200:
+                raise _node_error(got.status_code, json_of(got), source)
+            put = await self._raw(
+                node,
+                "PUT",
+                f"/snapshots/{sid}",
+                content=got.content,
+                headers={META_HEADER: got.headers[META_HEADER]},
+            )
+            if put.status_code not in (200, 409):  # 409: a previous restore brought it already
+                raise _node_error(put.status_code, json_of(put), node)
+        body = ExecRestoreRequest(snapshot_id=sid).model_dump()
+        resp = await self.pool.calls.post(
+            node, f"/containers/{lease.container_id}/restore", body, SNAPSHOT_CALL_TIMEOUT
+        )
+        data = json_of(resp)
+        if resp.status_code != 200:
+            raise _node_error(resp.status_code, data, node)
+        if data.get("state_hash") != snap.info.state_hash:
+            raise ApiError(502, f"node restored state {data.get('state_hash')}, not {snap.info.state_hash}")
+        self.pool.metrics.inc("swe_pool_restores_total", moved=str(moved).lower())
+        return {"from_snapshot": sid, "state_hash": data["state_hash"], "snapshot_moved": moved,
+                "restore_seconds": data.get("duration")}  # fmt: skip
+
+    async def delete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /snapshots/delete``: forget a snapshot and delete its tarballs (idempotent)."""
+        req = parse(DeleteSnapshotRequest, body)
+        snap = self.records.get(req.snapshot_id)
+        if snap is None:
+            return {"ok": True, "already_deleted": True}
+        if snap.owner and req.owner != snap.owner:
+            raise ApiError(403, f"snapshot {req.snapshot_id} belongs to another owner")
+        await self._forget(snap)
+        return {"ok": True, "deleted": True}
+
+    async def reap(self) -> None:
+        """Forget expired snapshots and delete their tarballs (the nodes' reapers also do)."""
+        for snap in [s for s in self.records.values() if s.expired]:
+            await self._forget(snap)
+
+    async def _forget(self, snap: PoolSnapshot) -> None:
+        sid = snap.info.snapshot_id
+        self.records.pop(sid, None)
+        for node in self.pool.nodes.healthy():  # a moved snapshot has copies: ask every node (cheap)
+            try:
+                await self._raw(node, "DELETE", f"/snapshots/{sid}")
+            except ApiError as exc:
+                log.info("delete of snapshot %s on %s failed: %s", sid, node.url, exc.message)
+
+    async def _raw(self, node: Node, method: str, path: str, **kw: Any) -> httpx.Response:
+        """A non-JSON call to a node (tarballs up and down); transport errors are 503s."""
+        http = self.pool.calls.shards_of(node.url)[0]
+        try:
+            return await http.request(method, node.url + path, timeout=SNAPSHOT_CALL_TIMEOUT, **kw)
+        except httpx.HTTPError as exc:
+            raise ApiError(503, f"node {node.url}: {type(exc).__name__}: {exc}", node=node.url) from exc
+
+
+def _node_error(status: int, data: dict[str, Any], node: Node) -> ApiError:
+    """A node's error answer passed on (its 4xx as is: budget 507/429, a bad state 409/422)."""
+    extra = {k: v for k, v in data.items() if k not in ("error", "node")}
+    headers = {"Retry-After": "2"} if status == 429 else None
+    return ApiError(
+        status, str(data.get("error", f"node answered {status}")), headers, node=node.url, **extra
+    )
