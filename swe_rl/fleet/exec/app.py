@@ -28,6 +28,7 @@ from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.exec import validation as v
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.manager import ContainerManager
+from swe_rl.fleet.image_protocol import NodePrefetchAnswer, NodePrefetchRequest, parse
 from swe_rl.fleet.protocol import ApiError, read_token
 
 __version__ = "0.1.0"
@@ -115,12 +116,23 @@ def create_app(manager: ContainerManager) -> Flask:
             warm_dropped=len(manager.warm_pool.dropped()),
             **manager.warm_pool.counts(),
             **resources(),
+            images=manager.images.counts(),
         ), (200 if docker_ok else 503)
 
     @app.get("/images")
     def images() -> Any:
         tags = sorted(t for img in manager.client.images.list() for t in img.tags)
         return jsonify(images=tags, count=len(tags))
+
+    @app.post("/images/prefetch")
+    def images_prefetch() -> Any:
+        """Pull these images ahead (background, within the disk budget); answers at once."""
+        req = parse(NodePrefetchRequest, body())
+        store = manager.images
+        states = store.prefetch(req.images)
+        return jsonify(
+            NodePrefetchAnswer(images=states, bytes_used=store.bytes_used, budget=store.budget).model_dump()
+        )
 
     @app.get("/status")
     def status() -> Any:

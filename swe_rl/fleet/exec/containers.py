@@ -36,6 +36,7 @@ from swe_rl.fleet.protocol import (
 )
 
 if TYPE_CHECKING:
+    from swe_rl.fleet.exec.images import ImageStore
     from swe_rl.fleet.exec.warm import ClaimedState
 
 log = logging.getLogger("swe_exec_server")
@@ -207,6 +208,7 @@ class Containers:
         registry: Registry,
         state: ClaimedState,
         stats: dict[str, int],
+        images: ImageStore,
     ) -> None:
         self.config, self.client, self.registry, self.state, self.stats = (
             config,
@@ -215,6 +217,7 @@ class Containers:
             state,
             stats,
         )
+        self.images = images
         try:  # Docker's data root, scrubbed from the messages we pass on
             self._docker_root = str(self.client.info().get("DockerRootDir") or "")
         except Exception:  # noqa: BLE001 - a fake backend or an old daemon: the default paths still go
@@ -343,8 +346,12 @@ class Containers:
         On success the container's name stays in the registry's `creating` set: the caller records the
         container with `Registry.add_created_locked` (or discards the name), so no reaper pass can take
         the new container for an unknown one in between."""
+        with self.images.hold(spec.image):  # no eviction of the image between the pull and the start
+            self.images.ensure(spec.image)
+            return self._create_and_start(spec, labels, now)
+
+    def _create_and_start(self, spec: CreateSpec, labels: dict[str, str], now: float) -> Any:
         cfg = self.config
-        self.ensure_image(spec.image)
         labels = {
             LABEL_MANAGED: MANAGED_VALUE,
             LABEL_SERVER: cfg.server_id,
@@ -423,15 +430,10 @@ class Containers:
             log.exception("could not remove half-created container %s", container.id[:12])
 
     def ensure_image(self, image: str) -> None:
-        try:
-            self.client.images.get(image)
-        except docker.errors.ImageNotFound:
-            if not self.config.allow_pull:
-                raise ApiError(404, f"image not found on this node: {image}", image=image) from None
-            try:
-                self.client.images.pull(image)
-            except docker.errors.APIError as exc:
-                raise ApiError(404, f"image not found and pull failed: {image}: {exc.explanation}") from None
+        """A clear 404 now when the image is missing and cannot be pulled; else its pull starts (not awaited)."""
+        state = self.images.prefetch([image])[image]
+        if state == "pulls_off":
+            raise ApiError(404, f"image not found on this node: {image}", image=image)
 
     def destroy(self, container_id: Any) -> dict[str, Any]:
         rec = self.registry.lookup(container_id)

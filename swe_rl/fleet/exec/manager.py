@@ -15,6 +15,7 @@ import docker
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
 from swe_rl.fleet.exec.executor import DockerExecutor
+from swe_rl.fleet.exec.images import DockerImages, ImageStore
 from swe_rl.fleet.exec.operations import Operations
 from swe_rl.fleet.exec.reaper import Reaper
 from swe_rl.fleet.exec.warm import ClaimedState, WarmPool
@@ -41,11 +42,15 @@ class ContainerManager:
         }
         self.registry = Registry()
         self.state = ClaimedState(config, self.registry)
-        self.containers = Containers(config, self.client, self.registry, self.state, self.warm_stats)
+        self.images = ImageStore(config, DockerImages(self.client), docker_root=_docker_root(self.client))
+        self.containers = Containers(
+            config, self.client, self.registry, self.state, self.warm_stats, self.images
+        )
         self.warm_pool = WarmPool(config, self.registry, self.containers, self.state, self.warm_stats)
         self.reaper = Reaper(config, self.registry, self.containers, self.warm_stats)
         self.ops = Operations(config, self.registry, self.containers, self.executor)
         self.containers.load_existing()
+        self.images.enforce_budget() if self.images.budget else self.images.refresh()
 
     def scrub(self, text: str) -> str:
         return self.containers.scrub(text)
@@ -106,6 +111,13 @@ class ContainerManager:
         """Stop background work and destroy the warm containers nobody claimed; returns how many."""
         self.reaper.stop()
         return self.warm_pool.stop()
+
+
+def _docker_root(client: Any) -> str:
+    try:
+        return str(client.info().get("DockerRootDir") or "")
+    except Exception:  # noqa: BLE001 - a fake backend or an old daemon: the budget share reads "/"
+        return ""
 
 
 def _spec(req: CreateRequest) -> CreateSpec:
