@@ -6,6 +6,7 @@ A prefetch is a hint: the fleet pulls ahead within each node's disk budget and a
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
@@ -63,6 +64,13 @@ class PrefetchAnswer(BaseModel):
     ok: bool = True
     images: int
     nodes: dict[str, list[str]]
+
+
+def prefetch_body(images: Mapping[str, int] | Iterable[str]) -> dict[str, Any]:
+    """The body of `POST /prefetch`: image names (one lease each) or image -> leases expected."""
+    if isinstance(images, Mapping):
+        return {"images": [{"image": i, "count": int(n)} for i, n in images.items()]}
+    return {"images": list(images)}
 
 
 Model = TypeVar("Model", bound=BaseModel)
