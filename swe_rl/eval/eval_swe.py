@@ -82,6 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=8192, help="max new tokens per policy turn")
     p.add_argument("--max-concurrent", type=int, default=4, help="instances run at once")
     p.add_argument("--max-instances", type=int, default=None)
+    p.add_argument(
+        "--prefetch-ahead", type=int, default=8, help="images of the next N instances pulled ahead"
+    )
     p.add_argument("--instance-ids", default=None, help="comma-separated ids, or @file with one id per line")
     p.add_argument(
         "--harness",
@@ -272,6 +275,7 @@ async def run(
 ) -> dict[str, Any]:
     from swe_rl.agent import AgentConfig, run_instance
     from swe_rl.fleet.client import EnvClient, EnvClientConfig
+    from swe_rl.fleet.prefetch_hints import PrefetchHints
     from swe_rl.grading.fleet import FleetGrader, GraderConfig
     from swe_rl.grading.integrity import IntegrityConfig
     from swe_rl.harnesses.registry import harness_by_name
@@ -359,9 +363,13 @@ async def run(
             ),
         )
 
+        hints = PrefetchHints(client.prefetch, [(i.instance_id, i.image) for i in todo], args.prefetch_ahead)
+        hints.after(None)
+
         async def one(instance: Any) -> None:
             try:
                 async with sem:
+                    hints.after(instance.instance_id)
                     result = await run_instance(
                         instance, policy, harness, client=client, config=config, grader=grader
                     )

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.prefetch_hints import PrefetchHints
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.prm import JudgeClient, StepJudge
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
@@ -185,6 +186,7 @@ class ProcessState:
             ContextBudget()
         )  # the policy server's context length, asked once; the budget clamped to it
         self._client: EnvClient | None = None
+        self._hints: PrefetchHints | None = None
 
     @property
     def client(self) -> EnvClient:
@@ -192,6 +194,12 @@ class ProcessState:
         if self._client is None:
             self._client = EnvClient(EnvClientConfig.from_env())
         return self._client
+
+    def prefetch_hints(self, args: Any, config: PluginConfig) -> PrefetchHints:
+        """Hints of the images that come next, in the order of ``--prompt-data`` (read once)."""
+        if self._hints is None:
+            self._hints = PrefetchHints(self.client.prefetch, _prompt_order(args), config.prefetch_ahead)
+        return self._hints
 
     def step_judge(self, config: PluginConfig, instance: TaskInstance) -> StepJudge:
         key = config.prm.model_dump_json()
@@ -227,6 +235,29 @@ class ProcessState:
 
 
 _STATE: ProcessState | None = None
+
+
+def _prompt_order(args: Any) -> list[tuple[str, str]]:
+    """(instance id, image) of each row of slime's ``--prompt-data`` JSONL; empty when it is not a local file."""
+    from swe_rl.tasks import RowInvalid, instance_from_row
+
+    path = getattr(args, "prompt_data", None)
+    order: list[tuple[str, str]] = []
+    try:
+        with open(str(path), encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                    meta = row.get("metadata")
+                    if isinstance(meta, str):
+                        row = {**row, "metadata": json.loads(meta)}
+                    inst = instance_from_row(row)
+                except (ValueError, AttributeError, RowInvalid):
+                    continue
+                order.append((inst.instance_id, inst.image))
+    except (OSError, TypeError):
+        return []
+    return order
 
 
 def state(config: PluginConfig) -> ProcessState:
