@@ -101,6 +101,7 @@ class Pull:
 
     ref: str
     started: float
+    prefetch: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     error: ApiError | None = None
     bytes_done: int = 0
@@ -142,6 +143,11 @@ class ImageStore:
         }
         self.bytes_used = 0
         self.bytes_peak = 0
+        self.last_pull_bytes = 0
+        self.unclaimed: dict[str, float] = {}
+        """Prefetched images no create asked for yet (ref -> when pulled): kept for image_pull_wait seconds,
+        so the next prefetch does not evict what the last one brought before its lease comes."""
+        """Bytes the last pull added: the room made before the next one."""
 
     # ---- asking for an image
 
@@ -153,6 +159,8 @@ class ImageStore:
         info = self.backend.image_info(ref)
         if info is not None:
             self._touch(info.id)
+            with self.lock:
+                self.unclaimed.pop(ref, None)
             return
         if not self.config.allow_pull:
             raise ApiError(404, f"image not found on this node: {ref}", image=ref)
@@ -214,7 +222,7 @@ class ImageStore:
                 if joined_counts:
                     self.stats["pulls_joined"] += 1
                 return pull
-            pull = self.pulls[ref] = Pull(ref, time.monotonic())
+            pull = self.pulls[ref] = Pull(ref, time.monotonic(), prefetch)
             self.stats["pulls"] += 1
             self.stats["prefetched"] += 1 if prefetch else 0
         threading.Thread(target=self._run_pull, args=(pull,), name=f"pull {ref}", daemon=True).start()
@@ -226,8 +234,8 @@ class ImageStore:
 
         try:
             with self._slots:
-                if self.budget:
-                    self.enforce_budget()
+                if self.budget:  # make room for about one more image first
+                    self.enforce_budget(self.budget - max(1, self.last_pull_bytes))
                     if self._full():
                         self.stats["disk_full"] += 1
                         raise ApiError(
@@ -237,15 +245,19 @@ class ImageStore:
                             image=pull.ref,
                             disk_full=True,
                         )
+                before = self.bytes_used
                 self.backend.pull(pull.ref, progress)
             info = self.backend.image_info(pull.ref)
             if info is None:
                 raise ApiError(502, f"pull of {pull.ref} ended without the image", image=pull.ref)
             self._touch(info.id)
+            if pull.prefetch and not pull.waiters:
+                with self.lock:
+                    self.unclaimed[pull.ref] = time.monotonic()
+            self.refresh()
+            self.last_pull_bytes = max(0, self.bytes_used - before)
             if self.budget:
                 self.enforce_budget()
-            else:
-                self.refresh()
         except ApiError as exc:
             pull.error = exc
         except docker.errors.APIError as exc:
@@ -283,10 +295,11 @@ class ImageStore:
         self.bytes_peak = max(self.bytes_peak, self.bytes_used)
         return images
 
-    def enforce_budget(self) -> list[str]:
-        """Remove LRU images nobody uses or pinned until the rest fit the budget; the removed ids."""
+    def enforce_budget(self, target: int | None = None) -> list[str]:
+        """Remove LRU images nobody uses or pinned until the rest fit `target` (default the budget)."""
         if not self.budget:
             return []
+        target = self.budget if target is None else max(1, target)
         with self.lock:  # holds cannot change while the victims are chosen and removed
             images = self.refresh()
             in_use = self.backend.images_in_use()
@@ -298,9 +311,10 @@ class ImageStore:
                 or disk.matches(i, self.config.pinned_images)
                 or disk.matches(i, self.holds)
                 or disk.matches(i, self.pulls)
+                or disk.matches(i, self._unclaimed_locked())
             }
             removed = []
-            for image in disk.victims(images, self.budget, keep=keep, last_used=self.last_used):
+            for image in disk.victims(images, target, keep=keep, last_used=self.last_used):
                 try:
                     self.backend.remove(image)
                 except docker.errors.APIError as exc:  # a container took it meanwhile: keep it
@@ -315,6 +329,12 @@ class ImageStore:
                 self.refresh()
                 self.stats["evicted_bytes"] += max(0, before - self.bytes_used)
             return removed
+
+    def _unclaimed_locked(self) -> set[str]:
+        cutoff = time.monotonic() - self.config.image_pull_wait
+        for ref in [r for r, t in self.unclaimed.items() if t < cutoff]:
+            del self.unclaimed[ref]
+        return set(self.unclaimed)
 
     def counts(self) -> dict[str, Any]:
         """Figures for /healthz and the pool: bytes used and budget, pulls, evictions."""
