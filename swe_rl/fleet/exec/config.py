@@ -67,8 +67,8 @@ class ExecConfig:
     pinned_images: tuple[str, ...] = ()
     """Images never evicted (comma-separated references)."""
     image_prefixes: tuple[str, ...] = ()
-    """When set, the budget covers (counts and evicts) only images whose name starts with one of these,
-    e.g. the registry's `registry:5000/`; empty: every image on the node."""
+    """When set, the budget covers (counts and evicts) only images all of whose names start with one of
+    these, e.g. the registry's `registry:5000/`; empty: every image on the node."""
     allow_network: bool = True
     """Whether a create request may ask for Docker's default (bridge) network."""
     networks: tuple[str, ...] = ()

@@ -456,3 +456,5 @@ class Containers:
         self.docker_remove(cid)
         if rec is not None and rec.from_warm:
             self.state.save()
+        if self.images.over_budget():  # an image kept over budget only because it was in use can go now
+            self.images.enforce_budget()

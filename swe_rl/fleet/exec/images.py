@@ -140,6 +140,7 @@ class ImageStore:
             "evictions": 0,
             "evicted_bytes": 0,
             "disk_full": 0,
+            "prefetch_skipped": 0,
         }
         self.bytes_used = 0
         self.bytes_peak = 0
@@ -235,7 +236,12 @@ class ImageStore:
         try:
             with self._slots:
                 if self.budget:  # make room for about one more image first
-                    self.enforce_budget(self.budget - max(1, self.last_pull_bytes))
+                    hint = pull.prefetch and not pull.waiters  # a hint never pushes out another hint
+                    room = self.budget - max(1, self.last_pull_bytes)
+                    self.enforce_budget(room, keep_unclaimed=hint)
+                    if hint and self.bytes_used > room:
+                        self.stats["prefetch_skipped"] += 1
+                        raise ApiError(507, f"no room to prefetch {pull.ref}", image=pull.ref, disk_full=True)
                     if self._full():
                         self.stats["disk_full"] += 1
                         raise ApiError(
@@ -257,7 +263,7 @@ class ImageStore:
             self.refresh()
             self.last_pull_bytes = max(0, self.bytes_used - before)
             if self.budget:
-                self.enforce_budget()
+                self.enforce_budget(keep_unclaimed=pull.prefetch and not pull.waiters)
         except ApiError as exc:
             pull.error = exc
         except docker.errors.APIError as exc:
@@ -268,7 +274,7 @@ class ImageStore:
             with self.lock:
                 self.pulls.pop(pull.ref, None)
                 self.stats["pull_seconds"] += time.monotonic() - pull.started
-                if pull.error is not None:
+                if pull.error is not None and not (pull.prefetch and pull.error.status == 507):
                     self.stats["pulls_failed"] += 1
             if pull.error is not None:
                 log.warning("pull of %s failed: %s", pull.ref, pull.error.message)
@@ -280,23 +286,28 @@ class ImageStore:
         with self.lock:
             self.last_used[image_id] = time.time()
 
+    def over_budget(self) -> bool:
+        return bool(self.budget) and self.bytes_used > self.budget
+
     def _full(self) -> bool:
         return bool(self.budget) and self.bytes_used >= self.budget
 
     def refresh(self) -> list[ImageInfo]:
         """The images the budget covers (all, or those under SWE_EXEC_IMAGE_PREFIXES); bytes_used updated."""
         prefixes = self.config.image_prefixes
-        images = [
+        images = [  # an image also known by another name belongs to someone else: never counted or removed
             i
             for i in self.backend.list_images()
-            if not prefixes or any(t.startswith(p) for t in i.tags for p in prefixes)
+            if not prefixes or (i.tags and all(t.startswith(prefixes) for t in i.tags))
         ]
         self.bytes_used = disk.bytes_used(images)
         self.bytes_peak = max(self.bytes_peak, self.bytes_used)
         return images
 
-    def enforce_budget(self, target: int | None = None) -> list[str]:
-        """Remove LRU images nobody uses or pinned until the rest fit `target` (default the budget)."""
+    def enforce_budget(self, target: int | None = None, *, keep_unclaimed: bool = True) -> list[str]:
+        """Remove LRU images nobody uses or pinned until the rest fit `target` (default the budget).
+
+        Prefetched images no create claimed yet stay when `keep_unclaimed` (a create waiting now comes first)."""
         if not self.budget:
             return []
         target = self.budget if target is None else max(1, target)
@@ -311,7 +322,7 @@ class ImageStore:
                 or disk.matches(i, self.config.pinned_images)
                 or disk.matches(i, self.holds)
                 or disk.matches(i, self.pulls)
-                or disk.matches(i, self._unclaimed_locked())
+                or (keep_unclaimed and disk.matches(i, self._unclaimed_locked()))
             }
             removed = []
             for image in disk.victims(images, target, keep=keep, last_used=self.last_used):
