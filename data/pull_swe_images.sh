@@ -21,6 +21,10 @@
 #   DRY_RUN=1     print the docker commands instead of running them
 #   DOCKER        docker command (default docker)        PYTHON       python for TRAIN (default python3)
 #
+# With SWE_POOL_URL (and SWE_POOL_TOKEN) set, nothing is pulled here: the list goes to the pool's
+# POST /prefetch, and the fleet's nodes pull the images ahead within their disk budgets (docs/images.md):
+#   SWE_POOL_URL=http://head:18090 SWE_POOL_TOKEN=... IMAGE_LIST=images.txt bash pull_swe_images.sh
+#
 # Images already present are skipped. Ends with a summary (pulled / present / failed);
 # exits 1 if any image failed, 2 on bad settings.
 set -euo pipefail
@@ -101,6 +105,32 @@ if ((N > 0 && ${#images[@]} > N)); then
   images=("${images[@]:0:N}")
 fi
 ((${#images[@]} > 0)) || die "no image names found"
+
+# The fleet's own mechanism: hand the list to the pool, whose nodes pull ahead (one pull per image).
+if [[ -n "${SWE_POOL_URL:-}" ]]; then
+  printf '%s\n' "${images[@]}" | DRY_RUN="$DRY_RUN" "$PYTHON" -c '
+import json, os, sys, urllib.error, urllib.request
+body = json.dumps({"images": [line.strip() for line in sys.stdin if line.strip()]}).encode()
+url = os.environ["SWE_POOL_URL"].rstrip("/") + "/prefetch"
+if os.environ.get("DRY_RUN") == "1":
+    print(f"+ POST {url} {body.decode()}")
+    sys.exit(0)
+req = urllib.request.Request(url, body, {"Content-Type": "application/json",
+                                         "Authorization": "Bearer " + os.environ.get("SWE_POOL_TOKEN", "")})
+try:
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        answer = json.load(resp)
+except urllib.error.HTTPError as exc:
+    text = exc.read().decode(errors="replace")[:300]
+    sys.exit(f"error: {url} answered {exc.code}: {text}")
+except OSError as exc:
+    sys.exit(f"error: {url} unreachable: {exc}")
+nodes, count = answer.get("nodes") or {}, answer.get("images")
+asked = sum(len(v) for v in nodes.values())
+print(f"prefetch: {count} image(s) sent to the pool; {asked} pull(s) asked of {len(nodes)} node(s)")
+'
+  exit $?
+fi
 
 # Echo the docker command (DRY_RUN=1) or run it.
 run_docker() {

@@ -11,6 +11,7 @@ command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
 command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)  # the loopback registry of the image tests
 if ((${#need_apt[@]})); then
   echo "[setup] apt-get install ${need_apt[*]}"
   sudo_cmd=""; [[ "$(id -u)" == "0" ]] || sudo_cmd="sudo"

@@ -82,6 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=8192, help="max new tokens per policy turn")
     p.add_argument("--max-concurrent", type=int, default=4, help="instances run at once")
     p.add_argument("--max-instances", type=int, default=None)
+    p.add_argument(
+        "--prefetch-ahead", type=int, default=8, help="images of the next N instances pulled ahead"
+    )
     p.add_argument("--instance-ids", default=None, help="comma-separated ids, or @file with one id per line")
     p.add_argument(
         "--harness",
@@ -273,6 +276,7 @@ async def run(
     from swe_rl.agent import AgentConfig, run_instance
     from swe_rl.agent.fleet_session import FleetConfig, open_fleet
     from swe_rl.grading.config import GraderConfig
+    from swe_rl.fleet.prefetch_hints import PrefetchHints
     from swe_rl.grading.integrity import IntegrityConfig
     from swe_rl.harnesses.registry import harness_by_name
     from swe_rl.tasks import load_instances
@@ -356,9 +360,13 @@ async def run(
 
     async with open_fleet(fleet_config) as fleet:
 
+        hints = PrefetchHints(fleet.client.prefetch, [(i.instance_id, i.image) for i in todo], args.prefetch_ahead)
+        hints.after(None)
+
         async def one(instance: Any) -> None:
             try:
                 async with sem:
+                    hints.after(instance.instance_id)
                     result = await run_instance(
                         instance,
                         policy,

@@ -40,7 +40,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swe_rl.fleet import protocol, responses
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
+from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
+from swe_rl.fleet.responses import EvaluateResponse, ExecResponse
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots
@@ -404,6 +406,11 @@ class EnvClient(ClientSnapshots):
 
     async def status(self) -> dict[str, Any]:
         return await self._call("status", None, timeout=self.config.read_timeout, retry=Retry.SAFE)
+
+    async def prefetch(self, images: Mapping[str, int] | list[str]) -> dict[str, Any]:
+        """Hint the images of the next instances (image -> leases expected); nodes pull them ahead."""
+        body = prefetch_body(images)
+        return await self._call("prefetch", body, timeout=self.config.read_timeout, retry=Retry.SAFE)
 
     async def _call(
         self, op: str, body: dict[str, Any] | None, *, timeout: float, retry: Retry

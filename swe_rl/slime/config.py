@@ -83,6 +83,9 @@ class PluginConfig(BaseModel):
     sample is dropped as an infrastructure failure and its containers are released."""
     max_concurrent: int = 128
     """Rollouts holding fleet containers at once, per rollout process (``SWE_MAX_CONCURRENT``)."""
+    prefetch_ahead: int = 8
+    """As a rollout starts, the images of the next this many rows of ``--prompt-data`` (file order) are
+    pulled ahead on the nodes likely to get them (0: off)."""
     eval_timeout: float = 1800.0
     """Seconds the instance's tests may run when grading."""
     grading_network: str | None = None

@@ -125,6 +125,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             instance = instance_from_row({"metadata": sample.metadata or {}})
         except RowInvalid as exc:
             raise Removed(f"bad_instance: {exc}") from None
+        if not evaluation:
+            state.prefetch_hints(args, config).after(instance.instance_id)
         gate = certification_gate(config.require_certified)
         if gate is not None and (refusal := gate.refusal(instance.instance_id)):
             raise Removed(refusal)

@@ -31,6 +31,7 @@ import httpx
 
 from swe_rl.agent.fleet_session import FleetConfig, FleetSession, open_fleet
 from swe_rl.grading.config import GraderConfig
+from swe_rl.fleet.prefetch_hints import PrefetchHints
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
@@ -187,6 +188,7 @@ class ProcessState:
         )  # the policy server's context length, asked once; the budget clamped to it
         self._fleet: FleetSession | None = None
         self._fleets: dict[str, FleetSession] = {}
+        self._hints: PrefetchHints | None = None
 
     def fleet(self, config: PluginConfig) -> FleetSession:
         """The fleet session of `config` (its grading and container options) on the process's one fleet
@@ -211,6 +213,12 @@ class ProcessState:
         elif key not in self._fleets:
             self._fleets[key] = self._fleet.with_config(fleet_config)
         return self._fleets[key]
+
+    def prefetch_hints(self, args: Any, config: PluginConfig) -> PrefetchHints:
+        """Hints of the images that come next, in the order of ``--prompt-data`` (read once)."""
+        if self._hints is None:
+            self._hints = PrefetchHints(self.fleet(config).client.prefetch, _prompt_order(args), config.prefetch_ahead)
+        return self._hints
 
     def step_judge(self, config: PluginConfig, instance: TaskInstance) -> StepJudge:
         key = config.prm.model_dump_json()
@@ -246,6 +254,29 @@ class ProcessState:
 
 
 _STATE: ProcessState | None = None
+
+
+def _prompt_order(args: Any) -> list[tuple[str, str]]:
+    """(instance id, image) of each row of slime's ``--prompt-data`` JSONL; empty when it is not a local file."""
+    from swe_rl.tasks import RowInvalid, instance_from_row
+
+    path = getattr(args, "prompt_data", None)
+    order: list[tuple[str, str]] = []
+    try:
+        with open(str(path), encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                    meta = row.get("metadata")
+                    if isinstance(meta, str):
+                        row = {**row, "metadata": json.loads(meta)}
+                    inst = instance_from_row(row)
+                except (ValueError, AttributeError, RowInvalid):
+                    continue
+                order.append((inst.instance_id, inst.image))
+    except (OSError, TypeError):
+        return []
+    return order
 
 
 def state(config: PluginConfig) -> ProcessState:

@@ -373,3 +373,44 @@ def test_unreachable_registry_on_the_real_daemon_fails_and_is_listed(tmp_path, b
     assert (tmp_path / "f.txt").read_text() == f"{missing}\n"
     assert log.read_text().splitlines().count(f"pull {missing}") == 2
     assert f"[failed] {missing} after 2 attempt(s)" in proc.stderr
+
+
+def test_with_a_pool_url_the_list_goes_to_the_pools_prefetch_and_nothing_is_pulled(tmp_path, fake):
+    import http.server
+    import threading
+
+    seen: list[tuple[str, str, dict]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, self.headers.get("Authorization", ""), body))
+            answer = json.dumps(
+                {"ok": True, "images": 2, "nodes": {"http://n1": ["a/b:1", "c/d:2"]}}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {
+            **fake.env(),
+            "IMAGE_LIST": image_list(tmp_path, "a/b:1\nc/d:2\na/b:1\n"),
+            "SWE_POOL_URL": f"http://127.0.0.1:{server.server_address[1]}/",
+            "SWE_POOL_TOKEN": "tok",
+        }
+        proc = pull(tmp_path, env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proc.returncode == 0, proc.stderr
+    assert seen == [("/prefetch", "Bearer tok", {"images": ["a/b:1", "c/d:2"]})]
+    assert "2 pull(s) asked of 1 node(s)" in proc.stdout
+    assert fake.pulled_refs() == []

@@ -93,3 +93,40 @@ def test_sample_mode(caplog, monkeypatch):
         assert runtime.sample_mode(prm, evaluation=False) == "turn"
         assert runtime.sample_mode(config(samples="last"), evaluation=False) == "last"
     assert "per-turn samples" in caplog.text and "earlier segments" in caplog.text
+
+
+def test_prompt_order_reads_the_prompt_data_rows_for_prefetch_hints(tmp_path):
+    import json
+
+    rows = [
+        {
+            "metadata": {
+                "instance": {
+                    "instance_id": "a__b-1",
+                    "repo": "a/b",
+                    "base_commit": "c",
+                    "problem_statement": "p",
+                    "image_name": "r/a:1",
+                }
+            }
+        },
+        {
+            "metadata": json.dumps(
+                {
+                    "instance": {
+                        "instance_id": "a__b-2",
+                        "repo": "a/b",
+                        "base_commit": "c",
+                        "problem_statement": "p",
+                    }
+                }
+            )
+        },
+        "not json",
+    ]
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows))
+    order = runtime._prompt_order(SimpleNamespace(prompt_data=str(path)))
+    assert [key for key, _ in order] == ["a__b-1", "a__b-2"] and order[0][1] == "r/a:1"
+    assert runtime._prompt_order(SimpleNamespace()) == []
+    assert runtime._prompt_order(SimpleNamespace(prompt_data=str(tmp_path / "missing.jsonl"))) == []

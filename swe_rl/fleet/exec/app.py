@@ -29,6 +29,8 @@ from swe_rl.fleet.exec.backend import BackendError, backend_class
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.manager import ContainerManager
 from swe_rl.fleet.exec.snapshot_routes import add_snapshot_routes
+from swe_rl.fleet.image_protocol import NodePrefetchAnswer, NodePrefetchRequest
+from swe_rl.fleet.image_protocol import parse as parse_image_request
 from swe_rl.fleet.protocol import ApiError, DestroyRequest, parse, read_token
 
 __version__ = "0.1.0"
@@ -111,12 +113,23 @@ def create_app(manager: ContainerManager) -> Flask:
             warm_dropped=len(manager.warm_pool.dropped()),
             **manager.warm_pool.counts(),
             **resources(),
+            images=manager.images.counts(),
         ), (200 if healthy else 503)
 
     @app.get("/images")
     def images() -> Any:
         tags = sorted(t for img in manager.backend.list_images() for t in img.tags)
         return jsonify(images=tags, count=len(tags))
+
+    @app.post("/images/prefetch")
+    def images_prefetch() -> Any:
+        """Pull these images ahead (background, within the disk budget); answers at once."""
+        req = parse_image_request(NodePrefetchRequest, body())
+        store = manager.images
+        states = store.prefetch(req.images)
+        return jsonify(
+            NodePrefetchAnswer(images=states, bytes_used=store.bytes_used, budget=store.budget).model_dump()
+        )
 
     @app.get("/status")
     def status() -> Any:

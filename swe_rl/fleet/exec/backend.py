@@ -18,6 +18,7 @@ from swe_rl.fleet.exec.executor import CommandOutcome
 
 if TYPE_CHECKING:
     from swe_rl.fleet.exec.config import ExecConfig
+    from swe_rl.fleet.exec.images import ImageBackend
 
 BACKENDS: dict[str, str] = {
     "docker": "swe_rl.fleet.exec.docker_backend:DockerBackend",
@@ -186,6 +187,11 @@ class NodeBackend(Protocol):
     def remove_image(self, image: str, force: bool = False) -> None: ...
 
     def list_images(self) -> list[ImageInfo]: ...
+
+    def image_engine(self) -> ImageBackend:
+        """What the node's image store (`images.ImageStore`: pulls, disk budget) drives: an
+        `images.ImageBackend`; `images.BackendImages(self)` serves any backend."""
+        ...
 
     def commit_container(self, container_id: str, repository: str, tag: str) -> ImageInfo:
         """The container's filesystem as a new image (snapshots)."""

@@ -55,7 +55,20 @@ class ExecConfig:
     threads: int = 128
     """WSGI worker threads: long calls (an evaluation) each hold one."""
     allow_pull: bool = False
-    """Pull images that are missing locally (off: a missing image is a clear 404)."""
+    """Pull images that are missing locally, once per image in the background (off: a missing image is a
+    clear 404). Give images by full reference (`registry:5000/name:tag`) to pull from your registry."""
+    image_pull_wait: float = 300.0
+    """Seconds a create waits for its image's pull; past it a 503 with the progress (the pull goes on)."""
+    image_parallel_pulls: int = 2
+    """Pulls running at once on this node (more wait their turn)."""
+    image_disk_budget: str = ""
+    """Bytes the images may take ('200g', a byte count, or '80%' of Docker's disk); empty: no limit.
+    Least-recently-used images no container uses and nobody pinned are removed to stay under it."""
+    pinned_images: tuple[str, ...] = ()
+    """Images never evicted (comma-separated references)."""
+    image_prefixes: tuple[str, ...] = ()
+    """When set, the budget covers (counts and evicts) only images all of whose names start with one of
+    these, e.g. the registry's `registry:5000/`; empty: every image on the node."""
     allow_network: bool = True
     """Whether a create request may ask for Docker's default (bridge) network."""
     networks: tuple[str, ...] = ()

@@ -42,6 +42,7 @@ from swe_rl.fleet.protocol import (
 )
 
 if TYPE_CHECKING:
+    from swe_rl.fleet.exec.images import ImageStore
     from swe_rl.fleet.exec.warm import ClaimedState
 
 log = logging.getLogger("swe_exec_server")
@@ -207,6 +208,7 @@ class Containers:
         registry: Registry,
         state: ClaimedState,
         stats: dict[str, int],
+        images: ImageStore,
     ) -> None:
         self.config, self.backend, self.registry, self.state, self.stats = (
             config,
@@ -216,6 +218,7 @@ class Containers:
             stats,
         )
         self._private_paths = tuple(p for p in backend.private_paths() if p)
+        self.images = images
 
     def scrub(self, text: str) -> str:
         """A backend's message without the host paths it must not leak."""
@@ -343,8 +346,12 @@ class Containers:
         On success the container's name stays in the registry's `creating` set: the caller records the
         container with `Registry.add_created_locked` (or discards the name), so no reaper pass can take
         the new container for an unknown one in between."""
+        with self.images.hold(spec.image):  # no eviction of the image between the pull and the start
+            self.images.ensure(spec.image)
+            return self._create_and_start(spec, labels, now)
+
+    def _create_and_start(self, spec: CreateSpec, labels: dict[str, str], now: float) -> Any:
         cfg = self.config
-        self.ensure_image(spec.image)
         labels = {
             LABEL_MANAGED: MANAGED_VALUE,
             LABEL_SERVER: cfg.server_id,
@@ -410,16 +417,10 @@ class Containers:
             log.exception("could not remove half-created container %s", container.id[:12])
 
     def ensure_image(self, image: str) -> None:
-        if image_present(self.backend, image):
-            return
-        if not self.config.allow_pull:
+        """A clear 404 now when the image is missing and cannot be pulled; else its pull starts (not awaited)."""
+        state = self.images.prefetch([image])[image]
+        if state == "pulls_off":
             raise ApiError(404, f"image not found on this node: {image}", image=image)
-        try:
-            self.backend.pull_image(image)
-        except BackendError as exc:
-            raise ApiError(
-                404, f"image not found and pull failed: {image}: {self.scrub(exc.message)}"
-            ) from None
 
     def destroy(self, container_id: Any) -> dict[str, Any]:
         rec = self.registry.lookup(container_id)
@@ -443,3 +444,5 @@ class Containers:
         self.discard(cid)
         if rec is not None and rec.from_warm:
             self.state.save()
+        if self.images.over_budget():  # an image kept over budget only because it was in use can go now
+            self.images.enforce_budget()

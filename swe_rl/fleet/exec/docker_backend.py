@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
+from docker.utils import parse_repository_tag
 
 from swe_rl.fleet.exec.backend import (
     BackendError,
@@ -28,7 +29,9 @@ from swe_rl.fleet.exec.backend import (
     PathStat,
     Refused,
 )
+from swe_rl.fleet.exec import image_disk as disk
 from swe_rl.fleet.exec.docker_exec import DockerExecutor
+from swe_rl.fleet.exec.image_disk import LocalImage
 from swe_rl.fleet.exec.executor import CommandOutcome
 
 if TYPE_CHECKING:
@@ -244,6 +247,10 @@ class DockerBackend:
         except NotFound as exc:
             raise ImageMissing(exc.message) from None
 
+    def image_engine(self) -> DockerImages:
+        """The image store's view of this daemon (real layers: shared ones counted once)."""
+        return DockerImages(self.client)
+
     def list_images(self) -> list[ImageInfo]:
         with _errors():
             return [_image(img) for img in self.client.images.list()]
@@ -269,3 +276,63 @@ class DockerBackend:
 
     def close(self) -> None:
         self.client.close()
+
+
+class DockerImages:
+    """`images.ImageBackend` over docker-py, with each image's real layers (shared layers counted once)."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._layers: dict[str, tuple[tuple[str, int], ...]] = {}
+        """Layers per image id (an id's content never changes)."""
+
+    def _info(self, image: Any) -> LocalImage:
+        image_id = str(getattr(image, "id", None) or image.tags[0])
+        if image_id not in self._layers:
+            history = getattr(self.client.api, "history", None)
+            self._layers[image_id] = disk.layers_of(history(image_id)) if history else ()
+        return LocalImage(image_id, tuple(image.tags), self._layers[image_id])
+
+    def image_info(self, ref: str) -> LocalImage | None:
+        try:
+            return self._info(self.client.images.get(ref))
+        except docker.errors.ImageNotFound:
+            return None
+
+    def pull(self, ref: str, progress: Callable[[int, int], None]) -> None:
+        with _errors():
+            self._pull(ref, progress)
+
+    def _pull(self, ref: str, progress: Callable[[int, int], None]) -> None:
+        repo, tag = parse_repository_tag(ref)
+        layers: dict[str, tuple[int, int]] = {}
+        for event in self.client.api.pull(repo, tag or "latest", stream=True, decode=True):
+            if event.get("error"):
+                raise BackendError(str(event["error"]))
+            detail = event.get("progressDetail") or {}
+            if event.get("status") == "Downloading" and detail.get("total"):
+                layers[str(event.get("id"))] = (int(detail.get("current", 0)), int(detail["total"]))
+                progress(sum(c for c, _ in layers.values()), sum(t for _, t in layers.values()))
+
+    def remove(self, image: LocalImage) -> None:
+        with _errors():
+            for tag in image.tags or (image.id,):
+                self.client.images.remove(tag, noprune=False)
+
+    def list_images(self) -> list[LocalImage]:
+        return [self._info(i) for i in self.client.images.list()]
+
+    def images_in_use(self) -> set[str]:
+        """Ids (and names, for the fake) of the images of every container on the node, any state."""
+        used = set()
+        for c in self.client.containers.list(all=True, ignore_removed=True):
+            used.add(str((c.attrs or {}).get("Image") or ""))
+            used.update(getattr(c.image, "tags", None) or ())
+        return used
+
+    def data_root(self) -> str:
+        """Docker's data root (the disk a budget share is of); "" when the daemon does not say."""
+        try:
+            return str(self.client.info().get("DockerRootDir") or "")
+        except Exception:  # noqa: BLE001 - an old daemon: the budget share reads "/"
+            return ""

@@ -12,6 +12,7 @@ from typing import Any
 from swe_rl.fleet.exec.backend import NodeBackend, open_backend
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
+from swe_rl.fleet.exec.images import ImageStore
 from swe_rl.fleet.exec.operations import Operations
 from swe_rl.fleet.exec.reaper import Reaper
 from swe_rl.fleet.exec.snapshot_ops import SnapshotOps
@@ -38,12 +39,17 @@ class ContainerManager:
         }
         self.registry = Registry()
         self.state = ClaimedState(config, self.registry)
-        self.containers = Containers(config, self.backend, self.registry, self.state, self.warm_stats)
+        engine = self.backend.image_engine()
+        self.images = ImageStore(config, engine, docker_root=engine.data_root())
+        self.containers = Containers(
+            config, self.backend, self.registry, self.state, self.warm_stats, self.images
+        )
         self.warm_pool = WarmPool(config, self.registry, self.containers, self.state, self.warm_stats)
         self.reaper = Reaper(config, self.registry, self.containers, self.warm_stats)
         self.ops = Operations(config, self.registry, self.containers)
         self.snapshots = SnapshotOps(self.ops, SnapshotStore(SnapshotConfig.from_env(), config.server_id))
         self.containers.load_existing()
+        self.images.enforce_budget() if self.images.budget else self.images.refresh()
 
     def scrub(self, text: str) -> str:
         return self.containers.scrub(text)

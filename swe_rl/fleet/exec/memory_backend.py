@@ -221,6 +221,11 @@ class MemoryBackend:
                 raise ImageMissing(f"No such image: {image}")
             self.images.discard(image)
 
+    def image_engine(self) -> Any:
+        from swe_rl.fleet.exec.images import BackendImages
+
+        return BackendImages(self)
+
     def list_images(self) -> list[ImageInfo]:
         tags = set(self.images) | set(self.committed)
         if not self.images:

@@ -28,6 +28,7 @@ from swe_rl.fleet.pool import __version__
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.metrics import metrics_text, status_of
 from swe_rl.fleet.pool.pool import Pool
+from swe_rl.fleet.pool.prefetch import prefetch
 from swe_rl.fleet.pool.routing import ROUTED_OPS
 from swe_rl.fleet.protocol import ApiError, read_token
 
@@ -147,6 +148,7 @@ def create_app(pool: Pool) -> Starlette:
         Route("/warm", endpoint("warm", pool.warm), methods=["POST"]),
         Route("/leases/{lease_id}/snapshot", endpoint("snapshot", pool.snapshots.take), methods=["POST"]),
         Route("/snapshots/delete", endpoint("snapshot_delete", pool.snapshots.delete), methods=["POST"]),
+        Route("/prefetch", endpoint("prefetch", lambda body: prefetch(pool, body)), methods=["POST"]),
         *(Route(f"/{op}", endpoint(op, routed(op)), methods=["POST"]) for op in ROUTED_OPS),
     ]
 

@@ -73,6 +73,10 @@ class Metrics:
         return "\n".join(out) + "\n"
 
 
+IMAGE_GAUGES = ("bytes_used", "budget", "pulls", "pulls_failed", "pulls_joined", "pull_seconds", "evictions")
+"""Image figures of each node's /healthz shown as `swe_pool_node_image_<key>` (node counters as gauges)."""
+
+
 def status_of(pool: Pool) -> dict[str, Any]:
     """The pool's /status answer."""
     now = time.monotonic()
@@ -94,6 +98,8 @@ def status_of(pool: Pool) -> dict[str, Any]:
             "warm_targets": sum(t[0] for t in n.warm_targets.values() if t[1] > now),
             "warm_dropped": n.warm_dropped,
             "images": None if n.images is None else len(n.images),
+            "image_disk": {k: v for k, v in n.image_stats.items() if k != "pulling"},
+            "pulling": len(n.image_stats.get("pulling") or ()),
         }
         for n in pool.nodes
     ]
@@ -136,4 +142,8 @@ def metrics_text(pool: Pool) -> str:
         gauges.append(("swe_pool_node_leases", {"node": n.url}, pool.load(n)))
         gauges.append(("swe_pool_node_up", {"node": n.url}, 1 if n.healthy else 0))
         gauges.append(("swe_pool_node_warm_dropped", {"node": n.url}, n.warm_dropped))
+        for key in IMAGE_GAUGES:
+            value = n.image_stats.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                gauges.append((f"swe_pool_node_image_{key}", {"node": n.url}, value))
     return pool.metrics.render(gauges)

@@ -49,6 +49,8 @@ class Node:
     images_at: float = 0.0
     warm_targets: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     """Warm target we last sent per request key: (count, monotonic expiry)."""
+    image_stats: dict[str, Any] = field(default_factory=dict)
+    """The node's image figures (bytes used, budget, pulls, evictions), as of the last health check."""
 
     def report(self, health: dict[str, Any]) -> None:
         """Take the node's own figures from its /healthz answer."""
@@ -63,6 +65,8 @@ class Node:
             num("memory_available"),
         )
         self.cpus, self.max_warm, self.warm_dropped = num("cpus"), num("max_warm"), num("warm_dropped")
+        images = health.get("images")
+        self.image_stats = images if isinstance(images, dict) else {}
         warm = health.get("warm")
         self.warm = (
             {str(k): int(v) for k, v in warm.items() if isinstance(v, int)} if isinstance(warm, dict) else {}

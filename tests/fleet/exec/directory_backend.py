@@ -125,6 +125,11 @@ class DirectoryBackend:
     def remove_image(self, image: str, force: bool = False) -> None:
         pass
 
+    def image_engine(self):
+        from swe_rl.fleet.exec.images import BackendImages
+
+        return BackendImages(self)
+
     def list_images(self) -> list[ImageInfo]:
         return [self.image_info(i) for i in sorted({c.image for c in self.boxes.values()})]
 
