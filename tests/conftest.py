@@ -23,7 +23,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # The shared fixtures of several test folders (tests/ is on pytest's pythonpath): registered once here,
 # so a test names a fixture as a parameter and never imports it.
-pytest_plugins = ["pool_fixtures", "agent_fixtures", "token_fixtures", "slime_stub", "upstream_slime"]
+pytest_plugins = [
+    "pool_fixtures",
+    "agent_fixtures",
+    "token_fixtures",
+    "registry_fixtures",
+    "slime_stub",
+    "upstream_slime",
+]
 BASE_IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 # Per-session prefix: the end-of-session sweep never touches another pytest run's containers. It names
 # the session's pid, so a later session can sweep what a killed one (SIGKILL, a CI timeout) left behind.

@@ -87,7 +87,9 @@ def test_sandbox_table_matches_the_model():
 
 
 def test_plugin_table_matches_the_model():
-    rows = table(TRAINING_DOC, "Plugin settings") + table(ROOT / "docs" / "images.md", "Plugin image settings")
+    rows = table(TRAINING_DOC, "Plugin settings") + table(
+        ROOT / "docs" / "images.md", "Plugin image settings"
+    )
     keys = {key for row in rows for key in re.findall(r"`([a-z_]+)`", row)}
     assert keys == set(PluginConfig.model_fields)
 

@@ -275,8 +275,8 @@ async def run(
 ) -> dict[str, Any]:
     from swe_rl.agent import AgentConfig, run_instance
     from swe_rl.agent.fleet_session import FleetConfig, open_fleet
-    from swe_rl.grading.config import GraderConfig
     from swe_rl.fleet.prefetch_hints import PrefetchHints
+    from swe_rl.grading.config import GraderConfig
     from swe_rl.grading.integrity import IntegrityConfig
     from swe_rl.harnesses.registry import harness_by_name
     from swe_rl.tasks import load_instances
@@ -359,8 +359,9 @@ async def run(
     finished_now = 0
 
     async with open_fleet(fleet_config) as fleet:
-
-        hints = PrefetchHints(fleet.client.prefetch, [(i.instance_id, i.image) for i in todo], args.prefetch_ahead)
+        hints = PrefetchHints(
+            fleet.client.prefetch, [(i.instance_id, i.image) for i in todo], args.prefetch_ahead
+        )
         hints.after(None)
 
         async def one(instance: Any) -> None:

@@ -42,7 +42,6 @@ from swe_rl.fleet import protocol, responses
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
-from swe_rl.fleet.responses import EvaluateResponse, ExecResponse
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots

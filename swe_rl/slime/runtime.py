@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from swe_rl.agent.fleet_session import FleetConfig, FleetSession, open_fleet
-from swe_rl.grading.config import GraderConfig
 from swe_rl.fleet.prefetch_hints import PrefetchHints
+from swe_rl.grading.config import GraderConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
@@ -217,7 +217,9 @@ class ProcessState:
     def prefetch_hints(self, args: Any, config: PluginConfig) -> PrefetchHints:
         """Hints of the images that come next, in the order of ``--prompt-data`` (read once)."""
         if self._hints is None:
-            self._hints = PrefetchHints(self.fleet(config).client.prefetch, _prompt_order(args), config.prefetch_ahead)
+            self._hints = PrefetchHints(
+                self.fleet(config).client.prefetch, _prompt_order(args), config.prefetch_ahead
+            )
         return self._hints
 
     def step_judge(self, config: PluginConfig, instance: TaskInstance) -> StepJudge:

@@ -10,7 +10,7 @@ import subprocess
 
 import httpx
 import pytest
-from registry_fixtures import forget_image, local_registry  # noqa: F401
+from registry_fixtures import forget_image
 
 from swe_rl.eval import eval_swe
 from swe_rl.fleet.exec.image_disk import bytes_used

@@ -25,7 +25,6 @@ from swe_rl.fleet.exec.backend import (
     NodeBackend,
     NotFound,
     Refused,
-    image_present,
 )
 from swe_rl.fleet.exec.config import ExecConfig, parse_bytes
 from swe_rl.fleet.protocol import (

@@ -18,6 +18,7 @@ import docker
 import docker.errors
 from docker.utils import parse_repository_tag
 
+from swe_rl.fleet.exec import image_disk as disk
 from swe_rl.fleet.exec.backend import (
     BackendError,
     Conflict,
@@ -29,10 +30,9 @@ from swe_rl.fleet.exec.backend import (
     PathStat,
     Refused,
 )
-from swe_rl.fleet.exec import image_disk as disk
 from swe_rl.fleet.exec.docker_exec import DockerExecutor
-from swe_rl.fleet.exec.image_disk import LocalImage
 from swe_rl.fleet.exec.executor import CommandOutcome
+from swe_rl.fleet.exec.image_disk import LocalImage
 
 if TYPE_CHECKING:
     from swe_rl.fleet.exec.config import ExecConfig

@@ -40,6 +40,7 @@ from swe_rl.fleet.exec.executor import CommandOutcome
 
 if TYPE_CHECKING:
     from swe_rl.fleet.exec.config import ExecConfig
+    from swe_rl.fleet.exec.images import BackendImages
 
 log = logging.getLogger("swe_exec_server")
 _warned = threading.Event()
@@ -221,7 +222,7 @@ class MemoryBackend:
                 raise ImageMissing(f"No such image: {image}")
             self.images.discard(image)
 
-    def image_engine(self) -> Any:
+    def image_engine(self) -> BackendImages:
         from swe_rl.fleet.exec.images import BackendImages
 
         return BackendImages(self)

@@ -8,7 +8,7 @@ import time
 
 import pytest
 from conftest import free_port
-from registry_fixtures import forget_image, local_registry, registry_images  # noqa: F401
+from registry_fixtures import forget_image
 
 from swe_rl.fleet.exec.image_disk import LocalImage, bytes_used, layers_of, parse_budget, victims
 

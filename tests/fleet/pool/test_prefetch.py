@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-from pool_fixtures import fleet, pool_factory  # noqa: F401
-from registry_fixtures import forget_image, local_registry, registry_images  # noqa: F401
+from registry_fixtures import forget_image
 
 from swe_rl.fleet.image_protocol import ImageCount, prefetch_body
 from swe_rl.fleet.pool.nodes import Node
