@@ -13,8 +13,8 @@ import pytest
 from registry_fixtures import forget_image
 
 from swe_rl.eval import eval_swe
+from swe_rl.fleet.exec.docker_backend import DockerImages
 from swe_rl.fleet.exec.image_disk import bytes_used
-from swe_rl.fleet.exec.images import DockerImages
 from swe_rl.fleet.local import LocalFleet
 from swe_rl.testing.local_registry import build_layer_image, remove_test_images
 from tests.conftest import ROOT
