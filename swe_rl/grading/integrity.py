@@ -462,12 +462,17 @@ def contradicted_tests(log: str, tests: set[str]) -> set[str]:
 
 
 def strict_report(
-    statuses: Mapping[str, str], fail_to_pass: list[str], pass_to_pass: list[str], log: str = ""
+    statuses: Mapping[str, str],
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
+    log: str = "",
+    also_contradicted: set[str] | None = None,
 ) -> tuple[list[str], list[str], list[str], list[str], str]:
     """(F2P success, F2P failure, P2P success, P2P failure, note): an expected test passes only when the log
     says PASSED (or XFAIL, as SWE-bench counts it) and nothing contradicts it; missing, skipped, errored and
-    contradicted tests fail."""
+    contradicted tests fail. ``also_contradicted``: tests another language's parser saw twice."""
     contradicted = contradicted_tests(log, set(fail_to_pass) | set(pass_to_pass)) if log else set()
+    contradicted |= also_contradicted or set()
 
     def split(tests: list[str]) -> tuple[list[str], list[str]]:
         ok: list[str] = []

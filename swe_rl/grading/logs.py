@@ -15,6 +15,7 @@ import re
 from typing import Protocol
 
 from swe_rl.grading.integrity import strict_report
+from swe_rl.grading.languages import language_contradictions, row_parser
 from swe_rl.grading.log_audit import NonceSection, nonce_section
 from swe_rl.grading.result import ApplyStatus, GradeResult, GradeStatus, TestsReport
 from swe_rl.tasks import END_TEST_OUTPUT, START_TEST_OUTPUT, TaskInstance
@@ -97,6 +98,8 @@ class BuiltinPytestGrader:
     kind = "builtin-log-parser"
 
     def parse(self, log: str, instance: TaskInstance) -> tuple[str, dict[str, str]]:
+        if (named := row_parser(instance)) is not None:  # a Go, JavaScript, Rust... row
+            return named[0], named[1](log)
         if instance.repo in NEEDS_OFFICIAL_PARSER:
             raise GraderUnavailable(
                 f"{instance.repo} logs need swebench's own parser; pip install 'swe-rl[eval]'"
@@ -164,6 +167,8 @@ class SwebenchGrader:
             )  # fmt: skip
 
     def parse(self, log: str, instance: TaskInstance) -> tuple[str, dict[str, str]]:
+        if (named := row_parser(instance)) is not None:  # 4.1's map knows no row parser names
+            return named[0], named[1](log)
         parser = self._parsers.get(instance.repo, self._pytest)
         return parser.__name__, parser(log, self._spec(instance))
 
@@ -294,8 +299,11 @@ def grade(
         strict_note = ""
         if strict:
             f_ok, f_bad, p_ok, p_bad, strict_note = strict_report(
-                statuses, instance.fail_to_pass, instance.pass_to_pass, section
-            )
+                statuses, instance.fail_to_pass, instance.pass_to_pass, section,
+                also_contradicted=language_contradictions(
+                    instance, section, {*instance.fail_to_pass, *instance.pass_to_pass}
+                ),
+            )  # fmt: skip
             f2p, p2p = TestsReport(success=f_ok, failure=f_bad), TestsReport(success=p_ok, failure=p_bad)
             resolved = not f_bad and not p_bad
         n_f2p, n_p2p = len(instance.fail_to_pass), len(instance.pass_to_pass)
