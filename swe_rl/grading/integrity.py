@@ -90,7 +90,8 @@ class TamperRecord(BaseModel):
     rule: str
     """Which rule: test_patch_file, eval_script_file, conftest, pytest_settings, interpreter_hook, path_file,
     package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook, runner_shadow,
-    symlink, compiled_code, module_shadow, runner_config, capability, canary."""
+    symlink, compiled_code, module_shadow, runner_config, capability, canary; for Go, JavaScript and Rust rows
+    (`swe_rl.grading.language_rules`) also start_up_hook, dependency_code, contradicted_result."""
     action: str
     """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept; voids
     the reward when ``flag_voids``), ``voided`` (kept; the reward is void), ``noted`` (kept, recorded only)."""

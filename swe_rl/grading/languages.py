@@ -12,10 +12,19 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from swe_rl.grading.integrity import TamperRecord
+from swe_rl.grading.log_audit import NonceSection, nonce_section
 from swe_rl.grading.parsers import PARSERS, Parser
 from swe_rl.tasks import TaskInstance
 
-__all__ = ["LANGUAGES", "Language", "language_contradictions", "language_of", "row_parser"]
+__all__ = [
+    "LANGUAGES",
+    "Language",
+    "contradiction_records",
+    "language_contradictions",
+    "language_of",
+    "row_parser",
+]
 
 
 class Language(BaseModel):
@@ -130,3 +139,22 @@ def language_contradictions(instance: TaskInstance, log: str, tests: set[str]) -
             if test in tests:
                 seen.setdefault(test, set()).add(status)
     return {t for t, statuses in seen.items() if len(statuses) > 1}
+
+
+def contradiction_records(instance: TaskInstance, log: str, nonce: str = "") -> list[TamperRecord]:
+    """The integrity report's record of `language_contradictions` in the run's (nonce-marked) section."""
+    section = log
+    if nonce:
+        found = nonce_section(log, nonce)
+        section = found.text if isinstance(found, NonceSection) else ""
+    bad = language_contradictions(instance, section, {*instance.fail_to_pass, *instance.pass_to_pass})
+    if not bad:
+        return []
+    return [
+        TamperRecord(
+            path=", ".join(sorted(bad)[:5]),
+            rule="contradicted_result",
+            action="flagged",
+            reason="the log reports these expected tests twice with different results (a printed result line)",
+        )
+    ]

@@ -27,6 +27,7 @@ from swe_rl.grading.canonical import CanonicalPatch, canonicalise
 from swe_rl.grading.capabilities import CapabilityReport, scan_changes
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.integrity import OfficialVerdict, TamperReport, patch_paths
+from swe_rl.grading.languages import contradiction_records
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
@@ -140,6 +141,7 @@ async def _integrity_result(
     result.tests_status = without_canaries(plan, result.tests_status)
     report.records = [*tree.records, *capability_records(stages.capabilities or CapabilityReport())]
     report.records += canary_records(canary)
+    report.records += contradiction_records(instance, run.test_log, plan.nonce)  # Go, JS, Rust... rows
     report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())
     if not tree.changed:  # the run was the official run: its log judged by the official rules
         official = official_from(_judge(instance, patch, run, log_grader, False), "same_run")
