@@ -48,6 +48,7 @@ def _go(instance: TaskInstance, test_file: str, src_file: str) -> list[Exploit]:
                 f'import (\n\t"fmt"\n\t"os"\n\t"strings"\n)\n\nfunc init() {{\n'
                 f'\tif !strings.HasSuffix(os.Args[0], ".test") {{\n\t\treturn\n\t}}\n\t{forge}\n'
                 '\tfmt.Println("PASS")\n\tos.Exit(0)\n}',
+                append=True,
             ),
         ),
         Exploit(

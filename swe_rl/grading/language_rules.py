@@ -82,10 +82,10 @@ def _go_mod(text: str) -> dict[str, Any]:
 _MANIFESTS = {"package.json": _package_json, "cargo.toml": _cargo_toml, "go.mod": _go_mod}
 
 
-def manifest_settings(name: str, text: str | None) -> dict[str, Any] | None:
-    """The runner settings of a manifest (normalised base name), None when the file does not exist."""
+def manifest_settings(name: str, text: str | None) -> dict[str, Any]:
+    """The runner settings of a manifest (normalised base name); a file that does not exist has none."""
     if text is None:
-        return None
+        return {}
     try:
         return _MANIFESTS[name](text)
     except ValueError:  # JSON and TOML decode errors are ValueErrors

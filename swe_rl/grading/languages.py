@@ -24,6 +24,7 @@ __all__ = [
     "language_contradictions",
     "language_of",
     "row_parser",
+    "section_statuses",
 ]
 
 
@@ -141,13 +142,26 @@ def language_contradictions(instance: TaskInstance, log: str, tests: set[str]) -
     return {t for t, statuses in seen.items() if len(statuses) > 1}
 
 
+def _section(log: str, nonce: str) -> str:
+    if not nonce:
+        return log
+    found = nonce_section(log, nonce)
+    return found.text if isinstance(found, NonceSection) else ""
+
+
+def section_statuses(instance: TaskInstance, log: str, nonce: str = "") -> dict[str, str]:
+    """The row parser's reading of the run's (nonce-marked) section; {} for rows outside `LANGUAGES`.
+
+    The canary check needs it where grading parsed nothing (all of the patch dropped: no_patch)."""
+    named = row_parser(instance)
+    return named[1](_section(log, nonce)) if named is not None else {}
+
+
 def contradiction_records(instance: TaskInstance, log: str, nonce: str = "") -> list[TamperRecord]:
     """The integrity report's record of `language_contradictions` in the run's (nonce-marked) section."""
-    section = log
-    if nonce:
-        found = nonce_section(log, nonce)
-        section = found.text if isinstance(found, NonceSection) else ""
-    bad = language_contradictions(instance, section, {*instance.fail_to_pass, *instance.pass_to_pass})
+    bad = language_contradictions(
+        instance, _section(log, nonce), {*instance.fail_to_pass, *instance.pass_to_pass}
+    )
     if not bad:
         return []
     return [

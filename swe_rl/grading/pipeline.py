@@ -27,7 +27,8 @@ from swe_rl.grading.canonical import CanonicalPatch, canonicalise
 from swe_rl.grading.capabilities import CapabilityReport, scan_changes
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.integrity import OfficialVerdict, TamperReport, patch_paths
-from swe_rl.grading.languages import contradiction_records
+from swe_rl.grading.language_canaries import plant_language_canaries
+from swe_rl.grading.languages import contradiction_records, section_statuses
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
@@ -75,7 +76,7 @@ async def _run_stages(
         return IntegrityStages(canonical=canon, official_run=official)
     tree = judge_tree(canon, instance, script, config.integrity)
     capabilities = scan_changes(tree.sources, config.integrity.capabilities)
-    plan = plan_canaries(instance, script)
+    plan = plant_language_canaries(plan_canaries(instance, script), instance, script)  # Go, JS, Rust rows
     run = await lease.evaluate(tree.patch, plan.script, timeout=config.eval_timeout)
     return IntegrityStages(canon, tree, capabilities, plan, run)
 
@@ -137,7 +138,8 @@ async def _integrity_result(
     plan = stages.canaries or CanaryPlan(script="")
     result = _judge(instance, tree.patch, run, log_grader, True, plan.nonce)
     result.graded_patch = tree.patch
-    canary = check_canaries(plan, result.tests_status, run.test_log)
+    statuses = result.tests_status or section_statuses(instance, run.test_log, plan.nonce)
+    canary = check_canaries(plan, statuses, run.test_log)
     result.tests_status = without_canaries(plan, result.tests_status)
     report.records = [*tree.records, *capability_records(stages.capabilities or CapabilityReport())]
     report.records += canary_records(canary)
