@@ -21,6 +21,7 @@ The names most callers need are importable from here.
 """
 
 from swe_rl.grading.logs import (
+    BuiltinGrader,
     BuiltinPytestGrader,
     GraderUnavailable,
     LogGrader,
@@ -32,6 +33,7 @@ from swe_rl.grading.logs import (
 from swe_rl.grading.result import ApplyStatus, GradeResult, GradeStatus, TestsReport
 
 __all__ = [
+    "BuiltinGrader",
     "ApplyStatus",
     "BuiltinPytestGrader",
     "GradeResult",
