@@ -31,7 +31,7 @@ from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
-from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
+from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for, official_script
 from swe_rl.tasks.networks import network_for
 
 __all__ = ["IntegrityStages", "grade_patch"]
@@ -70,7 +70,7 @@ async def _run_stages(
     if not canon.applied:  # the work tree is untouched: the official run can use this container
         official = None
         if config.integrity.official_verdict:
-            official = await lease.evaluate(patch, script, timeout=config.eval_timeout)
+            official = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
         return IntegrityStages(canonical=canon, official_run=official)
     tree = judge_tree(canon, instance, script, config.integrity)
     capabilities = scan_changes(tree.sources, config.integrity.capabilities)
@@ -197,8 +197,8 @@ async def grade_patch(
                 await record_baseline(lease)
             if integrity:
                 stages = await _run_stages(lease, instance, patch, script, config)
-            else:
-                run = await lease.evaluate(patch, script, timeout=config.eval_timeout)
+            else:  # the official walk: the script as swebench 5.x runs it (exit status recorded)
+                run = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
     except (FleetError, CanonicalPatchFailed) as exc:
         log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
         if empty:
