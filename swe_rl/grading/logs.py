@@ -192,9 +192,12 @@ def _markers_ok(log: str) -> bool:
 
 def _rule(instance: TaskInstance, statuses: dict[str, str], check: rules.LogCheck, resolved: bool) -> str:
     """The 5.x rule(s) that decided, when 4.1.0's rules would give another verdict on this map."""
-    legacy = rules.legacy_report(
-        statuses, instance.fail_to_pass, instance.pass_to_pass, eval_type_for(instance)
-    )[2]
+    legacy = (
+        rules.legacy_report(statuses, instance.fail_to_pass, instance.pass_to_pass, eval_type_for(instance))[
+            2
+        ]
+        and check.rule not in rules.CHECKS_OF_4X
+    )
     if legacy == resolved:
         return ""
     if not check:

@@ -11,7 +11,9 @@ What changed from 4.1.0 (each a rule name, reported in `GradeResult.rule` where 
   ``fail_only`` where an absent test counts as passed (4.1.0: every fail-only test passed);
 - ``exit-code``: the test command exited non-zero (``>>>>> Test Exit Code: N``, recorded by the
   eval script) while the log reports no failure or error: the log is not the run's;
-- ``harness-marker``: the log carries one of the harness's own failure markers.
+
+4.1.0 already refused a log with the harness's own failure markers (``harness-marker``) or without
+a complete test-output section (``no-test-markers``); those never differ.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ _SUITE_RAN = re.compile(
     ),
     re.M,
 )
+
+
+CHECKS_OF_4X = frozenset({"harness-marker", "no-test-markers"})
+"""Log checks 4.1.0 made too (its ``get_logs_eval``)."""
 
 
 def resolve_case(case: str, statuses: dict[str, str]) -> str | None:

@@ -159,3 +159,43 @@ def test_r2e_expected_statuses(grader):
     fewer = instance(repo="pandas", expected_statuses={"test_module_level": "PASSED"})
     r = run(fewer, log("r2e_run_tests"), grader=grader)
     assert not r.resolved and "unexpected" in r.message
+
+
+# ---------------------------------------------------------------------------- 5.x rules
+
+
+def section(*lines: str, exit_code: int | None = None) -> str:
+    text = "\n".join([">>>>> Start Test Output", *lines, ">>>>> End Test Output"])
+    return text + (f"\n>>>>> Test Exit Code: {exit_code}" if exit_code is not None else "") + "\n"
+
+
+@pytest.mark.parametrize(
+    ("inst", "text", "resolved", "rule"),
+    [
+        # exploit: a patch that makes the failing test skip itself no longer resolves
+        (instance(f2p=["t::a"], p2p=["t::b"]), section("SKIPPED t::a", "PASSED t::b"), False, "skipped-fail-to-pass"),
+        # a skipped PASS_TO_PASS test is kept (4.1.0 agreed: it was in neither list)
+        (instance(f2p=["t::a"], p2p=["t::b"]), section("PASSED t::a", "SKIPPED t::b"), True, ""),
+        # exploit: a conftest hook printing PASSED lines while the run fails
+        (instance(f2p=["t::a"]), section("PASSED t::a", exit_code=1), False, "exit-code"),
+        (instance(f2p=["t::a"]), section("PASSED t::a", exit_code=0), True, ""),
+        (instance(f2p=["t::a"], p2p=["t::b"]), section("PASSED t::a", "FAILED t::b", exit_code=1), False, ""),
+        # exploit: a fail-only repo whose suite never started (any patch resolved under 4.1.0)
+        (instance(repo="chartjs/Chart.js", f2p=["renders"]), section("Executed 0 of 0"), False, "suite-not-run"),
+        (instance(repo="chartjs/Chart.js", f2p=["renders"]), section("Executed 3 of 3 SUCCESS"), True, ""),
+        # an expected id cut inside its parameters (Verified has 676) matches the log's full id
+        (instance(f2p=["t::c[a"]), section("PASSED t::c[a b]"), True, ""),  # pytest's parser cuts at the space
+        (instance(f2p=["t::c[a b"]), section("PASSED t::c[a b]"), False, ""),
+        (instance(f2p=["t::c[a"]), section("PASSED t::c[a-1]", "PASSED t::c[a-2]"), True, "prefix-match"),
+        (instance(f2p=["t::c[a"]), section("PASSED t::c[a-1]", "FAILED t::c[a-2]"), False, ""),
+        # the harness's own failure markers and a cut-off section: nothing is graded
+        (instance(f2p=["t::a"]), section("PASSED t::a", ">>>>> Tests Timed Out"), False, ""),
+        (instance(f2p=["t::a"]), ">>>>> Start Test Output\nPASSED t::a\n", False, ""),
+    ],
+)  # fmt: skip
+def test_5x_rules_and_the_rule_that_decided(inst, text, resolved, rule):
+    r = run(inst, text)
+    assert r.resolved is resolved and r.rule == rule, (r.message, r.rule)
+    distrusted = rule == "exit-code" or "Timed Out" in text or "End Test Output" not in text
+    if distrusted:  # a log 5.x does not trust: every expected test failed, and the message says why
+        assert ")" in r.message and r.fail_to_pass.failure == inst.fail_to_pass

@@ -168,3 +168,19 @@ def test_fixture_runs_gold_and_empty(official, docker_client, tmp_path, row):
 
 # 9004's fix needs a network trait (a connect that hangs; here: none); 9005 has a coin-flip test
 UNCERTIFIABLE_OFFLINE = {"pytoolz__toolz-9004", "pytoolz__toolz-9005"}
+
+
+# The verdicts these logs had under 4.1.0 (the former table of tests/grading/test_logs.py): unchanged.
+VERDICTS_UNDER_4_1 = [False, True, False, False, True, False, True, False, False, True]
+
+
+@pytest.mark.parametrize(("case", "resolved"), zip(RECORDED, VERDICTS_UNDER_4_1, strict=True))
+def test_recorded_verdicts_are_those_of_4_1(case, resolved):
+    name, repo, f2p, p2p = case
+    r = grade(
+        instance(f2p, p2p, repo=repo),
+        patch="p",
+        apply_status="applied",
+        test_log=(LOGS / f"{name}.log").read_text(),
+    )
+    assert r.resolved is resolved and r.rule == ""
