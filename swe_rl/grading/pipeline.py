@@ -16,6 +16,7 @@ Anything the fleet gets wrong is ``env_error``, never a score.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import posixpath
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for, official_script
+from swe_rl.tasks.assets import fetch_assets, with_assets
 from swe_rl.tasks.networks import network_for
 
 __all__ = ["IntegrityStages", "grade_patch"]
@@ -183,6 +185,8 @@ async def grade_patch(
         script = eval_script_for(instance)
     except EvalSpecUnavailable as exc:  # (an empty patch stays no_patch whatever happens below)
         return grade(instance, patch=patch, apply_status=False, test_log="", env_error=str(exc))
+    if instance.image_assets:  # binary files the patches cannot carry, written before the tests start
+        script = with_assets(script, await asyncio.to_thread(fetch_assets, instance))
     integrity = config.integrity.enable and not empty
     stages: IntegrityStages | None = None
     try:

@@ -6,6 +6,7 @@
 - `images`: the Docker image of an instance, with user overrides (`image_for`).
 - `eval_scripts`: the script that applies the test patch and runs the tests (`eval_script_for`), framed
   as swebench 5.x runs it (`official_script`).
+- `assets`: a row's ``image_assets`` (binary files), fetched and written by the eval script.
 - `specs`: how an instance's log is read: swebench 5.x's ``log_parser`` / ``eval_type`` (older rows: by repo).
 - `networks`: which Docker network a container of an instance gets (`network_for`).
 - `datasets`: one loader per public set (SWE-rebench V2, SWE-smith, Multi-SWE-bench, SWE-bench-Live,
