@@ -87,9 +87,13 @@ def report(
         a, b = _split(f2p, lambda t: not fails(t), fails), _split(p2p, lambda t: not fails(t), fails)
         return a, b, not a.failure and not b.failure
 
-    def status(test: str) -> str | None:
-        key = resolve_case(test, statuses)
-        return None if key is None else statuses[key]
+    seen: dict[str, str | None] = {}
+
+    def status(test: str) -> str | None:  # each expected id resolved once (prefix scans are linear)
+        if test not in seen:
+            key = resolve_case(test, statuses)
+            seen[test] = None if key is None else statuses[key]
+        return seen[test]
 
     def passed(t: str) -> bool:
         return status(t) in PASSING
