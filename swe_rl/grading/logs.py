@@ -12,6 +12,7 @@ those samples instead of punishing them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Protocol
 
 from swe_rl.grading import rules
@@ -216,7 +217,15 @@ def _rule(instance: TaskInstance, statuses: dict[str, str], check: rules.LogChec
     return ",".join(sorted(found)) or "swebench-5"
 
 
-def _grade_lists(instance: TaskInstance, test_log: str, grader: LogGrader, *, strict: bool, nonce: str, done):
+def _grade_lists(
+    instance: TaskInstance,
+    test_log: str,
+    grader: LogGrader,
+    *,
+    strict: bool,
+    nonce: str,
+    done: Callable[..., GradeResult],
+) -> GradeResult:
     """FAIL_TO_PASS / PASS_TO_PASS from the log: parse, 5.x's log checks, report (strict: integrity's)."""
     section, markers = _test_output(test_log), _markers_ok(test_log)
     if nonce:
