@@ -16,6 +16,7 @@ Anything the fleet gets wrong is ``env_error``, never a score.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import posixpath
 from dataclasses import dataclass
@@ -33,7 +34,8 @@ from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
-from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
+from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for, official_script
+from swe_rl.tasks.assets import fetch_assets, with_assets
 from swe_rl.tasks.networks import network_for
 
 __all__ = ["IntegrityStages", "grade_patch"]
@@ -72,7 +74,7 @@ async def _run_stages(
     if not canon.applied:  # the work tree is untouched: the official run can use this container
         official = None
         if config.integrity.official_verdict:
-            official = await lease.evaluate(patch, script, timeout=config.eval_timeout)
+            official = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
         return IntegrityStages(canonical=canon, official_run=official)
     tree = judge_tree(canon, instance, script, config.integrity)
     capabilities = scan_changes(tree.sources, config.integrity.capabilities)
@@ -187,6 +189,8 @@ async def grade_patch(
         script = eval_script_for(instance)
     except EvalSpecUnavailable as exc:  # (an empty patch stays no_patch whatever happens below)
         return grade(instance, patch=patch, apply_status=False, test_log="", env_error=str(exc))
+    if instance.image_assets:  # binary files the patches cannot carry, written before the tests start
+        script = with_assets(script, await asyncio.to_thread(fetch_assets, instance))
     integrity = config.integrity.enable and not empty
     stages: IntegrityStages | None = None
     try:
@@ -201,8 +205,8 @@ async def grade_patch(
                 await record_baseline(lease)
             if integrity:
                 stages = await _run_stages(lease, instance, patch, script, config)
-            else:
-                run = await lease.evaluate(patch, script, timeout=config.eval_timeout)
+            else:  # the official walk: the script as swebench 5.x runs it (exit status recorded)
+                run = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
     except (FleetError, CanonicalPatchFailed) as exc:
         log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
         if empty:

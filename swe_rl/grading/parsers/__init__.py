@@ -51,4 +51,4 @@ def parser_named(name: str) -> Parser:
 
 
 # Language modules register on import; keep this list in step with the files of this package.
-from swe_rl.grading.parsers import go, javascript, rust  # noqa: E402,F401
+from swe_rl.grading.parsers import go, javascript, python, rust  # noqa: E402,F401
