@@ -60,7 +60,7 @@ class TrajectorySummary:
     harness: str | None = None
     data_source: str | None = None
     language: str | None = None
-    """The row's ``repo_language`` (``python`` when the row has none, as SWE-bench's Python sets)."""
+    """The row's ``repo_language`` (or ``language``; ``python`` when the row has neither, as SWE-bench's)."""
     status: str | None = None
     resolved: bool = False
     removed: bool = False
@@ -274,8 +274,11 @@ def _data_source(metadata: Mapping[str, Any]) -> str | None:
 
 def _language(metadata: Mapping[str, Any]) -> str:
     instance = metadata.get("instance")
-    named = instance.get("repo_language") if isinstance(instance, Mapping) else None
-    return str(named or metadata.get("repo_language") or "python").lower()
+    if isinstance(instance, Mapping):
+        named = instance.get("repo_language") or instance.get("language")
+    else:
+        named = None
+    return str(named or metadata.get("repo_language") or metadata.get("language") or "python").lower()
 
 
 def trajectories_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[TrajectorySummary]:
