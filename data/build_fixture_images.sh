@@ -13,6 +13,8 @@
 #   NO_CACHE=1        do not reuse docker's layer cache (checks the base commits from scratch)
 #   SWE_BASE_IMAGE    base image (default swe-rl/base:bookworm; built if missing)
 #   SWE_SDIST_CACHE   sdist cache (default ~/.cache/swe-rl/sdists)
+#   MULTILANG=0       skip the non-Python fixtures (data/build_multilang_images.sh, run when no
+#                     instance is named: Go, JavaScript and Rust toolchains from Debian's mirror)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -157,3 +159,7 @@ if (($# == 0)); then
 fi
 
 echo "fixture images: $built built, $skipped already present"
+
+if (($# == 0)) && [[ "${MULTILANG:-1}" != "0" ]]; then
+  SWE_BASE_IMAGE="$BASE_IMAGE" bash "$ROOT/data/build_multilang_images.sh"
+fi

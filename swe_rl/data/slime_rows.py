@@ -30,6 +30,11 @@ def instance_record(inst: TaskInstance) -> dict[str, Any]:
         record["eval_script"] = inst.eval_script
     if inst.expected_statuses is not None:
         record["expected_statuses"] = dict(inst.expected_statuses)
+    for key in ("log_parser", "eval_type"):  # swebench 5.x's row fields, when known
+        if getattr(inst, key):
+            record[key] = getattr(inst, key)
+    if inst.image_assets:
+        record["image_assets"] = inst.image_assets
     # Extra fields never collide with the ones above: the loader puts those in typed fields.
     record.update(inst.extra)
     return record

@@ -265,6 +265,9 @@ def result_row(instance: Any, result: Any, out: Path, run_dir: Path) -> dict[str
         "grade_message": result.grade.message or None,
         "dir": str(out.relative_to(run_dir)),
         "data_source": instance.data_source,
+        "repo_language": str(
+            instance.extra.get("repo_language") or instance.extra.get("language") or "python"
+        ).lower(),
         "episode": episode_stats(result.agent, result.grade_seconds),
         **rollout_integrity(result.agent, result.grade),
     }

@@ -112,8 +112,21 @@ def summarize(
         "apply_strategies": _counts(_apply_label(r) for r in done),
         "flaky_only": sum(1 for r in done if r.get("flaky_only")),
         "integrity": integrity_rates(done),
+        "by_language": _by_language(done),
         "metrics": run_metrics(done),
     }
+
+
+def _by_language(done: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Finished, resolved and resolve rate per ``repo_language`` (rows without one: python)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in done:
+        part = out.setdefault(str(row.get("repo_language") or "python"), {"finished": 0, "resolved": 0})
+        part["finished"] += 1
+        part["resolved"] += row.get("status") == "resolved"
+    for part in out.values():
+        part["resolve_rate"] = round(part["resolved"] / part["finished"], 4)
+    return dict(sorted(out.items()))
 
 
 def _grade_links(run_dir: Path, row: dict[str, Any]) -> str:

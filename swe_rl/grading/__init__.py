@@ -1,8 +1,9 @@
 """Grading: is a patch a fix? SWE-bench's verdict, taken so that it cannot be bought.
 
 - `result`: `GradeResult` / `GradeStatus`, what every grader returns.
-- `logs`: a test log parsed (official swebench parsers, or a built-in pytest one) and judged
-  FAIL_TO_PASS / PASS_TO_PASS (`grade`).
+- `logs`: a test log parsed and judged FAIL_TO_PASS / PASS_TO_PASS (`grade`) as swebench 5.x does:
+  `parsers` (one module per language, keyed by 5.x's parser names; the row names its parser) and
+  `rules` (5.x's decisions and log checks, and which of them decided where 4.1.0 would not agree).
 - `fleet`: `FleetGrader`, the patch graded in a fresh container of the fleet (settings: `config`).
 - `pipeline`: the stages of one grading, each a module with one typed result handed to the next:
   `canonical` (what git apply accepts, re-taken canonically) → `tree_rules` (the resulting tree judged,
@@ -21,6 +22,7 @@ The names most callers need are importable from here.
 """
 
 from swe_rl.grading.logs import (
+    BuiltinGrader,
     BuiltinPytestGrader,
     GraderUnavailable,
     LogGrader,
@@ -32,6 +34,7 @@ from swe_rl.grading.logs import (
 from swe_rl.grading.result import ApplyStatus, GradeResult, GradeStatus, TestsReport
 
 __all__ = [
+    "BuiltinGrader",
     "ApplyStatus",
     "BuiltinPytestGrader",
     "GradeResult",

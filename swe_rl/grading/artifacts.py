@@ -35,6 +35,7 @@ def grade_report(grade: GradeResult, **extra: Any) -> dict[str, Any]:
         "resolved": grade.resolved,
         "message": grade.message,
         "method": grade.method,
+        "rule": grade.rule,  # the swebench 5.x rule that decided where 4.1.0 would not agree
         "FAIL_TO_PASS": grade.fail_to_pass.model_dump(),
         "PASS_TO_PASS": grade.pass_to_pass.model_dump(),
         "tests_status": grade.tests_status,

@@ -282,7 +282,7 @@ def _canary_findings(plan: CanaryPlan, section: str, statuses: dict[str, str]) -
         for canary in plan.must_pass + plan.must_fail:
             if test == canary:
                 seen.setdefault(canary, set()).add(status)
-    any_results = bool(status_lines(section))
+    any_results = bool(status_lines(section)) or bool(statuses)  # other languages: their parser's
     out: list[LogFinding] = []
     for test in plan.must_fail:
         got = seen.get(test, set())

@@ -90,7 +90,8 @@ class TamperRecord(BaseModel):
     rule: str
     """Which rule: test_patch_file, eval_script_file, conftest, pytest_settings, interpreter_hook, path_file,
     package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook, runner_shadow,
-    symlink, compiled_code, module_shadow, runner_config, capability, canary."""
+    symlink, compiled_code, module_shadow, runner_config, capability, canary; for Go, JavaScript and Rust rows
+    (`swe_rl.grading.language_rules`) also start_up_hook, dependency_code, contradicted_result."""
     action: str
     """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept; voids
     the reward when ``flag_voids``), ``voided`` (kept; the reward is void), ``noted`` (kept, recorded only)."""
@@ -462,12 +463,17 @@ def contradicted_tests(log: str, tests: set[str]) -> set[str]:
 
 
 def strict_report(
-    statuses: Mapping[str, str], fail_to_pass: list[str], pass_to_pass: list[str], log: str = ""
+    statuses: Mapping[str, str],
+    fail_to_pass: list[str],
+    pass_to_pass: list[str],
+    log: str = "",
+    also_contradicted: set[str] | None = None,
 ) -> tuple[list[str], list[str], list[str], list[str], str]:
     """(F2P success, F2P failure, P2P success, P2P failure, note): an expected test passes only when the log
     says PASSED (or XFAIL, as SWE-bench counts it) and nothing contradicts it; missing, skipped, errored and
-    contradicted tests fail."""
+    contradicted tests fail. ``also_contradicted``: tests another language's parser saw twice."""
     contradicted = contradicted_tests(log, set(fail_to_pass) | set(pass_to_pass)) if log else set()
+    contradicted |= also_contradicted or set()
 
     def split(tests: list[str]) -> tuple[list[str], list[str]]:
         ok: list[str] = []

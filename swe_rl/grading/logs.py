@@ -1,25 +1,32 @@
 """SWE-bench grading of one patch from its test log: parse the log, judge FAIL_TO_PASS / PASS_TO_PASS.
 
-The reward is SWE-bench's `resolved`, so the parsing and the decision are delegated to
-the official ``swebench`` package (``eval`` extra, imported lazily) whenever it is
-installed. A small built-in ``pytest -rA`` parser, with the same semantics as the
-pinned release, keeps grading working without it for pytest-based repos (our
-fixtures, SWE-Gym); repos that need another official parser get ``env_error`` rather
-than a wrong score. Statuses that are not the agent's doing (``env_error``) are
-separate, so the caller can drop those samples instead of punishing them.
+The reward is SWE-bench's ``resolved`` as swebench 5.x decides it. The row names its log parser
+and eval type (older rows: by repo, `swe_rl.tasks.specs`); the parsers are the project's own
+(`swe_rl.grading.parsers`, keyed by 5.x's names) and the decision rules are 5.x's
+(`swe_rl.grading.rules`), both checked equal to the installed swebench 5.x's functions
+(tests/grading/test_official_5x.py). `SwebenchGrader` calls those functions directly.
+Statuses that are not the agent's doing (``env_error``) are separate, so the caller can drop
+those samples instead of punishing them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Protocol
 
+from swe_rl.grading import rules
 from swe_rl.grading.integrity import strict_report
+from swe_rl.grading.languages import language_contradictions
 from swe_rl.grading.log_audit import NonceSection, nonce_section
+from swe_rl.grading.parsers import UnknownParser, parser_named
+from swe_rl.grading.parsers.python import parse_log_pytest
 from swe_rl.grading.result import ApplyStatus, GradeResult, GradeStatus, TestsReport
 from swe_rl.tasks import END_TEST_OUTPUT, START_TEST_OUTPUT, TaskInstance
+from swe_rl.tasks.specs import NoLogParser, eval_type_for, log_parser_for
 
 __all__ = [
+    "BuiltinGrader",
     "BuiltinPytestGrader",
     "GraderUnavailable",
     "LogGrader",
@@ -32,18 +39,15 @@ __all__ = [
 
 # ---------------------------------------------------------------------------- graders
 
-PASSED, FAILED, SKIPPED, ERROR, XFAIL = "PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL"
-_STATUSES = (FAILED, PASSED, SKIPPED, ERROR, XFAIL)
-
 
 class LogGrader(Protocol):
     """Turns a test log into statuses and decides FAIL_TO_PASS / PASS_TO_PASS."""
 
     kind: str
-    """Prefix of `GradeResult.method`, e.g. ``swebench-log-parser``."""
+    """Prefix of `GradeResult.method`, e.g. ``builtin-log-parser``."""
 
     def parse(self, log: str, instance: TaskInstance) -> tuple[str, dict[str, str]]:
-        """Return (parser name, test -> status) for the instance's repo."""
+        """Return (parser name, test -> status) with the instance's parser."""
         ...
 
     def pytest_parse(self, log: str, instance: TaskInstance) -> dict[str, str]:
@@ -58,140 +62,89 @@ class LogGrader(Protocol):
 
 
 def parse_pytest_log(log: str) -> dict[str, str]:
-    """Parse ``pytest -rA`` summary lines (``STATUS test_id [- reason]``) into test -> status.
-
-    Same rules as swebench's ``parse_log_pytest``: the test id is the second
-    whitespace-separated token, so ids containing spaces are cut at the first space
-    (SWE-bench's test lists carry the same cut ids), and a later line for a test wins.
-    """
-    statuses: dict[str, str] = {}
-    for line in log.split("\n"):
-        if not line.startswith(_STATUSES):
-            continue
-        if line.startswith(FAILED):
-            line = line.replace(" - ", " ")
-        tokens = line.split()
-        if len(tokens) >= 2:
-            statuses[tokens[1]] = tokens[0]
-    return statuses
-
-
-# Repos whose official parser is not the plain pytest one; the built-in grader refuses
-# them rather than mis-score (install the eval extra).
-NEEDS_OFFICIAL_PARSER = frozenset(
-    {
-        "astropy/astropy", "django/django", "matplotlib/matplotlib", "mwaskom/seaborn",
-        "psf/requests", "pydicom/pydicom", "pylint-dev/pylint", "scikit-learn/scikit-learn",
-        "sphinx-doc/sphinx", "sympy/sympy",
-    }
-)  # fmt: skip
+    """``pytest -rA`` summary lines into test -> status (swebench's ``parse_log_pytest``)."""
+    return parse_log_pytest(log)
 
 
 class GraderUnavailable(RuntimeError):
-    """This grader cannot grade this repo correctly."""
+    """This grader cannot grade this instance correctly (no parser for its log)."""
 
 
-class BuiltinPytestGrader:
-    """pytest ``-rA`` parsing and SWE-bench's decision rules, without the swebench package."""
+class BuiltinGrader:
+    """The project's parsers (by the row's ``log_parser``) and swebench 5.x's decision rules."""
 
     kind = "builtin-log-parser"
 
     def parse(self, log: str, instance: TaskInstance) -> tuple[str, dict[str, str]]:
-        if instance.repo in NEEDS_OFFICIAL_PARSER:
-            raise GraderUnavailable(
-                f"{instance.repo} logs need swebench's own parser; pip install 'swe-rl[eval]'"
-            )
-        return "parse_log_pytest", parse_pytest_log(log)
+        try:
+            name = log_parser_for(instance)
+            return name, parser_named(name)(log)
+        except (NoLogParser, UnknownParser) as exc:
+            raise GraderUnavailable(str(exc)) from None
 
     def pytest_parse(self, log: str, instance: TaskInstance) -> dict[str, str]:
-        return parse_pytest_log(log)
+        return parse_log_pytest(log)
 
     def report(
         self, status_map: dict[str, str], instance: TaskInstance
     ) -> tuple[TestsReport, TestsReport, bool]:
-        # As swebench 4.1: PASSED/XFAIL is success; FAILED/ERROR or absent is failure;
-        # anything else (SKIPPED) is neither. A list with nothing judged counts as met.
-        def split(tests: list[str]) -> TestsReport:
-            rep = TestsReport()
-            for test in tests:
-                status = status_map.get(test)
-                if status in (PASSED, XFAIL):
-                    rep.success.append(test)
-                elif status is None or status in (FAILED, ERROR):
-                    rep.failure.append(test)
-            return rep
+        return rules.report(status_map, instance.fail_to_pass, instance.pass_to_pass, eval_type_for(instance))
 
-        f2p, p2p = split(instance.fail_to_pass), split(instance.pass_to_pass)
-        return f2p, p2p, not f2p.failure and not p2p.failure
+
+BuiltinPytestGrader = BuiltinGrader
+"""The former name (the built-in grader once knew pytest only)."""
 
 
 class SwebenchGrader:
-    """The official swebench parsers and report functions (imported on construction)."""
+    """swebench 5.x's own parsers and report functions (imported on construction; 4.x: ImportError)."""
 
     kind = "swebench-log-parser"
 
     def __init__(self) -> None:
         from swebench.harness import constants, grading
+        from swebench.harness.log_parsers import PARSER_REGISTRY  # 5.x: parsers by name
+        from swebench.types import TestSpec
 
-        try:
-            from swebench.harness.log_parsers import MAP_REPO_TO_PARSER as parsers
-        except ImportError:  # swebench >= 5 keys parsers by name; keep the Python map
-            from swebench.harness.log_parsers.python import (
-                MAP_REPO_TO_PARSER_PY as parsers,
-            )
-        from swebench.harness.log_parsers.python import parse_log_pytest
+        self._c, self._g, self._registry, self._spec_type = constants, grading, PARSER_REGISTRY, TestSpec
 
-        self._c, self._g, self._parsers, self._pytest = constants, grading, parsers, parse_log_pytest
-
-    def _spec(self, instance: TaskInstance):
-        """A TestSpec for parsers that read it (a few use ``instance_id``)."""
-        try:
-            from swebench.harness.test_spec.test_spec import TestSpec
-
-            return TestSpec(
-                instance_id=instance.instance_id, repo=instance.repo, version=instance.version,
-                repo_script_list=[], eval_script_list=[], env_script_list=[], arch="x86_64",
-                FAIL_TO_PASS=list(instance.fail_to_pass), PASS_TO_PASS=list(instance.pass_to_pass),
-                language=self._c.MAP_REPO_TO_EXT.get(instance.repo, "py"), docker_specs={},
-                namespace=None,
-            )  # fmt: skip
-        except (ImportError, TypeError, AttributeError):
-            from types import SimpleNamespace
-
-            return SimpleNamespace(
-                instance_id=instance.instance_id, repo=instance.repo, version=instance.version,
-                FAIL_TO_PASS=list(instance.fail_to_pass), PASS_TO_PASS=list(instance.pass_to_pass),
-            )  # fmt: skip
+    def spec(self, instance: TaskInstance):
+        """The 5.x ``TestSpec`` of an instance (a few parsers read its version or id)."""
+        return self._spec_type(
+            instance_id=instance.instance_id, image=instance.image, eval_script_list=[],
+            repo=instance.repo, version=instance.version, FAIL_TO_PASS=list(instance.fail_to_pass),
+            PASS_TO_PASS=list(instance.pass_to_pass), log_parser=log_parser_for(instance),
+            eval_type=eval_type_for(instance), image_assets=dict(instance.image_assets),
+        )  # fmt: skip
 
     def parse(self, log: str, instance: TaskInstance) -> tuple[str, dict[str, str]]:
-        parser = self._parsers.get(instance.repo, self._pytest)
-        return parser.__name__, parser(log, self._spec(instance))
+        try:
+            name = log_parser_for(instance)
+        except NoLogParser as exc:
+            raise GraderUnavailable(str(exc)) from None
+        if name not in self._registry:
+            raise GraderUnavailable(f"swebench has no log parser named {name!r}")
+        return name, self._registry[name](log, self.spec(instance))
 
     def pytest_parse(self, log: str, instance: TaskInstance) -> dict[str, str]:
-        return self._pytest(log, self._spec(instance))
+        return self._registry["parse_log_pytest"](log, self.spec(instance))
 
     def report(
         self, status_map: dict[str, str], instance: TaskInstance
     ) -> tuple[TestsReport, TestsReport, bool]:
         c, g = self._c, self._g
-        fail_only = instance.repo in getattr(c, "FAIL_ONLY_REPOS", ())
-        eval_type = c.EvalType.FAIL_ONLY if fail_only else c.EvalType.PASS_AND_FAIL
         gold = {
             "instance_id": instance.instance_id,
             c.FAIL_TO_PASS: list(instance.fail_to_pass),
             c.PASS_TO_PASS: list(instance.pass_to_pass),
         }
-        rep = g.get_eval_tests_report(status_map, gold, eval_type=eval_type)
+        rep = g.get_eval_tests_report(status_map, gold, eval_type=c.EvalType(eval_type_for(instance)))
         resolved = g.get_resolution_status(rep) == c.ResolvedStatus.FULL.value
         return TestsReport(**rep[c.FAIL_TO_PASS]), TestsReport(**rep[c.PASS_TO_PASS]), resolved
 
 
 def default_grader() -> LogGrader:
-    """The official grader when swebench is importable, else the built-in one."""
-    try:
-        return SwebenchGrader()
-    except ImportError:
-        return BuiltinPytestGrader()
+    """The project's own grader: no package needed, verdicts equal to swebench 5.x's."""
+    return BuiltinGrader()
 
 
 # ---------------------------------------------------------------------------- grade
@@ -231,6 +184,89 @@ def _grade_r2e(instance: TaskInstance, log: str, grader: LogGrader) -> GradeResu
         status=GradeStatus.RESOLVED if resolved else GradeStatus.UNRESOLVED,
         resolved=resolved, fail_to_pass=rep, tests_status=got,
         method=f"r2e-expected-output:{grader.kind}", message=msg,
+    )  # fmt: skip
+
+
+def _markers_ok(log: str) -> bool:
+    """5.x needs both markers; a script without any (not SWE-bench-shaped) is read whole."""
+    return (START_TEST_OUTPUT in log and END_TEST_OUTPUT in log) or START_TEST_OUTPUT not in log
+
+
+def _rule(instance: TaskInstance, statuses: dict[str, str], check: rules.LogCheck, resolved: bool) -> str:
+    """The 5.x rule(s) that decided, when 4.1.0's rules would give another verdict on this map."""
+    legacy = (
+        rules.legacy_report(statuses, instance.fail_to_pass, instance.pass_to_pass, eval_type_for(instance))[
+            2
+        ]
+        and check.rule not in rules.CHECKS_OF_4X
+    )
+    if legacy == resolved:
+        return ""
+    if not check:
+        return check.rule
+    found: set[str] = set()
+    for tests, skip_rule in (
+        (instance.fail_to_pass, "skipped-fail-to-pass"),
+        (instance.pass_to_pass, "skipped-pass-to-pass"),
+    ):
+        for test in tests:
+            key = rules.resolve_case(test, statuses)
+            if key is not None and key != test:
+                found.add("prefix-match")
+            if key is not None and statuses[key] == rules.SKIPPED:
+                found.add(skip_rule)
+    return ",".join(sorted(found)) or "swebench-5"
+
+
+def _grade_lists(
+    instance: TaskInstance,
+    test_log: str,
+    grader: LogGrader,
+    *,
+    strict: bool,
+    nonce: str,
+    done: Callable[..., GradeResult],
+) -> GradeResult:
+    """FAIL_TO_PASS / PASS_TO_PASS from the log: parse, 5.x's log checks, report (strict: integrity's)."""
+    section, markers = _test_output(test_log), _markers_ok(test_log)
+    if nonce:
+        found = nonce_section(test_log, nonce)
+        section, markers = (found.text, True) if isinstance(found, NonceSection) else ("", True)
+    try:
+        name, statuses = grader.parse(section, instance)
+        if not statuses and START_TEST_OUTPUT in test_log and not nonce:
+            # as swebench: results printed outside the markers (stderr ordering)
+            name, statuses = grader.parse(test_log, instance)
+    except GraderUnavailable as exc:
+        return done(GradeStatus.ENV_ERROR, str(exc))
+    f2p, p2p, resolved = grader.report(statuses, instance)
+    strict_note = ""
+    if strict:
+        f_ok, f_bad, p_ok, p_bad, strict_note = strict_report(
+            statuses, instance.fail_to_pass, instance.pass_to_pass, section,
+            also_contradicted=language_contradictions(
+                instance, section, {*instance.fail_to_pass, *instance.pass_to_pass}
+            ),
+        )  # fmt: skip
+        f2p, p2p = TestsReport(success=f_ok, failure=f_bad), TestsReport(success=p_ok, failure=p_bad)
+        resolved = not f_bad and not p_bad
+    check = rules.check_log(test_log, statuses, markers=markers)
+    if not check:  # 5.x: the log says nothing trustworthy; every expected test counts as failed
+        f2p = TestsReport(failure=list(instance.fail_to_pass))
+        p2p = TestsReport(failure=list(instance.pass_to_pass))
+        resolved = False
+    n_f2p, n_p2p = len(instance.fail_to_pass), len(instance.pass_to_pass)
+    msg = f"FAIL_TO_PASS {len(f2p.success)}/{n_f2p} passed, PASS_TO_PASS {len(p2p.success)}/{n_p2p} passed"
+    if not statuses:
+        msg += "; no test results found in the log"
+    elif strict_note:
+        msg += f"; {strict_note}"
+    if not check and statuses:
+        msg += f"; {check.reason} ({check.rule})"
+    return done(
+        GradeStatus.RESOLVED if resolved else GradeStatus.UNRESOLVED, msg,
+        fail_to_pass=f2p, pass_to_pass=p2p, tests_status=statuses,
+        method=f"{grader.kind}:{name}", rule="" if strict else _rule(instance, statuses, check, resolved),
     )  # fmt: skip
 
 
@@ -279,38 +315,7 @@ def grade(
 
     grader = grader or default_grader()
     if instance.has_test_lists:
-        section = _test_output(test_log)
-        if nonce:
-            found = nonce_section(test_log, nonce)
-            section = found.text if isinstance(found, NonceSection) else ""
-        try:
-            name, statuses = grader.parse(section, instance)
-            if not statuses and START_TEST_OUTPUT in test_log and not nonce:
-                # as swebench: results printed outside the markers (stderr ordering)
-                name, statuses = grader.parse(test_log, instance)
-        except GraderUnavailable as exc:
-            return done(GradeStatus.ENV_ERROR, str(exc))
-        f2p, p2p, resolved = grader.report(statuses, instance)
-        strict_note = ""
-        if strict:
-            f_ok, f_bad, p_ok, p_bad, strict_note = strict_report(
-                statuses, instance.fail_to_pass, instance.pass_to_pass, section
-            )
-            f2p, p2p = TestsReport(success=f_ok, failure=f_bad), TestsReport(success=p_ok, failure=p_bad)
-            resolved = not f_bad and not p_bad
-        n_f2p, n_p2p = len(instance.fail_to_pass), len(instance.pass_to_pass)
-        msg = (
-            f"FAIL_TO_PASS {len(f2p.success)}/{n_f2p} passed, PASS_TO_PASS {len(p2p.success)}/{n_p2p} passed"
-        )
-        if not statuses:
-            msg += "; no test results found in the log"
-        elif strict_note:
-            msg += f"; {strict_note}"
-        return done(
-            GradeStatus.RESOLVED if resolved else GradeStatus.UNRESOLVED, msg,
-            fail_to_pass=f2p, pass_to_pass=p2p, tests_status=statuses,
-            method=f"{grader.kind}:{name}",
-        )  # fmt: skip
+        return _grade_lists(instance, test_log, grader, strict=strict, nonce=nonce, done=done)
     if instance.expected_statuses:
         return _grade_r2e(instance, _test_output(test_log), grader)
     if returncode is None:

@@ -16,6 +16,7 @@ Anything the fleet gets wrong is ``env_error``, never a score.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import posixpath
 from dataclasses import dataclass
@@ -27,11 +28,14 @@ from swe_rl.grading.canonical import CanonicalPatch, canonicalise
 from swe_rl.grading.capabilities import CapabilityReport, scan_changes
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.integrity import OfficialVerdict, TamperReport, patch_paths
+from swe_rl.grading.language_canaries import plant_language_canaries
+from swe_rl.grading.languages import contradiction_records, section_statuses
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
-from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
+from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for, official_script
+from swe_rl.tasks.assets import fetch_assets, with_assets
 from swe_rl.tasks.networks import network_for
 from swe_rl.tasks.setup import TaskSetupFailed, set_up_task
 
@@ -71,11 +75,11 @@ async def _run_stages(
     if not canon.applied:  # the work tree is untouched: the official run can use this container
         official = None
         if config.integrity.official_verdict:
-            official = await lease.evaluate(patch, script, timeout=config.eval_timeout)
+            official = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
         return IntegrityStages(canonical=canon, official_run=official)
     tree = judge_tree(canon, instance, script, config.integrity)
     capabilities = scan_changes(tree.sources, config.integrity.capabilities)
-    plan = plan_canaries(instance, script)
+    plan = plant_language_canaries(plan_canaries(instance, script), instance, script)  # Go, JS, Rust rows
     run = await lease.evaluate(tree.patch, plan.script, timeout=config.eval_timeout)
     return IntegrityStages(canon, tree, capabilities, plan, run)
 
@@ -137,10 +141,12 @@ async def _integrity_result(
     plan = stages.canaries or CanaryPlan(script="")
     result = _judge(instance, tree.patch, run, log_grader, True, plan.nonce)
     result.graded_patch = tree.patch
-    canary = check_canaries(plan, result.tests_status, run.test_log)
+    statuses = result.tests_status or section_statuses(instance, run.test_log, plan.nonce)
+    canary = check_canaries(plan, statuses, run.test_log)
     result.tests_status = without_canaries(plan, result.tests_status)
     report.records = [*tree.records, *capability_records(stages.capabilities or CapabilityReport())]
     report.records += canary_records(canary)
+    report.records += contradiction_records(instance, run.test_log, plan.nonce)  # Go, JS, Rust... rows
     report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())
     if not tree.changed:  # the run was the official run: its log judged by the official rules
         official = official_from(_judge(instance, patch, run, log_grader, False), "same_run")
@@ -184,6 +190,8 @@ async def grade_patch(
         script = eval_script_for(instance)
     except EvalSpecUnavailable as exc:  # (an empty patch stays no_patch whatever happens below)
         return grade(instance, patch=patch, apply_status=False, test_log="", env_error=str(exc))
+    if instance.image_assets:  # binary files the patches cannot carry, written before the tests start
+        script = with_assets(script, await asyncio.to_thread(fetch_assets, instance))
     integrity = config.integrity.enable and not empty
     stages: IntegrityStages | None = None
     try:
@@ -199,8 +207,8 @@ async def grade_patch(
                 await record_baseline(lease)
             if integrity:
                 stages = await _run_stages(lease, instance, patch, script, config)
-            else:
-                run = await lease.evaluate(patch, script, timeout=config.eval_timeout)
+            else:  # the official walk: the script as swebench 5.x runs it (exit status recorded)
+                run = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
     except (FleetError, CanonicalPatchFailed, TaskSetupFailed) as exc:
         log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
         if empty:

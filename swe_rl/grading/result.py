@@ -66,6 +66,10 @@ class GradeResult(BaseModel):
     ``r2e-expected-output:<parser>``, ``exit-code``, or empty when nothing was run."""
     message: str = ""
     """One line saying why, for logs and dashboards."""
+    rule: str = ""
+    """Where swebench 5.x's rules and 4.1.0's give different verdicts on this log: the 5.x rule(s)
+    that decided (``skipped-fail-to-pass``, ``prefix-match``, ``suite-not-run``, ``exit-code``, ...,
+    comma-separated; `swe_rl.grading.rules`); empty when both agree."""
     apply_strategy: str | None = None
     """How the patch went in on the fleet (``git apply``, ``git apply --ignore-whitespace``,
     ``patch --fuzz=5``); None when nothing was applied."""

@@ -17,7 +17,9 @@ modified, deleted, type changes, modes, blob ids). Every rule reads that list wi
 - ``runner_config``: project settings whose runner settings, read with tomllib / configparser
   (`swe_rl.grading.runner_config`), differ before and after;
 - the named rules of `swe_rl.grading.integrity` (test files, conftest, runner settings files, the
-  eval script's files), on the normalised name as well as the written one.
+  eval script's files), on the normalised name as well as the written one;
+- for a Go, JavaScript or Rust instance, its language's rules (`swe_rl.grading.language_rules`) instead
+  of Python's module and settings rules.
 
 What is left goes through `swe_rl.grading.integrity.neutralise` (line trimming of settings files,
 ``setup.py`` plugins, the runner-hook line scan) and is the patch the test run gets.
@@ -42,6 +44,8 @@ from swe_rl.grading.integrity import (
     neutralise,
     patch_paths,
 )
+from swe_rl.grading.language_rules import language_rule
+from swe_rl.grading.languages import language_of
 from swe_rl.grading.patch_split import FileDiff, join_patch, split_patch
 from swe_rl.grading.runner_config import RUNNER_CONFIG_FILES, normalise_name, runner_settings
 from swe_rl.tasks import TaskInstance
@@ -132,6 +136,8 @@ def _rule(
         hit = _path_rule(name, test_files, test_dirs, gold_files, script, config)
         if hit is not None:
             return hit
+    if (language := language_of(instance)) is not None:
+        return language_rule(change, canon, language, gold_files)  # Python's module rules do not apply
     if change.path in gold_files or norm in gold_files:
         return None
     if config.shadow_check and not gone and (shadowed := _shadow(change, canon, test_dirs)) is not None:

@@ -59,6 +59,8 @@ class TrajectorySummary:
     """Whether it came from the SWE plugin (pivot samples carry none of the SWE fields)."""
     harness: str | None = None
     data_source: str | None = None
+    language: str | None = None
+    """The row's ``repo_language`` (or ``language``; ``python`` when the row has neither, as SWE-bench's)."""
     status: str | None = None
     resolved: bool = False
     removed: bool = False
@@ -245,6 +247,7 @@ def trajectories_from_samples(
             samples=len(members),
             swe=info is not None,
             data_source=_data_source(metadata),
+            language=_language(metadata),
             removed=any(bool(getattr(s, "remove_sample", False)) for s in members),
             aborted="aborted" in statuses,
             truncated="truncated" in statuses,
@@ -269,12 +272,23 @@ def _data_source(metadata: Mapping[str, Any]) -> str | None:
     return None if source is None else str(source)
 
 
+def _language(metadata: Mapping[str, Any]) -> str:
+    instance = metadata.get("instance")
+    if isinstance(instance, Mapping):
+        named = instance.get("repo_language") or instance.get("language")
+    else:
+        named = None
+    return str(named or metadata.get("repo_language") or metadata.get("language") or "python").lower()
+
+
 def trajectories_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[TrajectorySummary]:
     """One trajectory per eval results row. The standalone eval has no groups or aborts; an ``env_error``
     row (the fleet failed) counts as removed, as training removes such a rollout."""
     out = []
     for row in rows:
-        traj = TrajectorySummary(key=row.get("instance_id"), data_source=row.get("data_source"))
+        traj = TrajectorySummary(
+            key=row.get("instance_id"), data_source=row.get("data_source"), language=_language(row)
+        )
         infra = row.get("status") == "env_error"
         _from_info(
             traj,
@@ -317,7 +331,7 @@ def _key(name: str) -> str:
 
 def figures(trajectories: Sequence[TrajectorySummary], *, breakdowns: bool = True) -> dict[str, float]:
     """Every dashboard figure of a batch of trajectories (names: ``docs/metrics.md``); with `breakdowns`,
-    the `BREAKDOWN` figures again per harness and per data source when the batch mixes several."""
+    the `BREAKDOWN` figures again per harness, per data source and per language when the batch mixes several."""
     out: dict[str, float] = {
         "trajectories": float(len(trajectories)),
         "samples": float(sum(t.samples for t in trajectories)),
@@ -340,7 +354,11 @@ def figures(trajectories: Sequence[TrajectorySummary], *, breakdowns: bool = Tru
     _integrity_figures(out, swe)
     _prm_figures(out, scored)
     if breakdowns:
-        for field_name, prefix in (("harness", "by_harness"), ("data_source", "by_source")):
+        for field_name, prefix in (
+            ("harness", "by_harness"),
+            ("data_source", "by_source"),
+            ("language", "by_language"),
+        ):
             _breakdown(out, finished, field_name, prefix)
     return out
 

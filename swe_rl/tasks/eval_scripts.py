@@ -1,8 +1,10 @@
 """Eval scripts: the bash script that applies an instance's test patch and runs its tests.
 
-The row's own ``eval_script`` when it has one; R2E-Gym instances get a script around the image's
-``run_tests.sh``; SWE-bench-style instances get the one the pinned ``swebench`` (the ``eval`` extra,
-imported lazily) builds from its repo/version specs, offline.
+The row's own ``eval_script`` when it has one (swebench 5.x rows all do); R2E-Gym instances get a
+script around the image's ``run_tests.sh``; older SWE-bench-style rows get the one swebench 4.x
+builds from its repo/version specs, offline, when 4.x is importable. swebench 5.x has no specs: such
+rows are converted once with ``swe-convert-rows`` where 4.1.0 is installed (docs/grading.md, "Rows").
+`official_script` frames a script as 5.x runs it: recording the test command's exit status.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ __all__ = [
     "RUN_END_MARKER",
     "RUN_START_MARKER",
     "START_TEST_OUTPUT",
+    "TEST_EXIT_CODE",
     "EvalSpecUnavailable",
     "eval_script_for",
+    "official_script",
 ]
 
 # SWE-bench's eval scripts print these around the test run; the grader slices on them.
@@ -27,6 +31,25 @@ END_TEST_OUTPUT = ">>>>> End Test Output"
 # official slicing of an honest log is unchanged.
 RUN_START_MARKER = ">>>>> swe-rl run start"
 RUN_END_MARKER = ">>>>> swe-rl run end"
+# swebench 5.x records the test command's exit status after the end marker, outside the parsed section.
+TEST_EXIT_CODE = ">>>>> Test Exit Code"
+_EXIT_VAR = "SWEBENCH_TEST_EXIT_CODE"
+_HEADER = ("#!/bin/bash", "set -uxo pipefail")
+
+
+def official_script(script: str) -> str:
+    """The script as swebench 5.x runs it: its header, and ``$?`` of the test command recorded.
+
+    The status is taken on the line before the end marker and printed after it, as
+    ``>>>>> Test Exit Code: N``; the grader cross-checks it with the log (`swe_rl.grading.rules`).
+    A script without the end marker is only re-framed.
+    """
+    lines = [line for line in script.strip().split("\n") if line not in _HEADER]
+    for i, line in enumerate(lines):
+        if END_TEST_OUTPUT in line:
+            lines[i : i + 1] = [f"{_EXIT_VAR}=$?", line, f'echo "{TEST_EXIT_CODE}: ${_EXIT_VAR}"']
+            break
+    return "\n".join([*_HEADER, *lines]) + "\n"
 
 
 class EvalSpecUnavailable(RuntimeError):
@@ -72,8 +95,9 @@ def eval_script_for(instance: TaskInstance) -> str:
         from swebench.harness.test_spec.create_scripts import make_eval_script_list
     except ImportError as exc:
         raise EvalSpecUnavailable(
-            f"{instance.instance_id}: the row has no eval_script and the swebench package "
-            f"that builds one is not usable ({exc}); pip install 'swe-rl[eval]'"
+            f"{instance.instance_id}: the row has no eval_script, and swebench 4.x that builds one from "
+            f"its repo/version specs is not importable ({exc}); convert the rows once with "
+            "swe-convert-rows where swebench 4.1.0 is installed (docs/grading.md, 'Rows')"
         ) from None
     specs = MAP_REPO_VERSION_TO_SPECS.get(instance.repo)
     if specs is None:

@@ -69,6 +69,13 @@ class TaskInstance(BaseModel):
     """Docker image the task runs in, after any user override."""
     eval_script: str | None = None
     """Bash script that applies the test patch and runs the tests, when the row ships one."""
+    log_parser: str = ""
+    """swebench 5.x parser name reading the test log (``parse_log_pytest``, ...); empty: by repo
+    (`swe_rl.tasks.specs.log_parser_for`)."""
+    eval_type: str = ""
+    """swebench 5.x ``pass_and_fail`` or ``fail_only``; empty: by repo (`swe_rl.tasks.specs.eval_type_for`)."""
+    image_assets: dict[str, list[dict[str, str]]] = Field(default_factory=dict)
+    """Binary files a text patch cannot carry: ``{"test_patch": [{"path", "url"}], "patch": [...]}``."""
     workdir: str = DEFAULT_WORKDIR
     """Repository checkout inside the container."""
     data_source: str = DataSource.SWEBENCH.value
@@ -94,6 +101,28 @@ class TaskInstance(BaseModel):
         if not isinstance(value, list):
             # pydantic turns ValueError (not TypeError) into a validation error
             raise ValueError(f"expected a list of test names, got {type(value).__name__}")
+        return value
+
+    @field_validator("image_assets", mode="before")
+    @classmethod
+    def _decode_assets(cls, value: Any) -> Any:
+        # swebench 5.x datasets ship image_assets as a JSON string, local rows as an object.
+        if value is None or value == "":
+            return {}
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"image_assets is not valid JSON: {exc.msg}") from None
+        return value
+
+    @field_validator("eval_type", mode="before")
+    @classmethod
+    def _check_eval_type(cls, value: Any) -> Any:
+        if value is None:
+            return ""
+        if value not in ("", "pass_and_fail", "fail_only"):
+            raise ValueError(f"eval_type must be 'pass_and_fail' or 'fail_only', got {value!r}")
         return value
 
     @property

@@ -31,7 +31,7 @@ _CORE_KEYS = {
     "instance_id", "repo", "base_commit", "problem_statement", "patch", "test_patch",
     "FAIL_TO_PASS", "PASS_TO_PASS", "fail_to_pass", "pass_to_pass", "version",
     "image_name", "image", "docker_image", "eval_script", "workdir", "data_source",
-    "expected_statuses",
+    "expected_statuses", "log_parser", "eval_type", "image_assets",
 }  # fmt: skip
 
 

@@ -58,7 +58,7 @@ def test_auto_format_converts_each_row_with_its_sets_loader_and_reports_every_re
     assert "train: wrote 5 instance(s)" in out.getvalue() and "4 rejected" in out.getvalue()
     assert "rows/s)" in err.getvalue() and "rejected 4 row(s), by reason" in err.getvalue()
     reloaded = load_instances(tmp_path / "o" / "train.jsonl")
-    assert reloaded.ok and [i.extra["log_parser"] for i in reloaded.instances][:2] == [
+    assert reloaded.ok and [i.log_parser for i in reloaded.instances][:2] == [
         "parse_log_jq",
         "pytest",
     ]

@@ -88,7 +88,11 @@ def test_gold_resolves_every_fixture_and_writes_artifacts(fleet, tmp_path):
         # the grade can be checked: the test log and the report, with how the patch went in
         assert ">>>>> Start Test Output" in (d / "eval.log").read_text()
         report = json.loads((d / "report.json").read_text())
-        assert report["status"] == "resolved" and report["apply_strategy"] == "git apply"
+        assert (
+            report["status"] == "resolved"
+            and report["apply_strategy"] == "git apply"
+            and report["rule"] == ""
+        )
         assert report["FAIL_TO_PASS"]["success"] and report["tests_status"] and report["eval_seconds"] > 0
         assert report["network"] == fleet.network and r["apply_strategy"] == "git apply"
     saved = json.loads((tmp_path / "summary.json").read_text())

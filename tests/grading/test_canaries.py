@@ -59,7 +59,10 @@ def test_plans_differ_per_run_and_hide_the_nonce():
 
 
 def _swebench_row(repo: str, test_file: str, **extra) -> TaskInstance:
-    from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+    try:  # the scripts of older rows come from swebench 4.x's specs (5.x has none)
+        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+    except ImportError:
+        pytest.skip("needs swebench 4.1.0's repo/version specs to build SWE-bench scripts")
 
     version = list(MAP_REPO_VERSION_TO_SPECS[repo])[-1]
     test_patch = (

@@ -1,25 +1,23 @@
 """Grading: status order, SWE-bench log parsing and F2P/P2P decisions on recorded logs.
 
 Logs under tests/data/logs are hand-written in the formats the tools print (pytest -rA,
-Django's runtests.py --verbosity 2, sympy's bin/test). Where swebench is installed,
-results are checked against its parsers and report functions called directly.
+Django's runtests.py --verbosity 2, sympy's bin/test). The comparison with swebench 5.x's own
+functions is tests/grading/test_official_5x.py.
 """
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import pytest
 
 from swe_rl.grading import (
     ApplyStatus,
+    BuiltinGrader,
     BuiltinPytestGrader,
     GradeStatus,
-    SwebenchGrader,
     default_grader,
     grade,
-    parse_pytest_log,
 )
 from swe_rl.tasks import TaskInstance
 
@@ -43,25 +41,6 @@ def run(inst, test_log="", grader=None, **kw):
     args = {"patch": PATCH, "apply_status": ApplyStatus.APPLIED, "test_log": test_log, "returncode": 1}
     args.update(kw)
     return grade(inst, grader=grader, **args)
-
-
-@pytest.fixture
-def official() -> SwebenchGrader:
-    pytest.importorskip("swebench")
-    return SwebenchGrader()
-
-
-def official_parser(repo: str):
-    from swebench.harness.log_parsers import MAP_REPO_TO_PARSER
-    from swebench.harness.log_parsers.python import parse_log_pytest
-
-    return MAP_REPO_TO_PARSER.get(repo, parse_log_pytest)
-
-
-def official_section(text: str) -> str:
-    from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT
-
-    return text.split(START_TEST_OUTPUT)[1].split(END_TEST_OUTPUT)[0] if text else text
 
 
 TOOLZ_F2P = ["toolz/tests/test_itertoolz.py::test_partition_all"]
@@ -132,76 +111,23 @@ def test_log_without_markers_is_parsed_whole():
     assert r.tests_status == {"t.py::a": "PASSED", "t.py::b": "FAILED"} and not r.resolved
 
 
-def test_builtin_refuses_repos_that_need_the_official_parser():
-    r = run(instance(repo="django/django", f2p=["x"]), log("django"), grader=BuiltinPytestGrader())
-    assert r.status is GradeStatus.ENV_ERROR and "swe-rl[eval]" in r.message
+def test_every_python_repo_grades_without_the_swebench_package():
+    r = run(instance(repo="django/django", f2p=["test_add_binaryfield (migrations.test_operations.OperationTests)"]),
+            log("django"), grader=BuiltinPytestGrader())  # fmt: skip
+    assert r.status is GradeStatus.RESOLVED and r.method == "builtin-log-parser:parse_log_django"
+    assert isinstance(default_grader(), BuiltinGrader)
 
 
-# ---------------------------------------------------------------------------- agreement
-
-
-@pytest.mark.parametrize("name", ["pytest_rA", "pytest_collection_error", "r2e_run_tests", "empty"])
-def test_builtin_parser_matches_the_official_pytest_parser(name, official):
-    text = log(name)
-    assert parse_pytest_log(text) == official_parser("pytest-dev/pytest")(text, None)
-    assert parse_pytest_log(official_section(text)) == official.parse(official_section(text), instance())[1]
-
-
-@pytest.mark.parametrize(
-    ("name", "repo", "f2p", "p2p", "resolved"),
-    [
-        ("pytest_rA", "pytest-dev/pytest", TOOLZ_F2P, TOOLZ_P2P, False),
-        ("pytest_rA", "pallets/flask", ["toolz/tests/test_itertoolz.py::test_groupby"], TOOLZ_P2P, True),
-        ("pytest_collection_error", "pytest-dev/pytest", ["tests/test_inflection.py::test_x"], [], False),
-        (
-            "django", "django/django",
-            ["test_add_binaryfield (migrations.test_operations.OperationTests)",
-             "RenameModel operations shouldn't trigger the caching of rendered apps"],
-            ["test_references_model_mixin (migrations.test_operations.TestCreateModel)"],
-            True,
-        ),
-        (
-            "django", "django/django",
-            ["test_alter_field_pk_fk (migrations.test_operations.OperationTests)"],
-            ["test_create_model_with_constraint (migrations.test_operations.OperationTests)"],
-            False,
-        ),
-        ("sympy", "sympy/sympy", ["test__aresame", "test_mod_inverse"], ["test_structure"], True),
-        ("sympy", "sympy/sympy", ["test_equality"], ["test_Integer_new", "test_atoms"], False),
-        ("empty", "sympy/sympy", ["test_equality"], [], False),
-    ],
-)  # fmt: skip
-def test_grades_agree_with_the_official_parsers_and_report(name, repo, f2p, p2p, resolved, official):
-    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
-
-    inst = instance(repo=repo, f2p=f2p, p2p=p2p, data_source="SWE-bench/SWE-bench_Verified")
-    text = log(name)
-    r = run(inst, text)
-    expected_map = official_parser(repo)(official_section(text), official._spec(inst))
-    assert r.tests_status == expected_map
-    assert r.method == f"swebench-log-parser:{official_parser(repo).__name__}"
-    rep = get_eval_tests_report(expected_map, {"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
-    assert r.fail_to_pass.model_dump() == rep["FAIL_TO_PASS"]
-    assert r.pass_to_pass.model_dump() == rep["PASS_TO_PASS"]
-    assert r.resolved is (get_resolution_status(rep) == "RESOLVED_FULL") is resolved
-
-
-def test_builtin_and_official_reports_agree_on_every_status_combination(official):
-    builtin = BuiltinPytestGrader()
-    statuses = ["PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL", None]
-    for a, b in itertools.product(statuses, repeat=2):
-        status_map = {k: v for k, v in (("t::a", a), ("t::b", b)) if v is not None}
-        for f2p, p2p in [(["t::a"], ["t::b"]), (["t::a", "t::b"], []), ([], ["t::a"])]:
-            inst = instance(f2p=f2p, p2p=p2p)
-            assert builtin.report(status_map, inst) == official.report(status_map, inst), (
-                status_map,
-                f2p,
-                p2p,
-            )
-
-
-def test_default_grader_is_official_when_installed(official):
-    assert isinstance(default_grader(), SwebenchGrader)
+def test_rows_name_their_parser_and_other_languages_never_fall_back_to_pytest():
+    text = "PASSED t.py::a\n"
+    named = instance(f2p=["t.py::a"], log_parser="parse_log_pytest_v2")
+    assert run(named, text).method == "builtin-log-parser:parse_log_pytest_v2"
+    go = instance(repo="caddyserver/caddy", f2p=["TestX"], extra={"language": "go"})
+    r = run(go, text)
+    assert r.status is GradeStatus.ENV_ERROR and "names no log_parser" in r.message and "go" in r.message
+    unknown = instance(f2p=["t.py::a"], log_parser="parse_log_nope")
+    r = run(unknown, text)
+    assert r.status is GradeStatus.ENV_ERROR and "parse_log_nope" in r.message
 
 
 # ---------------------------------------------------------------------------- other methods
@@ -233,3 +159,43 @@ def test_r2e_expected_statuses(grader):
     fewer = instance(repo="pandas", expected_statuses={"test_module_level": "PASSED"})
     r = run(fewer, log("r2e_run_tests"), grader=grader)
     assert not r.resolved and "unexpected" in r.message
+
+
+# ---------------------------------------------------------------------------- 5.x rules
+
+
+def section(*lines: str, exit_code: int | None = None) -> str:
+    text = "\n".join([">>>>> Start Test Output", *lines, ">>>>> End Test Output"])
+    return text + (f"\n>>>>> Test Exit Code: {exit_code}" if exit_code is not None else "") + "\n"
+
+
+@pytest.mark.parametrize(
+    ("inst", "text", "resolved", "rule"),
+    [
+        # exploit: a patch that makes the failing test skip itself no longer resolves
+        (instance(f2p=["t::a"], p2p=["t::b"]), section("SKIPPED t::a", "PASSED t::b"), False, "skipped-fail-to-pass"),
+        # a skipped PASS_TO_PASS test is kept (4.1.0 agreed: it was in neither list)
+        (instance(f2p=["t::a"], p2p=["t::b"]), section("PASSED t::a", "SKIPPED t::b"), True, ""),
+        # exploit: a conftest hook printing PASSED lines while the run fails
+        (instance(f2p=["t::a"]), section("PASSED t::a", exit_code=1), False, "exit-code"),
+        (instance(f2p=["t::a"]), section("PASSED t::a", exit_code=0), True, ""),
+        (instance(f2p=["t::a"], p2p=["t::b"]), section("PASSED t::a", "FAILED t::b", exit_code=1), False, ""),
+        # exploit: a fail-only repo whose suite never started (any patch resolved under 4.1.0)
+        (instance(repo="chartjs/Chart.js", f2p=["renders"]), section("Executed 0 of 0"), False, "suite-not-run"),
+        (instance(repo="chartjs/Chart.js", f2p=["renders"]), section("Executed 3 of 3 SUCCESS"), True, ""),
+        # an expected id cut inside its parameters (Verified has 676) matches the log's full id
+        (instance(f2p=["t::c[a"]), section("PASSED t::c[a b]"), True, ""),  # pytest's parser cuts at the space
+        (instance(f2p=["t::c[a b"]), section("PASSED t::c[a b]"), False, ""),
+        (instance(f2p=["t::c[a"]), section("PASSED t::c[a-1]", "PASSED t::c[a-2]"), True, "prefix-match"),
+        (instance(f2p=["t::c[a"]), section("PASSED t::c[a-1]", "FAILED t::c[a-2]"), False, ""),
+        # the harness's own failure markers and a cut-off section: nothing is graded
+        (instance(f2p=["t::a"]), section("PASSED t::a", ">>>>> Tests Timed Out"), False, ""),
+        (instance(f2p=["t::a"]), ">>>>> Start Test Output\nPASSED t::a\n", False, ""),
+    ],
+)  # fmt: skip
+def test_5x_rules_and_the_rule_that_decided(inst, text, resolved, rule):
+    r = run(inst, text)
+    assert r.resolved is resolved and r.rule == rule, (r.message, r.rule)
+    distrusted = rule == "exit-code" or "Timed Out" in text or "End Test Output" not in text
+    if distrusted:  # a log 5.x does not trust: every expected test failed, and the message says why
+        assert ")" in r.message and r.fail_to_pass.failure == inst.fail_to_pass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,7 @@ def test_swe_rebench_v2_real_row():
     assert inst.image == "docker.io/swerebenchv2/unidata-netcdf-c:1925-ad6bff3"
     assert inst.workdir == "/netcdf-c"  # the image's WORKDIR is /<repo name>
     assert inst.fail_to_pass == row["FAIL_TO_PASS"] and len(inst.pass_to_pass) == len(row["PASS_TO_PASS"])
-    assert inst.extra["language"] == "c" and inst.extra["log_parser"] == "parse_log_jq"
+    assert inst.extra["language"] == "c" and inst.log_parser == "parse_log_jq"
     assert inst.extra["test_cmds"] == ["make check"]
     assert inst.data_source == "SWE-rebench-V2" and inst.patch == row["patch"]
     script = eval_script_for(inst)
@@ -87,7 +88,7 @@ def test_swe_smith_real_row_keeps_the_bug_patch_and_reverses_it_into_the_gold():
     assert inst.image == "swebench/swesmith.x86_64.pandas-dev__pandas.95280573"
     assert inst.extra["image_scheme"] == "per-repo" and inst.extra["setup_patch"] == row["patch"]
     assert inst.patch == reverse_patch(row["patch"]) and reverse_patch(inst.patch) == row["patch"]
-    assert inst.extra["log_parser"] == "pytest" and inst.workdir == "/testbed"
+    assert inst.log_parser == "pytest" and inst.workdir == "/testbed"
     assert "git checkout HEAD -- pandas/tests/indexing/test_datetime.py" in (inst.eval_script or "")
     assert (
         "pytest --disable-warnings --color=no --tb=no --verbose pandas/tests/indexing/test_datetime.py"
@@ -131,7 +132,7 @@ def test_multi_swe_bench_row_maps_its_test_maps_image_and_parser():
     assert inst.pass_to_pass == ["TestPRView_open"]
     assert inst.image == "mswebench/cli_m_cli:pr-10043" and inst.workdir == "/home/cli"
     assert inst.problem_statement.startswith("gh pr view crashes on draft PRs")
-    assert inst.extra["log_parser"] == "multi-swe-bench:cli/cli"
+    assert inst.log_parser == "multi-swe-bench:cli/cli"
     assert "bash /home/run.sh" in (inst.eval_script or "")
     with pytest.raises(RowInvalid, match="all empty") as exc:
         convert_row(bad)
@@ -142,11 +143,11 @@ def test_swe_bench_live_python_and_multilang_rows():
     py, multi, bad = rows("swe_bench_live")
     inst = convert_row(py)
     assert inst.image == "starryzhang/sweb.eval.x86_64.amoffat_1776_sh-744"
-    assert inst.extra["log_parser"] == "pytest" and inst.workdir == "/testbed"
+    assert inst.log_parser == "pytest" and inst.workdir == "/testbed"
     assert "pytest -rA tests/test_sh.py" in (inst.eval_script or "")
     ml = convert_row(multi)
     script = ml.eval_script or ""
-    assert ml.extra["log_parser"] == "cargo" and ml.extra["language"] == "rust"
+    assert ml.log_parser == "cargo" and ml.extra["language"] == "rust"
     assert (
         script.index("cargo build")
         < script.index(">>>>> Start Test Output")
@@ -157,14 +158,31 @@ def test_swe_bench_live_python_and_multilang_rows():
 
 
 def test_swe_bench_multilingual_rows_use_swebench_specs():
+    pytest.importorskip("swebench")
+    try:
+        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # noqa: F401
+    except ImportError:
+        pytest.skip("older rows of the set need swebench 4.x's specs (5.x rows: the next test)")
     good, unknown = rows("swe_bench_multilingual")
     inst = convert_row(good, "swe-bench-multilingual")
     assert inst.image == "swebench/sweb.eval.x86_64.caddyserver_1776_caddy-6411:latest"
-    assert inst.extra["language"] == "go" and inst.extra["log_parser"] == "parse_log_gotest"
+    assert inst.extra["language"] == "go" and inst.log_parser == "parse_log_gotest"
     assert inst.fail_to_pass == ["TestSplitNetworkAddress"] and inst.data_source == "SWE-bench-Multilingual"
     assert "go test" in eval_script_for(inst)
     with pytest.raises(RowInvalid, match="unknown to swebench"):
         convert_row(unknown, "swe-bench-multilingual")
+
+
+def test_swe_bench_multilingual_rows_of_5x_schema_need_no_swebench(monkeypatch):
+    monkeypatch.setitem(sys.modules, "swebench.harness.constants", None)
+    good, _ = rows("swe_bench_multilingual")
+    script = "#!/bin/bash\nset -uxo pipefail\ncd /testbed\n: '>>>>> Start Test Output'\ngo test ./...\n: '>>>>> End Test Output'\n"
+    row = {**good, "eval_script": script, "log_parser": "parse_log_gotest", "eval_type": "pass_and_fail"}
+    inst = convert_row(row, "swe-bench-multilingual")
+    assert inst.log_parser == "parse_log_gotest" and inst.eval_type == "pass_and_fail"
+    assert eval_script_for(inst) == script and inst.fail_to_pass == ["TestSplitNetworkAddress"]
+    with pytest.raises(RowInvalid, match="swe-convert-rows"):
+        convert_row(good, "swe-bench-multilingual")
 
 
 def test_rows_of_no_known_set_fall_back_to_the_generic_reader():

@@ -12,6 +12,7 @@ from swe_rl.tasks import (
     EvalSpecUnavailable,
     eval_script_for,
     instance_from_row,
+    official_script,
 )
 
 
@@ -26,8 +27,26 @@ def offline(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
 
 
-def test_swebench_generates_the_eval_script_offline(offline):
+def needs_swebench_4() -> None:
+    """Older rows' scripts come from swebench 4.x's specs (5.x has none): skip, saying so, without them."""
     pytest.importorskip("swebench")
+    try:
+        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # noqa: F401
+    except ImportError:
+        pytest.skip("swebench 5.x has no repo/version specs; these scripts need swebench 4.1.0")
+
+
+def needs_swebench_5():
+    pytest.importorskip("swebench")
+    try:
+        from swebench.harness.utils import make_test_spec
+    except ImportError:
+        pytest.skip("swebench 4.x installed: this compares with 5.x (pip install swebench==5.0.2)")
+    return make_test_spec
+
+
+def test_swebench_generates_the_eval_script_offline(offline):
+    needs_swebench_4()
     from swebench.harness.test_spec.test_spec import make_test_spec
 
     inst = instance_from_row(swebench_row())
@@ -40,7 +59,7 @@ def test_swebench_generates_the_eval_script_offline(offline):
 
 
 def test_eval_script_for_a_repo_whose_full_spec_would_download(offline):
-    pytest.importorskip("swebench")
+    needs_swebench_4()
     row = swebench_row(
         instance_id="django__django-11099", repo="django/django", version="3.0",
         test_patch=TEST_PATCH.replace("tests/test_requests.py", "tests/auth_tests/test_validators.py"),
@@ -50,7 +69,7 @@ def test_eval_script_for_a_repo_whose_full_spec_would_download(offline):
 
 
 def test_eval_spec_unavailable_is_clear(monkeypatch):
-    pytest.importorskip("swebench")
+    needs_swebench_4()
     with pytest.raises(EvalSpecUnavailable, match="unknown to swebench"):
         eval_script_for(instance_from_row(swebench_row(repo="getmoto/moto")))
     with pytest.raises(EvalSpecUnavailable, match="no specs for psf/requests version '9.9'"):
@@ -61,7 +80,7 @@ def test_eval_spec_unavailable_is_clear(monkeypatch):
 
 def test_without_swebench_only_rows_with_scripts_work(monkeypatch):
     monkeypatch.setitem(sys.modules, "swebench.harness.constants", None)
-    with pytest.raises(EvalSpecUnavailable, match="pip install"):
+    with pytest.raises(EvalSpecUnavailable, match="swe-convert-rows"):
         eval_script_for(instance_from_row(swebench_row()))
     assert eval_script_for(instance_from_row(fixture_row())).startswith("#!/bin/bash")
 
@@ -70,3 +89,14 @@ def test_r2e_eval_script_runs_the_image_tests():
     script = eval_script_for(instance_from_row(r2e_row()))
     assert "ln -s /r2e_tests /testbed/r2e_tests" in script
     assert "bash /testbed/run_tests.sh" in script and ">>>>> Start Test Output" in script
+
+
+def test_official_script_records_the_exit_status_as_swebench_5_does():
+    make_test_spec = needs_swebench_5()
+    marked = "#!/bin/bash\nset -uxo pipefail\ncd /testbed\n: '>>>>> Start Test Output'\npytest -rA\n: '>>>>> End Test Output'\ngit checkout x\n"
+    for row in (fixture_row(), fixture_row(eval_script=marked)):
+        spec = make_test_spec(
+            {**row, "image": "img", "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
+        )
+        assert official_script(row["eval_script"]) == spec.eval_script
+    assert "SWEBENCH_TEST_EXIT_CODE=$?\n: '>>>>> End" in official_script(marked)

@@ -1,0 +1,99 @@
+"""Go, JavaScript and Rust fixtures graded end to end on real containers through the fleet (`FleetGrader`):
+gold resolves (officially and under integrity, nothing dropped), the empty patch is no_patch with the
+tests really failing, a patch that breaks the build runs no test and never resolves, and no exploit of
+tests/adversarial_multilang.py earns a reward under the integrity verdict."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from adversarial_multilang import exploits_for, play
+from agent_fixtures import leftover_containers
+from conftest import ROOT
+
+from swe_rl.grading import GradeStatus
+from swe_rl.grading.fleet import FleetGrader
+from swe_rl.tasks import TaskInstance, load_instances
+
+MULTILANG_JSONL = ROOT / "data" / "fixtures" / "instances_multilang.jsonl"
+IDS = ["swe-rl__go-version-9001", "swe-rl__js-slugify-9001", "swe-rl__rust-stats-9001"]
+BREAK_BUILD = {
+    "swe-rl__go-version-9001": "echo 'func broken( {' >> version.go",
+    "swe-rl__js-slugify-9001": "echo 'module.exports = (;' >> src/slugify.js",
+    "swe-rl__rust-stats-9001": "echo 'pub fn broken( {' >> src/lib.rs",
+}
+
+
+@pytest.fixture(scope="session")
+def multilang_instances(docker_client, base_image) -> dict[str, TaskInstance]:
+    loaded = load_instances(MULTILANG_JSONL)
+    assert loaded.ok, loaded.errors
+    missing = []
+    for inst in loaded.instances:
+        try:
+            docker_client.images.get(inst.image)
+        except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
+            missing.append(inst.instance_id)
+    if missing:
+        subprocess.run(["bash", str(ROOT / "data/build_multilang_images.sh"), *missing], check=True)
+    return {inst.instance_id: inst for inst in loaded.instances}
+
+
+@pytest.mark.parametrize("instance_id", IDS)
+async def test_gold_resolves_empty_and_broken_do_not(
+    instance_id, client, pool, multilang_instances, docker_client
+):
+    instance = multilang_instances[instance_id]
+    grader = FleetGrader(client)
+    gold = await grader.grade(instance, instance.patch)
+    assert gold.status is GradeStatus.RESOLVED, gold.message
+    assert gold.official is not None and gold.official.resolved and gold.official.source == "same_run"
+    assert gold.tamper is not None and not gold.tamper.records
+    assert gold.method.endswith(getattr(instance, "log_parser", None) or instance.extra["log_parser"])
+
+    empty = await grader.grade(instance, "")
+    assert empty.status is GradeStatus.NO_PATCH
+
+    (broken,) = (await play(client, instance, [_shell("break_build", BREAK_BUILD[instance_id])])).values()
+    result = await grader.grade(instance, broken)
+    assert result.status is GradeStatus.UNRESOLVED, result.message
+    assert not result.official.resolved
+    assert not any(result.tests_status.get(t) == "PASSED" for t in instance.fail_to_pass)
+    assert not leftover_containers(docker_client, pool)
+
+
+def _shell(name: str, script: str):
+    from adversarial_patches import Exploit
+
+    return Exploit(name, name, script + "\n")
+
+
+@pytest.mark.parametrize("instance_id", IDS)
+async def test_no_language_exploit_earns_a_reward(
+    instance_id, client, pool, multilang_instances, docker_client
+):
+    instance = multilang_instances[instance_id]
+    exploits = exploits_for(instance)
+    patches = await play(client, instance, exploits)
+    grader = FleetGrader(client)
+    earned, table = [], {}
+    for exploit in exploits:
+        result = await grader.grade(instance, patches[exploit.name])
+        assert result.official is not None and result.tamper is not None, exploit.name
+        table[exploit.name] = (
+            result.official.status,
+            result.status.value,
+            sorted({r.rule for r in result.tamper.records}),
+        )
+        if result.resolved or result.status is GradeStatus.ENV_ERROR:
+            earned.append((exploit.name, result.status.value, result.message))
+        if (
+            result.official.resolved
+            and not result.tamper.records
+            and result.status is not GradeStatus.PATCH_APPLY_FAILED
+        ):
+            earned.append((exploit.name, "paid officially, nothing recorded", result.official.message))
+    print(instance_id, table)
+    assert not earned, earned
+    assert not leftover_containers(docker_client, pool)
