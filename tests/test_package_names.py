@@ -85,3 +85,12 @@ def test_the_import_check_resolves_relative_imports():
     assert "swe_rl.testing.fake_openai" in found and "swe_rl.fleet.fakes.docker_client" in found
     assert is_double("swe_rl.testing") and is_double("swe_rl.fleet.fakes.simulated_fleet")
     assert not is_double("swe_rl.testing_tools") and not is_double("swe_rl.tasks")
+
+
+def test_no_two_test_modules_share_a_file_name():
+    """Test folders have no __init__.py: pytest imports each test module by its file name alone, so two
+    `test_x.py` in different folders stop the whole collection ("import file mismatch")."""
+    names: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
