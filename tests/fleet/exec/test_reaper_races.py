@@ -59,8 +59,11 @@ def warm_ready(mgr: ContainerManager, count: int = 1) -> None:
 
 
 def during_reaper_listing(monkeypatch, action: Callable[[], None]) -> None:
-    """Run `action` once, right after the reaper's Docker listing returned (before it takes the lock)."""
-    real_list = docker.models.containers.ContainerCollection.list
+    """Run `action` once, right after the reaper's container listing returned (before it takes the lock).
+
+    Hooked at the node backend seam (`DockerBackend.list_containers`, what the reaper lists through),
+    not inside docker-py: the image store lists containers too, through docker-py's own calls."""
+    real_list = DockerBackend.list_containers
     done = threading.Event()
 
     def list_then_act(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -70,7 +73,7 @@ def during_reaper_listing(monkeypatch, action: Callable[[], None]) -> None:
             action()
         return listed
 
-    monkeypatch.setattr(docker.models.containers.ContainerCollection, "list", list_then_act)
+    monkeypatch.setattr(DockerBackend, "list_containers", list_then_act)
 
 
 def test_a_create_recorded_while_the_reaper_lists_is_not_forgotten(
