@@ -278,6 +278,7 @@ async def _play(
             policy,
             harness,
             env_factory=fleet.env_factory,
+            client=fleet.client,  # a resumed fork leases its container restored from the snapshot
             config=agent_config,
             on_step=judge,
             **fork,
