@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import configparser
 import importlib
+import re
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -66,10 +67,7 @@ def _other_tools_section(path: tuple[str, ...]) -> bool:
     head = [normalise_name(p) for p in path[:2]]
     name = head[1] if len(head) > 1 and head[0] == "tool" else head[0] if head else ""
     name = name.removeprefix("tool:")
-    for sep in (".", " ", "-"):
-        if name not in _OTHER_TOOLS:
-            name = name.split(sep, 1)[0]
-    return name in _OTHER_TOOLS
+    return name in _OTHER_TOOLS or re.split(r"[. -]", name, maxsplit=1)[0] in _OTHER_TOOLS
 
 
 def _flatten(value: Any, path: tuple[str, ...], out: dict[str, str], inside: bool) -> None:

@@ -37,10 +37,10 @@ from swe_rl.fleet.exec.backend import (
     PathStat,
 )
 from swe_rl.fleet.exec.executor import CommandOutcome
+from swe_rl.fleet.exec.images import BackendImages
 
 if TYPE_CHECKING:
     from swe_rl.fleet.exec.config import ExecConfig
-    from swe_rl.fleet.exec.images import BackendImages
 
 log = logging.getLogger("swe_exec_server")
 _warned = threading.Event()
@@ -223,8 +223,6 @@ class MemoryBackend:
             self.images.discard(image)
 
     def image_engine(self) -> BackendImages:
-        from swe_rl.fleet.exec.images import BackendImages
-
         return BackendImages(self)
 
     def list_images(self) -> list[ImageInfo]:
