@@ -30,6 +30,7 @@ pytest_plugins = [
     "registry_fixtures",
     "slime_stub",
     "upstream_slime",
+    "swebench_versions",
 ]
 BASE_IMAGE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 # Per-session prefix: the end-of-session sweep never touches another pytest run's containers. It names

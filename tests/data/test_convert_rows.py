@@ -6,8 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import pytest
-
 from swe_rl.data.convert_rows import convert_row, main
 from swe_rl.grading import ApplyStatus, GradeStatus, grade
 from swe_rl.tasks import eval_script_for, instance_from_row
@@ -16,17 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
 from task_rows import fixture_row, swebench_row
 
 
-def has_swebench_4_specs() -> bool:
-    try:
-        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def test_an_older_swebench_row_gets_script_parser_type_and_image():
-    if not has_swebench_4_specs():
-        pytest.skip("building an older row's script needs swebench 4.1.0 (5.x has no specs)")
+def test_an_older_swebench_row_gets_script_parser_type_and_image(swebench_4):
     row = swebench_row()
     out = convert_row(row)
     assert out["eval_script"] == eval_script_for(instance_from_row(row))

@@ -59,10 +59,7 @@ def test_plans_differ_per_run_and_hide_the_nonce():
 
 
 def _swebench_row(repo: str, test_file: str, **extra) -> TaskInstance:
-    try:  # the scripts of older rows come from swebench 4.x's specs (5.x has none)
-        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
-    except ImportError:
-        pytest.skip("needs swebench 4.1.0's repo/version specs to build SWE-bench scripts")
+    from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # 4.x's specs (the swebench_4 fixture)
 
     version = list(MAP_REPO_VERSION_TO_SPECS[repo])[-1]
     test_patch = (
@@ -86,8 +83,7 @@ def _swebench_row(repo: str, test_file: str, **extra) -> TaskInstance:
         ("sphinx-doc/sphinx", "tests/test_build.py", False),
     ],
 )
-def test_swebench_scripts_get_canaries_when_the_runner_is_pytest(repo, test_file, planted):
-    pytest.importorskip("swebench")
+def test_swebench_scripts_get_canaries_when_the_runner_is_pytest(repo, test_file, planted, swebench_4):
     instance = _swebench_row(repo, test_file)
     script = eval_script_for(instance)
     plan = plan_canaries(instance, script, random.Random(3))

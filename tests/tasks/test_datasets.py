@@ -157,12 +157,7 @@ def test_swe_bench_live_python_and_multilang_rows():
         convert_row(bad)
 
 
-def test_swe_bench_multilingual_rows_use_swebench_specs():
-    pytest.importorskip("swebench")
-    try:
-        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # noqa: F401
-    except ImportError:
-        pytest.skip("older rows of the set need swebench 4.x's specs (5.x rows: the next test)")
+def test_swe_bench_multilingual_rows_use_swebench_specs(swebench_4):  # older rows: 4.x's specs
     good, unknown = rows("swe_bench_multilingual")
     inst = convert_row(good, "swe-bench-multilingual")
     assert inst.image == "swebench/sweb.eval.x86_64.caddyserver_1776_caddy-6411:latest"

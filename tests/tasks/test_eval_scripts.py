@@ -27,15 +27,6 @@ def offline(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", refuse)
 
 
-def needs_swebench_4() -> None:
-    """Older rows' scripts come from swebench 4.x's specs (5.x has none): skip, saying so, without them."""
-    pytest.importorskip("swebench")
-    try:
-        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS  # noqa: F401
-    except ImportError:
-        pytest.skip("swebench 5.x has no repo/version specs; these scripts need swebench 4.1.0")
-
-
 def needs_swebench_5():
     pytest.importorskip("swebench")
     try:
@@ -45,8 +36,7 @@ def needs_swebench_5():
     return make_test_spec
 
 
-def test_swebench_generates_the_eval_script_offline(offline):
-    needs_swebench_4()
+def test_swebench_generates_the_eval_script_offline(offline, swebench_4):
     from swebench.harness.test_spec.test_spec import make_test_spec
 
     inst = instance_from_row(swebench_row())
@@ -58,8 +48,7 @@ def test_swebench_generates_the_eval_script_offline(offline):
     assert script == make_test_spec(swebench_row()).eval_script
 
 
-def test_eval_script_for_a_repo_whose_full_spec_would_download(offline):
-    needs_swebench_4()
+def test_eval_script_for_a_repo_whose_full_spec_would_download(offline, swebench_4):
     row = swebench_row(
         instance_id="django__django-11099", repo="django/django", version="3.0",
         test_patch=TEST_PATCH.replace("tests/test_requests.py", "tests/auth_tests/test_validators.py"),
@@ -68,8 +57,7 @@ def test_eval_script_for_a_repo_whose_full_spec_would_download(offline):
     assert "./tests/runtests.py --verbosity 2" in script and "auth_tests.test_validators" in script
 
 
-def test_eval_spec_unavailable_is_clear(monkeypatch):
-    needs_swebench_4()
+def test_eval_spec_unavailable_is_clear(monkeypatch, swebench_4):
     with pytest.raises(EvalSpecUnavailable, match="unknown to swebench"):
         eval_script_for(instance_from_row(swebench_row(repo="getmoto/moto")))
     with pytest.raises(EvalSpecUnavailable, match="no specs for psf/requests version '9.9'"):
