@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from swe_rl.fleet import protocol, responses
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
-from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
+from swe_rl.fleet.protocol import BOOT_HEADER, CALL_ID_HEADER, EVAL_APPLY_ALLOWANCE, RESENT_HEADER
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots
@@ -286,6 +286,8 @@ class EnvClient(ClientSnapshots):
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
         )
         self._background: set[asyncio.Task[Any]] = set()
+        self._pool_boot: str | None = None
+        """The pool instance (process) that answered last: a call cut short is sent again only to it."""
         self._watched: dict[str, Lease] = {}  # leases heartbeated in the background, by lease id
         self._beat_interval = self.config.heartbeat_interval
         self._beat_task: asyncio.Task[None] | None = None
@@ -420,6 +422,10 @@ class EnvClient(ClientSnapshots):
         loop = asyncio.get_running_loop()
         refused_until = loop.time() + cfg.restart_grace
         failures = 0  # attempts that count against `retries` (not refused connections)
+        # A call that changes the container is named, so that one cut after it left can be sent again:
+        # the pool that saw it answers with its first answer, and runs it only if it never arrived.
+        headers = {CALL_ID_HEADER: secrets.token_urlsafe(16)} if retry is Retry.UNSENT else {}
+        sent_to = self._pool_boot  # the pool instance this call first goes to, as far as we know
 
         async def attempt() -> dict[str, Any]:
             nonlocal failures
@@ -427,7 +433,7 @@ class EnvClient(ClientSnapshots):
                 if body is None:
                     resp = await self._http.get(f"/{op}", timeout=http_timeout)
                 else:
-                    resp = await self._http.post(f"/{op}", json=body, timeout=http_timeout)
+                    resp = await self._http.post(f"/{op}", json=body, timeout=http_timeout, headers=headers)
             except httpx.HTTPError as exc:
                 error: FleetError = FleetUnavailable(
                     f"{op}: pool {cfg.pool_url} unreachable or too slow: {type(exc).__name__}: {exc}"
@@ -438,10 +444,13 @@ class EnvClient(ClientSnapshots):
                     raise TryAgain(error, RESTART_POLL * random.uniform(0.5, 1.0)) from exc
                 failures += 1
                 if retry is Retry.UNSENT and not isinstance(exc, _NEVER_SENT):
-                    raise error from exc  # it may have run: not ours to repeat
+                    if sent_to is None:
+                        raise error from exc  # it may have run, and no pool instance to ask: not ours to repeat
+                    headers[RESENT_HEADER] = sent_to  # the pool runs it only if it never saw it
                 if retry is not Retry.ALLOCATE and failures > cfg.retries:
                     raise error from exc
                 raise TryAgain(error) from exc
+            self._pool_boot = resp.headers.get(BOOT_HEADER, self._pool_boot)
             data = _json_or_text(resp)
             if resp.status_code == 200:
                 return data

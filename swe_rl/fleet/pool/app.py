@@ -13,7 +13,7 @@ import hmac
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import uvicorn
@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.pool import __version__
+from swe_rl.fleet.pool.call_replay import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER, Answer
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.metrics import metrics_text, status_of
 from swe_rl.fleet.pool.pool import Pool
@@ -38,6 +39,19 @@ log = logging.getLogger("swe_pool_server")
 def error_response(exc: ApiError) -> JSONResponse:
     """The JSON error answer of an ApiError (`protocol.error_body`), with its headers (Retry-After)."""
     return JSONResponse(exc.body(), exc.status, headers=exc.headers)
+
+
+def outcome_of(exc: ApiError) -> str:
+    """The metrics label of an error answer."""
+    if exc.status == 401:
+        return "unauthorized"
+    if exc.extra.get("lease_lost"):
+        return "lease_lost"
+    if exc.extra.get("node_down"):
+        return "node_down"
+    if exc.status == 504:
+        return "timeout"
+    return "client_error" if exc.status < 500 else "error"
 
 
 def create_app(pool: Pool) -> Starlette:
@@ -63,8 +77,20 @@ def create_app(pool: Pool) -> Starlette:
         except InvalidRequest as exc:
             raise ApiError(exc.status, exc.message) from None
 
+    async def answer(run: Callable[[], Awaitable[Any]]) -> Answer:
+        """A handler's result or ApiError as the HTTP answer, with its outcome label."""
+        try:
+            result = await run()
+        except ApiError as exc:
+            return error_response(exc), outcome_of(exc)
+        if isinstance(result, Response):
+            return result, "ok"
+        status, data = result if isinstance(result, tuple) else (200, result)
+        outcome = "ok" if status < 400 else "client_error" if status < 500 else "error"
+        return JSONResponse(data, status), outcome
+
     def endpoint(op: str, handler: Any, *, auth: bool = True, json_body: bool = True) -> Any:
-        """Wrap a handler with auth, JSON parsing, error mapping and metrics."""
+        """Wrap a handler with auth, JSON parsing, call replay (`call_replay.py`), error mapping and metrics."""
 
         async def view(request: Request) -> Response:
             t0 = time.monotonic()
@@ -75,42 +101,37 @@ def create_app(pool: Pool) -> Starlette:
                     supplied = header[7:].encode() if header.startswith("Bearer ") else b""
                     if not hmac.compare_digest(supplied, token):
                         raise ApiError(401, "unauthorized: missing or wrong bearer token")
-                if json_body:
-                    result = await handler({**await body_of(request), **request.path_params})
+                if not json_body:
+                    response, outcome = await answer(handler)
                 else:
-                    result = await handler()
-                if isinstance(result, Response):
-                    return result
-                status, data = result if isinstance(result, tuple) else (200, result)
-                outcome = "ok" if status < 400 else "client_error" if status < 500 else "error"
-                return JSONResponse(data, status)
+                    body = {**await body_of(request), **request.path_params}
+                    call_id = request.headers.get(CALL_ID_HEADER)
+                    if call_id:
+                        key = (op, str(body.get("lease_id", "")))
+                        resent_by = request.headers.get(RESENT_HEADER)
+                        response, outcome = await pool.replays.run(
+                            call_id, key, resent_by, lambda: answer(lambda: handler(body))
+                        )
+                    else:
+                        response, outcome = await answer(lambda: handler(body))
             except ApiError as exc:
-                outcome = (
-                    "unauthorized"
-                    if exc.status == 401
-                    else "lease_lost"
-                    if exc.extra.get("lease_lost")
-                    else "node_down"
-                    if exc.extra.get("node_down")
-                    else "timeout"
-                    if exc.status == 504
-                    else "client_error"
-                    if exc.status < 500
-                    else "error"
-                )
-                return error_response(exc)
+                response, outcome = error_response(exc), outcome_of(exc)
             except ClientDisconnect:  # the caller went away mid-request (cancelled, timed out): not our error
                 log.info("client disconnected during %s", request.url.path)
                 outcome = "client_gone"
-                return Response(status_code=499)  # nobody reads it; the status is the common "client closed"
+                response = Response(
+                    status_code=499
+                )  # nobody reads it; the status is the common "client closed"
             except Exception as exc:  # never a stack trace to the caller
                 log.exception("unhandled error on %s", request.url.path)
                 outcome = "error"
-                return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
+                response = JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
             finally:
                 if json_body:
                     pool.metrics.inc("swe_pool_calls_total", op=op, outcome=outcome)
                     pool.metrics.observe(op, time.monotonic() - t0)
+            response.headers[BOOT_HEADER] = pool.replays.boot
+            return response
 
         return view
 

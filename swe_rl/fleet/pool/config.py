@@ -67,6 +67,10 @@ class PoolConfig:
     with hundreds of calls in flight to one node."""
     max_body_bytes: int = 128 << 20
     """Largest request body accepted; larger ones get a 413 JSON error (`SWE_POOL_MAX_BODY_BYTES`)."""
+    call_replay_seconds: float = 120.0
+    """How long the answer of a named container call is kept for a client that sends it again (call_replay.py)."""
+    call_replay_bytes: int = 64 << 20
+    """Most bytes of kept answers; the oldest are dropped first (a resend of a dropped one gets a 503)."""
     images_interval: float = 60.0
     """Seconds between refreshes of each node's image list, used for image affinity (`SWE_POOL_IMAGES_INTERVAL`)."""
 

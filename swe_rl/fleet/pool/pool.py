@@ -29,6 +29,7 @@ from typing import Any
 from starlette.responses import Response
 
 from swe_rl.fleet.pool import placement
+from swe_rl.fleet.pool.call_replay import CallReplay
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.liveness import LeaseLiveness
 from swe_rl.fleet.pool.metrics import Metrics
@@ -71,6 +72,7 @@ class Pool(LeaseLiveness):
         )
         self.store = LeaseStore(config.db_path)
         self.metrics = Metrics()
+        self.replays = CallReplay(config.call_replay_seconds, config.call_replay_bytes)
         self.table = LeaseTable(self.store, self.nodes.nodes)
         self.leases, self.by_request, self.by_node = (
             self.table.leases,
