@@ -86,6 +86,17 @@ def die_with_parent() -> None:
         _PRCTL(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
 
 
+def killed_with_parent() -> None:
+    """Child-side: get SIGKILL when the process that started us dies (Linux).
+
+    For servers with nothing to clean up when their parent is gone (the simulated fleet: no containers):
+    a pool told to stop gracefully would first try to release every lease on nodes that died with the
+    same parent, which under load kept an orphaned pool busy for minutes.
+    """
+    if _PRCTL is not None:
+        _PRCTL(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swe_rl.fleet.local import POOL_SERVER_ARGS, die_with_parent, free_port, wait_healthy
+from swe_rl.fleet.local import POOL_SERVER_ARGS, free_port, killed_with_parent, wait_healthy
 
 
 def serve_nodes(
@@ -199,7 +199,7 @@ class MemoryFleet:
             stdout=subprocess.PIPE,
             stderr=open(self.log_dir / "exec-nodes.log", "ab"),
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=killed_with_parent,
             text=True,
         )
         assert self.helper.stdout is not None
@@ -235,7 +235,7 @@ class MemoryFleet:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=die_with_parent,
+                preexec_fn=killed_with_parent,
             )
         wait_healthy(self.pool_url, self.pool, poll=0.02)
         return time.monotonic() - t0

@@ -56,3 +56,57 @@ def test_a_pool_that_dies_keeps_the_logs(capsys):
     finally:
         if log_dir is not None:
             shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def test_a_killed_parent_leaves_no_server_behind():
+    """SIGKILL of the process holding the fleet (a test run killed) takes its pool and nodes with it at once:
+    the pool does not first try to release its leases on nodes that died too (its store still holds them)."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import asyncio, time\n"
+        "from swe_rl.fleet.client import EnvClient, EnvClientConfig\n"
+        "from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet\n"
+        "async def hold(fleet):\n"
+        "    client = EnvClient(EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token))\n"
+        "    for i in range(3):\n"
+        "        await client.allocate('swe-rl/any:latest')\n"
+        "with MemoryFleet(nodes=2) as fleet:\n"
+        "    asyncio.run(hold(fleet))\n"
+        "    print(fleet.pool.pid, fleet.helper.pid, fleet.log_dir, flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        pool_pid, helper_pid, log_dir = holder.stdout.readline().split()
+        pids = [int(pool_pid), int(helper_pid)]
+    finally:
+        holder.kill()
+        holder.wait(30)
+    deadline = time.monotonic() + 60  # a bound on waiting for the kernel's signal, not a speed test
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = [p for p in pids if _running(p)]
+    for pid in alive:  # leave nothing behind even when the assertion fails
+        os.kill(pid, signal.SIGKILL)
+    try:
+        assert alive == []
+        with sqlite3.connect(Path(log_dir) / "leases.db") as db:
+            assert db.execute("SELECT COUNT(*) FROM leases").fetchone() == (3,)  # killed, not shut down
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
