@@ -79,13 +79,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+def wait_http(url: str, timeout: float = 180.0, proc: subprocess.Popen | None = None) -> None:
+    """Wait for a server started by a test. A bound, not a speed check: a machine loaded far over its cores
+    (seen: load 300 on 2 cores) takes minutes to start a Python server; a dead one fails at once (`proc`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode} before answering {url}")
         try:
-            if httpx.get(url, timeout=2).status_code < 500:
+            if httpx.get(url, timeout=10).status_code < 500:
                 return
         except httpx.HTTPError:
             pass

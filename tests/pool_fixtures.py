@@ -86,7 +86,7 @@ class PoolProc:
             cwd=ROOT,
         )
         self.started.append(self.proc)
-        wait_http(self.url + "/healthz", timeout=30, proc=self.proc)
+        wait_http(self.url + "/healthz", proc=self.proc)
         return self
 
     def kill(self) -> None:

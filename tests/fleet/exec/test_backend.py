@@ -149,7 +149,7 @@ def test_the_memory_backend_serves_the_http_api_through_the_normal_entry_point(t
         )
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_http(url + "/healthz", timeout=60, proc=proc)
+        wait_http(url + "/healthz", proc=proc)
         health = httpx.get(url + "/healthz", timeout=30).json()
         assert health["ok"] and health["backend"] == "memory"
         node = Node(url, token)
