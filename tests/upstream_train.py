@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from test_segment_equivalence import Restated, Upstream, slime_args
+from upstream_slime import slime_source
 
 from swe_rl.slime.post_process import post_process_rewards
 
@@ -31,7 +32,7 @@ def trainers(request: Any) -> list[tuple[str, Any]]:
     try:
         out.append(("slime", Upstream(request.getfixturevalue("upstream_slime"))))
     except pytest.skip.Exception:
-        pass
+        assert not slime_source(), "slime's source is here but did not load"
     return out
 
 

@@ -78,7 +78,12 @@ def build_rows(tmp_path: Path) -> list[dict[str, Any]]:
 def group_of(row: dict[str, Any], group: int, n: int) -> list[Sample]:
     out = []
     for i in range(n):
-        s = Sample(group_index=group, index=group * 10 + i, prompt=row["text"], metadata=copy.deepcopy(row["metadata"]))
+        s = Sample(
+            group_index=group,
+            index=group * 10 + i,
+            prompt=row["text"],
+            metadata=copy.deepcopy(row["metadata"]),
+        )
         s.session_id = f"g{group}-{i}"
         out.append(s)
     return out
@@ -180,7 +185,9 @@ def test_settings():
 
     assert PivotExecSettings.from_args(SimpleNamespace()) == PivotExecSettings("match", 1)
     assert not PivotExecSettings.from_args(SimpleNamespace()).executes
-    got = PivotExecSettings.from_args(SimpleNamespace(swe_pivot_reward="execute+match", n_samples_per_prompt=8))
+    got = PivotExecSettings.from_args(
+        SimpleNamespace(swe_pivot_reward="execute+match", n_samples_per_prompt=8)
+    )
     assert got == PivotExecSettings("execute+match", 8) and got.executes
     with pytest.raises(ValueError, match="swe_pivot_reward"):
         PivotExecSettings.from_args(SimpleNamespace(swe_pivot_reward="run"))
