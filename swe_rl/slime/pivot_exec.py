@@ -104,13 +104,13 @@ def expert_turns(row: PivotRow) -> list[PolicyTurn]:
     if action.tool == "bash" and row.parser == "bash_block":
         out.append(PolicyTurn(text=f"```bash\n{action.arguments.get('command', '')}\n```"))
     else:
-        call = {"id": "pivot", "type": "function", "function": {"name": action.tool}}
-        call["function"]["arguments"] = json.dumps(action.arguments)
+        function = {"name": action.tool, "arguments": json.dumps(action.arguments)}
+        call: dict[str, Any] = {"id": "pivot", "type": "function", "function": function}
         out.append(PolicyTurn(text="", tool_calls=[call], finish_reason="tool_calls"))
     return out
 
 
-def _recorded_returncodes(row: PivotRow) -> list[int | None]:
+def recorded_returncodes(row: PivotRow) -> list[int | None]:
     """The exit code the expert's observation after each of its turns shows (None when it shows none)."""
     codes: list[int | None] = []
     for i, m in enumerate(row.messages):
@@ -177,7 +177,7 @@ async def _replay(
             raise Unreplayable(
                 f"the expert's replay ended at step {len(trunk.steps)} ({trunk.exit_reason.value})"
             )
-        for step, recorded in zip(trunk.steps, _recorded_returncodes(row)):
+        for step, recorded in zip(trunk.steps, recorded_returncodes(row)):
             if step.format_error:
                 raise Unreplayable(f"expert step {step.index} does not parse: {step.format_error}")
             if recorded is not None and step.returncode != recorded:

@@ -22,7 +22,6 @@ from test_e2e import FIX, SAMPLING, SUBMIT, TOOLZ, turn
 from upstream_train import train_args, train_data_both
 
 from swe_rl.slime.e2e import generate
-from swe_rl.slime.pivot_exec import PivotExecSettings
 from swe_rl.slime.post_process import post_process_rewards
 from swe_rl.slime.reward import reward_func
 from swe_rl.slime.samples import CompatSample as Sample
@@ -180,14 +179,19 @@ async def test_unreplayable_pivots_fall_back_to_matching(
     assert snapshot_files(tmp_path) == []
 
 
-def test_settings():
-    from types import SimpleNamespace
-
-    assert PivotExecSettings.from_args(SimpleNamespace()) == PivotExecSettings("match", 1)
-    assert not PivotExecSettings.from_args(SimpleNamespace()).executes
-    got = PivotExecSettings.from_args(
-        SimpleNamespace(swe_pivot_reward="execute+match", n_samples_per_prompt=8)
-    )
-    assert got == PivotExecSettings("execute+match", 8) and got.executes
-    with pytest.raises(ValueError, match="swe_pivot_reward"):
-        PivotExecSettings.from_args(SimpleNamespace(swe_pivot_reward="run"))
+async def test_a_fleet_failure_removes_the_group_never_scores_it(
+    plugin_env, pool, docker_client, fixture_instances, qwen_tokenizer, tmp_path
+):
+    """The expert's replay cannot get a container (the image is gone): every sample of the group is removed
+    as an infrastructure failure, with the removed reward, and nothing is left behind."""
+    row = build_rows(tmp_path)[1]
+    row["metadata"]["instance"]["image_name"] = "swe-rl/no-such-image:latest"
+    keyed = {f"g0-{i}": [turn("Act.", FIX)] for i in range(2)}
+    with FakeSGLang(qwen_tokenizer, [], keyed=keyed) as sglang:
+        samples = await play_group(plugin_env, sglang, group_of(row, 0, 2), "execute")
+    for s in samples:
+        assert s.remove_sample and s.loss_mask == [0], s.metadata["pivot_result"]
+        assert s.metadata["pivot_result"]["removed_reason"].startswith("env_error: the pivot's replay failed")
+        assert s.reward == {"score": 0.0, "acc": 0.0, "category": "removed", "removed": True}
+    assert not leftover_containers(docker_client, pool)
+    assert snapshot_files(tmp_path) == []
