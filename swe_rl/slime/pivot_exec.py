@@ -38,6 +38,7 @@ from swe_rl.agent.results import AgentResult, ExitReason
 from swe_rl.fleet.client import EnvClient
 from swe_rl.fleet.errors import FleetError, FleetUnavailable
 from swe_rl.harnesses.registry import harness_by_name
+from swe_rl.slime import runtime
 from swe_rl.slime.branching import BranchSettings, trunks
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.records import PivotRow
@@ -254,8 +255,6 @@ async def execute_pivot(
     except RowInvalid as exc:
         record["fallback"] = f"no_instance: {exc}"
         return match_score, record
-    from swe_rl.slime import runtime
-
     client = runtime.state(config).fleet(config).client
     try:
         harness = _harness(row, config)
@@ -305,8 +304,6 @@ async def release(args: Any, sample: Any, config: PluginConfig) -> None:
     key, group = _key(sample, row), trunks()
     settings = BranchSettings(0, PivotExecSettings.from_args(args).group_size)
     if key in group.trunks:
-        from swe_rl.slime import runtime
-
         await group.branch_done(key, settings, runtime.state(config).fleet(config).client)
     else:  # nothing replayed yet: count it all the same
         group.done[key] = group.done.get(key, 0) + 1
