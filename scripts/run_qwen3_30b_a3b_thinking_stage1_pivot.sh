@@ -9,8 +9,8 @@
 # 8 samples per prompt, 64 prompts per rollout, Megatron TP 2 x EP 8.
 # Default layout: 4 nodes (actor nodes 0-1, 4 SGLang engines of TP 4 on nodes 2-3); for the
 # recipe's scale set NUM_NODES=24 ACTOR_NODES=16 ROLLOUT_GPUS=64.
-# The fleet is not used by pivot samples, but the pool is started so the same run can evaluate
-# end-to-end (EVAL_PROMPT_DATA); SWE_POOL_EXEC_URLS is required as for every script.
+# The fleet is used by pivot samples only with swe_pivot_reward: execute (docs/pivot.md); the pool
+# is started so the same run can also evaluate end-to-end (EVAL_PROMPT_DATA); SWE_POOL_EXEC_URLS is required as for every script.
 # Convert the best checkpoint to HF (slime's tools/convert_torch_dist_to_hf.py) for stage 2.
 # DRY_RUN=1 or --dry-run prints the commands, runs nothing. See docs/training.md.
 set -euo pipefail

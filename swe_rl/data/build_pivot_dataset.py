@@ -23,6 +23,10 @@ kept), the tools, and the action (a bash block → tool ``bash`` with ``{"comman
     python data/build_pivot_dataset.py output/eval_runs/gold expert.jsonl --only-resolved \\
         --max-context-tokens 24000 --tokenizer /models/Qwen3-30B-A3B-Thinking-2507 --output-dir ~/data/pivots
 
+``--instances FILE`` (a JSONL of task instances: SWE-bench rows, or slime rows with ``metadata.instance`` as
+``swe-preprocess`` writes them) adds each pivot's instance as ``metadata.instance``: such rows can be
+executed (``swe_pivot_reward: execute``, docs/fork.md); pivots of other instances keep matching.
+
 Writes ``train.jsonl``, ``val.jsonl`` (the last ``--val-size`` pivots, 100 by default, after an
 optional ``--shuffle``) and ``stats.json`` (what was kept and why the rest was not).
 """
@@ -343,8 +347,27 @@ class TokenCounter:
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
 
+def read_instances(path: Path | None) -> dict[str, dict[str, Any]]:
+    """Instance rows by id: a JSONL of instances, or of slime rows holding ``metadata.instance``."""
+    out: dict[str, dict[str, Any]] = {}
+    if path is None:
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        instance = (
+            (row.get("metadata") or {}).get("instance") if isinstance(row.get("metadata"), dict) else None
+        )
+        instance = instance or row
+        if isinstance(instance, dict) and instance.get("instance_id"):
+            out[str(instance["instance_id"])] = instance
+    return out
+
+
 def build(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     skip: Counter = Counter()
+    instances = read_instances(getattr(args, "instances", None))
     stats: Counter = Counter()
     seen: set[str] = set()
     counter = TokenCounter(args.tokenizer, args.chat_template) if args.max_context_tokens else None
@@ -377,12 +400,11 @@ def build(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any
                     skip["context_too_long"] += 1
                     continue
             seen.add(pivot["pivot_id"])
-            rows.append(
-                {
-                    "text": last_user_text(pivot["messages"]),
-                    "metadata": {"pivot": pivot, "data_source": args.data_source_name},
-                }
-            )
+            metadata: dict[str, Any] = {"pivot": pivot, "data_source": args.data_source_name}
+            if pivot["instance_id"] in instances:  # executable: the expert's state can be replayed
+                metadata["instance"] = instances[pivot["instance_id"]]
+                stats["executable"] += 1
+            rows.append({"text": last_user_text(pivot["messages"]), "metadata": metadata})
     stats["pivots"] = len(rows)
     return rows, {**stats, "skipped": dict(skip)}
 
@@ -432,6 +454,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--workdir", default="/testbed", help="the expert's working directory (paths are relative to it)"
+    )
+    p.add_argument(
+        "--instances",
+        type=Path,
+        default=None,
+        help="JSONL of the task instances: pivots of these instances can be executed (metadata.instance)",
     )
     p.add_argument("--source-name", default=None, help="source recorded in each pivot (default: the file)")
     p.add_argument("--data-source-name", default="pivot", help="metadata.data_source of the rows")

@@ -291,8 +291,8 @@ def _nested(model: type[BaseModel], name: str, args: Any, env: Mapping[str, str]
 
 # --------------------------------------------------------------------------- unknown settings
 _GROUP_PREFIXES = ("SWE_PRM_", "SWE_PIVOT_")
-FORK_KEYS = ("swe_retry_infra_failures", "swe_checkpoint_every", "swe_branch_at_step")
-"""Keys of the fork modes, read on args by `swe_rl.slime.fork_mode` / `branching` (docs/fork.md)."""
+FORK_KEYS = ("swe_retry_infra_failures", "swe_checkpoint_every", "swe_branch_at_step", "swe_pivot_reward")
+"""Keys of the fork modes, read on args by `swe_rl.slime.fork_mode` / `branching` / `pivot_exec` (docs/fork.md)."""
 _warned: set[str] = set()
 _checked: set[tuple[Any, ...]] = set()
 

@@ -45,7 +45,7 @@ from swe_rl.policies.sglang_tokens import (
     SGLangTokenPolicy,
 )
 from swe_rl.rewards.pivot import score_turn
-from swe_rl.slime import runtime
+from swe_rl.slime import pivot_exec, runtime
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.records import PIVOT_RESULT_KEY, PivotRecord, PivotRow
 from swe_rl.slime.reward import pivot_reward, pivot_row_config, scored_record
@@ -62,7 +62,14 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     (``[sample]`` in training with ``swe_samples: segment`` or ``turn``, the shape of end-to-end rows)."""
     config = PluginConfig.from_args(args)
     runtime.check_options(args, config, evaluation=evaluation, several=False)
-    out = await _generate(args, sample, sampling_params, evaluation, config)
+    settings = pivot_exec.PivotExecSettings.from_args(args)
+    if evaluation:
+        settings = pivot_exec.PivotExecSettings()  # evaluation scores by matching
+    try:
+        out = await _generate(args, sample, sampling_params, evaluation, config, settings)
+    finally:
+        if settings.executes:  # the group's last sample deletes the pivot's snapshot
+            await pivot_exec.release(args, sample, config)
     if evaluation or not config.multi_sample:
         return out
     if out.rollout_id is None:
@@ -71,7 +78,12 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
 
 
 async def _generate(
-    args: Any, sample: Any, sampling_params: dict[str, Any], evaluation: bool, config: PluginConfig
+    args: Any,
+    sample: Any,
+    sampling_params: dict[str, Any],
+    evaluation: bool,
+    config: PluginConfig,
+    settings: pivot_exec.PivotExecSettings,
 ) -> Any:
     Sample = sample_class_of(sample)
     started = time.monotonic()
@@ -124,6 +136,15 @@ async def _generate(
             return sample
         except Exception as exc:  # noqa: BLE001 - any other policy-server failure removes the sample
             raise Removed(f"policy_server: {type(exc).__name__}: {exc}") from None
+        scored = score_turn(
+            turn.text, expert, pivot_row_config(config, row), harness=row.parser, tools=row.tools
+        )
+        result.update(scored_record(scored))
+        if settings.executes and scored.category.value != "no_action":  # run it in the expert's state
+            score, execution = await pivot_exec.execute_pivot(
+                args, sample, row, turn, config, settings, scored.score
+            )
+            result.update(score=score, execution=execution)
     except Removed as exc:
         result.update(removed=True, removed_reason=str(exc))
         log.warning(
@@ -140,9 +161,7 @@ async def _generate(
 
     assert policy.trajectory is not None
     sampled = policy.trajectory.turns[0]
-    scored = score_turn(turn.text, expert, pivot_row_config(config, row), harness=row.parser, tools=row.tools)
     result.update(
-        scored_record(scored),
         finish_reason=sampled.finish_reason,
         prompt_tokens=len(prompt),
         response_tokens=len(sampled.ids),

@@ -14,6 +14,7 @@ from agent_fixtures import leftover_containers
 from pool_fixtures import PoolProc
 from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, turn
 from upstream_rewards import flatten
+from upstream_train import train_args, train_data_both
 
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.post_process import post_process_rewards
@@ -72,7 +73,7 @@ async def test_node_failure_resumes_from_the_last_checkpoint(
 
 
 async def test_branching_group_continues_one_trunk(
-    plugin_env, pool, docker_client, fixture_instances, qwen_tokenizer, tmp_path
+    plugin_env, pool, docker_client, fixture_instances, qwen_tokenizer, tmp_path, request
 ):
     """3 samples of a group share the trunk's step 0 (the fix), then act differently from the same state:
     one reverts the fix (no patch), two submit (resolved). The trunk's ids are masked in every sample."""
@@ -122,6 +123,14 @@ async def test_branching_group_continues_one_trunk(
     for s, adv in zip(flat, advantages):
         by_status.setdefault(s.metadata["swe"]["status"], set()).add(round(adv, 3))
     assert max(by_status["no_patch"]) < 0 < min(by_status["resolved"])
+    # through slime's train-data conversion (restated; the pinned slime's own when here): the group's
+    # advantages over its 3 continuations, the trunk's ids kept in the tokens with loss mask 0; one sample per
+    # branch, so slime's default post-process (None) gives the same advantages as ours
+    targs = train_args(3)
+    for name, data in train_data_both(request, targs, flat) + train_data_both(request, targs, flat, None):
+        assert [round(float(r), 5) for r in data["rewards"]] == [round(a, 5) for a in advantages], name
+        assert [m.tolist() for m in data["loss_masks"]] == [s.loss_mask for s in flat], name
+        assert [t.tolist() for t in data["tokens"]] == [s.tokens for s in flat], name
     assert len(sglang.requests) == 5  # one trunk turn, not three
     assert not leftover_containers(docker_client, pool)
     assert snapshot_files(tmp_path) == []  # the trunk's snapshot went with the last branch
