@@ -12,7 +12,9 @@ into the patch. So, once the container is ready and before the first action,
 - the ignored files and folders that are present, as anchored exclude patterns, so they stay
   out of the patch even if the agent edits ``.gitignore``.
 
-`DIFF_SCRIPT` then diffs the work tree against that tree. Baseline files left alone are not
+`DIFF_SCRIPT` then diffs the work tree against that tree, with an index and a private git directory
+of its own kept under ``/tmp/.swe-rl/baseline`` from one diff to the next (two git processes, as a
+plain `git add -A && git diff --cached HEAD`). Baseline files left alone are not
 in the patch; files the agent creates, edits or deletes anywhere (inside ``build/`` too)
 are, as ordinary git diffs that `git apply` applies to a fresh container of the same image
 (where the same untracked files are present). Both scripts are POSIX sh plus git (no
