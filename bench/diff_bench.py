@@ -1,8 +1,8 @@
-"""Where a fleet `diff` spends its time, against a plain `git diff` in the same container, in one run.
+"""Where a fleet `diff` spends its time, against the seed's diff and a plain `git diff`, in one run.
 
-One lease on a fixture task image (a real repository at /testbed, untracked install output included),
-the episode-start baseline recorded, one file edited and one created; then, interleaved round after
-round so that load hits every variant alike (p50 in ms over `--rounds`):
+One lease on a fixture task image (a real repository at /testbed), the episode-start baseline recorded,
+one file edited and one created (the same patch for the baseline diff and the seed's); then,
+interleaved round after round so that load hits every variant alike (p50 in ms over `--rounds`):
 
 - `fleet diff`: `lease.diff()`, client -> pool -> exec server -> the baseline diff script;
 - `script via exec`: the same script (`patch_baseline.DIFF_SCRIPT`) run through `lease.exec`, which
@@ -12,9 +12,9 @@ round so that load hits every variant alike (p50 in ms over `--rounds`):
 - `true via exec`: a trivial command, the cost of any call through the fleet.
 
 Then the same commands timed inside the container (a shell loop of `--loop` runs each, repeated
-`--repeats` times, median per run), without the fleet's round trip, which on a busy machine is most of
-a call and noisy: that is where the baseline machinery's own cost shows. The last line is the ratio
-asked about: fleet diff p50 / plain git diff p50 (same run).
+`--repeats` times, median per run; wall and CPU), without the fleet's round trip, which on a busy
+machine is most of a call and noisy: that is where the baseline machinery's own cost shows. The last
+line is the ratio asked about: fleet diff p50 / seed diff via exec p50 (same run).
 
     python3 bench/diff_bench.py [--rounds 40] [--loop 30] [--repeats 5] [--image IMAGE]
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -71,28 +72,48 @@ INSIDE = {
 }
 
 
-async def measure_inside(lease: Lease, loop: int, repeats: int) -> dict[str, list[float]]:
-    """Per-run ms of each command, timed by a shell loop inside the container (interleaved repeats)."""
+_CPU = re.compile(r"(\d+)m([\d.]+)s")
+
+
+def _cpu_seconds(times_line: str) -> float:
+    """user + sys of the shell's `times` line (``0m0.120000s 0m0.050000s``)."""
+    return sum(int(m) * 60 + float(s) for m, s in _CPU.findall(times_line))
+
+
+async def measure_inside(
+    lease: Lease, loop: int, repeats: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Per-run wall and CPU seconds of each command, timed by a shell loop inside the container
+    (interleaved repeats). CPU is the children's user + sys from the shell's `times` (the loop's own
+    counter is a builtin): what the command costs, which a loaded machine stretches less than wall."""
     for i, command in enumerate(INSIDE.values()):
         await lease.write_file(f"/tmp/diff-bench/{i}.sh", command + "\n")
     timer = "; ".join(
-        f"s=$(date +%s%N); for _ in $(seq {loop}); do sh /tmp/diff-bench/{i}.sh >/dev/null 2>&1; done; "
-        f"echo {i} $(( ($(date +%s%N) - s) / {loop} ))"
+        f"( s=$(date +%s%N); n=0; while [ $n -lt {loop} ]; do sh /tmp/diff-bench/{i}.sh >/dev/null 2>&1; "
+        f"n=$((n + 1)); done; echo @ {i} $(( ($(date +%s%N) - s) / {loop} )); times )"
         for i in range(len(INSIDE))
     )
-    times: dict[str, list[float]] = {name: [] for name in INSIDE}
     names = list(INSIDE)
+    wall: dict[str, list[float]] = {name: [] for name in INSIDE}
+    cpu: dict[str, list[float]] = {name: [] for name in INSIDE}
     for _ in range(repeats):
         result = await lease.exec(timer, timeout=600)
-        for line in result.output.splitlines():
-            index, nanoseconds = line.split()
-            times[names[int(index)]].append(int(nanoseconds) / 1e9)
-    return times
+        assert result.returncode == 0, result.output
+        lines = result.output.splitlines()
+        for at, line in enumerate(lines):
+            if line.startswith("@ "):
+                _, index, nanoseconds = line.split()
+                wall[names[int(index)]].append(int(nanoseconds) / 1e9)
+                cpu[names[int(index)]].append(_cpu_seconds(lines[at + 2]) / loop)  # children's line
+    return wall, cpu
+
+
+Times = dict[str, list[float]]
 
 
 async def bench(
     pool_url: str, token: str, image: str, rounds: int, loop: int, repeats: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+) -> tuple[Times, tuple[Times, Times]]:
     async with EnvClient(EnvClientConfig(pool_url=pool_url, token=token)) as client:
         async with client.lease(image, instance_id="diff-bench") as lease:
             await lease.record_baseline()
@@ -114,15 +135,23 @@ def main() -> None:
     print(f"{'through the fleet':28} {'p50 ms':>8} {'mean ms':>8}  (n={a.rounds}, interleaved)")
     for name, values in times.items():
         print(f"{name:28} {p50_ms(values):8.1f} {statistics.fmean(values) * 1000:8.1f}")
-    print(f"{'inside the container':28} {'ms/run':>8}  (median of {a.repeats} loops of {a.loop})")
-    for name, values in inside.items():
-        print(f"{name:28} {p50_ms(values):8.1f}")
-    script, seed = p50_ms(inside["baseline diff script"]), p50_ms(inside["seed diff"])
-    print(f"inside: baseline diff script / seed diff = {script / seed:.2f}")
-    fleet_p50, plain_p50 = p50_ms(times["fleet diff"]), p50_ms(times["plain git diff via exec"])
+    inside_wall, inside_cpu = inside
     print(
-        f"diff: fleet p50 {fleet_p50:.0f} ms, plain git diff p50 {plain_p50:.0f} ms, "
-        f"ratio {fleet_p50 / plain_p50:.2f}"
+        f"{'inside the container':28} {'ms/run':>8} {'cpu ms':>8}  (median of {a.repeats} loops of {a.loop})"
+    )
+    for name in INSIDE:
+        print(f"{name:28} {p50_ms(inside_wall[name]):8.2f} {p50_ms(inside_cpu[name]):8.2f}")
+    ratio = {
+        kind: p50_ms(values["baseline diff script"]) / p50_ms(values["seed diff"])
+        for kind, values in (("wall", inside_wall), ("cpu", inside_cpu))
+    }
+    print(f"inside: baseline diff script / seed diff = {ratio['wall']:.2f} (wall), {ratio['cpu']:.2f} (cpu)")
+    fleet_p50, plain_p50 = p50_ms(times["fleet diff"]), p50_ms(times["plain git diff via exec"])
+    seed_p50 = p50_ms(times["seed diff via exec"])
+    print(f"plain git diff via exec p50 {plain_p50:.0f} ms: fleet diff / plain = {fleet_p50 / plain_p50:.2f}")
+    print(
+        f"diff: fleet p50 {fleet_p50:.0f} ms, seed diff via exec p50 {seed_p50:.0f} ms, "
+        f"ratio {fleet_p50 / seed_p50:.2f}"
     )
 
 

@@ -12,7 +12,9 @@ into the patch. So, once the container is ready and before the first action,
 - the ignored files and folders that are present, as anchored exclude patterns, so they stay
   out of the patch even if the agent edits ``.gitignore``.
 
-`DIFF_SCRIPT` then diffs the work tree against that tree. Baseline files left alone are not
+`DIFF_SCRIPT` then diffs the work tree against that tree, with an index and a private git directory
+of its own kept under ``/tmp/.swe-rl/baseline`` from one diff to the next (two git processes, as a
+plain `git add -A && git diff --cached HEAD`). Baseline files left alone are not
 in the patch; files the agent creates, edits or deletes anywhere (inside ``build/`` too)
 are, as ordinary git diffs that `git apply` applies to a fresh container of the same image
 (where the same untracked files are present). Both scripts are POSIX sh plus git (no
@@ -60,16 +62,36 @@ SAFE_DIFF = (
 no renames, a fixed format whatever configuration is in effect."""
 
 
+_GIT_DIR_FILES = (
+    "printf 'ref: refs/heads/swe-rl\\n' >\"$G/HEAD\" && "
+    "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' >\"$G/config\""
+)
+"""sh: the two files of a private git directory `$G` (with shell builtins only)."""
+
+
 def private_git_dir(path: str) -> str:
     """sh lines making `path` an empty git directory (an empty configuration, no attributes, no hooks)
     and pointing git at it (``GIT_DIR``): run with ``GIT_WORK_TREE``, ``GIT_OBJECT_DIRECTORY`` and
     ``GIT_ALTERNATE_OBJECT_DIRECTORIES`` set, it reads the repository's objects and work tree but none
     of the repository's own settings (``.git/config`` diff drivers, ``.git/info/attributes``, hooks)."""
     return f"""
-rm -rf "{path}" && mkdir -p "{path}/refs" "{path}/objects" "{path}/info" || exit 2
-printf 'ref: refs/heads/swe-rl\\n' >"{path}/HEAD"
-printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' >"{path}/config"
-export GIT_DIR="{path}"
+G="{path}"
+rm -rf "$G" && mkdir -p "$G/refs" "$G/objects" "$G/info" && {_GIT_DIR_FILES} || exit 2
+export GIT_DIR="$G"
+"""
+
+
+def reused_git_dir(path: str) -> str:
+    """`private_git_dir` without a process: the directory the baseline made is used as it is, and made
+    again only when it is gone. Like the baseline's tree, index, excludes and objects beside it, it is
+    trusted: what it guards against is the repository's own settings (which the agent changes with
+    plain git commands), not deliberate edits under ``/tmp/.swe-rl`` by a root agent, which could as
+    well replace git; the patch that is graded is re-taken in a fresh container (`grading.canonical`)."""
+    return f"""
+G="{path}"
+[ -s "$G/HEAD" ] && [ -s "$G/config" ] && [ -d "$G/refs" ] && [ -d "$G/objects" ] \\
+  || {{ rm -rf "$G" && mkdir -p "$G/refs" "$G/objects" "$G/info" && {_GIT_DIR_FILES}; }} || exit 2
+export GIT_DIR="$G"
 """
 
 
@@ -94,7 +116,10 @@ BASELINE_SCRIPT = (
     + """
 objects=$(cd "$(git rev-parse --git-path objects)" && pwd) || exit 2
 index=$(git rev-parse --git-path index) || exit 2
-rm -rf "$B" && mkdir -p "$B/objects" || exit 2
+G="$B/git"  # the diffs' private git directory (see `reused_git_dir`), made here once
+rm -rf "$B" && mkdir -p "$B/objects" "$G/refs" "$G/objects" "$G/info" && """
+    + _GIT_DIR_FILES
+    + """ || exit 2
 export GIT_INDEX_FILE="$B/index" GIT_OBJECT_DIRECTORY="$B/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$objects"
 # Start from a copy of the repository's index (its stat data spares rehashing every file), else from HEAD.
 if ! { cp -p "$index" "$B/index" 2>/dev/null && git ls-files >/dev/null 2>&1; }; then
@@ -108,6 +133,7 @@ git ls-files -z --others --ignored --exclude-standard --directory | tr '\\000' '
   | sed -e 's/[][*?\\\\]/\\\\&/g' -e 's|^|/|' >"$B/exclude" || exit 2
 printf '%s\\n' "$objects" >"$B/alternates"
 printf '%s\\n' "$top" >"$B/top"
+cp -p "$B/index" "$B/diff.index" || exit 2  # the diffs' own index, kept from one diff to the next
 mv "$B/tree.tmp" "$B/tree"
 untracked=$(git diff --cached --name-only HEAD 2>/dev/null | wc -l)
 ignored=$(wc -l <"$B/exclude")
@@ -124,17 +150,21 @@ def diff_script(base: str | None = None) -> str:
     """
     against = '"$against"' if base else '"$tree"'
     resolve = f'against=$(git rev-parse --verify "{base}^{{tree}}") || exit 2\n' if base else ""
-    # As few processes as possible (each costs a fork+exec, which a loaded node stretches): files are
-    # read with the shell's `read`, and the baseline tree is looked for only when the diff fails.
+    # As few processes as the seed's `git add -A && git diff --cached HEAD` (two gits; each process costs
+    # a fork+exec, which a loaded node stretches): files are read with the shell's `read`; the private
+    # git directory and the diff's index are made with the baseline and kept (the index's stat data is
+    # git's own, refreshed by each `add`, so only files changed since the last diff are hashed again);
+    # `LC_ALL=C` spares each git loading the locale's files; the baseline tree is looked for only when
+    # the diff fails.
     return (
         _DIFF_TOP
         + f"""
 [ -s "$B/tree" ] && [ -s "$B/index" ] || {{ echo "no baseline recorded" >&2; exit {NO_BASELINE_EXIT}; }}
 read -r tree <"$B/tree" && read -r alternates <"$B/alternates" || exit 2
 {resolve}export GIT_INDEX_FILE="$B/diff.index" GIT_OBJECT_DIRECTORY="$B/objects" \\
-  GIT_ALTERNATE_OBJECT_DIRECTORIES="$alternates" GIT_WORK_TREE="$top"
-{private_git_dir(BASELINE_DIR + "/git")}
-cp -p "$B/index" "$GIT_INDEX_FILE" || exit 2
+  GIT_ALTERNATE_OBJECT_DIRECTORIES="$alternates" GIT_WORK_TREE="$top" LC_ALL=C
+{reused_git_dir(BASELINE_DIR + "/git")}
+[ -f "$GIT_INDEX_FILE" ] || cp -p "$B/index" "$GIT_INDEX_FILE" || exit 2
 git -c core.excludesFile="$B/exclude" -c core.attributesFile=/dev/null add -A >/dev/null || exit 2
 {SAFE_DIFF} --cached {against} && exit 0 || failed=$?
 git cat-file -e "$tree" 2>/dev/null || {{ echo "the baseline was removed from $B" >&2; exit 3; }}
