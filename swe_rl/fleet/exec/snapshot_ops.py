@@ -10,7 +10,7 @@ manifest hash, which must be the snapshot's. Git tree ids are content hashes of 
 (what the diff sees: ignored files apart), so equal ids with an equal baseline mean an equal diff:
 the check is exact without a second capture. Only sh, git, tar, find, sort and sha256sum run in the
 container, and only the calls every backend offers (exec, put_archive), so it works on any node
-backend that runs commands. Whole-container snapshots (`kind="container"`) are `snapshot_images`'s.
+backend that runs commands. Whole-container snapshots (`kind="container"`) are not done yet (501).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import io
 import tarfile
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from swe_rl.fleet import patch_baseline
 from swe_rl.fleet.exec.backend import NotFound
@@ -35,9 +35,6 @@ from swe_rl.fleet.snapshot_protocol import (
     RestoreResponse,
     SnapshotMeta,
 )
-
-if TYPE_CHECKING:
-    from swe_rl.fleet.exec.snapshot_images import ContainerSnapshots
 
 RESTORE_DIR = f"{SCRATCH}/restore"
 INLINE_MAX = 96 << 10
@@ -201,8 +198,6 @@ class SnapshotOps:
 
     def __init__(self, ops: Operations, store: SnapshotStore) -> None:
         self.ops, self.store = ops, store
-        self.images: ContainerSnapshots | None = None
-        """Whole-container snapshots (`snapshot_images`), wired by the manager."""
 
     def capture(self, container_id: str, extra_paths: list[str]) -> bytes:
         """The state of a container as a snapshot tarball (422 without a recorded baseline)."""
@@ -227,11 +222,8 @@ class SnapshotOps:
 
     def snapshot(self, container_id: str, req: ExecSnapshotRequest) -> dict[str, Any]:
         start = time.monotonic()
-        if req.kind == "container":
-            if self.images is None:
-                raise ApiError(501, "this node does not take whole-container snapshots")
-            meta = self.images.snapshot(container_id, req)
-            return {**meta.model_dump(), "duration": round(time.monotonic() - start, 4)}
+        if req.kind == "container":  # the protocol names it; no node takes one yet (docs/fork.md)
+            raise ApiError(501, "whole-container snapshots (kind=container) are not implemented yet")
         rec = self.ops.registry.lookup(container_id)
         data = self.capture(container_id, req.extra_paths)
         got = read_tarball(data)

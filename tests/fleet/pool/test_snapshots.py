@@ -260,6 +260,8 @@ def test_tampered_snapshots_are_refused(exec_server_factory, fixture_instances, 
         assert srv.post("/container/diff", {"container_id": cid, "record_baseline": True}).status_code == 200
         step = "printf 'new = 1\\n' > toolz/new_module.py && mkdir -p /opt/h && printf 'a' > /opt/h/x"
         assert srv.post("/container/exec", {"container_id": cid, "command": step}).json()["returncode"] == 0
+        whole = srv.post(f"/containers/{cid}/snapshot", {"snapshot_id": "h-fork-whole", "kind": "container"})
+        assert whole.status_code == 501 and "not implemented" in whole.json()["error"]
         body = {"snapshot_id": "h-fork-orig", "extra_paths": ["/opt/h"]}
         assert srv.post(f"/containers/{cid}/snapshot", body).status_code == 200
         got = httpx.get(f"{srv.url}/snapshots/h-fork-orig", headers=srv.headers)
