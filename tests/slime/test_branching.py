@@ -22,7 +22,9 @@ def test_settings_from_config():
     assert BranchSettings.from_config(cfg(swe_branch_at_step=3), args) == BranchSettings(3, 8)
     assert RetrySettings.from_config(cfg(swe_retry_infra_failures=2)) == RetrySettings(2, 1)
     env = {"SWE_RETRY_INFRA_FAILURES": "1", "SWE_CHECKPOINT_EVERY": "4"}
-    assert RetrySettings.from_config(PluginConfig.from_args(SimpleNamespace(), env=env)) == RetrySettings(1, 4)
+    assert RetrySettings.from_config(PluginConfig.from_args(SimpleNamespace(), env=env)) == RetrySettings(
+        1, 4
+    )
 
 
 async def test_one_trunk_per_group():
