@@ -25,6 +25,7 @@ Python), so they run on any task image. Used by the exec server (`/container/dif
 from __future__ import annotations
 
 __all__ = [
+    "BASELINE_CORE",
     "BASELINE_DIR",
     "BASELINE_SCRIPT",
     "DIFF_SCRIPT",
@@ -111,7 +112,7 @@ fi
 """
 """The diff's start: at the top of the work tree; from there (the usual workdir) without a git call."""
 
-BASELINE_SCRIPT = (
+BASELINE_CORE = (
     _COMMON
     + """
 objects=$(cd "$(git rev-parse --git-path objects)" && pwd) || exit 2
@@ -135,6 +136,13 @@ printf '%s\\n' "$objects" >"$B/alternates"
 printf '%s\\n' "$top" >"$B/top"
 cp -p "$B/index" "$B/diff.index" || exit 2  # the diffs' own index, kept from one diff to the next
 mv "$B/tree.tmp" "$B/tree"
+"""
+)
+"""The baseline recorded, silently (a restore runs it: no summary, so fewer processes)."""
+
+BASELINE_SCRIPT = (
+    BASELINE_CORE
+    + """
 untracked=$(git diff --cached --name-only HEAD 2>/dev/null | wc -l)
 ignored=$(wc -l <"$B/exclude")
 echo "baseline $(cat "$B/tree") changed_or_untracked=$untracked ignored=$ignored"
@@ -142,11 +150,14 @@ echo "baseline $(cat "$B/tree") changed_or_untracked=$untracked ignored=$ignored
 )
 
 
-def diff_script(base: str | None = None) -> str:
+def diff_script(base: str | None = None, tree_to: str | None = None, diff: bool = True) -> str:
     """The agent's changes since the baseline; exits `NO_BASELINE_EXIT` when none was recorded.
 
     With `base` (a git revision) the diff is against that revision instead of the baseline
-    tree, still leaving out what the baseline marks as ignored-present.
+    tree, still leaving out what the baseline marks as ignored-present. With `tree_to` (a file) the
+    git tree id of the work tree as the diff sees it and the baseline's are written there first
+    (``tree <id>`` and ``base <id>`` lines: snapshots compare them after a restore); `diff=False` then
+    stops there (a check, not a patch).
     """
     against = '"$against"' if base else '"$tree"'
     resolve = f'against=$(git rev-parse --verify "{base}^{{tree}}") || exit 2\n' if base else ""
@@ -166,11 +177,20 @@ read -r tree <"$B/tree" && read -r alternates <"$B/alternates" || exit 2
 {reused_git_dir(BASELINE_DIR + "/git")}
 [ -f "$GIT_INDEX_FILE" ] || cp -p "$B/index" "$GIT_INDEX_FILE" || exit 2
 git -c core.excludesFile="$B/exclude" -c core.attributesFile=/dev/null add -A >/dev/null || exit 2
+{_tree_lines(tree_to)}{"" if diff else "exit 0"}
 {SAFE_DIFF} --cached {against} && exit 0 || failed=$?
 git cat-file -e "$tree" 2>/dev/null || {{ echo "the baseline was removed from $B" >&2; exit 3; }}
 exit "$failed"
 """
     )
+
+
+def _tree_lines(tree_to: str | None) -> str:
+    if tree_to is None:
+        return ""
+    return f'''t=$(git write-tree) || exit 2
+printf 'tree %s\\nbase %s\\n' "$t" "$tree" >"{tree_to}" || exit 2
+'''
 
 
 DIFF_SCRIPT = diff_script()

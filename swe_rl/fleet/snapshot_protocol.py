@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
@@ -40,6 +40,12 @@ MAX_EXTRA_PATHS = 32
 
 SnapshotId = Annotated[str, StringConstraints(pattern=SNAPSHOT_ID.pattern)]
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+GitId = Annotated[str, StringConstraints(pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})?$")]
+"""A git object id (SHA-1 or SHA-256 repositories), or '' when there is none."""
+Kind = Literal["tree", "container"]
+"""``tree``: the repository's changes (+ extra paths), kilobytes, restored on any node with the image;
+``container``: the whole container's filesystem committed to an image on its node (slower, bigger,
+restored on that node only)."""
 VIRTUAL = ("/proc", "/sys", "/dev")
 """Kernel file systems: never a snapshot's (nor all of ``/``)."""
 
@@ -65,6 +71,7 @@ class ExecSnapshotRequest(_Model):
     """``POST /containers/<id>/snapshot`` on an exec server (the pool picks the id)."""
 
     snapshot_id: SnapshotId
+    kind: Kind = "tree"
     owner: str = Field(default="", max_length=256)
     """Who may restore it (the pool checks; the node keeps it for its listing)."""
     ttl: Ttl = 3600.0
@@ -83,13 +90,20 @@ class SnapshotMeta(_Model):
     """What a node records next to a snapshot's tarball (and answers for a snapshot or an upload)."""
 
     snapshot_id: SnapshotId
+    kind: Kind = "tree"
     owner: str = ""
     image: str = ""
     workdir: str = ""
     sha256: Sha256
-    """Hash of the tarball's bytes."""
+    """Hash of the tarball's bytes (a container snapshot: of its image id)."""
     state_hash: Sha256
     """Hash of the state it holds (diff against the baseline + manifest of the extra paths)."""
+    tree: GitId = ""
+    """Git tree id of the work tree at capture (what a restore must give back); '' without a baseline."""
+    base_tree: GitId = ""
+    """Git tree id of the baseline it was taken against (a restore's new baseline must be it)."""
+    image_ref: str = Field(default="", max_length=512)
+    """A container snapshot's committed image on this node ('' for a tree snapshot)."""
     bytes: int = Field(ge=0)
     patch_bytes: int = Field(default=0, ge=0)
     created: float = 0.0
@@ -102,6 +116,7 @@ class LeaseSnapshotRequest(_Model):
 
     owner: str = Field(default="", max_length=256)
     """The lease's owner (as given at allocate); a lease allocated with an owner needs it."""
+    kind: Kind = "tree"
     ttl: Ttl | None = None
     extra_paths: list[AbsPath] = Field(default_factory=list, max_length=MAX_EXTRA_PATHS)
 
@@ -110,21 +125,25 @@ class SnapshotInfo(_Model):
     """The pool's answer for a snapshot: its id (for `allocate(from_snapshot=...)`) and hashes."""
 
     snapshot_id: SnapshotId
+    kind: Kind = "tree"
     lease_id: str
     image: str
     node: str
+    """The node that holds it (a container snapshot is restored there only)."""
     sha256: Sha256
     state_hash: Sha256
+    tree: GitId = ""
     bytes: int
     expires_at: float
     duration: float = 0.0
 
 
 class RestoreResponse(_Model):
-    """An exec server's answer to a restore: the state hash it verified."""
+    """An exec server's answer to a restore: the state it verified (the restored work tree's git id)."""
 
     snapshot_id: SnapshotId
     state_hash: Sha256
+    tree: GitId = ""
     verified: bool
     duration: float
 

@@ -25,6 +25,7 @@ from typing import Any
 from swe_rl.agent.fork import EpisodeFork
 from swe_rl.fleet.client import EnvClient
 from swe_rl.fleet.errors import FleetError
+from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.samples import STEP_KEY
 from swe_rl.tokens.trajectory import TokenTrajectory
 
@@ -37,16 +38,14 @@ Key = tuple[Any, str]
 @dataclass(frozen=True)
 class BranchSettings:
     at_step: int = 0
-    """Step the group's samples branch at (0: off); slime arg ``swe_branch_at_step``."""
+    """Step the group's samples branch at (0: off); setting ``swe_branch_at_step`` (`PluginConfig`)."""
     group_size: int = 1
     """Samples per group (slime's ``n_samples_per_prompt``): when all are done the trunk's snapshot goes."""
 
     @classmethod
-    def from_args(cls, args: Any) -> BranchSettings:
-        at = int(getattr(args, "swe_branch_at_step", 0) or 0)
-        if at < 0:
-            raise ValueError("swe_branch_at_step must be >= 0")
-        return cls(at, int(getattr(args, "n_samples_per_prompt", 1) or 1))
+    def from_config(cls, config: PluginConfig, args: Any) -> BranchSettings:
+        """``branch_at_step`` of the plugin's typed settings; the group size is slime's own argument."""
+        return cls(config.branch_at_step, int(getattr(args, "n_samples_per_prompt", 1) or 1))
 
 
 _TRUNKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Trunks] = weakref.WeakKeyDictionary()

@@ -138,6 +138,16 @@ class PluginConfig(BaseModel):
     """Seconds one /generate call may take."""
     generate_retries: int = 3
     """Retries of a /generate call that failed to connect or got a 5xx."""
+    # fork modes (docs/fork.md)
+    retry_infra_failures: int = Field(default=0, ge=0)
+    """Resumes from the last checkpoint after an infrastructure failure mid-episode (0: off; swe_rl.slime.fork_mode)."""
+    checkpoint_every: int = Field(default=1, ge=1)
+    """Steps between two checkpoints (lease snapshots) when retries are on."""
+    branch_at_step: int = Field(default=0, ge=0)
+    """The samples of a group branch from one shared trunk at this step (0: off; swe_rl.slime.branching)."""
+    pivot_reward: Literal["match", "execute", "execute+match"] = "match"
+    """How pivot samples are rewarded: by matching the expert's action, by executing it in the expert's restored
+    state (same outcome), or the lower of both (swe_rl.slime.pivot_exec; docs/pivot.md)."""
     # reward
     reward_resolved: float = 1.0
     """Score of a resolved instance."""
@@ -291,15 +301,13 @@ def _nested(model: type[BaseModel], name: str, args: Any, env: Mapping[str, str]
 
 # --------------------------------------------------------------------------- unknown settings
 _GROUP_PREFIXES = ("SWE_PRM_", "SWE_PIVOT_")
-FORK_KEYS = ("swe_retry_infra_failures", "swe_checkpoint_every", "swe_branch_at_step", "swe_pivot_reward")
-"""Keys of the fork modes, read on args by `swe_rl.slime.fork_mode` / `branching` / `pivot_exec` (docs/fork.md)."""
 _warned: set[str] = set()
 _checked: set[tuple[Any, ...]] = set()
 
 
 def known_names(config_class: type[BaseModel]) -> set[str]:
     """Every ``swe_*`` key the plugin reads on args (lower case; the variables are the same, upper case)."""
-    names: set[str] = set(FORK_KEYS)
+    names: set[str] = set()
     for name, info in config_class.model_fields.items():
         names.add(f"swe_{name}")
         if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):

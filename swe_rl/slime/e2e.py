@@ -144,7 +144,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
                     state,
                     config,
                     judge,
-                    _forks(args, sample, instance, evaluation),
+                    _forks(config, args, sample, instance, evaluation),
                     info,
                 ),
                 timeout=config.rollout_timeout,
@@ -296,14 +296,14 @@ async def _play(
 
 
 def _forks(
-    args: Any, sample: Any, instance: TaskInstance, evaluation: bool
+    config: PluginConfig, args: Any, sample: Any, instance: TaskInstance, evaluation: bool
 ) -> tuple[RetrySettings, BranchSettings, Any]:
     """The fork modes of this rollout (none in evaluation): retries, branching, the group's key."""
     if evaluation:
         return RetrySettings(), BranchSettings(), None
     return (
-        RetrySettings.from_args(args),
-        BranchSettings.from_args(args),
+        RetrySettings.from_config(config),
+        BranchSettings.from_config(config, args),
         (sample.group_index, instance.instance_id),
     )
 

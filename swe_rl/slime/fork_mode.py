@@ -9,8 +9,8 @@ trained). The sample stays trainable and says so in ``metadata["swe"]["fork"]``
 (``retries``, ``retried_from``: the step of each resume, ``errors``). Without a checkpoint (a failure
 before the first one) it is removed as before.
 
-Settings are slime args (set from ``--custom-config-path`` YAML keys): ``swe_retry_infra_failures``
-(default 0: off) and ``swe_checkpoint_every`` (default 1). See docs/fork.md.
+Settings are `PluginConfig` fields (``swe_retry_infra_failures``, default 0: off, and
+``swe_checkpoint_every``, default 1, in the ``--custom-config-path`` YAML or ``SWE_*``). See docs/fork.md.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from swe_rl.agent.fork import EpisodeFork
 from swe_rl.fleet.client import EnvClient
 from swe_rl.fleet.errors import FleetError, FleetUnavailable
 from swe_rl.slime.branching import BranchSettings, Key, mask_trunk, trunks
+from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.samples import Removed
 from swe_rl.tokens.trajectory import TokenTrajectory
 
@@ -41,12 +42,9 @@ class RetrySettings:
     """Steps between two checkpoints."""
 
     @classmethod
-    def from_args(cls, args: Any) -> RetrySettings:
-        retries = int(getattr(args, "swe_retry_infra_failures", 0) or 0)
-        every = int(getattr(args, "swe_checkpoint_every", 1) or 1)
-        if retries < 0 or every < 1:
-            raise ValueError("swe_retry_infra_failures must be >= 0 and swe_checkpoint_every >= 1")
-        return cls(retries, every)
+    def from_config(cls, config: PluginConfig) -> RetrySettings:
+        """From the plugin's typed settings (validated there: retries >= 0, checkpoint_every >= 1)."""
+        return cls(config.retry_infra_failures, config.checkpoint_every)
 
 
 @dataclass

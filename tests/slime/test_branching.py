@@ -6,24 +6,25 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-import pytest
-
 from swe_rl.slime.branching import BranchSettings, Trunks, drop_trunk_turns, mask_trunk
+from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.fork_mode import RetrySettings
 from swe_rl.slime.samples import STEP_KEY
 from swe_rl.tokens.trajectory import TokenTrajectory
 
 
-def test_settings_from_args():
-    assert BranchSettings.from_args(SimpleNamespace()) == BranchSettings(0, 1)
-    assert BranchSettings.from_args(SimpleNamespace(swe_branch_at_step=3, n_samples_per_prompt=8)) == (
-        BranchSettings(3, 8)
+def test_settings_from_config():
+    def cfg(**keys: object) -> PluginConfig:
+        return PluginConfig.from_args(SimpleNamespace(**keys), env={})
+
+    assert BranchSettings.from_config(cfg(), SimpleNamespace()) == BranchSettings(0, 1)
+    args = SimpleNamespace(swe_branch_at_step=3, n_samples_per_prompt=8)
+    assert BranchSettings.from_config(cfg(swe_branch_at_step=3), args) == BranchSettings(3, 8)
+    assert RetrySettings.from_config(cfg(swe_retry_infra_failures=2)) == RetrySettings(2, 1)
+    env = {"SWE_RETRY_INFRA_FAILURES": "1", "SWE_CHECKPOINT_EVERY": "4"}
+    assert RetrySettings.from_config(PluginConfig.from_args(SimpleNamespace(), env=env)) == RetrySettings(
+        1, 4
     )
-    assert RetrySettings.from_args(SimpleNamespace(swe_retry_infra_failures=2)) == RetrySettings(2, 1)
-    with pytest.raises(ValueError):
-        BranchSettings.from_args(SimpleNamespace(swe_branch_at_step=-1))
-    with pytest.raises(ValueError):
-        RetrySettings.from_args(SimpleNamespace(swe_retry_infra_failures=1, swe_checkpoint_every=-2))
 
 
 async def test_one_trunk_per_group():

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from swe_rl.slime.config import PluginConfig
+from swe_rl.slime.config import PluginConfig, unknown_settings
 
 
 def test_defaults():
@@ -71,6 +71,31 @@ def test_plugin_keys_win_over_slime_fallbacks():
 def test_bad_values_are_clear_errors():
     with pytest.raises(ValueError, match="step_limit"):
         PluginConfig.from_sources(None, env={"SWE_STEP_LIMIT": "many"})
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("swe_retry_infra_failures", -1),
+        ("swe_checkpoint_every", 0),
+        ("swe_branch_at_step", -2),
+        ("swe_branch_at_step", "soon"),
+    ],
+)
+def test_fork_settings_are_checked(key, value):
+    with pytest.raises(ValueError, match=key.removeprefix("swe_")):
+        PluginConfig.from_args(SimpleNamespace(**{key: value}), env={})
+
+
+def test_fork_settings_are_known_keys():
+    c = PluginConfig.from_args(
+        SimpleNamespace(swe_retry_infra_failures=2, swe_checkpoint_every=3, swe_branch_at_step=4), env={}
+    )
+    assert (c.retry_infra_failures, c.checkpoint_every, c.branch_at_step) == (2, 3, 4)
+    assert not unknown_settings(PluginConfig, SimpleNamespace(swe_branch_at_step=1), {})
+    assert unknown_settings(PluginConfig, SimpleNamespace(swe_branch_at_stp=1), {}) == [
+        ("swe_branch_at_stp", "swe_branch_at_step")
+    ]
 
 
 def test_router_url():

@@ -1,13 +1,16 @@
 """Snapshot and restore of a container's episode state, through the exec operations only.
 
-Capture runs `patch_baseline`'s diff in the container (the agent's changes against the baseline:
-edits, new untracked files, deletions, modes, binary) and packs it, with a manifest and a tar of any
-extra paths, into one tarball the node reads back with `read_file`. Restore writes that tarball into a
-fresh container of the same image, records the baseline there (the same image gives the same baseline
-tree), applies the diff, unpacks the extra paths, then captures again and insists the state hash is the
-snapshot's. Only sh, git, tar, find, sort and sha256sum run in the container, and only the operations
-every backend offers (exec, read_file, write_file) are used, so it works on any node backend. A
-whole-container snapshot (`docker commit`: processes' files outside the tree) is not done here.
+Capture is one exec: `patch_baseline`'s diff (the agent's changes against the baseline: edits, new
+untracked files, deletions, modes, binary), the git tree ids of the work tree and of the baseline
+(``tree``), a manifest and a tar of any extra paths, packed in a tarball the exec writes on its
+stdout. Restore is one archive upload (the tarball's members, straight under `SCRATCH`) and one exec
+in a fresh container of the same image: record the baseline (the same image gives the same baseline
+tree), apply the diff, unpack the extra paths, then print the restored tree ids and the extra paths'
+manifest hash, which must be the snapshot's. Git tree ids are content hashes of the whole work tree
+(what the diff sees: ignored files apart), so equal ids with an equal baseline mean an equal diff:
+the check is exact without a second capture. Only sh, git, tar, find, sort and sha256sum run in the
+container, and only the calls every backend offers (exec, put_archive), so it works on any node
+backend that runs commands. Whole-container snapshots (`kind="container"`) are not done yet (501).
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import hashlib
 import io
 import tarfile
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from swe_rl.fleet import patch_baseline
+from swe_rl.fleet.exec.backend import NotFound
 from swe_rl.fleet.exec.executor import decode_text
 from swe_rl.fleet.exec.operations import SCRATCH, Operations, _sh_quote
 from swe_rl.fleet.exec.snapshots import SnapshotStore
-from swe_rl.fleet.protocol import ApiError, ReadFileRequest, WriteFileRequest
+from swe_rl.fleet.protocol import ApiError
 from swe_rl.fleet.snapshot_protocol import (
     ExecRestoreRequest,
     ExecSnapshotRequest,
@@ -31,69 +36,119 @@ from swe_rl.fleet.snapshot_protocol import (
     SnapshotMeta,
 )
 
-CAPTURE_TAR = f"{SCRATCH}/snapshot.tar"
-RESTORE_TAR = f"{SCRATCH}/restore.tar"
+RESTORE_DIR = f"{SCRATCH}/restore"
+INLINE_MAX = 96 << 10
+"""Base64 bytes of a snapshot sent inside the restore's command (one exec, no archive call, which a
+busy daemon makes slow); a bigger one is uploaded first. Linux caps one argument at 128 KiB."""
 _APPLY = (
     "git -c core.hooksPath=/dev/null -c core.autocrlf=false -c core.fileMode=true -c core.symlinks=true "
     "-c apply.whitespace=nowarn apply --binary"
 )
 
 
-def capture_script(extra_paths: list[str]) -> str:
-    """sh: the diff against the baseline + the extra paths' manifest and tar, packed in `CAPTURE_TAR`."""
-    quoted = " ".join(_sh_quote(p) for p in extra_paths) or "''"
-    relative = " ".join(_sh_quote(p.lstrip("/") or ".") for p in extra_paths)
-    extras = ""
-    if extra_paths:
-        extras = f"""
+def _manifest(paths: list[str], out: str) -> str:
+    """sh: the extra paths' manifest (type, mode, path, link target; sha256 of every file) into `out`."""
+    quoted = " ".join(_sh_quote(p) for p in paths)
+    return f"""
+: >"{out}"
 present=
 for p in {quoted}; do
   if [ -e "$p" ] || [ -L "$p" ]; then
-    find "$p" -printf '%y %m %p %l\\n' | LC_ALL=C sort >>"$S/manifest" || exit 2
-    find "$p" -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum >>"$S/manifest" || exit 2
+    find "$p" -printf '%y %m %p %l\\n' | LC_ALL=C sort >>"{out}" || exit 2
+    find "$p" -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum >>"{out}" || exit 2
     present=1
   else
-    printf 'absent %s\\n' "$p" >>"$S/manifest"
+    printf 'absent %s\\n' "$p" >>"{out}"
   fi
 done
+"""
+
+
+def capture_script(extra_paths: list[str]) -> str:
+    """sh: the snapshot tarball (diff, tree ids, paths, manifest, extra tar) on stdout."""
+    members = "patch.diff tree paths manifest"
+    extras = ': >"$S/manifest"\n'
+    if extra_paths:
+        relative = " ".join(_sh_quote(p.lstrip("/") or ".") for p in extra_paths)
+        extras = (
+            _manifest(extra_paths, "$S/manifest")
+            + f"""
 if [ -n "$present" ]; then
   tar -C / --ignore-failed-read -cf "$S/extra.tar" -- {relative} 2>/dev/null
   [ -f "$S/extra.tar" ] || exit 2
   members="$members extra.tar"
 fi
 """
+        )
+    paths = " ".join(_sh_quote(p) for p in extra_paths) or "''"
     return f"""
 S={SCRATCH}/snapshot
-rm -rf "$S" "{CAPTURE_TAR}" && mkdir -p "$S" || exit 2
-( {patch_baseline.DIFF_SCRIPT} ) >"$S/patch.diff" 2>"$S/diff.err" || {{ rc=$?; cat "$S/diff.err" >&2; exit $rc; }}
-: >"$S/manifest"
-printf '%s\\n' {quoted} >"$S/paths"
-members="patch.diff manifest paths"
+rm -rf "$S" && mkdir -p "$S" || exit 2
+( {patch_baseline.diff_script(tree_to="$S/tree")} ) >"$S/patch.diff" 2>"$S/diff.err" || {{ rc=$?; cat "$S/diff.err" >&2; exit $rc; }}
+printf '%s\\n' {paths} >"$S/paths"
+members="{members}"
 {extras}
-tar -C "$S" -cf "{CAPTURE_TAR}" $members || exit 2
+tar -C "$S" -cf - $members || exit 2
 """
 
 
-RESTORE_SCRIPT = f"""
-S={SCRATCH}/restore
-rm -rf "$S" && mkdir -p "$S" && tar -C "$S" -xf "{RESTORE_TAR}" || {{ echo "cannot unpack the snapshot" >&2; exit 2; }}
-( {patch_baseline.BASELINE_SCRIPT} ) >/dev/null || {{ echo "cannot record the baseline" >&2; exit 3; }}
+def restore_script(extra_paths: list[str], inline: str = "") -> str:
+    """sh: (unpack `inline`, a base64 tar of `RESTORE_DIR` relative to /tmp), baseline, apply, extra paths;
+    then the ``tree``/``base`` ids and the ``extras`` manifest hash on stdout."""
+    unpack = ""
+    if inline:
+        unpack = f"""rm -rf "$S" && printf '%s' '{inline}' | base64 -d | tar -C /tmp -xf - || \\
+  {{ echo "cannot unpack the snapshot (base64 and tar are needed)" >&2; exit 2; }}
+"""
+    check = ""
+    if extra_paths:
+        check = (
+            _manifest(extra_paths, "$S/manifest.now")
+            + 'printf "extras %s\\n" "$(sha256sum <"$S/manifest.now")"\n'
+        )
+    return f"""
+S={RESTORE_DIR}
+{unpack}[ -f "$S/patch.diff" ] || {{ echo "the snapshot was not unpacked" >&2; exit 2; }}
+( {patch_baseline.BASELINE_CORE} ) >/dev/null || {{ echo "cannot record the baseline" >&2; exit 3; }}
 {patch_baseline.SAFE_GIT_ENV}
-top=$(git rev-parse --show-toplevel) && cd "$top" || exit 2
+read -r top <{patch_baseline.BASELINE_DIR}/top && cd "$top" || exit 2
 if [ -s "$S/patch.diff" ]; then {_APPLY} "$S/patch.diff" || {{ echo "the diff does not apply" >&2; exit 4; }}; fi
 if [ -f "$S/extra.tar" ]; then tar -C / -xpf "$S/extra.tar" || {{ echo "cannot unpack the extra paths" >&2; exit 5; }}; fi
-rm -rf "$S" "{RESTORE_TAR}"
+( {patch_baseline.diff_script(tree_to="$S/tree.now", diff=False)} ) >/dev/null || {{ echo "cannot read the restored tree" >&2; exit 6; }}
+while read -r line; do echo "$line"; done <"$S/tree.now"
+{check}rm -rf "$S"
 """
 
 
-def state_hash(tarball: bytes) -> tuple[str, int]:
-    """(sha256 of the state a snapshot tarball holds, bytes of its diff): what a restore must reproduce."""
+@dataclass(frozen=True)
+class Contents:
+    """What a snapshot tarball holds, read by the node (never trusted beyond its record's hashes)."""
+
+    members: dict[str, bytes]
+    state_hash: str
+    """sha256 of the diff and the manifest: what the snapshot's record must say."""
+    tree: str
+    base: str
+    paths: list[str]
+
+    @property
+    def patch_bytes(self) -> int:
+        return len(self.members["patch.diff"])
+
+    @property
+    def extras_hash(self) -> str:
+        """What ``sha256sum`` prints for the manifest (its hex digest)."""
+        return hashlib.sha256(self.members.get("manifest", b"")).hexdigest()
+
+
+def read_tarball(tarball: bytes) -> Contents:
+    """The members of a snapshot tarball and the hashes they give; 422 when it is not one."""
     members: dict[str, bytes] = {}
     try:
         with tarfile.open(fileobj=io.BytesIO(tarball), mode="r") as tar:
             for member in tar.getmembers():
                 fh = tar.extractfile(member) if member.isfile() else None
-                if fh is not None and member.name in ("patch.diff", "manifest"):
+                if fh is not None and "/" not in member.name:
                     members[member.name] = fh.read()
     except tarfile.TarError as exc:
         raise ApiError(422, f"not a snapshot tarball: {exc}") from None
@@ -101,7 +156,41 @@ def state_hash(tarball: bytes) -> tuple[str, int]:
         raise ApiError(422, "not a snapshot tarball: no patch.diff")
     digest = hashlib.sha256(b"patch\0" + members["patch.diff"])
     digest.update(b"\0manifest\0" + members.get("manifest", b""))
-    return digest.hexdigest(), len(members["patch.diff"])
+    ids = _ids(decode_text(members.get("tree", b"")))
+    paths = [p for p in decode_text(members.get("paths", b"")).splitlines() if p]
+    return Contents(members, digest.hexdigest(), ids.get("tree", ""), ids.get("base", ""), paths)
+
+
+def state_hash(tarball: bytes) -> tuple[str, int]:
+    """(sha256 of the state a snapshot tarball holds, bytes of its diff)."""
+    got = read_tarball(tarball)
+    return got.state_hash, got.patch_bytes
+
+
+def _ids(text: str) -> dict[str, str]:
+    """``name value`` lines (the tree ids, the extras hash) as a mapping."""
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        out[name] = value.split()[0] if value.split() else ""
+    return out
+
+
+def _upload(contents: Contents) -> bytes:
+    """A tar of the members under `RESTORE_DIR`, relative to /tmp (one archive call, no mkdir)."""
+    top = SCRATCH.removeprefix("/tmp/")
+    buf = io.BytesIO()
+    now = int(time.time())
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, mode in ((top, 0o755), (f"{top}/restore", 0o700)):
+            d = tarfile.TarInfo(name)
+            d.type, d.mode, d.mtime = tarfile.DIRTYPE, mode, now
+            tar.addfile(d)
+        for name, data in contents.members.items():
+            info = tarfile.TarInfo(f"{top}/restore/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o600, now
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 class SnapshotOps:
@@ -110,37 +199,34 @@ class SnapshotOps:
     def __init__(self, ops: Operations, store: SnapshotStore) -> None:
         self.ops, self.store = ops, store
 
-    def capture(self, container_id: str, extra_paths: list[str], before: str = "") -> bytes:
-        """The state of a container as a snapshot tarball (422 without a recorded baseline); `before`:
-        sh lines run first in the same exec (a restore, so that restore and check cost one exec)."""
+    def capture(self, container_id: str, extra_paths: list[str]) -> bytes:
+        """The state of a container as a snapshot tarball (422 without a recorded baseline)."""
+        limit = self.store.config.max_snapshot_bytes
         with self.ops.registry.use(container_id) as rec:
             res = self.ops._run(
                 rec,
-                before + capture_script(extra_paths),
+                capture_script(extra_paths),
                 timeout=600.0,
                 workdir=rec.workdir,
                 env=None,
-                max_output=64 << 10,
+                max_output=limit + 1,
                 merge_stderr=False,
             )
-            if before:
-                rec.baseline = True  # the restore records one first thing, whatever happened after
-            if res.returncode == patch_baseline.NO_BASELINE_EXIT:
-                raise ApiError(422, "no baseline recorded in this container: record one before a snapshot")
-            if res.returncode != 0 or res.timed_out:
-                what = "restore the snapshot" if before else "take a snapshot"
-                raise ApiError(422, f"cannot {what}: {decode_text(res.stderr).strip()[:2000]}")
-            limit = self.store.config.max_snapshot_bytes
-            got = self.ops.read_file(ReadFileRequest(container_id=rec.id, path=CAPTURE_TAR, max_bytes=limit))
-        if got.get("encoding") == "base64":
-            return base64.b64decode(got["content"])
-        return str(got["content"]).encode("utf-8")
+        if res.returncode == patch_baseline.NO_BASELINE_EXIT:
+            raise ApiError(422, "no baseline recorded in this container: record one before a snapshot")
+        if res.returncode != 0 or res.timed_out:
+            raise ApiError(422, f"cannot take a snapshot: {decode_text(res.stderr).strip()[:2000]}")
+        if res.truncated or len(res.output) > limit:
+            raise ApiError(413, f"snapshot of more than {limit} bytes (SWE_EXEC_SNAPSHOT_MAX_SNAPSHOT_BYTES)")
+        return res.output
 
     def snapshot(self, container_id: str, req: ExecSnapshotRequest) -> dict[str, Any]:
         start = time.monotonic()
+        if req.kind == "container":  # the protocol names it; no node takes one yet (docs/fork.md)
+            raise ApiError(501, "whole-container snapshots (kind=container) are not implemented yet")
         rec = self.ops.registry.lookup(container_id)
         data = self.capture(container_id, req.extra_paths)
-        digest, patch_bytes = state_hash(data)
+        got = read_tarball(data)
         now = time.time()
         meta = SnapshotMeta(
             snapshot_id=req.snapshot_id,
@@ -148,9 +234,11 @@ class SnapshotOps:
             image=rec.image,
             workdir=rec.workdir,
             sha256=hashlib.sha256(data).hexdigest(),
-            state_hash=digest,
+            state_hash=got.state_hash,
+            tree=got.tree,
+            base_tree=got.base,
             bytes=len(data),
-            patch_bytes=patch_bytes,
+            patch_bytes=got.patch_bytes,
             created=now,
             expires_at=now + req.ttl,
         )
@@ -158,36 +246,53 @@ class SnapshotOps:
         return {**meta.model_dump(), "duration": round(time.monotonic() - start, 4)}
 
     def restore(self, container_id: str, req: ExecRestoreRequest) -> dict[str, Any]:
-        """A fresh container takes the snapshot's state; 409 if it is not fresh or of another image."""
+        """A fresh container takes the snapshot's state; 409 if it is not fresh or of another image,
+        422 if the snapshot's bytes do not give its record's hashes or the restored state is not its."""
         start = time.monotonic()
+        meta = self.store.meta(req.snapshot_id)
+        if meta.kind == "container":
+            raise ApiError(409, f"snapshot {meta.snapshot_id} is a whole container: allocate from it instead")
         meta, data = self.store.get(req.snapshot_id)
+        contents = read_tarball(data)
+        if contents.state_hash != meta.state_hash or contents.tree != meta.tree or not meta.tree:
+            raise ApiError(422, f"snapshot {meta.snapshot_id}: its contents are not what its record says")
         with self.ops.registry.use(container_id) as rec:
             if rec.baseline:
                 raise ApiError(409, "restore needs a fresh container (this one has a baseline already)")
             if meta.image and rec.image != meta.image:
                 raise ApiError(409, f"snapshot of image {meta.image}, container of {rec.image}")
-            self.ops.write_file(
-                WriteFileRequest(container_id=rec.id, path=RESTORE_TAR, content=data, mode=0o600)
+            upload = _upload(contents)
+            inline = base64.b64encode(upload).decode("ascii")
+            if len(inline) > INLINE_MAX:
+                inline = ""
+                try:
+                    self.ops.backend.put_archive(rec.id, "/tmp", upload)
+                except NotFound:
+                    raise ApiError(410, f"container {rec.id[:12]} no longer exists or has no /tmp") from None
+            res = self.ops._run(
+                rec,
+                restore_script(contents.paths, inline),
+                timeout=600.0,
+                workdir=rec.workdir,
+                env=None,
+                max_output=64 << 10,
+                merge_stderr=False,
             )
-        got, _ = state_hash(self.capture(container_id, _extra_paths_of(data), before=RESTORE_SCRIPT))
-        if got != meta.state_hash:
-            raise ApiError(
-                409, f"restored state {got[:12]} is not the snapshot's {meta.state_hash[:12]}", state_hash=got
-            )
+            rec.baseline = True  # the restore records one first thing, whatever happened after
+        if res.returncode != 0 or res.timed_out:
+            raise ApiError(422, f"cannot restore the snapshot: {decode_text(res.stderr).strip()[:2000]}")
+        got = _ids(decode_text(res.output))
+        expected = {"tree": meta.tree, "base": meta.base_tree}
+        if contents.paths:
+            expected["extras"] = contents.extras_hash
+        wrong = {k: got.get(k, "") for k, v in expected.items() if got.get(k, "") != v}
+        if wrong:
+            what = ", ".join(f"{k} {v[:12] or '(none)'} is not {expected[k][:12]}" for k, v in wrong.items())
+            raise ApiError(422, f"restored state is not the snapshot's: {what}", restored=wrong)
         return RestoreResponse(
             snapshot_id=meta.snapshot_id,
-            state_hash=got,
+            state_hash=meta.state_hash,
+            tree=got["tree"],
             verified=True,
             duration=round(time.monotonic() - start, 4),
         ).model_dump()
-
-
-def _extra_paths_of(tarball: bytes) -> list[str]:
-    """The extra paths a snapshot carried (its `paths` member), to capture them again after a restore."""
-    with tarfile.open(fileobj=io.BytesIO(tarball), mode="r") as tar:
-        try:
-            fh = tar.extractfile("paths")
-        except KeyError:
-            return []
-        text = fh.read().decode("utf-8") if fh else ""
-    return [line for line in text.splitlines() if line]

@@ -73,7 +73,7 @@ class Snapshots:
         ttl = req.ttl or DEFAULT_TTL
         sid = secrets.token_urlsafe(16)
         payload = ExecSnapshotRequest(
-            snapshot_id=sid, owner=lease.owner, ttl=ttl, extra_paths=req.extra_paths
+            snapshot_id=sid, kind=req.kind, owner=lease.owner, ttl=ttl, extra_paths=req.extra_paths
         )
         lease.touch()
         lease.in_flight += 1
@@ -93,11 +93,13 @@ class Snapshots:
         meta = SnapshotMeta.model_validate({k: v for k, v in data.items() if k != "duration"})
         info = SnapshotInfo(
             snapshot_id=sid,
+            kind=meta.kind,
             lease_id=lease.lease_id,
             image=lease.image,
             node=node.url,
             sha256=meta.sha256,
             state_hash=meta.state_hash,
+            tree=meta.tree,
             bytes=meta.bytes,
             expires_at=meta.expires_at,
             duration=float(data.get("duration", 0.0)),
@@ -160,11 +162,13 @@ class Snapshots:
         data = json_of(resp)
         if resp.status_code != 200:
             raise _node_error(resp.status_code, data, node)
-        if data.get("state_hash") != snap.info.state_hash:
-            raise ApiError(502, f"node restored state {data.get('state_hash')}, not {snap.info.state_hash}")
+        if data.get("state_hash") != snap.info.state_hash or data.get("tree", "") != snap.info.tree:
+            raise ApiError(
+                502, f"node restored tree {data.get('tree')} ({data.get('state_hash')}), not {snap.info.tree}"
+            )
         self.pool.metrics.inc("swe_pool_restores_total", moved=str(moved).lower())
-        return {"from_snapshot": sid, "state_hash": data["state_hash"], "snapshot_moved": moved,
-                "restore_seconds": data.get("duration")}  # fmt: skip
+        return {"from_snapshot": sid, "state_hash": data["state_hash"], "tree": data.get("tree", ""),
+                "snapshot_moved": moved, "restore_seconds": data.get("duration")}  # fmt: skip
 
     async def delete(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /snapshots/delete``: forget a snapshot and delete its tarballs (idempotent)."""

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import os
+import re
+import tarfile
 import time
 
 import httpx
@@ -216,3 +219,73 @@ def test_store_reaps_expired(tmp_path):
     store._write(store._path(meta.snapshot_id, "json"), meta.model_dump_json().encode())
     assert store.reap() == ["h-fork-old1"]
     assert os.listdir(store.dir) == []
+
+
+def _retar(data: bytes, edit: dict[str, bytes]) -> bytes:
+    """The snapshot tarball `data` with some members' bytes replaced."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for m in src.getmembers():
+            body = edit.get(m.name, src.extractfile(m).read() if m.isfile() else b"")
+            m.size = len(body)
+            dst.addfile(m, io.BytesIO(body))
+    return out.getvalue()
+
+
+def test_tampered_snapshots_are_refused(exec_server_factory, fixture_instances, tmp_path):
+    """A restore checks the snapshot's bytes against its record and the restored tree against the
+    record's git tree id: a changed diff (record kept, or record re-hashed too) or changed extra
+    files answer 422, and the untouched snapshot restores."""
+    from swe_rl.fleet.exec.snapshot_ops import read_tarball
+
+    inst = fixture_instances[INSTANCE]
+    srv = exec_server_factory(SWE_EXEC_SNAPSHOT_DIR=snap_dir(tmp_path))
+    made: list[str] = []
+
+    def create(n: int) -> str:
+        resp = srv.post(
+            "/container/create", {"image": inst.image, "lease_id": f"h-fork-t{n}", "owner": "h-fork"}
+        )
+        assert resp.status_code == 200, resp.text
+        made.append(resp.json()["container_id"])
+        return made[-1]
+
+    def put(sid: str, data: bytes, meta: dict) -> None:
+        meta = {**meta, "snapshot_id": sid, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        headers = {**srv.headers, "X-Snapshot-Meta": json.dumps(meta)}
+        assert httpx.put(f"{srv.url}/snapshots/{sid}", content=data, headers=headers).status_code == 200
+
+    try:
+        cid = create(0)
+        assert srv.post("/container/diff", {"container_id": cid, "record_baseline": True}).status_code == 200
+        step = "printf 'new = 1\\n' > toolz/new_module.py && mkdir -p /opt/h && printf 'a' > /opt/h/x"
+        assert srv.post("/container/exec", {"container_id": cid, "command": step}).json()["returncode"] == 0
+        whole = srv.post(f"/containers/{cid}/snapshot", {"snapshot_id": "h-fork-whole", "kind": "container"})
+        assert whole.status_code == 501 and "not implemented" in whole.json()["error"]
+        body = {"snapshot_id": "h-fork-orig", "extra_paths": ["/opt/h"]}
+        assert srv.post(f"/containers/{cid}/snapshot", body).status_code == 200
+        got = httpx.get(f"{srv.url}/snapshots/h-fork-orig", headers=srv.headers)
+        meta, data = json.loads(got.headers["X-Snapshot-Meta"]), got.content
+        assert re.fullmatch(r"[0-9a-f]{40}", meta["tree"]) and meta["base_tree"] != meta["tree"]
+        diff = read_tarball(data).members["patch.diff"]
+        assert b"+new = 1" in diff
+        evil = _retar(data, {"patch.diff": diff.replace(b"+new = 1", b"+new = 2")})
+        put("h-fork-kept", evil, meta)  # the record of the original: its state hash no longer matches
+        put("h-fork-rehashed", evil, {**meta, "state_hash": read_tarball(evil).state_hash})
+        extra = read_tarball(data).members["extra.tar"]
+        put("h-fork-extra", _retar(data, {"extra.tar": _retar(extra, {"opt/h/x": b"b"})}), meta)
+        for sid, words in [
+            ("h-fork-kept", "not what its record says"),
+            ("h-fork-rehashed", "restored state is not the snapshot's: tree"),
+            ("h-fork-extra", "restored state is not the snapshot's: extras"),
+        ]:
+            resp = srv.post(f"/containers/{create(len(made))}/restore", {"snapshot_id": sid})
+            assert resp.status_code == 422 and words in resp.json()["error"], (sid, resp.text)
+        ok = srv.post(f"/containers/{create(len(made))}/restore", {"snapshot_id": "h-fork-orig"})
+        assert ok.status_code == 200 and ok.json()["tree"] == meta["tree"], ok.text
+        for sid in ("h-fork-orig", "h-fork-kept", "h-fork-rehashed", "h-fork-extra"):
+            httpx.delete(f"{srv.url}/snapshots/{sid}", headers=srv.headers)
+    finally:
+        for c in made:
+            srv.post("/container/destroy", {"container_id": c})
+    assert node_files(tmp_path) == []
