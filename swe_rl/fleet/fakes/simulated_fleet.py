@@ -224,8 +224,9 @@ class MemoryFleet:
         self.pool_url = f"http://127.0.0.1:{port}"
         self.start_pool()
 
-    def start_pool(self) -> float:
-        """Start the pool server (again: same port, owner id and lease store); seconds until it serves."""
+    def start_pool(self, *, wait: bool = True) -> float:
+        """Start the pool server (again: same port, owner id and lease store); seconds until it is ready
+        (every node checked: /healthz answers 200), or 0 at once with `wait=False`."""
         assert self.log_dir is not None
         t0 = time.monotonic()
         with open(self.log_dir / "pool.log", "ab") as log:
@@ -237,8 +238,9 @@ class MemoryFleet:
                 start_new_session=True,
                 preexec_fn=killed_with_parent,
             )
-        wait_healthy(self.pool_url, self.pool, poll=0.02)
-        return time.monotonic() - t0
+        if wait:
+            wait_healthy(self.pool_url, self.pool, poll=0.02)
+        return time.monotonic() - t0 if wait else 0.0
 
     def kill_pool(self, sig: int = signal.SIGKILL) -> None:
         """Stop the pool server: SIGKILL (default) as a crash would, nothing of its shutdown runs;

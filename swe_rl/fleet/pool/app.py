@@ -137,6 +137,20 @@ def create_app(pool: Pool) -> Starlette:
 
     async def healthz() -> Response:
         healthy = len(pool.nodes.healthy())
+        if not pool.ready:  # serving already (calls wait for their node), not every node checked yet
+            checked = sum(1 for n in pool.nodes if n.checked.is_set())
+            return JSONResponse(
+                {
+                    "ok": False,
+                    "starting": True,
+                    "nodes_checked": checked,
+                    "nodes_healthy": healthy,
+                    "nodes_total": len(pool.nodes.nodes),
+                    "leases": len(pool.leases),
+                    "version": __version__,
+                },
+                503,
+            )
         return JSONResponse(
             {
                 "ok": healthy > 0,
@@ -159,6 +173,15 @@ def create_app(pool: Pool) -> Starlette:
     def routed(op: str) -> Any:
         return lambda body: pool.route(op, body)
 
+    def whole_fleet(handler: Any) -> Any:
+        """A call over every node: it waits for the first pass over the fleet after a start."""
+
+        async def call(body: dict[str, Any]) -> Any:
+            await pool.whole_fleet_checked()
+            return await handler(body)
+
+        return call
+
     routes = [
         Route("/healthz", endpoint("healthz", healthz, auth=False, json_body=False), methods=["GET"]),
         Route("/status", endpoint("status", status, json_body=False), methods=["GET"]),
@@ -168,8 +191,16 @@ def create_app(pool: Pool) -> Starlette:
         Route("/close", endpoint("close", pool.close), methods=["POST"]),
         Route("/warm", endpoint("warm", pool.warm), methods=["POST"]),
         Route("/leases/{lease_id}/snapshot", endpoint("snapshot", pool.snapshots.take), methods=["POST"]),
-        Route("/snapshots/delete", endpoint("snapshot_delete", pool.snapshots.delete), methods=["POST"]),
-        Route("/prefetch", endpoint("prefetch", lambda body: prefetch(pool, body)), methods=["POST"]),
+        Route(
+            "/snapshots/delete",
+            endpoint("snapshot_delete", whole_fleet(pool.snapshots.delete)),
+            methods=["POST"],
+        ),
+        Route(
+            "/prefetch",
+            endpoint("prefetch", whole_fleet(lambda body: prefetch(pool, body))),
+            methods=["POST"],
+        ),
         *(Route(f"/{op}", endpoint(op, routed(op)), methods=["POST"]) for op in ROUTED_OPS),
     ]
 

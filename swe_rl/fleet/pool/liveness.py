@@ -70,7 +70,7 @@ class LeaseLiveness:
         return {
             "ok": True,
             "expires_at": lease.public(self.cfg.lease_ttl)["expires_at"],
-            "node_healthy": self.nodes.get(lease.node).healthy,
+            "node_healthy": not self.nodes.get(lease.node).down,
         }
 
     def heartbeat_many(self, ids: list[str]) -> dict[str, Any]:
@@ -87,7 +87,7 @@ class LeaseLiveness:
                 lost[lease_id] = lease.lost
             else:
                 lease.last_seen = now
-                if not self.nodes.get(lease.node).healthy:
+                if self.nodes.get(lease.node).down:
                     node_down.append(lease_id)
         return {
             "ok": True,
@@ -101,19 +101,28 @@ class LeaseLiveness:
         await asyncio.gather(*(self._check_node(node) for node in self.nodes))
 
     async def _check_node(self, node: Node) -> None:
+        try:
+            await self._check_node_once(node)
+        finally:
+            node.checked.set()  # calls on its leases held since the start go on (or fail fast: node down)
+
+    async def _check_node_once(self, node: Node) -> None:
         http = self.calls.health_of(node.url)
         ok, reason = await fetch_health(http, node, self.cfg.health_interval)
         if not ok:
             self.nodes.failed(node, reason)
             return
-        if time.monotonic() - node.images_at > self.cfg.images_interval or not node.healthy:
-            await refresh_images(http, node)
+        images_due = time.monotonic() - node.images_at > self.cfg.images_interval or not node.healthy
         if not node.healthy:
-            try:  # a node that (re)joins is reconciled before it gets any work
-                await self.reconcile(node)
+            try:  # a node that (re)joins is reconciled before it gets any work (its image list beside)
+                await asyncio.gather(
+                    self.reconcile(node), refresh_images(http, node) if images_due else asyncio.sleep(0)
+                )
             except (ApiError, httpx.HTTPError, KeyError, TypeError) as exc:
                 self.nodes.failed(node, f"reconciliation failed: {exc}")
                 return
+        elif images_due:
+            await refresh_images(http, node)
         self.nodes.succeeded(node)
 
     async def reconcile(self, node: Node) -> None:

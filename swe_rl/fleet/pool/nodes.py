@@ -6,6 +6,7 @@ no allocation goes there and calls on its leases fail fast, until its /healthz a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,14 @@ class Node:
     """Warm target we last sent per request key: (count, monotonic expiry)."""
     image_stats: dict[str, Any] = field(default_factory=dict)
     """The node's image figures (bytes used, budget, pulls, evictions), as of the last health check."""
+    checked: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    """Set once the node's first check since the pool started is over (up and reconciled, or found down).
+    The pool serves before every node is checked; a call on one of this node's leases waits for it."""
+
+    @property
+    def down(self) -> bool:
+        """Checked and not up: calls on its leases fail fast (an unchecked node is not down, only unknown)."""
+        return not self.healthy and self.checked.is_set()
 
     def report(self, health: dict[str, Any]) -> None:
         """Take the node's own figures from its /healthz answer."""

@@ -70,6 +70,7 @@ class Snapshots:
         if lease.owner and req.owner != lease.owner:
             raise ApiError(403, f"lease {lease.lease_id} belongs to another owner")
         node = self.pool.nodes.get(lease.node)
+        await node.checked.wait()  # at once, unless the pool has just started and is checking it
         ttl = req.ttl or DEFAULT_TTL
         sid = secrets.token_urlsafe(16)
         payload = ExecSnapshotRequest(
