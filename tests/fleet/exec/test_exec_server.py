@@ -413,7 +413,10 @@ def test_container_killed_externally_gives_clear_error(exec_server, docker_clien
 
 def test_reaper_removes_expired_and_idle_but_never_foreign(exec_server_factory, docker_client):
     srv = exec_server_factory(SWE_EXEC_REAP_INTERVAL="0.5")
-    busy = create(srv, idle_ttl=6)  # its call must start within 6 s: a wide bound, even on a loaded machine
+    busy = create(srv, idle_ttl=6)  # its call must start within 6 s: it is sent before anything else
+    done: dict = {}
+    t = threading.Thread(target=lambda: done.update(run(srv, busy, "sleep 10")))  # busy past its idle TTL
+    t.start()
     short_life = create(srv, ttl=1.5)
     idle = create(srv, idle_ttl=1.5)
     kept = create(srv)
@@ -425,9 +428,6 @@ def test_reaper_removes_expired_and_idle_but_never_foreign(exec_server_factory, 
     )
     plain = docker_client.containers.run(BASE_IMAGE, ["sleep", "60"], detach=True)
     try:
-        done: dict = {}
-        t = threading.Thread(target=lambda: done.update(run(srv, busy, "sleep 10")))  # busy past its idle TTL
-        t.start()
         t.join(120)
         assert done["returncode"] == 0  # the reaper left it alone while the call ran
         deadline = time.monotonic() + 60  # a bound on waiting for the reaper, not a speed requirement
