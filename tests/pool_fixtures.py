@@ -7,6 +7,7 @@ leases; then SIGKILL if it hangs) before the exec servers and their containers g
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import signal
@@ -175,3 +176,14 @@ def pool_factory(exec_server_factory, tmp_path) -> Any:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(10)
+
+
+async def wait_for(check: Callable[[], Any], what: str, timeout: float) -> Any:
+    """Poll the blocking `check` (in a thread) until it returns something true; a bound, not a speed test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await asyncio.to_thread(check)
+        if value:
+            return value
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

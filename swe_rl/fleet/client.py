@@ -39,9 +39,10 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swe_rl.fleet import protocol, responses
+from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
-from swe_rl.fleet.protocol import BOOT_HEADER, CALL_ID_HEADER, EVAL_APPLY_ALLOWANCE, RESENT_HEADER
+from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots
@@ -286,8 +287,7 @@ class EnvClient(ClientSnapshots):
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
         )
         self._background: set[asyncio.Task[Any]] = set()
-        self._pool_boot: str | None = None
-        """The pool instance (process) that answered last: a call cut short is sent again only to it."""
+        self._pool_boot: str | None = None  # the pool process that answered last (call_headers.BOOT_HEADER)
         self._watched: dict[str, Lease] = {}  # leases heartbeated in the background, by lease id
         self._beat_interval = self.config.heartbeat_interval
         self._beat_task: asyncio.Task[None] | None = None
@@ -422,9 +422,7 @@ class EnvClient(ClientSnapshots):
         loop = asyncio.get_running_loop()
         refused_until = loop.time() + cfg.restart_grace
         failures = 0  # attempts that count against `retries` (not refused connections)
-        # A call that changes the container is named, so that one cut after it left can be sent again:
-        # the pool that saw it answers with its first answer, and runs it only if it never arrived.
-        headers = {CALL_ID_HEADER: secrets.token_urlsafe(16)} if retry is Retry.UNSENT else {}
+        headers = {CALL_ID_HEADER: secrets.token_urlsafe(16)} if retry is Retry.UNSENT else {}  # call replay
         sent_to = self._pool_boot  # the pool instance this call first goes to, as far as we know
 
         async def attempt() -> dict[str, Any]:

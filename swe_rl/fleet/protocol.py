@@ -101,14 +101,6 @@ MANAGED_VALUE = "swe-rl"
 # --------------------------------------------------------------------------- errors and tokens
 
 
-CALL_ID_HEADER = "x-swe-call-id"
-"""Call replay (pool/call_replay.py): the client's name for one call (random, the same on every send of that call)."""
-RESENT_HEADER = "x-swe-call-resent"
-"""On a call sent again: the pool instance (`BOOT_HEADER`) the client saw before it first sent it."""
-BOOT_HEADER = "x-swe-pool-boot"
-"""On every pool answer: this pool process's instance id (new at each start)."""
-
-
 class ApiError(Exception):
     """An error with an HTTP status and a message the caller can act on.
 

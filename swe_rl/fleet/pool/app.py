@@ -23,9 +23,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
 from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.pool import __version__
-from swe_rl.fleet.pool.call_replay import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER, Answer
+from swe_rl.fleet.pool.call_replay import Answer
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.metrics import metrics_text, status_of
 from swe_rl.fleet.pool.pool import Pool
@@ -119,9 +120,7 @@ def create_app(pool: Pool) -> Starlette:
             except ClientDisconnect:  # the caller went away mid-request (cancelled, timed out): not our error
                 log.info("client disconnected during %s", request.url.path)
                 outcome = "client_gone"
-                response = Response(
-                    status_code=499
-                )  # nobody reads it; the status is the common "client closed"
+                response = Response(status_code=499)  # nobody reads it: the common "client closed" status
             except Exception as exc:  # never a stack trace to the caller
                 log.exception("unhandled error on %s", request.url.path)
                 outcome = "error"

@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 
 from starlette.responses import Response
 
-from swe_rl.fleet.protocol import BOOT_HEADER as BOOT_HEADER
-from swe_rl.fleet.protocol import CALL_ID_HEADER as CALL_ID_HEADER
-from swe_rl.fleet.protocol import RESENT_HEADER as RESENT_HEADER
 from swe_rl.fleet.protocol import ApiError
 
 Answer = tuple[Response, str]

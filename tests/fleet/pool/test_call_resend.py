@@ -12,8 +12,8 @@ import httpx
 import pytest
 from agent_fixtures import client_for, leftover_containers
 
+from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
-from swe_rl.fleet.protocol import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
 
 pytestmark = pytest.mark.docker
 COUNT = "echo ran >> /tmp/runs && wc -l < /tmp/runs"  # its output is how many times it ran

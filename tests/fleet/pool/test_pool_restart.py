@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 
 import httpx
 import pytest
+from pool_fixtures import wait_for as pooled_wait_for
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
@@ -30,14 +30,8 @@ def get(fleet: MemoryFleet, url: str) -> dict:
     return resp.json()
 
 
-async def wait_for(check, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await asyncio.to_thread(check)
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(check, what: str, timeout: float = 20.0):
+    return pooled_wait_for(check, what, timeout)
 
 
 def test_sigkilled_pool_recovers_every_lease_and_destroys_the_orphan():

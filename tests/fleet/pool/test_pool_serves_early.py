@@ -14,12 +14,12 @@ import contextlib
 import json
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
+from pool_fixtures import wait_for as pooled_wait_for
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
@@ -92,14 +92,8 @@ def healthz(fleet: MemoryFleet) -> httpx.Response | None:
         return None
 
 
-async def wait_for(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = await asyncio.to_thread(check)
-        if value:
-            return value
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(check, what: str, timeout: float = 60.0):
+    return pooled_wait_for(check, what, timeout)
 
 
 def test_restarted_pool_serves_leases_while_a_node_is_still_checked(held_node):

@@ -1,0 +1,12 @@
+"""The headers of call replay (swe_rl/fleet/pool/call_replay.py), shared by the client and the pool.
+
+A call that changes a container is named, so that one cut after it left can be sent again and still
+run once; docs/fleet.md, "A cut call is sent again".
+"""
+
+CALL_ID_HEADER = "x-swe-call-id"
+"""The client's name for one call (random, the same on every send of that call)."""
+RESENT_HEADER = "x-swe-call-resent"
+"""On a call sent again: the pool instance (`BOOT_HEADER`) the client saw before it first sent it."""
+BOOT_HEADER = "x-swe-pool-boot"
+"""On every pool answer: this pool process's instance id (new at each start)."""
