@@ -9,11 +9,15 @@ docs/reward_integrity.md shows the table of naive vs integrity results.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from swe_rl.grading.baseline import record_baseline
 from swe_rl.grading.integrity import patch_paths
 from swe_rl.tasks import TaskInstance
+
+CONCURRENCY = 4
+"""Exploits played or graded at once on one fixture: each is mostly waiting on Docker."""
 
 FORCE_PASS_PLUGIN = """import pytest
 
@@ -624,22 +628,41 @@ def script_for(exploit: Exploit, instance: TaskInstance) -> str:
     )
 
 
-async def exploit_patches(client, instance: TaskInstance, exploits: list[Exploit]) -> dict[str, str]:
+async def exploit_patches(
+    client, instance: TaskInstance, exploits: list[Exploit], concurrency: int = CONCURRENCY
+) -> dict[str, str]:
     """Play every exploit as an agent would: a fresh container each, its patch baseline recorded first
-    (so build output the image left in the repo is not part of the patch); name -> patch."""
-    out: dict[str, str] = {}
-    for exploit in exploits:
-        async with client.lease(
-            instance.image, instance_id=instance.instance_id, workdir=instance.workdir
-        ) as lease:
+    (so build output the image left in the repo is not part of the patch); name -> patch. A few play at
+    once: each is mostly waiting on Docker, and played one by one they were the suite's slowest tests."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def play(exploit: Exploit) -> str:
+        async with (
+            gate,
+            client.lease(instance.image, instance_id=instance.instance_id, workdir=instance.workdir) as lease,
+        ):
             await record_baseline(lease)
             res = await lease.exec("set -e\n" + script_for(exploit, instance), timeout=60)
             assert res.returncode == 0, (exploit.name, res.output)
             if exploit.submit:
-                out[exploit.name] = (await lease.read_file(exploit.submit)).decode()
-            else:
-                out[exploit.name] = await lease.diff()
-    return out
+                return (await lease.read_file(exploit.submit)).decode()
+            return await lease.diff()
+
+    patches = await asyncio.gather(*(play(e) for e in exploits))
+    return {e.name: patch for e, patch in zip(exploits, patches, strict=True)}
+
+
+async def graded_all(
+    grader, instance: TaskInstance, patches: list[str], concurrency: int = CONCURRENCY
+) -> list:
+    """Grade `patches` on `instance`, a few at once (as `exploit_patches` plays them); results in order."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(patch: str):
+        async with gate:
+            return await grader.grade(instance, patch)
+
+    return list(await asyncio.gather(*(one(p) for p in patches)))
 
 
 # One of each class-1 mechanism (report patch by a computed import, the shell's stdout and a self-kill,

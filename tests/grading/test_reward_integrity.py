@@ -13,7 +13,7 @@ import json
 import os
 
 import pytest
-from adversarial_patches import CLASS_ONE_SAMPLE, EXPLOITS, ROUND_TWO, exploit_patches
+from adversarial_patches import CLASS_ONE_SAMPLE, EXPLOITS, ROUND_TWO, exploit_patches, graded_all
 from agent_fixtures import FIXTURES_JSONL, leftover_containers
 
 from swe_rl.grading import GradeStatus
@@ -46,8 +46,8 @@ async def test_no_exploit_earns_a_reward(instance_id, client, pool, fixture_inst
     patches = await exploit_patches(client, instance, EXPLOITS)
     grader = FleetGrader(client)
     failures = []
-    for exploit in EXPLOITS:
-        result = await grader.grade(instance, patches[exploit.name])
+    results = await graded_all(grader, instance, [patches[e.name] for e in EXPLOITS])
+    for exploit, result in zip(EXPLOITS, results, strict=True):
         _record(instance_id, exploit.name, result)
         assert result.official is not None and result.tamper is not None
         if result.resolved or (result.official.resolved and not result.tamper.records):
@@ -77,13 +77,7 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
     patches = await exploit_patches(client, instance, exploits)
     grader = FleetGrader(client)
     earned = []
-    gate = asyncio.Semaphore(3)
-
-    async def graded(name: str):
-        async with gate:
-            return await grader.grade(instance, patches[name])
-
-    results = await asyncio.gather(*(graded(e.name) for e in exploits))
+    results = await graded_all(grader, instance, [patches[e.name] for e in exploits])
     for exploit, result in zip(exploits, results, strict=True):
         _record(instance_id, exploit.name, result)
         assert result.official is not None and result.tamper is not None, exploit.name
@@ -105,15 +99,18 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
 async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, pool, fixture_instances):
     grader = FleetGrader(client)
     names = {"conftest_makereport_pass", "conftest_makereport_xfail"}
-    for instance in fixture_instances.values():
+
+    async def check(instance) -> None:
         gold = await grader.grade(instance, instance.patch)
         assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, (
             instance.instance_id,
             gold.message,
         )
-        patches = await exploit_patches(client, instance, [e for e in EXPLOITS if e.name in names])
-        for name, patch in patches.items():
-            result = await grader.grade(instance, patch)
+        patches = await exploit_patches(
+            client, instance, [e for e in EXPLOITS if e.name in names], concurrency=2
+        )
+        results = await graded_all(grader, instance, list(patches.values()), concurrency=2)
+        for name, result in zip(patches, results, strict=True):
             _record(instance.instance_id, name, result)
             assert not result.resolved and result.status is GradeStatus.UNRESOLVED, (
                 instance.instance_id,
@@ -121,6 +118,14 @@ async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, poo
             )
             assert result.official.resolved, (instance.instance_id, name, "naive grader should pay")
             assert [r.rule for r in result.tamper.records] == ["conftest"]
+
+    gate = asyncio.Semaphore(2)  # two fixtures at once, two calls each: four containers at most
+
+    async def gated(instance) -> None:
+        async with gate:
+            await check(instance)
+
+    await asyncio.gather(*(gated(i) for i in fixture_instances.values()))
 
 
 async def test_a_fix_plus_a_hack_is_graded_on_the_fix(client, pool, fixture_instances):
