@@ -150,6 +150,11 @@ echo "baseline $(cat "$B/tree") changed_or_untracked=$untracked ignored=$ignored
 )
 
 
+STALE_LOCK_MINUTES = 10
+"""A ``diff.index.lock`` older than this was left by a diff killed partway (a diff takes well under a
+minute): it is removed. A younger one belongs to a diff running now: that diff is left alone."""
+
+
 def diff_script(base: str | None = None, tree_to: str | None = None, diff: bool = True) -> str:
     """The agent's changes since the baseline; exits `NO_BASELINE_EXIT` when none was recorded.
 
@@ -176,6 +181,12 @@ read -r tree <"$B/tree" && read -r alternates <"$B/alternates" || exit 2
   GIT_ALTERNATE_OBJECT_DIRECTORIES="$alternates" GIT_WORK_TREE="$top" LC_ALL=C
 {reused_git_dir(BASELINE_DIR + "/git")}
 [ -f "$GIT_INDEX_FILE" ] || cp -p "$B/index" "$GIT_INDEX_FILE" || exit 2
+if [ -e "$GIT_INDEX_FILE.lock" ]; then  # a diff killed partway (or one running now) holds the kept index
+  find "$B" -maxdepth 1 -name diff.index.lock -mmin +{STALE_LOCK_MINUTES} -delete  # stale: the next diff is fast
+  export GIT_INDEX_FILE="$B/diff.index.$$"  # this one takes a private copy and leaves the kept one alone
+  trap 'rm -f "$GIT_INDEX_FILE" "$GIT_INDEX_FILE.lock"' EXIT
+  cp -p "$B/diff.index" "$GIT_INDEX_FILE" || exit 2
+fi
 git -c core.excludesFile="$B/exclude" -c core.attributesFile=/dev/null add -A >/dev/null || exit 2
 {_tree_lines(tree_to)}{"" if diff else "exit 0"}
 {SAFE_DIFF} --cached {against} && exit 0 || failed=$?

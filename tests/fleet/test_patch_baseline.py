@@ -8,13 +8,17 @@ milliseconds. Paths under ``/tmp/.swe-rl`` are moved into the test's temporary d
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from canonical_fixtures import agent_diff, git, make_repo, record_baseline
+
+from swe_rl.fleet import patch_baseline
 
 BASE = {
     "pkg/__init__.py": "",
@@ -161,3 +165,23 @@ def test_a_non_ascii_path_is_written_as_is(repo, tmp_path):
     assert f"diff --git a/{name} b/{name}" in patch
     assert _apply(repo, patch, reverse=True) == ""
     assert not (repo / name).exists()
+
+
+def test_a_lock_left_by_a_killed_diff_does_not_stop_the_next(repo, tmp_path):
+    """A diff killed partway leaves ``diff.index.lock``: the next diffs still answer; a stale lock is
+    removed, a fresh one (a diff running now) is left to its owner."""
+    (repo / "pkg" / "core.py").write_text("x = 2\ny = 2\n")
+    patch = agent_diff(repo, tmp_path)
+    lock = tmp_path / "baseline" / "diff.index.lock"
+    lock.write_bytes(b"")  # as if a diff were running now
+    (repo / "README").write_text("hello\n")
+    again = agent_diff(repo, tmp_path)
+    assert files_of(again) == ["README", "pkg/core.py"]
+    assert lock.exists()  # not ours to remove
+    assert sorted(p.name for p in lock.parent.glob("diff.index*")) == ["diff.index", "diff.index.lock"]
+    old = time.time() - 60 * (patch_baseline.STALE_LOCK_MINUTES + 1)
+    os.utime(lock, (old, old))  # its diff was killed long ago
+    assert agent_diff(repo, tmp_path) == again
+    assert not lock.exists()
+    (repo / "README").write_text("hi\n")
+    assert agent_diff(repo, tmp_path) == patch
