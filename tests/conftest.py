@@ -7,6 +7,7 @@ any container labelled with a test server id.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import secrets
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,19 +75,48 @@ def sweep_dead_sessions(client) -> None:
                 pass
 
 
+def _port_block() -> Iterator[int]:
+    """This test process's own ports, below the kernel's ephemeral range (32768+ by default).
+
+    Why: a port found free with ``bind(0)`` is in the ephemeral range, so between that check and the
+    server's own bind another pytest-xdist worker's ``bind(0)``, or any outgoing connection, could take
+    it (seen: a server exiting with 1 before answering). Each worker (``PYTEST_XDIST_WORKER`` gwN) walks
+    its own block of 2,000 ports from a random start; a port still taken by something else is skipped.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 8 + os.getpid() % 3
+    first = 10000 + (index % 11) * 2000
+    offset = secrets.randbelow(2000)
+    for step in itertools.count():
+        yield first + (offset + step) % 2000
+
+
+_PORTS = _port_block()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port for a server a test starts (see `_port_block`)."""
+    for port in _PORTS:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("unreachable")
 
 
-def wait_http(url: str, timeout: float = 180.0, proc: subprocess.Popen | None = None) -> None:
+def wait_http(
+    url: str, timeout: float = 180.0, proc: subprocess.Popen | None = None, log: Path | None = None
+) -> None:
     """Wait for a server started by a test. A bound, not a speed check: a machine loaded far over its cores
-    (seen: load 300 on 2 cores) takes minutes to start a Python server; a dead one fails at once (`proc`)."""
+    (seen: load 300 on 2 cores) takes minutes to start a Python server; a dead one fails at once (`proc`),
+    with the tail of its `log`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before answering {url}")
+            tail = log.read_text(errors="replace")[-3000:] if log is not None and log.exists() else ""
+            raise RuntimeError(f"server exited with {proc.returncode} before answering {url}\n{tail}")
         try:
             if httpx.get(url, timeout=10).status_code < 500:
                 return
@@ -227,7 +258,7 @@ def exec_server_factory(docker_client, base_image, tmp_path):
         proc = _spawn_exec(port, server_id, token, log_path, env)
         srv = ExecServerProc(f"http://127.0.0.1:{port}", token, server_id, port, proc, log_path, env)
         started.append(srv)
-        wait_http(srv.url + "/healthz", proc=proc)
+        wait_http(srv.url + "/healthz", proc=proc, log=log_path)
         return srv
 
     yield start

@@ -87,7 +87,7 @@ class PoolProc:
             cwd=ROOT,
         )
         self.started.append(self.proc)
-        wait_http(self.url + "/healthz", proc=self.proc)
+        wait_http(self.url + "/healthz", proc=self.proc, log=self.log_path)
         return self
 
     def kill(self) -> None:
