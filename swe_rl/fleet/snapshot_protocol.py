@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from swe_rl.fleet.protocol import ApiError
 
 __all__ = [
+    "CONTAINER_SNAPSHOT_REPOSITORY",
     "MAX_EXTRA_PATHS",
     "SNAPSHOT_ID",
     "DeleteSnapshotRequest",
@@ -30,9 +31,19 @@ __all__ = [
     "RestoreResponse",
     "SnapshotInfo",
     "SnapshotMeta",
+    "container_image_ref",
     "invalid",
     "parse",
 ]
+
+CONTAINER_SNAPSHOT_REPOSITORY = "swe-rl-snapshot"
+"""Repository of container snapshots' images on their node (``swe-rl-snapshot:<snapshot id>``)."""
+
+
+def container_image_ref(snapshot_id: str) -> str:
+    """The image a container snapshot is committed to, on the node that took it."""
+    return f"{CONTAINER_SNAPSHOT_REPOSITORY}:{snapshot_id}"
+
 
 SNAPSHOT_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 """Snapshot ids are file names on the nodes: nothing a path could be made of."""
