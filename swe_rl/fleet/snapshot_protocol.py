@@ -18,7 +18,7 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from swe_rl.fleet.protocol import ApiError
+from swe_rl.fleet.protocol import CONTAINER_SNAPSHOT_REPOSITORY, ApiError
 
 __all__ = [
     "CONTAINER_SNAPSHOT_REPOSITORY",
@@ -35,9 +35,6 @@ __all__ = [
     "invalid",
     "parse",
 ]
-
-CONTAINER_SNAPSHOT_REPOSITORY = "swe-rl-snapshot"
-"""Repository of container snapshots' images on their node (``swe-rl-snapshot:<snapshot id>``)."""
 
 
 def container_image_ref(snapshot_id: str) -> str:

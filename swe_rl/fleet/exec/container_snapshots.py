@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from swe_rl.fleet.exec.backend import BackendError, NotFound
 from swe_rl.fleet.exec.snapshots import SnapshotStore
@@ -31,7 +31,22 @@ from swe_rl.fleet.snapshot_protocol import (
     container_image_ref,
 )
 
+if TYPE_CHECKING:
+    from swe_rl.fleet.exec.operations import Operations
+
 log = logging.getLogger(__name__)
+
+
+class Ids(Protocol):
+    """The work tree's ids at capture (`snapshot_ops.Contents` of a tree capture)."""
+
+    @property
+    def tree(self) -> str: ...
+    @property
+    def base(self) -> str: ...
+    @property
+    def state_hash(self) -> str: ...
+
 
 REPOSITORY = CONTAINER_SNAPSHOT_REPOSITORY
 """Repository of every container snapshot's image; the tag is the snapshot id."""
@@ -50,14 +65,17 @@ def image_hash(image_id: str) -> str:
     return hashlib.sha256(image_id.encode()).hexdigest()
 
 
-def capture(snaps: Any, container_id: str, req: ExecSnapshotRequest, server_id: str) -> SnapshotMeta:
-    """Commit the container (its tree ids read first, for the restore's check) and record it;
-    the image is removed again when the record is refused (budget, an existing id)."""
-    from swe_rl.fleet.exec.snapshot_ops import read_tarball  # snapshot_ops imports this module
-
-    ops, store = snaps.ops, snaps.store
+def capture(
+    ops: Operations,
+    store: SnapshotStore,
+    container_id: str,
+    req: ExecSnapshotRequest,
+    server_id: str,
+    ids: Ids,
+) -> SnapshotMeta:
+    """Commit the container (`ids`: its work tree's, read just before, for the restore's check) and
+    record it; the image is removed again when the record is refused (budget, an existing id)."""
     rec = ops.registry.lookup(container_id)
-    got = read_tarball(snaps.capture(container_id, []))
     now = time.time()
     labels = {
         LABEL: req.snapshot_id,
@@ -83,9 +101,9 @@ def capture(snaps: Any, container_id: str, req: ExecSnapshotRequest, server_id: 
         image=rec.image,
         workdir=rec.workdir,
         sha256=image_hash(image.id),
-        state_hash=got.state_hash,
-        tree=got.tree,
-        base_tree=got.base,
+        state_hash=ids.state_hash,
+        tree=ids.tree,
+        base_tree=ids.base,
         image_ref=ref,
         bytes=image.size,
         created=now,
@@ -94,7 +112,7 @@ def capture(snaps: Any, container_id: str, req: ExecSnapshotRequest, server_id: 
     try:
         return store.put_record(meta)
     except BaseException:
-        remove_image(snaps.ops.backend, ref)
+        remove_image(ops.backend, ref)
         raise
 
 

@@ -244,7 +244,8 @@ class SnapshotOps:
         if req.kind == "container":
             if req.extra_paths:
                 raise ApiError(400, "extra_paths: a container snapshot carries every path already")
-            meta = container_snapshots.capture(self, container_id, req, self.server_id)
+            ids = read_tarball(self.capture(container_id, []))
+            meta = container_snapshots.capture(self.ops, self.store, container_id, req, self.server_id, ids)
             return {**meta.model_dump(), "duration": round(time.monotonic() - start, 4)}
         rec = self.ops.registry.lookup(container_id)
         data = self.capture(container_id, req.extra_paths)

@@ -64,6 +64,9 @@ async def test_container_snapshot_keeps_what_a_tree_snapshot_loses(
                 with pytest.raises(FleetError) as foreign:
                     await other.allocate(inst.image, from_snapshot=info.snapshot_id)
                 assert foreign.value.status == 403
+                with pytest.raises(FleetError) as by_name:  # the image by name would skip the owner check
+                    await other.allocate(f"swe-rl-snapshot:{info.snapshot_id}")
+                assert by_name.value.status == 400
                 for _ in range(2):  # on the same node, whatever the load
                     branches.append(await client.allocate(inst.image, from_snapshot=info.snapshot_id))
                     b = branches[-1]
