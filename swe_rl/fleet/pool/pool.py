@@ -270,12 +270,8 @@ class Pool(LeaseLiveness):
         if not task.cancelled():
             task.exception()  # retrieved here: its caller may have gone away
 
-    async def _allocate(
-        self, req: AllocateRequest, *, node_url: str | None = None, create_image: str | None = None
-    ) -> dict[str, Any]:
-        """A lease on the best node; `node_url` pins the node and `create_image` is what the node starts
-        instead of `req.image` (a container snapshot's image: no warm containers are planned for it)."""
-        image, lease_id = req.image, secrets.token_urlsafe(16)
+    async def _allocate(self, req: AllocateRequest, pin: tuple[str, str] | None = None) -> dict[str, Any]:
+        (node_url, create_image), image, lease_id = pin or (None, None), req.image, secrets.token_urlsafe(16)
         payload: dict[str, Any] = {  # a node's CreateRequest
             "image": create_image or image,
             "lease_id": lease_id,
@@ -284,8 +280,8 @@ class Pool(LeaseLiveness):
             **wire(req, include=CREATE_OPTIONS),
         }
         key = warm_key(image, payload)
-        if create_image is None:
-            self._plan_warm(key, payload, req.expected)  # fire-and-forget, before our own create
+        if pin is None:  # fire-and-forget, before our own create (no warm containers of a snapshot)
+            self._plan_warm(key, payload, req.expected)
         tried: set[str] = set()
         missing: list[str] = []
         errors: list[str] = []

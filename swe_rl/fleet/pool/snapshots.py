@@ -140,9 +140,7 @@ class Snapshots:
                     node=snap.info.node,
                     node_down=True,
                 )
-            info = await self.pool._allocate(
-                req, node_url=holder.url, create_image=container_image_ref(snap.info.snapshot_id)
-            )
+            info = await self.pool._allocate(req, (holder.url, container_image_ref(snap.info.snapshot_id)))
         else:
             info = await self.pool._allocate(req)
         lease = self.pool.leases[info["lease_id"]]
