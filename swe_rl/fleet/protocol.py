@@ -32,6 +32,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_validator,
     model_validator,
 )
 
@@ -398,7 +399,21 @@ ROUTED_CALLS: dict[str, type[Wire]] = {
 # --------------------------------------------------------------------------- pool requests
 
 
-class AllocateRequest(CreateOptions):
+CONTAINER_SNAPSHOT_REPOSITORY = "swe-rl-snapshot"
+"""Repository of container snapshots' images on their node (``swe-rl-snapshot:<snapshot id>``): the pool
+starts them only through ``from_snapshot`` (owner-checked), never as a named image."""
+
+
+class _PoolImage(CreateOptions):
+    @field_validator("image")
+    @classmethod
+    def _not_a_snapshot(cls, image: str) -> str:
+        if image.startswith(CONTAINER_SNAPSHOT_REPOSITORY + ":"):
+            raise ValueError("a container snapshot's image is allocated with from_snapshot, not by name")
+        return image
+
+
+class AllocateRequest(_PoolImage):
     """``POST /allocate``: lease a container; `request_id` makes a retry return the same lease."""
 
     request_id: RequestId | None = None
@@ -411,7 +426,7 @@ class AllocateRequest(CreateOptions):
     """A snapshot id (`swe_rl.fleet.snapshot_protocol`): the new lease starts in that state."""
 
 
-class PoolWarmRequest(CreateOptions):
+class PoolWarmRequest(_PoolImage):
     """``POST /warm`` (pool): keep `count` containers of this exact request started ahead (0 cancels)."""
 
     count: Count

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from swe_rl.fleet.retry import Retry
-from swe_rl.fleet.snapshot_protocol import DeleteSnapshotRequest, LeaseSnapshotRequest, SnapshotInfo
+from swe_rl.fleet.snapshot_protocol import DeleteSnapshotRequest, Kind, LeaseSnapshotRequest, SnapshotInfo
 
 if TYPE_CHECKING:
     from swe_rl.fleet.client import EnvClient
@@ -25,11 +25,16 @@ class LeaseSnapshots:
     client: EnvClient
     lease_id: str
 
-    async def snapshot(self, extra_paths: list[str] | None = None, ttl: float | None = None) -> SnapshotInfo:
+    async def snapshot(
+        self, extra_paths: list[str] | None = None, ttl: float | None = None, kind: Kind = "tree"
+    ) -> SnapshotInfo:
         """The lease's state now (its changes since the baseline, plus `extra_paths` outside the repo) as a
         snapshot for `EnvClient.allocate(..., from_snapshot=...)`. Needs a recorded baseline. Not retried
-        once sent (a retry would take a second snapshot)."""
-        body = LeaseSnapshotRequest(owner=self.client.owner, ttl=ttl, extra_paths=extra_paths or [])
+        once sent (a retry would take a second snapshot). `kind="container"` commits the whole container
+        instead (every file, slower, restored on its node only: docs/fork.md)."""
+        body = LeaseSnapshotRequest(
+            owner=self.client.owner, kind=kind, ttl=ttl, extra_paths=extra_paths or []
+        )
         data = await self.client._call(
             f"leases/{self.lease_id}/snapshot",
             body.model_dump(exclude_none=True),

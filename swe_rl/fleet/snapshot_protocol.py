@@ -18,9 +18,10 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from swe_rl.fleet.protocol import ApiError
+from swe_rl.fleet.protocol import CONTAINER_SNAPSHOT_REPOSITORY, ApiError
 
 __all__ = [
+    "CONTAINER_SNAPSHOT_REPOSITORY",
     "MAX_EXTRA_PATHS",
     "SNAPSHOT_ID",
     "DeleteSnapshotRequest",
@@ -30,9 +31,16 @@ __all__ = [
     "RestoreResponse",
     "SnapshotInfo",
     "SnapshotMeta",
+    "container_image_ref",
     "invalid",
     "parse",
 ]
+
+
+def container_image_ref(snapshot_id: str) -> str:
+    """The image a container snapshot is committed to, on the node that took it."""
+    return f"{CONTAINER_SNAPSHOT_REPOSITORY}:{snapshot_id}"
+
 
 SNAPSHOT_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 """Snapshot ids are file names on the nodes: nothing a path could be made of."""

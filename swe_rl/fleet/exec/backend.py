@@ -108,6 +108,8 @@ class ImageInfo:
     tags: tuple[str, ...]
     size: int
     """Bytes on disk."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """The image's labels (how a node finds its container snapshots' images)."""
 
 
 @dataclass(frozen=True)
@@ -193,8 +195,10 @@ class NodeBackend(Protocol):
         `images.ImageBackend`; `images.BackendImages(self)` serves any backend."""
         ...
 
-    def commit_container(self, container_id: str, repository: str, tag: str) -> ImageInfo:
-        """The container's filesystem as a new image (snapshots)."""
+    def commit_container(
+        self, container_id: str, repository: str, tag: str, labels: Mapping[str, str] | None = None
+    ) -> ImageInfo:
+        """The container's filesystem as a new image carrying `labels` (container snapshots)."""
         ...
 
     # the node

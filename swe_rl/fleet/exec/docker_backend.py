@@ -95,7 +95,8 @@ def _path_stat(stat: Mapping[str, Any]) -> PathStat:
 
 
 def _image(img: Any) -> ImageInfo:
-    return ImageInfo(id=img.id, tags=tuple(img.tags), size=int(img.attrs.get("Size") or 0))
+    labels = (img.attrs.get("Config") or {}).get("Labels") or {}
+    return ImageInfo(id=img.id, tags=tuple(img.tags), size=int(img.attrs.get("Size") or 0), labels=labels)
 
 
 class DockerBackend:
@@ -255,9 +256,12 @@ class DockerBackend:
         with _errors():
             return [_image(img) for img in self.client.images.list()]
 
-    def commit_container(self, container_id: str, repository: str, tag: str) -> ImageInfo:
+    def commit_container(
+        self, container_id: str, repository: str, tag: str, labels: Mapping[str, str] | None = None
+    ) -> ImageInfo:
+        changes = [f"LABEL {json.dumps(k)}={json.dumps(v)}" for k, v in (labels or {}).items()]
         with _errors():
-            self.client.api.commit(container_id, repository=repository, tag=tag)
+            self.client.api.commit(container_id, repository=repository, tag=tag, changes=changes or None)
         return self.image_info(f"{repository}:{tag}")
 
     # the node

@@ -27,6 +27,9 @@ from swe_rl.fleet.exec.backend import BackendError, ImageMissing, NodeBackend
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.image_disk import LocalImage
 from swe_rl.fleet.protocol import ApiError
+from swe_rl.fleet.snapshot_protocol import CONTAINER_SNAPSHOT_REPOSITORY
+
+SNAPSHOT_IMAGES = CONTAINER_SNAPSHOT_REPOSITORY + ":"
 
 log = logging.getLogger("swe_exec_server")
 
@@ -305,6 +308,7 @@ class ImageStore:
                 for i in images
                 if i.id in in_use
                 or set(i.tags) & in_use
+                or any(t.startswith(SNAPSHOT_IMAGES) for t in i.tags)  # container snapshots: theirs to remove
                 or disk.matches(i, self.config.pinned_images)
                 or disk.matches(i, self.holds)
                 or disk.matches(i, self.pulls)

@@ -47,7 +47,9 @@ class ContainerManager:
         self.warm_pool = WarmPool(config, self.registry, self.containers, self.state, self.warm_stats)
         self.reaper = Reaper(config, self.registry, self.containers, self.warm_stats)
         self.ops = Operations(config, self.registry, self.containers)
-        self.snapshots = SnapshotOps(self.ops, SnapshotStore(SnapshotConfig.from_env(), config.server_id))
+        self.snapshots = SnapshotOps(
+            self.ops, SnapshotStore(SnapshotConfig.from_env(), config.server_id), config.server_id
+        )
         self.containers.load_existing()
         self.images.enforce_budget() if self.images.budget else self.images.refresh()
 
@@ -104,7 +106,7 @@ class ContainerManager:
     def start_background(self) -> None:
         """The reaper and the warm refiller threads."""
         self.reaper.start()
-        self.snapshots.store.start(self.config.reap_interval)
+        self.snapshots.store.start(self.config.reap_interval, self.snapshots.reap)
         self.warm_pool.start_refiller()
 
     def stop(self) -> int:

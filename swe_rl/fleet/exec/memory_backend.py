@@ -89,6 +89,8 @@ class MemoryBackend:
         self.images = set(images or [])
         """The images this node has; empty: every image."""
         self.committed: dict[str, ImageInfo] = {}
+        self.committed_files: dict[str, dict[str, tuple[bytes, int]]] = {}
+        """A committed image's files: a container created from it starts with a copy."""
 
     @classmethod
     def from_config(cls, config: ExecConfig, env: Mapping[str, str]) -> MemoryBackend:
@@ -116,7 +118,7 @@ class MemoryBackend:
             cid, spec.name or cid[:12], spec.image, dict(spec.labels), spec.workdir, "created"
         )
         with self.lock:
-            self.boxes[cid] = _Box(info)
+            self.boxes[cid] = _Box(info, dict(self.committed_files.get(spec.image, {})))
         return info
 
     def start_container(self, container_id: str) -> None:
@@ -217,6 +219,7 @@ class MemoryBackend:
         raise BackendError(f"the memory backend cannot pull {image}")
 
     def remove_image(self, image: str, force: bool = False) -> None:
+        self.committed_files.pop(image, None)
         if self.committed.pop(image, None) is None:
             if image not in self.images:
                 raise ImageMissing(f"No such image: {image}")
@@ -232,10 +235,15 @@ class MemoryBackend:
                 tags |= {b.info.image for b in self.boxes.values()}
         return [self.committed.get(t) or _image_info(t) for t in sorted(tags)]
 
-    def commit_container(self, container_id: str, repository: str, tag: str) -> ImageInfo:
-        self._box(container_id)
+    def commit_container(
+        self, container_id: str, repository: str, tag: str, labels: Mapping[str, str] | None = None
+    ) -> ImageInfo:
+        box = self._box(container_id)
         name = f"{repository}:{tag}"
-        self.committed[name] = _image_info(name)
+        files = dict(box.files)
+        size = sum(len(data) for data, _ in files.values())
+        self.committed[name] = replace(_image_info(name), size=size, labels=dict(labels or {}))
+        self.committed_files[name] = files
         return self.committed[name]
 
     # the node

@@ -10,7 +10,8 @@ manifest hash, which must be the snapshot's. Git tree ids are content hashes of 
 (what the diff sees: ignored files apart), so equal ids with an equal baseline mean an equal diff:
 the check is exact without a second capture. Only sh, git, tar, find, sort and sha256sum run in the
 container, and only the calls every backend offers (exec, put_archive), so it works on any node
-backend that runs commands. Whole-container snapshots (`kind="container"`) are not done yet (501).
+backend that runs commands. Whole-container snapshots (`kind="container"`) are committed images
+(`container_snapshots`); their "restore" is a check of a container created from that image.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swe_rl.fleet import patch_baseline
+from swe_rl.fleet.exec import container_snapshots
 from swe_rl.fleet.exec.backend import NotFound
 from swe_rl.fleet.exec.executor import decode_text
 from swe_rl.fleet.exec.operations import SCRATCH, Operations, _sh_quote
@@ -196,8 +198,25 @@ def _upload(contents: Contents) -> bytes:
 class SnapshotOps:
     """Snapshot and restore on this node's containers, kept in this node's `SnapshotStore`."""
 
-    def __init__(self, ops: Operations, store: SnapshotStore) -> None:
-        self.ops, self.store = ops, store
+    def __init__(self, ops: Operations, store: SnapshotStore, server_id: str = "") -> None:
+        self.ops, self.store, self.server_id = ops, store, server_id
+
+    def delete(self, snapshot_id: str) -> bool:
+        """Delete a snapshot's record and files, and its image if it is a container snapshot."""
+        try:
+            meta: SnapshotMeta | None = self.store.meta(snapshot_id)
+        except ApiError as exc:
+            if exc.status == 400:
+                raise
+            meta = None
+        found = self.store.delete(snapshot_id)
+        if meta is not None and meta.kind == "container":
+            container_snapshots.remove_image(self.ops.backend, container_snapshots.image_ref(snapshot_id))
+        return found
+
+    def reap(self) -> list[str]:
+        """Expired records and the images of container snapshots without a live record (the reaper)."""
+        return container_snapshots.reap_images(self.ops.backend, self.store, self.server_id)
 
     def capture(self, container_id: str, extra_paths: list[str]) -> bytes:
         """The state of a container as a snapshot tarball (422 without a recorded baseline)."""
@@ -222,8 +241,12 @@ class SnapshotOps:
 
     def snapshot(self, container_id: str, req: ExecSnapshotRequest) -> dict[str, Any]:
         start = time.monotonic()
-        if req.kind == "container":  # the protocol names it; no node takes one yet (docs/fork.md)
-            raise ApiError(501, "whole-container snapshots (kind=container) are not implemented yet")
+        if req.kind == "container":
+            if req.extra_paths:
+                raise ApiError(400, "extra_paths: a container snapshot carries every path already")
+            ids = read_tarball(self.capture(container_id, []))
+            meta = container_snapshots.capture(self.ops, self.store, container_id, req, self.server_id, ids)
+            return {**meta.model_dump(), "duration": round(time.monotonic() - start, 4)}
         rec = self.ops.registry.lookup(container_id)
         data = self.capture(container_id, req.extra_paths)
         got = read_tarball(data)
@@ -251,7 +274,7 @@ class SnapshotOps:
         start = time.monotonic()
         meta = self.store.meta(req.snapshot_id)
         if meta.kind == "container":
-            raise ApiError(409, f"snapshot {meta.snapshot_id} is a whole container: allocate from it instead")
+            return self._check_container(container_id, meta, start)
         meta, data = self.store.get(req.snapshot_id)
         contents = read_tarball(data)
         if contents.state_hash != meta.state_hash or contents.tree != meta.tree or not meta.tree:
@@ -289,6 +312,56 @@ class SnapshotOps:
         if wrong:
             what = ", ".join(f"{k} {v[:12] or '(none)'} is not {expected[k][:12]}" for k, v in wrong.items())
             raise ApiError(422, f"restored state is not the snapshot's: {what}", restored=wrong)
+        return RestoreResponse(
+            snapshot_id=meta.snapshot_id,
+            state_hash=meta.state_hash,
+            tree=got["tree"],
+            verified=True,
+            duration=round(time.monotonic() - start, 4),
+        ).model_dump()
+
+    def _check_container(self, container_id: str, meta: SnapshotMeta, start: float) -> dict[str, Any]:
+        """A container created from a container snapshot's image: 409 if it is of another image, 422 if
+        the image is not the one committed (its id's hash) or the work tree's ids are not the record's."""
+        ref = container_snapshots.image_ref(meta.snapshot_id)
+        with self.ops.registry.use(container_id) as rec:
+            if rec.image != ref or meta.image_ref != ref:
+                raise ApiError(
+                    409, f"snapshot {meta.snapshot_id} restores as a container of {ref}, not {rec.image}"
+                )
+            try:
+                image = self.ops.backend.image_info(ref)
+            except NotFound:
+                raise ApiError(410, f"the image of snapshot {meta.snapshot_id} is gone") from None
+            if container_snapshots.image_hash(image.id) != meta.sha256 or not meta.tree:
+                raise ApiError(422, f"snapshot {meta.snapshot_id}: its image is not what its record says")
+            script = f"""S={RESTORE_DIR}.check
+mkdir -p "$S" || exit 2
+( {patch_baseline.diff_script(tree_to="$S/tree.now", diff=False)} ) >/dev/null || {{ echo "cannot read the tree" >&2; exit 6; }}
+while read -r line; do echo "$line"; done <"$S/tree.now"
+rm -rf "$S"
+"""
+            res = self.ops._run(
+                rec,
+                script,
+                timeout=600.0,
+                workdir=rec.workdir,
+                env=None,
+                max_output=64 << 10,
+                merge_stderr=False,
+            )
+            rec.baseline = True  # the image carries the baseline recorded at capture
+        if res.returncode != 0 or res.timed_out:
+            raise ApiError(
+                422, f"cannot check the restored container: {decode_text(res.stderr).strip()[:2000]}"
+            )
+        got = _ids(decode_text(res.output))
+        if got.get("tree") != meta.tree or got.get("base") != meta.base_tree:
+            raise ApiError(
+                422,
+                f"restored state is not the snapshot's: tree {got.get('tree', '')[:12] or '(none)'}",
+                restored=got,
+            )
         return RestoreResponse(
             snapshot_id=meta.snapshot_id,
             state_hash=meta.state_hash,

@@ -5,7 +5,8 @@
 - ``GET /snapshots`` → this node's snapshots; ``GET /snapshots/<sid>`` → the tarball
   (its `SnapshotMeta` as JSON in the ``X-Snapshot-Meta`` header)
 - ``PUT /snapshots/<sid>`` → keep a tarball brought from another node (``X-Snapshot-Meta`` header)
-- ``DELETE /snapshots/<sid>``
+- ``DELETE /snapshots/<sid>`` (a container snapshot: its image too)
+- ``POST /snapshots/reap`` → one reaper pass now: ``{"images": [refs of snapshot images removed]}``
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ def add_snapshot_routes(app: Flask, snaps: SnapshotOps) -> None:
             raise ApiError(400, f"{META_HEADER} names {meta.snapshot_id}, the path {snapshot_id}")
         return jsonify(store.put(meta, request.get_data(cache=False)).model_dump())
 
+    @app.post("/snapshots/reap")
+    def reap() -> Any:
+        """One reaper pass now (what the background thread does every reap interval)."""
+        return jsonify(images=snaps.reap())
+
     @app.delete("/snapshots/<snapshot_id>")
     def delete(snapshot_id: str) -> Any:
-        return jsonify(ok=True, deleted=store.delete(snapshot_id))
+        return jsonify(ok=True, deleted=snaps.delete(snapshot_id))

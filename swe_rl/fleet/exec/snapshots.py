@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -63,14 +63,16 @@ class SnapshotStore:
         self._stop = threading.Event()
         self.reap()
 
-    def start(self, interval: float) -> None:
-        """Reap expired snapshots every `interval` seconds in a daemon thread, until `stop()`."""
+    def start(self, interval: float, reap: Callable[[], object] | None = None) -> None:
+        """Reap expired snapshots every `interval` seconds in a daemon thread, until `stop()`; `reap`
+        (default `self.reap`) is the pass (the exec server's also removes container snapshots' images)."""
+        reap = reap or self.reap
 
         def loop() -> None:
             while not self._stop.wait(interval):
                 try:
-                    self.reap()
-                except OSError:
+                    reap()
+                except Exception:  # the thread must outlive any one bad pass
                     log.exception("snapshot reaper pass failed")
 
         threading.Thread(target=loop, name="snapshot-reaper", daemon=True).start()
@@ -95,27 +97,27 @@ class SnapshotStore:
             self._reap_locked()
             if os.path.exists(self._path(meta.snapshot_id, "json")):
                 raise ApiError(409, f"snapshot {meta.snapshot_id} exists")
-            metas = self._metas_locked()
-            if len(metas) >= self.config.max_count:
-                raise ApiError(
-                    429,
-                    f"node holds {len(metas)} snapshots, its limit (SWE_EXEC_SNAPSHOT_MAX_COUNT)",
-                    budget="count",
-                )
-            used = sum(m.bytes for m in metas)
-            if used + len(data) > self.config.max_bytes:
-                raise ApiError(
-                    507,
-                    f"node snapshot budget full: {used} + {len(data)} bytes > {self.config.max_bytes}",
-                    budget="bytes",
-                )
+            self._check_budget_locked(len(data))
             self._write(self._path(meta.snapshot_id, "tar"), data)
             self._write(self._path(meta.snapshot_id, "json"), meta.model_dump_json().encode())
         return meta
 
+    def put_record(self, meta: SnapshotMeta) -> SnapshotMeta:
+        """Keep a container snapshot's record (its image is on the node): the same budget, `meta.bytes`
+        being the image's size; 409 if the id exists, 507 / 429 past the budget."""
+        with self.lock:
+            self._reap_locked()
+            if os.path.exists(self._path(meta.snapshot_id, "json")):
+                raise ApiError(409, f"snapshot {meta.snapshot_id} exists")
+            self._check_budget_locked(meta.bytes)
+            self._write(self._path(meta.snapshot_id, "json"), meta.model_dump_json().encode())
+        return meta
+
     def get(self, snapshot_id: str) -> tuple[SnapshotMeta, bytes]:
-        """The snapshot and its bytes; 404 when unknown or expired."""
+        """The snapshot and its bytes; 404 when unknown or expired, 409 for a container snapshot."""
         meta = self.meta(snapshot_id)
+        if meta.kind == "container":
+            raise ApiError(409, f"snapshot {snapshot_id} is a whole container: it stays on its node")
         try:
             with open(self._path(snapshot_id, "tar"), "rb") as fh:
                 data = fh.read()
@@ -144,6 +146,22 @@ class SnapshotStore:
             return self._reap_locked()
 
     # ---- internals (under the lock)
+
+    def _check_budget_locked(self, size: int) -> None:
+        metas = self._metas_locked()
+        if len(metas) >= self.config.max_count:
+            raise ApiError(
+                429,
+                f"node holds {len(metas)} snapshots, its limit (SWE_EXEC_SNAPSHOT_MAX_COUNT)",
+                budget="count",
+            )
+        used = sum(m.bytes for m in metas)
+        if used + size > self.config.max_bytes:
+            raise ApiError(
+                507,
+                f"node snapshot budget full: {used} + {size} bytes > {self.config.max_bytes}",
+                budget="bytes",
+            )
 
     def _reap_locked(self) -> list[str]:
         now, gone = time.time(), []

@@ -270,24 +270,25 @@ class Pool(LeaseLiveness):
         if not task.cancelled():
             task.exception()  # retrieved here: its caller may have gone away
 
-    async def _allocate(self, req: AllocateRequest) -> dict[str, Any]:
-        image, lease_id = req.image, secrets.token_urlsafe(16)
+    async def _allocate(self, req: AllocateRequest, pin: tuple[str, str] | None = None) -> dict[str, Any]:
+        (node_url, create_image), image, lease_id = pin or (None, None), req.image, secrets.token_urlsafe(16)
         payload: dict[str, Any] = {  # a node's CreateRequest
-            "image": image,
+            "image": create_image or image,
             "lease_id": lease_id,
             "owner": self.cfg.pool_id,
             "idle_ttl": self.cfg.idle_ttl,
             **wire(req, include=CREATE_OPTIONS),
         }
         key = warm_key(image, payload)
-        self._plan_warm(key, payload, req.expected)  # fire-and-forget, before our own create
+        if pin is None:  # fire-and-forget, before our own create (no warm containers of a snapshot)
+            self._plan_warm(key, payload, req.expected)
         tried: set[str] = set()
         missing: list[str] = []
         errors: list[str] = []
         full: set[str] = set()
         missing_network = ""
         while True:
-            candidates = [n for n in self.nodes.healthy() if n.url not in tried]
+            candidates = [n for n in self.nodes.healthy() if n.url not in tried and node_url in (None, n.url)]
             full.update(n.url for n in candidates if self.load(n) >= self.cap(n))
             candidates = [n for n in candidates if self.load(n) < self.cap(n)]
             if not candidates:

@@ -28,6 +28,7 @@ from swe_rl.fleet.snapshot_protocol import (
     LeaseSnapshotRequest,
     SnapshotInfo,
     SnapshotMeta,
+    container_image_ref,
     parse,
 )
 
@@ -127,8 +128,21 @@ class Snapshots:
         return snap
 
     async def allocate_from(self, snap: PoolSnapshot, req: AllocateRequest) -> dict[str, Any]:
-        """A new lease of the snapshot's image with its state restored (released if the restore fails)."""
-        info = await self.pool._allocate(req)
+        """A new lease of the snapshot's image with its state restored (released if the restore fails).
+        A container snapshot's lease is a container of its committed image on the node that holds it:
+        503 when that node is down (it may come back), 429 when it is at its cap (retry later)."""
+        if snap.info.kind == "container":
+            holder = self.pool.nodes.nodes.get(snap.info.node)
+            if holder is None or not holder.healthy:
+                raise ApiError(
+                    503,
+                    f"node {snap.info.node} holding container snapshot {snap.info.snapshot_id} is down",
+                    node=snap.info.node,
+                    node_down=True,
+                )
+            info = await self.pool._allocate(req, (holder.url, container_image_ref(snap.info.snapshot_id)))
+        else:
+            info = await self.pool._allocate(req)
         lease = self.pool.leases[info["lease_id"]]
         try:
             restored = await self.restore(lease, snap)

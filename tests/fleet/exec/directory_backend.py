@@ -133,7 +133,9 @@ class DirectoryBackend:
     def list_images(self) -> list[ImageInfo]:
         return [self.image_info(i) for i in sorted({c.image for c in self.boxes.values()})]
 
-    def commit_container(self, container_id: str, repository: str, tag: str) -> ImageInfo:
+    def commit_container(
+        self, container_id: str, repository: str, tag: str, labels: Mapping[str, str] | None = None
+    ) -> ImageInfo:
         return self.image_info(f"{repository}:{tag}")
 
     def health(self) -> bool:

@@ -4,10 +4,12 @@ arrive as the backend's own."""
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 import subprocess
 import sys
+import tarfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -177,6 +179,16 @@ def test_an_unknown_backend_stops_the_normal_entry_point_with_the_names():
     assert p.returncode != 0 and "SWE_EXEC_BACKEND" in p.stderr and "docker, memory" in p.stderr
 
 
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 def test_the_memory_backend_keeps_files_images_and_labels():
     mem = MemoryBackend(images=["a:1"])
     with pytest.raises(b.ImageMissing):
@@ -187,8 +199,17 @@ def test_the_memory_backend_keeps_files_images_and_labels():
     mem.start_container(c.id)
     assert mem.exec_run(c.id, "echo a", timeout=5, workdir=None, env=None, max_output=100).output == b"a\n"
     assert [x.id for x in mem.list_containers({"k": "v"})] == [c.id] and mem.list_containers({"k": "w"}) == []
-    snap = mem.commit_container(c.id, "snap", "1")
+    mem.put_archive(c.id, "/", _tar({"tmp/x": b"outside"}))
+    snap = mem.commit_container(c.id, "snap", "1", {"swe-rl.snapshot": "s1"})
     assert mem.image_info("snap:1") == snap and "snap:1" in {t for i in mem.list_images() for t in i.tags}
+    assert snap.labels == {"swe-rl.snapshot": "s1"} and snap.size == len(b"outside")
+    # a container of the committed image starts with the committed files (container snapshots)
+    copy = mem.create_container(b.ContainerSpec("snap:1", "y", ("sleep",), {}, "/w"))
+    assert mem.get_archive(copy.id, "/tmp/x")[0].size == len(b"outside")
+    mem.remove_container(copy.id)
+    mem.remove_image("snap:1")
+    with pytest.raises(b.NotFound):
+        mem.image_info("snap:1")
     mem.remove_container(c.id)
     with pytest.raises(b.NotFound):
         mem.remove_container(c.id)
