@@ -7,11 +7,13 @@ the package, a note written, a search; a synthetic large change: 200 new files o
 - restore cold / warm: `allocate(from_snapshot=...)` wall time (allocate + restore + hash check) without
   and with warm containers of the image ready (`POST /warm` ahead);
 - replay cold / warm: a fresh allocate + baseline + the same actions again (the baseline a fork
-  replaces), without and with warm containers.
+  replaces), without and with warm containers;
+- on the first fixture, whole-container snapshots (`kind="container"`, `docker commit`): snapshot time,
+  image size, restore time (a line of its own, not in the totals).
 Every figure is measured in this run on this machine, so the ratios compare like with like; nothing
 is asserted. The last line compares cold with cold (the conservative pairing).
 
-    python bench/fork_bench.py [--repeats 5] [--instances pytoolz__toolz-9001,...]
+    python bench/fork_bench.py [--repeats 5] [--instances pytoolz__toolz-9001,...] [--no-container]
 """
 
 from __future__ import annotations
@@ -120,10 +122,38 @@ async def scenario(
     return out
 
 
+async def container_row(client: EnvClient, image: str, actions: list[Any], n: int) -> dict[str, list[float]]:
+    """The slower option (`kind="container"`, docs/fork.md): `docker commit` of the whole container, and
+    a restore that is a new container of that image on the same node (no warm one can serve it)."""
+    out: dict[str, list[float]] = {"snap": [], "mib": [], "restore": []}
+    source = await client.allocate(image, **OPTS)
+    sids = []
+    try:
+        await source.record_baseline()
+        await play(source, actions)
+        for _ in range(n):
+            t = time.perf_counter()
+            info = await source.snapshot(kind="container")
+            out["snap"].append(time.perf_counter() - t)
+            out["mib"].append(info.bytes / 2**20)
+            sids.append(info.snapshot_id)
+        for _ in range(n):
+            t = time.perf_counter()
+            lease = await client.allocate(image, from_snapshot=sids[0], **OPTS)
+            out["restore"].append(time.perf_counter() - t)
+            await lease.close()
+    finally:
+        for sid in sids:
+            await client.delete_snapshot(sid)
+        await source.close()
+    return out
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--instances", default=DEFAULT)
+    ap.add_argument("--no-container", action="store_true", help="skip the whole-container row")
     a = ap.parse_args()
     loaded = {i.instance_id: i for i in load_instances(ROOT / "data/fixtures/instances.jsonl").instances}
     chosen = [loaded[name] for name in a.instances.split(",")]
@@ -146,6 +176,14 @@ async def main() -> None:
                     f"{name}: snapshot p50 {p50(r['snap']):.0f} ms, {statistics.median(r['kib']):.1f} KiB; "
                     f"restore cold {p50(r['cold']):.0f} ms / warm {p50(r['warm']):.0f} ms; "
                     f"replay cold {p50(r['replay_cold']):.0f} ms / warm {p50(r['replay_warm']):.0f} ms"
+                )
+            # whole-container snapshots on the first fixture; not in the totals (the last line is tree snapshots)
+            if not a.no_container:
+                name, image, actions = scenarios[0]
+                c = await container_row(client, image, actions, a.repeats)
+                print(
+                    f"{name} (kind=container): snapshot p50 {p50(c['snap']):.0f} ms, image "
+                    f"{statistics.median(c['mib']):.1f} MiB; restore p50 {p50(c['restore']):.0f} ms"
                 )
     cold, replay = p50(totals["cold"]), p50(totals["replay_cold"])
     warm, replay_warm = p50(totals["warm"]), p50(totals["replay_warm"])

@@ -4,8 +4,9 @@ Why: a tree snapshot carries the repository's changes (and named paths) only; fi
 a background process wrote are lost. Committing the container keeps its whole filesystem (not its
 processes: a restore starts the image's command afresh). The image is ``swe-rl-snapshot:<id>``,
 labelled with the snapshot id, the owner, the expiry and this server's id, and recorded in the node's
-`SnapshotStore` like a tree snapshot (same owner, TTL, budget: its bytes are the image's size, and
-delete), without a tarball. It never leaves its node: a restore is a new container of that image.
+`SnapshotStore` like a tree snapshot (same owner, TTL, budget: its bytes are what the commit added, the
+image's size less its source image's, and delete), without a tarball. It never leaves its node: a
+restore is a new container of that image.
 
 Nothing leaks: deleting or expiring the record and `reap_images` remove the image; `reap_images` takes
 every image carrying this server's label whose record is gone, expired or unreadable (a crashed node's
@@ -105,7 +106,7 @@ def capture(
         tree=ids.tree,
         base_tree=ids.base,
         image_ref=ref,
-        bytes=image.size,
+        bytes=own_bytes(ops.backend, image.size, rec.image),
         created=now,
         expires_at=now + req.ttl,
     )
@@ -114,6 +115,16 @@ def capture(
     except BaseException:
         remove_image(ops.backend, ref)
         raise
+
+
+def own_bytes(backend: Any, size: int, source_image: str) -> int:
+    """What the commit added to the node's disk: the image's size less its source image's (the layers
+    below are shared with it), so the budget counts a snapshot's own layer, not the task image again."""
+    try:
+        below = backend.image_info(source_image).size
+    except BackendError:  # the source image was removed meanwhile: count the whole image
+        below = 0
+    return max(size - below, 0)
 
 
 def remove_image(backend: Any, ref: str) -> bool:
