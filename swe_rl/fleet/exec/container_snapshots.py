@@ -61,6 +61,12 @@ EXPIRES_LABEL = "swe-rl.snapshot.expires"
 image_ref = container_image_ref
 
 
+def snapshot_of(image: str) -> str | None:
+    """The snapshot id an image reference names (``swe-rl-snapshot:<id>``), else None."""
+    repository, _, tag = image.rpartition(":")
+    return tag if repository == REPOSITORY and tag else None
+
+
 def image_hash(image_id: str) -> str:
     """What a container snapshot's record keeps as its `sha256`: the hash of its image id."""
     return hashlib.sha256(image_id.encode()).hexdigest()

@@ -218,6 +218,8 @@ class Containers:
         )
         self._private_paths = tuple(p for p in backend.private_paths() if p)
         self.images = images
+        self.on_removed: Callable[[str], None] | None = None
+        """Called with a removed container's image (the manager frees a deleted snapshot's image)."""
 
     def scrub(self, text: str) -> str:
         """A backend's message without the host paths it must not leak."""
@@ -443,5 +445,7 @@ class Containers:
         self.discard(cid)
         if rec is not None and rec.from_warm:
             self.state.save()
+        if rec is not None and self.on_removed is not None:
+            self.on_removed(rec.image)
         if self.images.over_budget():  # an image kept over budget only because it was in use can go now
             self.images.enforce_budget()

@@ -7,6 +7,7 @@ them (create: warm claim or cold start; how many containers are leased). The nod
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from swe_rl.fleet.exec.backend import NodeBackend, open_backend
@@ -19,6 +20,8 @@ from swe_rl.fleet.exec.snapshot_ops import SnapshotOps
 from swe_rl.fleet.exec.snapshots import SnapshotConfig, SnapshotStore
 from swe_rl.fleet.exec.warm import ClaimedState, WarmPool
 from swe_rl.fleet.protocol import CreateOptions, CreateRequest, WarmRequest
+
+log = logging.getLogger("swe_exec_server")
 
 
 class ContainerManager:
@@ -50,6 +53,7 @@ class ContainerManager:
         self.snapshots = SnapshotOps(
             self.ops, SnapshotStore(SnapshotConfig.from_env(), config.server_id), config.server_id
         )
+        self.containers.on_removed = self.snapshots.image_released
         self.containers.load_existing()
         self.images.enforce_budget() if self.images.budget else self.images.refresh()
 
@@ -101,7 +105,13 @@ class ContainerManager:
         return self.registry.touch(ids)
 
     def reap_once(self) -> list[str]:
-        return self.reaper.reap_once()
+        """One reaper pass over the containers, then over the snapshots (expired records, their images)."""
+        reaped = self.reaper.reap_once()
+        try:
+            self.snapshots.reap()
+        except Exception:  # a start is not refused for it: the next pass retries
+            log.exception("snapshot reap failed")
+        return reaped
 
     def start_background(self) -> None:
         """The reaper and the warm refiller threads."""
@@ -113,7 +123,12 @@ class ContainerManager:
         """Stop background work and destroy the warm containers nobody claimed; returns how many."""
         self.reaper.stop()
         self.snapshots.store.stop()
-        return self.warm_pool.stop()
+        destroyed = self.warm_pool.stop()
+        try:  # the images of snapshots deleted while a container still used them, when it is gone now
+            self.snapshots.reap()
+        except Exception:  # stopping goes on; the next start reaps
+            log.exception("snapshot reap failed")
+        return destroyed
 
 
 def _spec(req: CreateOptions) -> CreateSpec:

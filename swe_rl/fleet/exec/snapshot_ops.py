@@ -214,6 +214,19 @@ class SnapshotOps:
             container_snapshots.remove_image(self.ops.backend, container_snapshots.image_ref(snapshot_id))
         return found
 
+    def image_released(self, image: str) -> None:
+        """A container of `image` was removed: when it is a container snapshot's image whose record is
+        gone (deleted while this container still used it), remove the image now, not a reap interval
+        later (or never, when this server stops first)."""
+        sid = container_snapshots.snapshot_of(image)
+        if sid is None:
+            return
+        try:
+            self.store.meta(sid)
+            return  # still recorded: the record owns the image
+        except ApiError:
+            container_snapshots.remove_image(self.ops.backend, image)
+
     def reap(self) -> list[str]:
         """Expired records and the images of container snapshots without a live record (the reaper)."""
         return container_snapshots.reap_images(self.ops.backend, self.store, self.server_id)
