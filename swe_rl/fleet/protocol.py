@@ -36,6 +36,8 @@ from pydantic import (
     model_validator,
 )
 
+from swe_rl.fleet.image_names import refuse_snapshot_image
+
 __all__ = [
     "EVAL_APPLY_ALLOWANCE",
     "PLAIN_CALL_TIMEOUT",
@@ -399,22 +401,10 @@ ROUTED_CALLS: dict[str, type[Wire]] = {
 # --------------------------------------------------------------------------- pool requests
 
 
-CONTAINER_SNAPSHOT_REPOSITORY = "swe-rl-snapshot"
-"""Repository of container snapshots' images on their node (``swe-rl-snapshot:<snapshot id>``): the pool
-starts them only through ``from_snapshot`` (owner-checked), never as a named image."""
-
-
-class _PoolImage(CreateOptions):
-    @field_validator("image")
-    @classmethod
-    def _not_a_snapshot(cls, image: str) -> str:
-        if image.startswith(CONTAINER_SNAPSHOT_REPOSITORY + ":"):
-            raise ValueError("a container snapshot's image is allocated with from_snapshot, not by name")
-        return image
-
-
-class AllocateRequest(_PoolImage):
+class AllocateRequest(CreateOptions):
     """``POST /allocate``: lease a container; `request_id` makes a retry return the same lease."""
+
+    _not_a_snapshot = field_validator("image")(refuse_snapshot_image)  # its image: from_snapshot only
 
     request_id: RequestId | None = None
     instance_id: Name | None = None
@@ -426,8 +416,10 @@ class AllocateRequest(_PoolImage):
     """A snapshot id (`swe_rl.fleet.snapshot_protocol`): the new lease starts in that state."""
 
 
-class PoolWarmRequest(_PoolImage):
+class PoolWarmRequest(CreateOptions):
     """``POST /warm`` (pool): keep `count` containers of this exact request started ahead (0 cancels)."""
+
+    _not_a_snapshot = field_validator("image")(refuse_snapshot_image)
 
     count: Count
 

@@ -18,7 +18,8 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from swe_rl.fleet.protocol import CONTAINER_SNAPSHOT_REPOSITORY, ApiError
+from swe_rl.fleet.image_names import CONTAINER_SNAPSHOT_REPOSITORY
+from swe_rl.fleet.protocol import ApiError
 
 __all__ = [
     "CONTAINER_SNAPSHOT_REPOSITORY",
