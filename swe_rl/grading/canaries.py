@@ -43,6 +43,7 @@ from swe_rl.grading.log_audit import (
     start_token,
     status_lines,
 )
+from swe_rl.grading.parsers.rust import libtest_failures
 from swe_rl.grading.runner_command import read_runner_command
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, RUN_END_MARKER, RUN_START_MARKER, START_TEST_OUTPUT
@@ -342,7 +343,9 @@ def check_canaries(plan: CanaryPlan, statuses: dict[str, str], test_log: str) ->
             expect_failures=bool(plan.must_fail),
             captured=plan.capture,
         )
-    findings += _canary_findings(plan, section.text, statuses)
+    # a failure whose result line interleaved with cargo's stderr is still listed by libtest: not missing
+    listed = {t: s for t, s in libtest_failures(section.text).items() if t in plan.must_fail}
+    findings += _canary_findings(plan, section.text, {**listed, **statuses})
     bad = [f for f in findings if f.tamper]
     return CanaryCheck(tripped=bool(bad), reasons=[f.detail for f in bad], findings=findings)
 

@@ -9,8 +9,11 @@ import random
 
 import pytest
 
-from swe_rl.grading.canaries import plan_canaries
+from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries
 from swe_rl.grading.language_canaries import plant_language_canaries
+from swe_rl.grading.log_audit import start_token
+from swe_rl.grading.parsers import PARSERS
+from swe_rl.tasks.eval_scripts import RUN_END_MARKER, RUN_START_MARKER
 from swe_rl.tasks.rows import instance_from_row
 from tests.conftest import ROOT
 
@@ -78,3 +81,73 @@ def test_cargo_options_with_values_are_not_filters():
 def test_a_node_command_naming_files_names_the_canary_too():
     plan = _plan("swe-rl__js-slugify-9001", "node --test --test-reporter=tap test/slugify.test.js")
     assert f"test/slugify.test.js {plan.canary_file}" in plan.script
+
+
+# A cargo test run (the rust fixture's gold, three pytest-xdist workers at load ~10): cargo's stderr
+# interleaved with the test binary's stdout mid-line, so `fjord_nectar`'s own result line does not parse.
+INTERLEAVED_CARGO = """running 4 tests
+test basalt_zephyr ... ok
+test fjord_nectar ... error: test failed, to rerun pass `--test meadow_tundra`
+     Running tests/median.rs (target/debug/deps/median-77afb56a8ff4063f)
+FAILED
+test lagoon_yarrow ... FAILED
+test umber_quartz ... ok
+
+failures:
+
+---- fjord_nectar stdout ----
+thread 'main' panicked at 'assertion failed: 574 == 916', tests/meadow_tundra.rs:15:5
+
+---- lagoon_yarrow stdout ----
+thread 'main' panicked at 'assertion failed: 341 * 822 == 280303', tests/meadow_tundra.rs:11:5
+
+
+failures:
+    fjord_nectar
+    lagoon_yarrow
+
+test result: FAILED. 2 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+running 3 tests
+test median_of_odd_sample ... ok
+
+test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+"""
+
+
+def _cargo_run(body: str, nonce: str = "n0nce") -> str:
+    return f"{RUN_START_MARKER} {start_token(nonce)}\n{body}{RUN_END_MARKER} {nonce} exit 101\n"
+
+
+def test_a_failed_canary_whose_result_line_interleaved_is_still_seen_failed():
+    """Gold was voided once for this ("a canary that must fail was not reported"); libtest's failure
+    listing says what the mangled line did not. The official parse stays swebench's (no fjord_nectar)."""
+    plan = CanaryPlan(
+        script="",
+        nonce="n0nce",
+        runner="cargo",
+        must_pass=["basalt_zephyr", "umber_quartz"],
+        must_fail=["fjord_nectar", "lagoon_yarrow"],
+    )
+    log = _cargo_run(INTERLEAVED_CARGO)
+    statuses = PARSERS["parse_log_cargo"](log)
+    assert "fjord_nectar" not in statuses  # what swebench's parser sees too
+    check = check_canaries(plan, statuses, log)
+    assert not check.tripped, check.reasons
+
+
+def test_a_failure_listing_never_passes_a_canary_or_reports_one_that_did_not_run():
+    """The listing only ever says FAILED, and only for must-fail canaries: a must-pass canary named there
+    is still not passed; a must-fail canary absent from the whole run is still missing (tampering)."""
+    plan = CanaryPlan(
+        script="",
+        nonce="n0nce",
+        runner="cargo",
+        must_pass=["basalt_zephyr", "fjord_nectar"],
+        must_fail=["quiet_canary"],
+    )
+    log = _cargo_run(INTERLEAVED_CARGO)
+    check = check_canaries(plan, PARSERS["parse_log_cargo"](log), log)
+    assert check.tripped
+    assert any("must fail was not reported: quiet_canary" in r for r in check.reasons), check.reasons
+    assert any("fjord_nectar" in r for r in check.reasons), check.reasons
