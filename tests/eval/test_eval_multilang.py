@@ -29,7 +29,10 @@ def test_gold_resolves_every_language_under_every_harness(fleet, tmp_path, harne
     argv = ["--data", str(MULTILANG), "--output-dir", str(tmp_path), "--max-concurrent", "2", "--no-progress"]
     args = eval_swe.parse_args([*argv, "--policy", "gold", "--harness", harness])
     summary = asyncio.run(eval_swe.run(args, fleet.client_env()))
-    assert summary["resolved"] == 3, summary["status_counts"]
+    results = [json.loads(x) for x in (Path(tmp_path) / "results.jsonl").read_text().splitlines()]
+    assert summary["resolved"] == 3, [
+        (r["instance_id"], r["status"], r.get("grade_message")) for r in results
+    ]
     assert set(summary["by_language"]) == LANGUAGES
     assert all(
         part == {"finished": 1, "resolved": 1, "resolve_rate": 1.0}
