@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import posixpath
 import re
 from typing import Annotated, Any
@@ -53,7 +52,6 @@ __all__ = [
     "MAX_HEARTBEAT_BATCH",
     "ApiError",
     "error_body",
-    "read_token",
     "refusal",
     "parse",
     "wire",
@@ -123,16 +121,6 @@ class ApiError(Exception):
 def error_body(message: str, **extra: Any) -> dict[str, Any]:
     """The JSON object every error answer carries: ``error`` for a human, further keys for code."""
     return {"error": message, **extra}
-
-
-def read_token(token: str, token_file: str) -> str:
-    """The bearer token: `token` when given, else the first line-stripped content of `token_file`, else ""."""
-    if token:
-        return token.strip()
-    if token_file:
-        with open(os.path.expanduser(token_file), encoding="utf-8") as fh:
-            return fh.read().strip()
-    return ""
 
 
 # --------------------------------------------------------------------------- field types

@@ -81,10 +81,20 @@ def read_var(var: EnvVar, env: Mapping[str, str] | None = None) -> str | None:
     if value:
         return value
     path = (env.get(var.file) or "").strip() if var.file else ""
-    if path:
-        with open(os.path.expanduser(path), encoding="utf-8") as fh:
-            return fh.read().strip()
-    return None
+    return read_secret_file(path) if path else None
+
+
+def read_secret_file(path: str) -> str:
+    """A secret kept in a file (``~`` expanded), surrounding whitespace stripped."""
+    with open(os.path.expanduser(path), encoding="utf-8") as fh:
+        return fh.read().strip()
+
+
+def read_token(token: str, token_file: str) -> str:
+    """The bearer token: `token` when given, else the stripped content of `token_file`, else ""."""
+    if token:
+        return token.strip()
+    return read_secret_file(token_file) if token_file else ""
 
 
 def read_env(

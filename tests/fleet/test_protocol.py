@@ -5,7 +5,7 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from swe_rl.fleet import protocol
+from swe_rl.fleet import protocol, settings
 
 
 def test_api_error_carries_status_message_extra_and_headers():
@@ -19,10 +19,10 @@ def test_api_error_carries_status_message_extra_and_headers():
 def test_read_token_prefers_the_value_then_the_file(tmp_path, monkeypatch):
     (tmp_path / "tok").write_text("  from-file \n")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert protocol.read_token(" given\n", str(tmp_path / "tok")) == "given"
-    assert protocol.read_token("", str(tmp_path / "tok")) == "from-file"
-    assert protocol.read_token("", "~/tok") == "from-file"
-    assert protocol.read_token("", "") == ""
+    assert settings.read_token(" given\n", str(tmp_path / "tok")) == "given"
+    assert settings.read_token("", str(tmp_path / "tok")) == "from-file"
+    assert settings.read_token("", "~/tok") == "from-file"
+    assert settings.read_token("", "") == ""
 
 
 def test_requests_are_frozen_with_server_defaults_left_open():

@@ -31,7 +31,8 @@ from swe_rl.fleet.exec.manager import ContainerManager
 from swe_rl.fleet.exec.snapshot_routes import add_snapshot_routes
 from swe_rl.fleet.image_protocol import NodePrefetchAnswer, NodePrefetchRequest
 from swe_rl.fleet.image_protocol import parse as parse_image_request
-from swe_rl.fleet.protocol import ApiError, DestroyRequest, parse, read_token
+from swe_rl.fleet.protocol import ApiError, DestroyRequest, parse
+from swe_rl.fleet.settings import read_token
 
 __version__ = "0.1.0"
 log = logging.getLogger("swe_exec_server")

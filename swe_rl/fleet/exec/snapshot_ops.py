@@ -305,15 +305,7 @@ class SnapshotOps:
                     self.ops.backend.put_archive(rec.id, "/tmp", upload)
                 except NotFound:
                     raise ApiError(410, f"container {rec.id[:12]} no longer exists or has no /tmp") from None
-            res = self.ops._run(
-                rec,
-                restore_script(contents.paths, inline),
-                timeout=600.0,
-                workdir=rec.workdir,
-                env=None,
-                max_output=64 << 10,
-                merge_stderr=False,
-            )
+            res = self._run(rec, restore_script(contents.paths, inline))
             rec.baseline = True  # the restore records one first thing, whatever happened after
         if res.returncode != 0 or res.timed_out:
             raise ApiError(422, f"cannot restore the snapshot: {decode_text(res.stderr).strip()[:2000]}")
@@ -325,13 +317,7 @@ class SnapshotOps:
         if wrong:
             what = ", ".join(f"{k} {v[:12] or '(none)'} is not {expected[k][:12]}" for k, v in wrong.items())
             raise ApiError(422, f"restored state is not the snapshot's: {what}", restored=wrong)
-        return RestoreResponse(
-            snapshot_id=meta.snapshot_id,
-            state_hash=meta.state_hash,
-            tree=got["tree"],
-            verified=True,
-            duration=round(time.monotonic() - start, 4),
-        ).model_dump()
+        return _restored(meta, got["tree"], start)
 
     def _check_container(self, container_id: str, meta: SnapshotMeta, start: float) -> dict[str, Any]:
         """A container created from a container snapshot's image: 409 if it is of another image, 422 if
@@ -354,15 +340,7 @@ mkdir -p "$S" || exit 2
 while read -r line; do echo "$line"; done <"$S/tree.now"
 rm -rf "$S"
 """
-            res = self.ops._run(
-                rec,
-                script,
-                timeout=600.0,
-                workdir=rec.workdir,
-                env=None,
-                max_output=64 << 10,
-                merge_stderr=False,
-            )
+            res = self._run(rec, script)
             rec.baseline = True  # the image carries the baseline recorded at capture
         if res.returncode != 0 or res.timed_out:
             raise ApiError(
@@ -375,10 +353,21 @@ rm -rf "$S"
                 f"restored state is not the snapshot's: tree {got.get('tree', '')[:12] or '(none)'}",
                 restored=got,
             )
-        return RestoreResponse(
-            snapshot_id=meta.snapshot_id,
-            state_hash=meta.state_hash,
-            tree=got["tree"],
-            verified=True,
-            duration=round(time.monotonic() - start, 4),
-        ).model_dump()
+        return _restored(meta, got["tree"], start)
+
+    def _run(self, rec: Any, script: str) -> Any:
+        """A restore's or check's script in the container (stderr apart: it is the 422's reason)."""
+        return self.ops._run(
+            rec, script, timeout=600.0, workdir=rec.workdir, env=None, max_output=64 << 10, merge_stderr=False
+        )
+
+
+def _restored(meta: SnapshotMeta, tree: str, start: float) -> dict[str, Any]:
+    """The answer to a restore whose state was checked to be the snapshot's."""
+    return RestoreResponse(
+        snapshot_id=meta.snapshot_id,
+        state_hash=meta.state_hash,
+        tree=tree,
+        verified=True,
+        duration=round(time.monotonic() - start, 4),
+    ).model_dump()

@@ -32,7 +32,8 @@ from swe_rl.fleet.pool.metrics import metrics_text, status_of
 from swe_rl.fleet.pool.pool import Pool
 from swe_rl.fleet.pool.prefetch import prefetch
 from swe_rl.fleet.pool.routing import ROUTED_OPS
-from swe_rl.fleet.protocol import ApiError, read_token
+from swe_rl.fleet.protocol import ApiError
+from swe_rl.fleet.settings import read_token
 
 log = logging.getLogger("swe_pool_server")
 

@@ -23,11 +23,13 @@ OUTSIDE = (  # a file outside the repo, and one a background process writes afte
 )
 
 
-def images_of(docker_client, server_ids) -> list:
+def images_of(docker_client, server_ids) -> list[str]:
+    """Ids of these servers' snapshot images, from one listing (another test's image removed meanwhile, in
+    a parallel worker, is never inspected after it is gone)."""
     return [
-        i
-        for i in docker_client.images.list(filters={"label": LABEL})
-        if i.labels.get(NODE_LABEL) in server_ids
+        i["Id"]
+        for i in docker_client.api.images(filters={"label": LABEL})
+        if (i.get("Labels") or {}).get(NODE_LABEL) in server_ids
     ]
 
 
@@ -39,7 +41,7 @@ def no_images_left(docker_client, server_ids):
     finally:
         for image in images_of(docker_client, server_ids):
             with contextlib.suppress(Exception):
-                docker_client.images.remove(image.id, force=True)
+                docker_client.images.remove(image, force=True)
 
 
 async def test_container_snapshot_keeps_what_a_tree_snapshot_loses(
