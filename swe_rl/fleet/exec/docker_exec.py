@@ -23,6 +23,7 @@ import docker.errors
 from swe_rl.fleet.exec.executor import (
     KILLER,
     MARKER_VAR,
+    MERGED_WRAPPER,
     TICKS,
     TIMEOUT_RETURNCODE,
     WRAPPER,
@@ -66,7 +67,7 @@ class DockerExecutor:
         self._running[tag] = (container_id, start)
         exec_id = self.api.exec_create(
             container_id,
-            ["/bin/sh", "-c", WRAPPER, command],
+            ["/bin/sh", "-c", MERGED_WRAPPER if merge_stderr else WRAPPER, command],
             stdout=True,
             stderr=True,
             stdin=False,

@@ -40,6 +40,11 @@ class CommandOutcome:
 # even those that left the process group.
 MARKER_VAR = "SWE_RL_EXEC_TAG"
 WRAPPER = 'if command -v bash >/dev/null 2>&1; then exec bash -c "$0"; else exec sh -c "$0"; fi'
+MERGED_WRAPPER = "exec 2>&1; " + WRAPPER
+"""WRAPPER with stderr joined to stdout inside the container. Why: Docker copies the two pipes to the
+stream separately, so under load a line of one can land inside a line of the other (seen: cargo's
+`Running tests/...` spliced into libtest's `test name ... ok`, which then did not parse and voided a
+gold patch). One pipe keeps the order the processes wrote in."""
 # Run inside the container on a timeout ($0 tag, $1 the command's start in clock ticks since boot or
 # empty, $2 its age in ticks, $3 the tags of the other commands running in the container and of the
 # killers, space-separated). It kills every process carrying the tag, and every process without the

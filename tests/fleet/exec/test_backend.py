@@ -246,3 +246,67 @@ def test_docker_errors_arrive_as_backend_errors(docker_client, base_image):
         for x in dk.list_containers(label):
             dk.remove_container(x.id)
     assert dk.list_containers(label) == []
+
+
+def test_merged_output_keeps_the_order_the_command_wrote_in(docker_client, base_image):
+    """stdout and stderr joined in the container: a line of one never lands inside a line of the other
+    (Docker copies two pipes separately; under load cargo's stderr was spliced into libtest's lines)."""
+    from swe_rl.fleet.exec.docker_backend import DockerBackend
+
+    dk = DockerBackend(docker_client)
+    label = {"h-backend.test": secrets.token_hex(4)}
+    c = dk.create_container(
+        b.ContainerSpec(BASE_IMAGE, f"h-backend-{secrets.token_hex(4)}", ("sleep", "300"), label, "/")
+    )
+    try:
+        dk.start_container(c.id)
+        script = 'for i in $(seq 300); do printf "test t$i ... "; echo "Running $i" >&2; echo ok; done'
+        merged = dk.exec_run(c.id, script, timeout=120, workdir=None, env=None, max_output=1 << 20)
+        want = "".join(f"test t{i} ... Running {i}\nok\n" for i in range(1, 301))
+        assert merged.returncode == 0 and merged.output.decode() == want
+        apart = dk.exec_run(
+            c.id, script, timeout=120, workdir=None, env=None, max_output=1 << 20, merge_stderr=False
+        )
+        assert apart.output.decode() == "".join(f"test t{i} ... ok\n" for i in range(1, 301))
+        assert apart.stderr.decode() == "".join(f"Running {i}\n" for i in range(1, 301))
+    finally:
+        for x in dk.list_containers(label):
+            dk.remove_container(x.id)
+
+
+def test_listing_images_survives_an_image_removed_meanwhile(docker_client, base_image):
+    """An image gone between the daemon's listing and its inspection is left out, not an error (it
+    stopped a node from starting while a test beside it removed a snapshot image)."""
+    from swe_rl.fleet.exec.docker_backend import DockerBackend, DockerImages
+
+    tag = f"h-backend-gone:{secrets.token_hex(4)}"
+    docker_client.api.tag(BASE_IMAGE, *tag.split(":"))
+    gone = docker_client.containers.create(BASE_IMAGE, ["true"], labels={"h-backend.test": "1"})
+    try:
+        committed = gone.commit(*tag.split(":"))
+    finally:
+        gone.remove(force=True)
+    listing = docker_client.api.images()
+    docker_client.images.remove(tag)
+
+    class StaleListing:
+        def __init__(self, api: Any) -> None:
+            self._api = api
+
+        def images(self) -> list[dict[str, Any]]:
+            return listing  # what the daemon said before the image was removed
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._api, name)
+
+    class Client:
+        api = StaleListing(docker_client.api)
+
+    assert committed.id in {s["Id"] for s in listing}
+    engine_ids = {i.id for i in DockerImages(Client()).list_images()}
+    assert committed.id not in engine_ids and engine_ids
+    backend = DockerBackend(docker_client)
+    backend.client = Client()  # type: ignore[assignment]
+    infos = backend.list_images()
+    assert {i.id for i in infos} == {s["Id"] for s in listing}
+    assert any(BASE_IMAGE in i.tags for i in infos)
