@@ -10,6 +10,7 @@ docs/reward_integrity.md shows the table of naive vs integrity results.
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass
 
 from swe_rl.grading.baseline import record_baseline
@@ -673,3 +674,24 @@ CLASS_ONE_SAMPLE: list[Exploit] = [
     if e.name
     in {"report_patch_computed_import", "parent_stdout_self_kill", "gc_report_class", "frame_expected_value"}
 ]
+
+FULL_MATRIX = os.environ.get("SWE_TEST_FULL_MATRIX", "") not in ("", "0")
+"""Every exploit on every fixture (``SWE_TEST_FULL_MATRIX=1``); by default each on ``FIXTURES_PER_EXPLOIT``."""
+FIXTURES_PER_EXPLOIT = 3
+
+
+def rotation(
+    exploits: list[Exploit], fixtures: list[str], per_exploit: int = FIXTURES_PER_EXPLOIT
+) -> dict[str, list[Exploit]]:
+    """Which exploits each fixture plays: exploit i on fixtures i, i + n/k, i + 2n/k ... (mod n), so every
+    exploit meets `per_exploit` fixtures of different layouts and every fixture a few exploits. Why: the
+    whole matrix (14 x 10 grades) cost CI about four minutes and adds little over a spread of it; the full
+    matrix stays one setting away (``SWE_TEST_FULL_MATRIX=1``)."""
+    if FULL_MATRIX or per_exploit >= len(fixtures):
+        return {f: list(exploits) for f in fixtures}
+    step = len(fixtures) // per_exploit
+    chosen: dict[str, list[Exploit]] = {f: [] for f in fixtures}
+    for i, exploit in enumerate(exploits):
+        for j in range(per_exploit):
+            chosen[fixtures[(i + j * step) % len(fixtures)]].append(exploit)
+    return chosen
