@@ -13,11 +13,11 @@ import time
 from typing import Any
 
 import pytest
-from conftest import ROOT
 from pool_fixtures import PoolProc
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.tasks import TaskInstance, load_instances
+from tests.conftest import ROOT
 
 FIXTURES_JSONL = ROOT / "data" / "fixtures" / "instances.jsonl"
 DOCUMENTED_NETWORK = "swe-rl-internal"

@@ -22,6 +22,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+# One module under both names: pytest loads this file as `conftest`, test modules import `tests.conftest`
+# (and fixture plugins `conftest`); two copies kept two port walks that could hand out one port twice,
+# and two session prefixes.
+sys.modules.setdefault("conftest", sys.modules[__name__])
+sys.modules.setdefault("tests.conftest", sys.modules[__name__])
 ROOT = Path(__file__).resolve().parents[1]
 # The shared fixtures of several test folders (tests/ is on pytest's pythonpath): registered once here,
 # so a test names a fixture as a parameter and never imports it.

@@ -21,7 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ROOT, ExecServerProc, free_port, wait_http
+
+from tests.conftest import ROOT, ExecServerProc, free_port, wait_http
 
 FLEET_TOKEN = "pytest-fleet-" + secrets.token_hex(8)
 """One token for every exec server of a test: the pool sends a single exec token."""

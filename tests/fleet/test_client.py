@@ -6,7 +6,6 @@ import asyncio
 import time
 
 import pytest
-from conftest import free_port
 from pool_fixtures import PoolProc
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
@@ -19,6 +18,7 @@ from swe_rl.fleet.errors import (
     ImageNotFound,
     LeaseLost,
 )
+from tests.conftest import free_port
 
 
 async def none_left(docker_client, filters: dict, timeout: float = 30) -> list:

@@ -10,11 +10,11 @@ import subprocess
 import pytest
 from adversarial_multilang import exploits_for, play
 from agent_fixtures import leftover_containers
-from conftest import ROOT
 
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.tasks import TaskInstance, load_instances
+from tests.conftest import ROOT
 
 MULTILANG_JSONL = ROOT / "data" / "fixtures" / "instances_multilang.jsonl"
 IDS = ["swe-rl__go-version-9001", "swe-rl__js-slugify-9001", "swe-rl__rust-stats-9001"]

@@ -310,3 +310,26 @@ def test_listing_images_survives_an_image_removed_meanwhile(docker_client, base_
     infos = backend.list_images()
     assert {i.id for i in infos} == {s["Id"] for s in listing}
     assert any(BASE_IMAGE in i.tags for i in infos)
+
+
+def test_images_in_use_survives_a_container_whose_image_is_gone(docker_client, base_image):
+    """A stopped container whose image was force-removed still names its image id; the listing does not
+    inspect the image (that 404 stopped a node from starting beside a leftover container)."""
+    from swe_rl.fleet.exec.docker_backend import DockerBackend, DockerImages
+
+    tag = f"h-backend-orphan:{secrets.token_hex(4)}"
+    seed = docker_client.containers.create(BASE_IMAGE, ["true"], labels={"h-backend.test": "1"})
+    try:
+        image = seed.commit(*tag.split(":"))
+    finally:
+        seed.remove(force=True)
+    orphan = docker_client.containers.create(tag, ["true"], labels={"h-backend.test": "1"})
+    try:
+        docker_client.images.remove(tag, force=True)
+        with pytest.raises(Exception):  # noqa: B017 - what docker-py's own view of it does
+            docker_client.images.get(image.id)
+        used = DockerImages(docker_client).images_in_use()
+        assert image.id in used
+        assert BASE_IMAGE in {t for i in DockerBackend(docker_client).list_images() for t in i.tags}
+    finally:
+        orphan.remove(force=True)

@@ -7,10 +7,10 @@ import concurrent.futures
 import time
 
 import pytest
-from conftest import free_port
 from registry_fixtures import forget_image
 
 from swe_rl.fleet.exec.image_disk import LocalImage, bytes_used, layers_of, parse_budget, victims
+from tests.conftest import free_port
 
 
 def healthz_images(srv) -> dict:

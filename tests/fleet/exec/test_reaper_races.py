@@ -15,13 +15,13 @@ from typing import Any
 
 import docker.models.containers
 import pytest
-from conftest import TEST_ID_PREFIX, remove_containers_of
 
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import Containers
 from swe_rl.fleet.exec.docker_backend import DockerBackend
 from swe_rl.fleet.exec.manager import ContainerManager
 from swe_rl.fleet.exec.validation import create_request, warm_request
+from tests.conftest import TEST_ID_PREFIX, remove_containers_of
 
 
 @pytest.fixture

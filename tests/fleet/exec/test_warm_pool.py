@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from conftest import ROOT
+
+from tests.conftest import ROOT
 
 REPO_IMAGE = "swe-rl/fixture.pytoolz_1776_toolz-9001:latest"
 OPTS = {"memory": "512m", "cpus": 1.0, "pids_limit": 256}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import ROOT, free_port, wait_http
+
+from tests.conftest import ROOT, free_port, wait_http
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from typing import Any
 import docker.errors
 import pytest
 import waitress.server
-from conftest import TEST_ID_PREFIX, remove_containers_of
 
 from swe_rl.fleet.exec.app import create_app
 from swe_rl.fleet.exec.config import ExecConfig
@@ -29,6 +28,7 @@ from swe_rl.fleet.exec.validation import create_request
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.pool import Pool
 from swe_rl.fleet.protocol import ApiError
+from tests.conftest import TEST_ID_PREFIX, remove_containers_of
 
 
 @dataclass
