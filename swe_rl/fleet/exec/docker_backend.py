@@ -359,7 +359,7 @@ class DockerImages:
 
     def images_in_use(self) -> set[str]:
         """Ids (and names, for the fake) of the images of every container on the node, any state."""
-        used = set()
+        used: set[str] = set()
         for c in self.client.api.containers(all=True):  # one call: summaries, nothing inspected per container
             used.update(str(c.get(k) or "") for k in ("ImageID", "Image"))  # the id, and the name it ran
         used.discard("")
