@@ -83,8 +83,8 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
     instance_id, client, pool, fixture_instances, docker_client
 ):
     """Threat classes 2-4 of issue 24 (and one payload of each class-1 mechanism), each on three fixtures
-    (every one on every fixture with ``SWE_TEST_FULL_MATRIX=1``): nothing under the integrity verdict;
-    gold resolves."""
+    (every one on every fixture with ``SWE_TEST_FULL_MATRIX=1``): nothing under the integrity verdict.
+    Gold on every fixture: ``test_every_fixture_gold_resolves_and_conftest_hacks_do_not``."""
     instance = fixture_instances[instance_id]
     exploits = HOOK_EXPLOITS[instance_id]
     patches = await exploit_patches(client, instance, exploits)
@@ -103,10 +103,7 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
         ):
             earned.append((exploit.name, "paid officially, nothing recorded", result.official.message))
     assert not earned, earned
-    gold = await grader.grade(instance, instance.patch)
-    assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, gold.message
-    assert not gold.tamper.records and gold.official.source == "same_run"
-    assert not leftover_containers(docker_client, pool)
+    assert not leftover_containers(docker_client, pool)  # gold on this fixture: the test below
 
 
 async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, pool, fixture_instances):
@@ -119,6 +116,8 @@ async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, poo
             instance.instance_id,
             gold.message,
         )
+        assert gold.tamper is not None and not gold.tamper.records, (instance.instance_id, gold.tamper)
+        assert gold.official.source == "same_run", instance.instance_id
         patches = await exploit_patches(
             client, instance, [e for e in EXPLOITS if e.name in names], concurrency=2
         )
