@@ -26,11 +26,14 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
+from swe_rl.fleet.pool.nodes import NodeSet
+from swe_rl.fleet.pool.routing import NodeCalls
 
 IMAGE = "swe-rl/bench-route:latest"
 HERE = str(Path(__file__).resolve().parent.parent)
@@ -99,7 +102,9 @@ async def measure(v: Variant, args: argparse.Namespace) -> None:
         auth = {"Authorization": f"Bearer {fleet.token}"}
         try:
             leases: list[Lease] = list(
-                await asyncio.gather(*(client.allocate(IMAGE, instance_id=f"r{i}") for i in range(args.leases)))
+                await asyncio.gather(
+                    *(client.allocate(IMAGE, instance_id=f"r{i}") for i in range(args.leases))
+                )
             )
 
             async def routed(i: int) -> None:
@@ -132,6 +137,39 @@ async def measure(v: Variant, args: argparse.Namespace) -> None:
                 await http.aclose()
 
 
+async def forwarders(args: argparse.Namespace) -> None:
+    """The pool's two ways to a node, in this process: httpx (`NodeCalls.post`, every call before) against the
+    lean client (`NodeCalls.route_post`, routed calls now); this process's CPU per call, alternating."""
+    with MemoryFleet(nodes=1, max_per_node=10, threads=4) as fleet:
+        url = fleet.exec_urls[0]
+        nodes = NodeSet([url], down_after=2)
+        node = nodes.get(url)
+        node.healthy = True
+        calls = NodeCalls([url], nodes, fleet.token, connect_timeout=30, shards=8)
+        calls.open()
+        try:
+            made = await calls.post(node, "/container/create", {"image": IMAGE}, 60)
+            payload = {"container_id": made.json()["container_id"], "command": "echo ok", "timeout": 60}
+            cpu: dict[str, list[float]] = {"httpx": [], "lean": []}
+            for _ in range(args.rounds * 2):
+                for name, post in (("httpx", calls.post), ("lean", calls.route_post)):
+
+                    async def one(i: int, post: Any = post) -> None:
+                        assert (await post(node, "/container/exec", payload, 60)).json()["output"] == "ok\n"
+
+                    await spread(args.in_flight * 2, args.in_flight, one)  # connections open
+                    c = time.process_time()
+                    await spread(args.execs // 2, args.in_flight, one)
+                    cpu[name].append((time.process_time() - c) / (args.execs // 2))
+        finally:
+            await calls.aclose()
+    h, lean = statistics.median(cpu["httpx"]), statistics.median(cpu["lean"])
+    print(
+        f"  forwarding alone ({args.execs // 2} execs x {args.rounds * 2}, {args.in_flight} in flight): httpx "
+        f"{h * 1e3:.2f} ms CPU per call, lean client {lean * 1e3:.2f} ms: {h / lean:.1f}x less (load {load()})"
+    )
+
+
 async def main_async(args: argparse.Namespace) -> None:
     variants = [
         Variant("this tree, uvloop+httptools", HERE),
@@ -150,6 +188,7 @@ async def main_async(args: argparse.Namespace) -> None:
                 f"  round {r + 1} {v.name:40} pool CPU {v.cpu_per_exec[-1] * 1e3:.2f} ms/exec, load {v.loads[-1]}",
                 flush=True,
             )
+    await forwarders(args)
     first = statistics.median(variants[0].cpu_per_exec)
     print(f"  {'variant':40} {'CPU ms/exec':>11} {'ratio':>6} {'routed-direct p50':>18} {'p99 ms':>7}")
     for v in variants:
