@@ -39,9 +39,11 @@ IMAGE = "swe-rl/bench-route:latest"
 HERE = str(Path(__file__).resolve().parent.parent)
 
 
-def cpu_s(pid: int) -> float:
+def cpu_s(pid: int, *, kernel_only: bool = False) -> float:
+    """CPU seconds of a process (user and kernel, or kernel only), from /proc/<pid>/stat."""
     fields = open(f"/proc/{pid}/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[12]) + (0 if kernel_only else int(fields[11]))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -59,6 +61,7 @@ class Variant:
     tree: str
     env: dict[str, str] = field(default_factory=dict)
     cpu_per_exec: list[float] = field(default_factory=list)
+    kernel_per_exec: list[float] = field(default_factory=list)
     routed: list[float] = field(default_factory=list)
     direct: list[float] = field(default_factory=list)
     loads: list[str] = field(default_factory=list)
@@ -125,10 +128,11 @@ async def measure(v: Variant, args: argparse.Namespace) -> None:
             t, c = time.perf_counter(), cpu_s(pid)
             v.direct += await spread(args.execs, args.in_flight, straight)
             idle = (cpu_s(pid) - c) / (time.perf_counter() - t)  # health checks, touches
-            t, c = time.perf_counter(), cpu_s(pid)
+            t, c, k = time.perf_counter(), cpu_s(pid), cpu_s(pid, kernel_only=True)
             v.routed += await spread(args.execs, args.in_flight, routed)
             wall = time.perf_counter() - t
             v.cpu_per_exec.append(max(0.0, cpu_s(pid) - c - idle * wall) / args.execs)
+            v.kernel_per_exec.append((cpu_s(pid, kernel_only=True) - k) / args.execs)
             v.loads.append(load())
             await asyncio.gather(*(lease.close() for lease in leases))
         finally:
@@ -185,17 +189,23 @@ async def main_async(args: argparse.Namespace) -> None:
         for v in variants:
             await measure(v, args)
             print(
-                f"  round {r + 1} {v.name:40} pool CPU {v.cpu_per_exec[-1] * 1e3:.2f} ms/exec, load {v.loads[-1]}",
+                f"  round {r + 1} {v.name:40} pool CPU {v.cpu_per_exec[-1] * 1e3:.2f} ms/exec "
+                f"(kernel {v.kernel_per_exec[-1] * 1e3:.2f}), load {v.loads[-1]}",
                 flush=True,
             )
     await forwarders(args)
     first = statistics.median(variants[0].cpu_per_exec)
-    print(f"  {'variant':40} {'CPU ms/exec':>11} {'ratio':>6} {'routed-direct p50':>18} {'p99 ms':>7}")
+    print(
+        f"  {'variant':40} {'CPU ms/exec':>11} {'kernel':>6} {'ratio':>6} {'routed-direct p50':>18} {'p99 ms':>7}"
+    )
     for v in variants:
         cpu = statistics.median(v.cpu_per_exec)
         o50 = pct(v.routed, 0.5) - pct(v.direct, 0.5)
         o99 = pct(v.routed, 0.99) - pct(v.direct, 0.99)
-        print(f"  {v.name:40} {cpu * 1e3:>11.2f} {cpu / first:>6.2f} {o50:>18.2f} {o99:>7.2f}")
+        kernel = statistics.median(v.kernel_per_exec)
+        print(
+            f"  {v.name:40} {cpu * 1e3:>11.2f} {kernel * 1e3:>6.2f} {cpu / first:>6.2f} {o50:>18.2f} {o99:>7.2f}"
+        )
     print(
         f"route: pool CPU {first * 1e3:.2f} ms per routed exec, one core routes {1 / first:.0f} execs/s "
         f"(load {variants[0].loads[-1]})"
