@@ -107,7 +107,7 @@ async def test_a_call_sends_one_post_with_the_token_and_reuses_its_connection(se
 async def test_chunked_close_delimited_and_error_answers_are_read(serve):
     answers = iter(
         [
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=1\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\nT: 1\r\n\r\n",
+            b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;x=1\r\n{"a"\r\n3\r\n:1}\r\n0\r\nT: 1\r\n\r\n',
             ok({"error": "unknown container x"}).replace(b"200 OK", b"404 NOT FOUND"),
             b'HTTP/1.0 200 OK\r\n\r\n{"b": 2}',
         ]
