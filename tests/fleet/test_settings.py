@@ -149,3 +149,13 @@ def test_helpers():
     assert parse_value("x, y", list[str]) == ["x", "y"] and parse_value('["x"]', tuple[str, ...]) == ("x",)
     assert parse_value("2.5", float | None) == 2.5 and parse_value("on", bool) is True
     assert parse_value("text", str | None) == "text" and parse_value("a", bool | str) == "a"
+
+
+def test_the_pools_server_stack_is_auto_or_a_named_one():
+    base = {"SWE_POOL_EXEC_URLS": "http://n:1", "SWE_EXEC_TOKEN": "e"}
+    cfg = PoolConfig.from_env({**base, "SWE_POOL_LOOP": "asyncio", "SWE_POOL_HTTP": "h11"}).finalize()
+    assert (cfg.loop, cfg.http) == ("asyncio", "h11")
+    assert (PoolConfig().loop, PoolConfig().http) == ("auto", "auto")
+    for name, value in (("SWE_POOL_LOOP", "trio"), ("SWE_POOL_HTTP", "h2")):
+        with pytest.raises(SystemExit, match="SWE_POOL_LOOP must be"):
+            PoolConfig.from_env({**base, name: value}).finalize()

@@ -287,6 +287,8 @@ def main(argv: list[str] | None = None) -> None:
         port=cfg.port,
         log_level=a.log_level.lower(),
         access_log=False,
+        loop=cfg.loop,
+        http=cfg.http,
         timeout_graceful_shutdown=cfg.shutdown_grace,
         timeout_keep_alive=30,
     )

@@ -73,6 +73,11 @@ class PoolConfig:
     """Most bytes of kept answers; the oldest are dropped first (a resend of a dropped one gets a 503)."""
     images_interval: float = 60.0
     """Seconds between refreshes of each node's image list, used for image affinity (`SWE_POOL_IMAGES_INTERVAL`)."""
+    loop: str = "auto"
+    """uvicorn's event loop (`SWE_POOL_LOOP`: auto, uvloop or asyncio); auto takes uvloop where it imports."""
+    http: str = "auto"
+    """uvicorn's HTTP parser (`SWE_POOL_HTTP`: auto, httptools or h11); auto takes httptools where it imports.
+    The plain ones are the baseline of bench/route_bench.py."""
 
     @property
     def idle_ttl(self) -> float:
@@ -103,6 +108,11 @@ class PoolConfig:
             )
         if self.lease_ttl <= 0 or self.max_per_node <= 0 or self.node_down_after <= 0:
             raise SystemExit("error: lease TTL, per-node cap and node-down-after must be positive")
+        if self.loop not in ("auto", "uvloop", "asyncio") or self.http not in ("auto", "httptools", "h11"):
+            raise SystemExit(
+                f"error: SWE_POOL_LOOP must be auto, uvloop or asyncio (got {self.loop!r}) and "
+                f"SWE_POOL_HTTP auto, httptools or h11 (got {self.http!r})"
+            )
         return self
 
 

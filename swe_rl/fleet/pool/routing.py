@@ -11,12 +11,13 @@ import itertools
 import logging
 import ssl
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from starlette.responses import Response
 
+from swe_rl.fleet.pool.node_wire import NodeAnswer, NodeWire, WireConnectTimeout, WireError, WireTimeout
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ROUTED_CALLS, ApiError
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from swe_rl.fleet.pool.store import LeaseRecord
 
 log = logging.getLogger("swe_pool_server")
+AnswerT = TypeVar("AnswerT")
 
 ROUTED_OPS = tuple(ROUTED_CALLS)
 """Container operations a lease holder calls through the pool (`POST /<op>`)."""
@@ -35,7 +37,14 @@ KEEPALIVE_EXPIRY = 60.0
 DEFAULT_EVAL_TIMEOUT = 1800.0
 
 
-def json_of(resp: httpx.Response) -> dict[str, Any]:
+Answer = httpx.Response | NodeAnswer
+"""A node's answer, from httpx (most calls) or the lean client of the routed calls (`node_wire.py`)."""
+_CONNECT_TIMEOUTS = (httpx.ConnectTimeout, WireConnectTimeout)
+_TIMEOUTS = (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout, WireTimeout)
+_FAILURES = (httpx.HTTPError, WireError)
+
+
+def json_of(resp: Answer) -> dict[str, Any]:
     """The JSON object an exec server answered, or a 502 when it answered something else."""
     try:
         data = resp.json()
@@ -78,6 +87,8 @@ class NodeCalls:
         """One client per node for health checks and image lists: httpcore scans every connection of a
         pool on each request, so one client holding a connection to each of 200 nodes made every health
         pass quadratic in the number of nodes (most of the pool's CPU at 200 nodes)."""
+        self.wires: dict[str, NodeWire] = {}
+        """The lean client of each node's routed calls (`route_post`)."""
         self._shard_counter = itertools.count()
         self._ssl: ssl.SSLContext | None = None
 
@@ -97,6 +108,8 @@ class NodeCalls:
         for client in [self.http, *shards, *self.health_http.values()]:
             if client is not None:
                 await client.aclose()
+        for wire in self.wires.values():
+            wire.close()
 
     def shards_of(self, url: str) -> list[httpx.AsyncClient]:
         """The connection shards of a node's calls."""
@@ -135,33 +148,50 @@ class NodeCalls:
         )
 
     async def post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> httpx.Response:
-        """POST to a node; a refused connection marks it down at once (503), a timeout is a 504.
+        """POST to a node with httpx; errors as in `_sent`."""
+        shards = self.shards_of(node.url)
+        http = shards[next(self._shard_counter) % len(shards)]
+        http_timeout = httpx.Timeout(timeout, connect=self.connect_timeout)
+        return await self._sent(
+            node, path, timeout, lambda: http.post(node.url + path, json=payload, timeout=http_timeout)
+        )
+
+    async def route_post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> NodeAnswer:
+        """POST a routed call to a node over the lean client (`node_wire.py`); errors as in `_sent`."""
+        wire = self.wires.get(node.url)
+        if wire is None:
+            wire = self.wires[node.url] = NodeWire(
+                node.url, self.token, ssl_context=self._ssl, connect_timeout=self.connect_timeout
+            )
+        return await self._sent(node, path, timeout, lambda: wire.post(path, payload, timeout))
+
+    async def _sent(
+        self, node: Node, path: str, timeout: float, send: Callable[[], Awaitable[AnswerT]]
+    ) -> AnswerT:
+        """send()'s answer; a refused connection marks the node down at once (503), a timeout is a 504.
 
         A connect timeout means an overloaded node more often than a dead one (a busy node's accept
         queue): the request was never sent, so it is tried again while the call's own time allows and
         the health checks still hold the node up; only then is it a 503 (`node_down`).
         """
-        shards = self.shards_of(node.url)
-        http = shards[next(self._shard_counter) % len(shards)]
-        http_timeout = httpx.Timeout(timeout, connect=self.connect_timeout)
         deadline = time.monotonic() + timeout
         tries = 0
         try:
             while True:
                 tries += 1
                 try:
-                    return await http.post(node.url + path, json=payload, timeout=http_timeout)
-                except httpx.ConnectTimeout:
+                    return await send()
+                except _CONNECT_TIMEOUTS:
                     if tries > 1 and (not node.healthy or time.monotonic() + self.connect_timeout > deadline):
                         raise
                     log.info(
                         "%s accepted no connection within %gs (try %d)", node.url, self.connect_timeout, tries
                     )
-        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
+        except _TIMEOUTS as exc:
             raise ApiError(
                 504, f"node {node.url} did not answer {path} within {timeout:.0f}s", node=node.url
             ) from exc
-        except httpx.ConnectTimeout as exc:
+        except _CONNECT_TIMEOUTS as exc:
             log.warning("%s accepted no connection for %s (%d tries): answering 503", node.url, path, tries)
             raise ApiError(
                 503,
@@ -169,7 +199,7 @@ class NodeCalls:
                 node=node.url,
                 node_down=True,
             ) from exc
-        except httpx.HTTPError as exc:
+        except _FAILURES as exc:
             self.nodes.failed(node, f"{type(exc).__name__}: {exc}", immediately=True)
             raise ApiError(
                 503, f"node {node.url} is down ({type(exc).__name__}: {exc})", node=node.url, node_down=True
@@ -207,11 +237,11 @@ async def forward(
     payload["container_id"] = lease.container_id
     timeout = call_timeout(op, payload)
 
-    async def send() -> httpx.Response:
+    async def send() -> NodeAnswer:
         lease.in_flight += 1
         lease.touch()
         try:
-            return await calls.post(node, f"/container/{op}", payload, timeout + call_margin)
+            return await calls.route_post(node, f"/container/{op}", payload, timeout + call_margin)
         finally:
             lease.in_flight -= 1
             lease.touch()
@@ -242,6 +272,6 @@ async def forward(
     return resp.status_code, data
 
 
-def _unknown_container(resp: httpx.Response) -> bool:
+def _unknown_container(resp: Answer) -> bool:
     """The exec server's registry does not know the container (its 404 before running anything)."""
     return resp.status_code == 404 and str(json_of(resp).get("error", "")).startswith("unknown container")

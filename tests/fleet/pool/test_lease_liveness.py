@@ -159,7 +159,7 @@ async def test_one_unknown_answer_to_a_routed_call_does_not_lose_the_lease(
     pool, exec_node, base_image, monkeypatch
 ):
     lease = pool.leases[(await pool.allocate({"image": base_image}))["lease_id"]]
-    real_post = pool.calls.post
+    real_post = pool.calls.route_post
     statuses: list[int] = []
 
     async def post(node: Any, path: str, payload: dict, timeout: float) -> Any:
@@ -171,7 +171,7 @@ async def test_one_unknown_answer_to_a_routed_call_does_not_lose_the_lease(
         statuses.append(resp.status_code)
         return resp
 
-    monkeypatch.setattr(pool.calls, "post", post)
+    monkeypatch.setattr(pool.calls, "route_post", post)
     resp = await pool.route("exec", {"lease_id": lease.lease_id, "command": "echo hi"})
 
     assert lease.lost is None

@@ -1,0 +1,207 @@
+"""A lean HTTP/1.1 client for the routed calls (a lease's exec, diff, files): the pool's hot path.
+
+Why: httpx over httpcore, anyio and h11 took about three quarters of the pool's CPU per routed exec
+(cProfile of bench/route_bench.py: request models, cookie and redirect handling, anyio wrappers, two
+state machines), and that CPU is what bounds one pool process at 20,000 leases. A routed call needs
+none of it: one POST with a JSON body to a node the pool already knows, a JSON answer framed by
+Content-Length (or chunks, or the end of the connection). Here the request goes out in one write, the
+answer is read with asyncio's streams, and idle connections are kept per node for reuse (at most
+`keep`, for `expiry` seconds: under the exec server's 120 s idle close, so a kept one is still open).
+Errors keep the httpx split `routing.NodeCalls` maps: a connect timeout (`WireConnectTimeout`,
+retried there: nothing was sent), a read timeout (`WireTimeout`, 504), anything else (`WireError`:
+refused, reset, malformed; the node is marked down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import sys
+import time
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+T = TypeVar("T")
+
+KEEP = 64
+"""Idle connections kept per node (the httpx path kept 8 per shard, 8 shards)."""
+EXPIRY = 60.0
+"""Seconds an idle connection is kept (the exec server's waitress closes idle ones after 120 s)."""
+HEAD_LIMIT = 64 << 10
+"""Longest response head read."""
+
+
+class WireError(Exception):
+    """The node refused, reset or garbled the call."""
+
+
+class WireTimeout(WireError):
+    """The node did not answer within the call's time (the request may have been sent)."""
+
+
+class WireConnectTimeout(WireError):
+    """The node accepted no connection within the connect timeout (nothing was sent)."""
+
+
+class NodeAnswer:
+    """A node's answer: status and body (what `routing.json_of` reads of an httpx response too)."""
+
+    __slots__ = ("status_code", "content")
+
+    def __init__(self, status_code: int, content: bytes) -> None:
+        self.status_code, self.content = status_code, content
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+class _Conn:
+    __slots__ = ("reader", "writer", "idle_since")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer, self.idle_since = reader, writer, 0.0
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class NodeWire:
+    """POSTs to one node over kept-alive connections."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        connect_timeout: float,
+        keep: int = KEEP,
+        expiry: float = EXPIRY,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        if any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):
+            raise ValueError("the exec token holds a control character or a space")
+        self.host, self.tls = parts.hostname, parts.scheme == "https"
+        self.port = parts.port or (443 if self.tls else 80)
+        self.ssl_context = ssl_context if self.tls else None
+        self.base = parts.path.rstrip("/")
+        self.connect_timeout, self.keep, self.expiry = connect_timeout, keep, expiry
+        self._headers = f"Host: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n" + (
+            "Content-Type: application/json\r\n"
+        )
+        self.idle: list[_Conn] = []
+
+    async def post(self, path: str, payload: dict[str, Any], timeout: float) -> NodeAnswer:
+        """POST payload as JSON to path; the answer, or WireConnectTimeout / WireTimeout / WireError."""
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        head = f"POST {self.base}{path} HTTP/1.1\r\n{self._headers}Content-Length: {len(body)}\r\n\r\n"
+        conn = self._reuse() or await self._connect()
+        try:
+            conn.writer.write(head.encode("latin-1") + body)
+            answer, reusable = await _within(_read_answer(conn.reader), timeout)
+        except TimeoutError as exc:
+            conn.close()
+            raise WireTimeout(f"no answer within {timeout:g}s") from exc
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+            conn.close()
+            raise WireError(f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:  # cancelled mid-call: the connection's state is unknown
+            conn.close()
+            raise
+        if reusable and len(self.idle) < self.keep:
+            conn.idle_since = time.monotonic()
+            self.idle.append(conn)
+        else:
+            conn.close()
+        return answer
+
+    def _reuse(self) -> _Conn | None:
+        """The most recently used idle connection still open; the expired ones are closed."""
+        cutoff = time.monotonic() - self.expiry
+        while self.idle:
+            conn = self.idle.pop()
+            if conn.idle_since >= cutoff and not conn.reader.at_eof() and not conn.writer.is_closing():
+                return conn
+            conn.close()
+        return None
+
+    async def _connect(self) -> _Conn:
+        try:
+            reader, writer = await _within(
+                asyncio.open_connection(
+                    self.host,
+                    self.port,
+                    ssl=self.ssl_context,
+                    server_hostname=self.host if self.tls else None,
+                    limit=HEAD_LIMIT,
+                ),
+                self.connect_timeout,
+            )
+        except TimeoutError as exc:
+            raise WireConnectTimeout(f"no connection within {self.connect_timeout:g}s") from exc
+        except (OSError, ssl.SSLError) as exc:
+            raise WireError(f"{type(exc).__name__}: {exc}") from exc
+        return _Conn(reader, writer)
+
+    def close(self) -> None:
+        for conn in self.idle:
+            conn.close()
+        self.idle.clear()
+
+
+async def _within(aw: Awaitable[T], seconds: float) -> T:
+    """aw's result, or TimeoutError after seconds (asyncio.timeout: no task per call, unlike wait_for)."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(seconds):
+            return await aw
+    return await asyncio.wait_for(aw, seconds)  # Python 3.10
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[NodeAnswer, bool]:
+    """The response on reader and whether its connection can carry another request."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+    status_line, *lines = head[:-4].split("\r\n")
+    version, _, rest = status_line.partition(" ")
+    if not version.startswith("HTTP/1.") or not rest[:3].isdigit():
+        raise ValueError(f"not an HTTP/1.x status line: {status_line[:80]!r}")
+    status = int(rest[:3])
+    length, chunked, close = -1, False, version == "HTTP/1.0"
+    for line in lines:
+        name, _, value = line.partition(":")
+        name, value = name.strip().lower(), value.strip()
+        if name == "content-length":
+            length = int(value)
+            if length < 0:
+                raise ValueError("negative Content-Length")
+        elif name == "transfer-encoding":
+            chunked = value.lower().endswith("chunked")
+        elif name == "connection":
+            close = "close" in value.lower() or (close and "keep-alive" not in value.lower())
+    if chunked:
+        body = await _read_chunks(reader)
+    elif length >= 0:
+        body = await reader.readexactly(length)
+    elif status in (204, 304):
+        body = b""
+    else:  # framed by the end of the connection
+        body, close = await reader.read(), True
+    return NodeAnswer(status, body), not close
+
+
+async def _read_chunks(reader: asyncio.StreamReader) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
+        if size == 0:
+            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
+                pass
+            return b"".join(parts)
+        parts.append((await reader.readexactly(size + 2))[:-2])
