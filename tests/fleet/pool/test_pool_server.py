@@ -216,29 +216,49 @@ def test_refuses_to_start_without_token_or_nodes(tmp_path):
 
 
 def test_ttl_reaping_and_lost_containers(fleet, pool_factory, docker_client, base_image):
+    """No heartbeat for a TTL reclaims a lease; a heartbeat or an in-flight call keeps one. Ordered by
+    events, not by a clock: the kept lease is heartbeated from its allocation on, and the test waits for
+    the idle lease to go (under load one allocate took longer than a short TTL)."""
     (srv,) = fleet(1, SWE_EXEC_REAP_INTERVAL="1")  # the exec server soon notices a container removed under it
-    pool = pool_factory([srv], SWE_POOL_LEASE_TTL="3")
-    idle, kept, busy, doomed = (pool.call("/allocate", {"image": base_image}) for _ in range(4))
-    # busy runs one call longer than the TTL: an in-flight call keeps its lease
-    busy_result: dict[str, Any] = {}
-    runner = threading.Thread(
-        target=lambda: busy_result.update(
-            pool.call("/exec", {"lease_id": busy["lease_id"], "command": "sleep 5; echo done", "timeout": 30})
-        )
-    )
-    runner.start()
-    docker_client.containers.get(doomed["container_id"]).remove(force=True)  # dies behind the pool's back
-    deadline = time.monotonic() + 6
-    while time.monotonic() < deadline:
-        pool.call("/heartbeat", {"lease_id": kept["lease_id"]})
-        time.sleep(0.5)
-    runner.join(30)
-    assert busy_result.get("output") == "done\n"
+    ttl = 8.0
+    pool = pool_factory([srv], SWE_POOL_LEASE_TTL=str(ttl))
+    stop = threading.Event()
+    kept = pool.call("/allocate", {"image": base_image})
 
-    wait_gone(docker_client, idle["container_id"])  # reaped: no heartbeat for > TTL
-    assert pool.post("/exec", {"lease_id": idle["lease_id"], "command": "true"}).status_code == 404
-    assert pool.call("/exec", {"lease_id": kept["lease_id"], "command": "echo alive"})["output"] == "alive\n"
-    assert pool.call("/exec", {"lease_id": busy["lease_id"], "command": "echo alive"})["output"] == "alive\n"
+    def beat() -> None:
+        while not stop.wait(0.5):
+            pool.call("/heartbeat", {"lease_id": kept["lease_id"]})
+
+    beater = threading.Thread(target=beat)
+    beater.start()
+    try:
+        busy = pool.call("/allocate", {"image": base_image})
+        # busy runs one call longer than the TTL: an in-flight call keeps its lease
+        busy_result: dict[str, Any] = {}
+        runner = threading.Thread(
+            target=lambda: busy_result.update(
+                pool.call(
+                    "/exec",
+                    {"lease_id": busy["lease_id"], "command": f"sleep {ttl + 4:g}; echo done", "timeout": 60},
+                )
+            )
+        )
+        runner.start()
+        idle, doomed = (pool.call("/allocate", {"image": base_image}) for _ in range(2))
+        docker_client.containers.get(doomed["container_id"]).remove(force=True)  # dies behind the pool's back
+        wait_gone(docker_client, idle["container_id"], timeout=120)  # reaped: no heartbeat for > TTL
+        runner.join(120)
+        assert busy_result.get("output") == "done\n"
+        assert pool.post("/exec", {"lease_id": idle["lease_id"], "command": "true"}).status_code == 404
+        assert (
+            pool.call("/exec", {"lease_id": kept["lease_id"], "command": "echo alive"})["output"] == "alive\n"
+        )
+        assert (
+            pool.call("/exec", {"lease_id": busy["lease_id"], "command": "echo alive"})["output"] == "alive\n"
+        )
+    finally:
+        stop.set()
+        beater.join(30)
     assert metric(pool, 'swe_pool_leases_reclaimed_total{reason="ttl"}') >= 1
     # the batch touch reported the removed container missing: its lease answers 410 (or 404 once reaped)
     lost = pool.post("/exec", {"lease_id": doomed["lease_id"], "command": "true"})
