@@ -108,9 +108,9 @@ class LeaseLiveness:
 
     async def _check_node_once(self, node: Node) -> None:
         http = self.calls.health_of(node.url)
-        ok, reason = await fetch_health(http, node, self.cfg.health_interval)
+        ok, reason, timed_out = await fetch_health(http, node, self.cfg.health_interval)
         if not ok:
-            self.nodes.failed(node, reason)
+            self.nodes.failed(node, reason, slow=timed_out)
             return
         images_due = time.monotonic() - node.images_at > self.cfg.images_interval or not node.healthy
         if not node.healthy:

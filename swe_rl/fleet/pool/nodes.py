@@ -31,6 +31,9 @@ class Node:
     pending: int = 0
     """Allocations in flight to this node: counted in its load so the cap holds under bursts."""
     last_error: str = ""
+    slow: bool = False
+    """Down only because its health checks timed out (a starved node more often than a dead one): the
+    calls of its leases are still tried, and a refused or reset connection fails them at once."""
     last_health: float = 0.0
     """Wall time of the last successful health check."""
     active: int = 0
@@ -98,9 +101,9 @@ class NodeSet:
     def healthy(self) -> list[Node]:
         return [n for n in self if n.healthy]
 
-    def failed(self, node: Node, reason: str, *, immediately: bool = False) -> None:
+    def failed(self, node: Node, reason: str, *, immediately: bool = False, slow: bool = False) -> None:
         node.failures += 1
-        node.last_error = reason
+        node.last_error, node.slow = reason, slow
         if node.healthy and (immediately or node.failures >= self.down_after):
             node.healthy = False
             log.warning("node %s is down: %s", node.url, reason)
@@ -108,21 +111,22 @@ class NodeSet:
     def succeeded(self, node: Node) -> None:
         if not node.healthy:
             log.info("node %s is up", node.url)
-        node.healthy, node.failures, node.last_health = True, 0, time.time()
+        node.healthy, node.failures, node.last_health, node.slow = True, 0, time.time(), False
 
 
-async def fetch_health(http: httpx.AsyncClient, node: Node, health_interval: float) -> tuple[bool, str]:
-    """GET the node's /healthz; on success its figures are taken into `node` (up/down is the caller's)."""
+async def fetch_health(http: httpx.AsyncClient, node: Node, health_interval: float) -> tuple[bool, str, bool]:
+    """GET the node's /healthz: ok, the reason when not, and whether it only timed out. On success its
+    figures are taken into `node` (up/down is the caller's)."""
     try:
         resp = await http.get(node.url + "/healthz", timeout=min(5.0, max(1.0, health_interval)))
         health = json_of(resp)
         ok = resp.status_code == 200 and health.get("ok") is True
         reason = "" if ok else f"/healthz answered {resp.status_code}"
     except (httpx.HTTPError, ApiError) as exc:
-        return False, f"/healthz failed: {type(exc).__name__}: {exc}"
+        return False, f"/healthz failed: {type(exc).__name__}: {exc}", isinstance(exc, httpx.TimeoutException)
     if ok:
         node.report(health)
-    return ok, reason
+    return ok, reason, False
 
 
 async def refresh_images(http: httpx.AsyncClient, node: Node) -> None:

@@ -220,11 +220,13 @@ async def forward(
 
     A node that does not know the container (404 from its registry, before anything ran) is asked once
     more before the lease is lost: a container is lost on two answers, never on one. Right after the pool
-    started, a call waits for its node's first check (reconciliation) rather than fail.
+    started, a call waits for its node's first check (reconciliation) rather than fail. A node down only
+    because its health checks timed out (`Node.slow`: seen under load, a starved node's /healthz) still
+    gets its leases' calls; one that refused or reset a connection fails them at once (503 node_down).
     """
     if not node.checked.is_set():
         await node.checked.wait()
-    if not node.healthy:
+    if not node.healthy and not node.slow:  # a slow node's calls are tried: the call is the better probe
         raise ApiError(
             503,
             f"node {node.url} is down ({node.last_error or 'failing health checks'}); "
