@@ -3,9 +3,9 @@
 The exec servers are the real exec server app (`swe_rl.fleet.exec`: Flask on waitress, the
 real ContainerManager, warm pools included) over the in-memory backend, chosen by name as on a
 node (`SWE_EXEC_BACKEND=memory`, `swe_rl.fleet.exec.memory_backend`): no Docker, commands are not
-run, latencies are configurable. They share one helper process (a thread per server) so that 20+
-of them cost little memory; the pool server is a separate process, as in
-production. Loopback only; everything stops when the context exits, and the logs (pool.log,
+run, latencies are configurable. They share one helper process and one WSGI server (a port, an app
+and a manager per node) so that hundreds of them cost little memory and CPU; the pool server is a
+separate process, as in production. Loopback only; everything stops when the context exits, and the logs (pool.log,
 exec-nodes.log) are deleted then, unless the body raised (a failed test) or a process died or exited
 uncleanly: then they are kept and their tail is printed to stderr, so a CI log explains the failure.
 
@@ -38,9 +38,24 @@ from swe_rl.fleet.local import POOL_SERVER_ARGS, free_port, killed_with_parent, 
 
 
 def serve_nodes(
-    n: int, token: str, max_containers: int, latency_ms: str, threads: int, state_dir: str, images: list[str]
-) -> list[tuple[str, str, Any, Any]]:
-    """Start n memory-backed exec servers on 127.0.0.1; returns (url, server_id, manager, wsgi server) each."""
+    n: int,
+    token: str,
+    max_containers: int,
+    latency_ms: str,
+    threads: int,
+    state_dir: str,
+    images: list[str],
+) -> tuple[list[tuple[str, str, Any]], Any]:
+    """Start n memory-backed exec servers on 127.0.0.1: (url, server_id, manager) each, and the WSGI server.
+
+    Each node is its own app and manager on its own port, but the nodes share one waitress server: one
+    event loop listening on every node's port, one pool of `threads` workers per node, a request going to
+    the app of the port it came in on. A server per node meant hundreds of event loops and thousands of
+    threads contending for one GIL: under a burst the helper spent 2.2 ms of CPU per request at 200 nodes
+    against 1.1 ms now (docs/fleet.md, "Figures"), and starved the pool it was meant to measure.
+    """
+    import socket
+
     import waitress.server
 
     from swe_rl.fleet.exec.app import create_app
@@ -55,7 +70,9 @@ def serve_nodes(
         "SWE_EXEC_FAKE_LATENCY_MS": latency_ms,
         "SWE_EXEC_FAKE_IMAGES": ",".join(images),
     }
-    out = []
+    nodes: list[tuple[str, str, Any]] = []
+    apps: dict[str, Any] = {}
+    sockets: list[socket.socket] = []
     for i in range(n):
         cfg = ExecConfig.from_env(env)
         cfg.host, cfg.port, cfg.token = "127.0.0.1", 0, token
@@ -63,18 +80,27 @@ def serve_nodes(
         cfg.state_dir = state_dir
         manager = ContainerManager(cfg, open_backend(cfg, env))
         manager.start_background()
-        server = waitress.server.create_server(
-            create_app(manager),
-            host=cfg.host,
-            port=0,
-            threads=threads,
-            connection_limit=4096,
-            ident="swe-exec-memory",
-            asyncore_use_poll=True,
-        )  # select() stops at fd 1024
-        threading.Thread(target=server.run, name=f"exec-{i}", daemon=True).start()
-        out.append((f"http://127.0.0.1:{server.effective_port}", cfg.server_id, manager, server))
-    return out
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((cfg.host, 0))
+        port = sock.getsockname()[1]
+        apps[str(port)] = create_app(manager)
+        sockets.append(sock)
+        nodes.append((f"http://127.0.0.1:{port}", cfg.server_id, manager))
+
+    def by_port(environ: dict[str, Any], start_response: Any) -> Any:
+        return apps[environ["SERVER_PORT"]](environ, start_response)
+
+    server = waitress.server.create_server(
+        by_port,
+        sockets=sockets,
+        threads=threads * n,
+        connection_limit=4096 * n,  # counted over the whole server, not per port
+        ident="swe-exec-memory",
+        asyncore_use_poll=True,  # select() stops at fd 1024
+    )
+    threading.Thread(target=server.run, name="exec-nodes", daemon=True).start()
+    return nodes, server
 
 
 def _raise_fd_limit() -> None:
@@ -106,9 +132,9 @@ def main(argv: list[str] | None = None) -> None:
         a.nodes,
     )
     _raise_fd_limit()
-    # Hundreds of threads share one GIL here; the default 5 ms switch interval turns every hand-over
-    # between an event loop thread and a worker into milliseconds of latency.
-    sys.setswitchinterval(0.0002)
+    # Python's default switch interval (5 ms) stays: a shorter one (0.2 ms was tried) saves ~0.2 ms on a
+    # lone request but makes hundreds of threads hand the GIL round under a burst (10-25x the CPU per
+    # request at 100 in flight).
     import faulthandler
 
     faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` dumps every thread's stack to the log
@@ -117,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("error: set SWE_EXEC_TOKEN")
     state_dir = a.state_dir or tempfile.mkdtemp(prefix="swe-rl-memory-state-")
     images = [i for i in a.images.split(",") if i]
-    nodes = serve_nodes(a.nodes, token, a.max_containers, a.latency_ms, a.threads, state_dir, images)
+    nodes, server = serve_nodes(a.nodes, token, a.max_containers, a.latency_ms, a.threads, state_dir, images)
     print(
         json.dumps(
             {"urls": [u for u, *_ in nodes], "server_ids": [s for _, s, *_ in nodes], "pid": os.getpid()}
@@ -128,9 +154,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     done.wait()
-    for _, _, manager, server in nodes:
+    for _, _, manager in nodes:
         manager.stop()
-        server.close()
+    server.close()
 
 
 TAIL_LINES = 80
