@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 client for the routed calls (a lease's exec, diff, files): the pool's hot path.
+"""A lean HTTP/1.1 client for the calls made per lease (its exec, diff, files; its create and destroy).
 
 Why: a routed call needs little of httpx (request models, cookies, redirects, anyio wrappers, two
 state machines): one POST with a JSON body to a node the pool already knows, a JSON answer framed by

@@ -88,7 +88,7 @@ class Pool(LeaseLiveness):
         self._background: set[asyncio.Task[Any]] = set()
         """Fire-and-forget calls (warm requests) in flight."""
         self._tasks: list[asyncio.Task[None]] = []
-        self.destroys = DestroyQueue(self.calls.post, self.metrics)
+        self.destroys = DestroyQueue(self.calls.route_post, self.metrics)
         """Containers of released leases being destroyed in the background (off close's path)."""
         self.snapshots = Snapshots(self)
         self.first_pass: asyncio.Task[None] | None = None
@@ -304,7 +304,7 @@ class Pool(LeaseLiveness):
             node.pending += 1
             self.allocating.add(lease_id)
             try:
-                resp = await self._post(node, "/container/create", payload, 600.0)
+                resp = await self.calls.route_post(node, "/container/create", payload, 600.0)
                 data = json_of(resp)
                 if resp.status_code == 200:
                     lease = LeaseRecord(  # images and workdirs repeat: one string each, not one per lease

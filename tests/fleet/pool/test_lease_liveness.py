@@ -102,7 +102,7 @@ async def test_a_create_completing_while_a_rejoining_node_is_reconciled_is_not_l
     """Window (c): the node goes down with an allocation in flight to it; on rejoin its list is taken,
     then that create completes, then the pool compares: the new lease is neither lost nor an orphan."""
     node = pool.nodes.get(exec_node.url)
-    real_post, real_get = pool.calls.post, pool.calls.http.get
+    real_post, real_get = pool.calls.route_post, pool.calls.http.get  # creates go over the lean client
     create_held, release_create = asyncio.Event(), asyncio.Event()
 
     async def post(node_: Any, path: str, payload: dict, timeout: float) -> Any:
@@ -111,7 +111,7 @@ async def test_a_create_completing_while_a_rejoining_node_is_reconciled_is_not_l
             await release_create.wait()
         return await real_post(node_, path, payload, timeout)
 
-    monkeypatch.setattr(pool.calls, "post", post)
+    monkeypatch.setattr(pool.calls, "route_post", post)
     allocation = asyncio.create_task(pool.allocate({"image": base_image}))
     await create_held.wait()
     pool.nodes.failed(node, "connection refused (forced by the test)", immediately=True)
