@@ -89,6 +89,9 @@ def die_with_parent() -> None:
 def killed_with_parent() -> None:
     """Child-side: get SIGKILL when the process that started us dies (Linux).
 
+    Linux sends it when the *thread* that forked the child ends: start such children from a thread that
+    lives as long as they should (the main thread).
+
     For servers with nothing to clean up when their parent is gone (the simulated fleet: no containers):
     a pool told to stop gracefully would first try to release every lease on nodes that died with the
     same parent, which under load kept an orphaned pool busy for minutes.

@@ -157,6 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     for _, _, manager in nodes:
         manager.stop()
     server.close()
+    if not a.state_dir:  # ours: a temporary directory no one else reads
+        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 TAIL_LINES = 80
@@ -252,7 +254,10 @@ class MemoryFleet:
 
     def start_pool(self, *, wait: bool = True) -> float:
         """Start the pool server (again: same port, owner id and lease store); seconds until it is ready
-        (every node checked: /healthz answers 200), or 0 at once with `wait=False`."""
+        (every node checked: /healthz answers 200), or 0 at once with `wait=False`.
+
+        Call it from a thread that outlives the pool (the main thread, not `asyncio.to_thread`): the pool
+        gets SIGKILL when the thread that started it ends (`killed_with_parent`: PR_SET_PDEATHSIG)."""
         assert self.log_dir is not None
         t0 = time.monotonic()
         with open(self.log_dir / "pool.log", "ab") as log:

@@ -110,3 +110,33 @@ def _running(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_the_nodes_alone_remove_their_own_state_dir(tmp_path):
+    """`python -m swe_rl.fleet.fakes.simulated_fleet` without --state-dir makes a temporary one: gone after SIGTERM;
+    the nodes share one server and each answers on its own port."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SWE_EXEC_TOKEN": "t" * 32, "TMPDIR": str(tmp_path)}
+    helper = subprocess.Popen(
+        [sys.executable, "-m", "swe_rl.fleet.fakes.simulated_fleet", "--nodes", "3"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert helper.stdout is not None
+        started = json.loads(helper.stdout.readline())
+        assert [p.name for p in tmp_path.iterdir()][0].startswith("swe-rl-memory-state-")
+        ids = [httpx.get(u + "/healthz", timeout=30).json()["server_id"] for u in started["urls"]]
+        assert ids == started["server_ids"] and len(set(ids)) == 3
+    finally:
+        helper.send_signal(signal.SIGTERM)
+        code = helper.wait(60)
+        helper.stdout.close()  # type: ignore[union-attr]
+    assert code == 0 and list(tmp_path.iterdir()) == []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from pool_fixtures import wait_for as pooled_wait_for
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
+from swe_rl.fleet.local import wait_healthy
 
 pytestmark = pytest.mark.docker  # starts a fleet (no daemon needed): the fleet tier
 
@@ -86,8 +88,12 @@ def test_sigkilled_pool_recovers_every_lease_and_destroys_the_orphan():
                 # a safe call made while the pool is down is retried until it is back
                 diff = asyncio.create_task(leases[0].diff())
                 await asyncio.sleep(0.5)
-                serving = await asyncio.to_thread(fleet.start_pool)
-                assert serving < 30
+                # started from this thread: a pool started from a worker thread (asyncio.to_thread) got
+                # SIGKILL when that thread ended (PR_SET_PDEATHSIG follows the thread), and its logs were kept
+                t0 = time.monotonic()
+                fleet.start_pool(wait=False)
+                await asyncio.to_thread(wait_healthy, fleet.pool_url, fleet.pool, poll=0.02)
+                assert time.monotonic() - t0 < 30
 
                 # the orphan was destroyed before the pool served; every lease was recovered
                 assert orphan not in await asyncio.to_thread(node_containers)
@@ -110,3 +116,4 @@ def test_sigkilled_pool_recovers_every_lease_and_destroys_the_orphan():
             await wait_for(lambda: not node_containers(), "every container to be destroyed")
 
         asyncio.run(run())
+    assert fleet.log_dir is not None and not fleet.log_dir.exists()  # a clean stop: nothing died or was kept
