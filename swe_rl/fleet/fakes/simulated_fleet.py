@@ -5,9 +5,10 @@ real ContainerManager, warm pools included) over the in-memory backend, chosen b
 node (`SWE_EXEC_BACKEND=memory`, `swe_rl.fleet.exec.memory_backend`): no Docker, commands are not
 run, latencies are configurable. They share one helper process and one WSGI server (a port, an app
 and a manager per node) so that hundreds of them cost little memory and CPU; the pool server is a
-separate process, as in production. Loopback only; everything stops when the context exits, and the logs (pool.log,
-exec-nodes.log) are deleted then, unless the body raised (a failed test) or a process died or exited
-uncleanly: then they are kept and their tail is printed to stderr, so a CI log explains the failure.
+separate process, as in production. Loopback only; everything stops when the context exits, and the
+logs (pool.log, exec-nodes.log) are deleted then, unless the body raised (a failed test) or a process
+died or exited uncleanly: then they are kept and their tail is printed to stderr, so a CI log explains
+the failure.
 
     with MemoryFleet(nodes=20, max_per_node=120) as fleet:
         client = EnvClient(EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token))
@@ -52,7 +53,8 @@ def serve_nodes(
     event loop listening on every node's port, one pool of `threads` workers per node, a request going to
     the app of the port it came in on. A server per node meant hundreds of event loops and thousands of
     threads contending for one GIL: under a burst the helper spent 2.2 ms of CPU per request at 200 nodes
-    against 1.1 ms now (docs/fleet.md, "Figures"), and starved the pool it was meant to measure.
+    against 1.1 ms now, both at Python's default switch interval (docs/fleet.md, "Load tests"), and
+    starved the pool it was meant to measure.
     """
     import socket
 
