@@ -25,18 +25,9 @@ import subprocess
 import sys
 import time
 
+from scale_bench import cpu_s, pct  # a sibling script: bench/ is on the path when run as a script
+
 from swe_rl.fleet.pool.node_wire import NodeWire
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))] * 1000 if s else float("nan")
 
 
 async def measure(nodes: int, args: argparse.Namespace) -> dict[str, float]:
@@ -58,9 +49,9 @@ async def measure(nodes: int, args: argparse.Namespace) -> dict[str, float]:
                 idle.append((await asyncio.open_connection("127.0.0.1", int(url.rsplit(":", 1)[1])))[1])
         wires = [NodeWire(u, token, ssl_context=None, connect_timeout=60, keep=64) for u in urls]
         await asyncio.sleep(2)
-        c0 = cpu_seconds(helper.pid)
+        c0 = cpu_s(helper.pid)
         await asyncio.sleep(args.idle_seconds)
-        idle_share = (cpu_seconds(helper.pid) - c0) / args.idle_seconds
+        idle_share = (cpu_s(helper.pid) - c0) / args.idle_seconds
         gate = asyncio.Semaphore(args.in_flight)
         latencies: list[float] = []
 
@@ -73,9 +64,9 @@ async def measure(nodes: int, args: argparse.Namespace) -> dict[str, float]:
 
         await asyncio.gather(*(one(i) for i in range(len(wires))))  # every node's connections made
         latencies.clear()
-        c0, t0 = cpu_seconds(helper.pid), time.perf_counter()
+        c0, t0 = cpu_s(helper.pid), time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(args.requests)))
-        wall, used = time.perf_counter() - t0, cpu_seconds(helper.pid) - c0
+        wall, used = time.perf_counter() - t0, cpu_s(helper.pid) - c0
         return {
             "idle": idle_share,
             "cpu_ms": used / args.requests * 1000,
