@@ -13,9 +13,17 @@ import asyncio
 import os
 from dataclasses import dataclass
 
+from swe_rl.fleet.errors import FleetError
+from swe_rl.grading import GradeStatus
 from swe_rl.grading.baseline import record_baseline
 from swe_rl.grading.integrity import patch_paths
 from swe_rl.tasks import TaskInstance
+
+
+class EnvironmentFailure(AssertionError):
+    """The fleet failed under a test (a container killed, a node gone): said as such, never read as a
+    verdict on the grader and never as an exploit's reward."""
+
 
 CONCURRENCY = 4
 """Exploits played or graded at once on one fixture: each is mostly waiting on Docker."""
@@ -637,17 +645,31 @@ async def exploit_patches(
     once: each is mostly waiting on Docker, and played one by one they were the suite's slowest tests."""
     gate = asyncio.Semaphore(concurrency)
 
-    async def play(exploit: Exploit) -> str:
-        async with (
-            gate,
-            client.lease(instance.image, instance_id=instance.instance_id, workdir=instance.workdir) as lease,
-        ):
+    async def play_once(exploit: Exploit) -> str:
+        async with client.lease(
+            instance.image, instance_id=instance.instance_id, workdir=instance.workdir
+        ) as lease:
             await record_baseline(lease)
             res = await lease.exec("set -e\n" + script_for(exploit, instance), timeout=60)
+            if res.returncode >= 128 and not res.timed_out:  # killed from outside: not the script's doing
+                raise EnvironmentFailure(f"playing {exploit.name}: killed by signal {res.returncode - 128}")
             assert res.returncode == 0, (exploit.name, res.output)
             if exploit.submit:
                 return (await lease.read_file(exploit.submit)).decode()
             return await lease.diff()
+
+    async def play(exploit: Exploit) -> str:
+        async with gate:
+            try:
+                return await play_once(exploit)
+            except (FleetError, EnvironmentFailure) as first:  # once more, then say it is the environment
+                try:
+                    return await play_once(exploit)
+                except (FleetError, EnvironmentFailure) as again:
+                    raise EnvironmentFailure(
+                        f"environment failure while playing {exploit.name} on {instance.instance_id} "
+                        f"(twice; no verdict on the grader): {first}; then {again}"
+                    ) from again
 
     patches = await asyncio.gather(*(play(e) for e in exploits))
     return {e.name: patch for e, patch in zip(exploits, patches, strict=True)}
@@ -656,14 +678,41 @@ async def exploit_patches(
 async def graded_all(
     grader, instance: TaskInstance, patches: list[str], concurrency: int = CONCURRENCY
 ) -> list:
-    """Grade `patches` on `instance`, a few at once (as `exploit_patches` plays them); results in order."""
+    """Grade `patches` on `instance`, a few at once (as `exploit_patches` plays them); results in order.
+
+    A grade that ended ``env_error`` (the fleet failed under it: a grading container killed under load, a
+    node that did not answer) says nothing of the patch, so it is graded once more; a second
+    ``env_error`` stays in the results for `environment_failures` to report as such. It never counts as
+    a pass: an exploit that made the grader fail every time is named by the test, not let through."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(patch: str):
         async with gate:
-            return await grader.grade(instance, patch)
+            result = await grader.grade(instance, patch)
+            if result.status is GradeStatus.ENV_ERROR:
+                again = await grader.grade(instance, patch)
+                again.message = f"{again.message} (first grade: {result.message})"
+                return again
+            return result
 
     return list(await asyncio.gather(*(one(p) for p in patches)))
+
+
+def environment_failures(names: list[str], results: list) -> list[tuple[str, str]]:
+    """(exploit, message) of the grades that ended ``env_error`` even when graded a second time."""
+    return [
+        (name, result.message)
+        for name, result in zip(names, results, strict=True)
+        if result.status is GradeStatus.ENV_ERROR
+    ]
+
+
+def assert_no_environment_failure(failures: list[tuple[str, str]]) -> None:
+    """Fail the test as an environment failure (not an exploit's reward, not a grading verdict)."""
+    if failures:
+        raise EnvironmentFailure(
+            "environment failure while grading (env_error twice; no reward was paid): " + repr(failures)
+        )
 
 
 # One of each class-1 mechanism (report patch by a computed import, the shell's stdout and a self-kill,

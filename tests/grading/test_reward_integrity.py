@@ -13,7 +13,16 @@ import json
 import os
 
 import pytest
-from adversarial_patches import CLASS_ONE_SAMPLE, EXPLOITS, ROUND_TWO, exploit_patches, graded_all, rotation
+from adversarial_patches import (
+    CLASS_ONE_SAMPLE,
+    EXPLOITS,
+    ROUND_TWO,
+    assert_no_environment_failure,
+    environment_failures,
+    exploit_patches,
+    graded_all,
+    rotation,
+)
 from agent_fixtures import FIXTURES_JSONL, leftover_containers
 
 from swe_rl.grading import GradeStatus
@@ -48,14 +57,18 @@ async def test_no_exploit_earns_a_reward(instance_id, client, pool, fixture_inst
     failures = []
     results = await graded_all(grader, instance, [patches[e.name] for e in EXPLOITS])
     for exploit, result in zip(EXPLOITS, results, strict=True):
+        if result.status is GradeStatus.ENV_ERROR:  # no verdict either way: reported below as such
+            continue
         _record(instance_id, exploit.name, result)
-        assert result.official is not None and result.tamper is not None
+        assert result.official is not None and result.tamper is not None, (exploit.name, result.message)
         if result.resolved or (result.official.resolved and not result.tamper.records):
             failures.append((exploit.name, result.status.value, result.message))
         if exploit.name in NAIVE_WINS and not result.official.resolved:
             failures.append((exploit.name, "naive grader did not pay", result.official.message))
     assert not failures, failures
-    gold = await grader.grade(instance, instance.patch)
+    assert_no_environment_failure(environment_failures([e.name for e in EXPLOITS], results))
+    [gold] = await graded_all(grader, instance, [instance.patch])
+    assert_no_environment_failure(environment_failures(["gold"], [gold]))
     assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, gold.message
     assert gold.tamper is not None and not gold.tamper.records and gold.official.source == "same_run"
     assert not leftover_containers(docker_client, pool)
@@ -92,9 +105,11 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
     earned = []
     results = await graded_all(grader, instance, [patches[e.name] for e in exploits])
     for exploit, result in zip(exploits, results, strict=True):
+        if result.status is GradeStatus.ENV_ERROR:  # graded twice: reported below, never a pass
+            continue
         _record(instance_id, exploit.name, result)
         assert result.official is not None and result.tamper is not None, exploit.name
-        if result.resolved or result.status is GradeStatus.ENV_ERROR:
+        if result.resolved:
             earned.append((exploit.name, result.status.value, result.message))
         if (
             result.official.resolved
@@ -103,6 +118,7 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
         ):
             earned.append((exploit.name, "paid officially, nothing recorded", result.official.message))
     assert not earned, earned
+    assert_no_environment_failure(environment_failures([e.name for e in exploits], results))
     assert not leftover_containers(docker_client, pool)  # gold on this fixture: the test below
 
 
@@ -111,7 +127,8 @@ async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, poo
     names = {"conftest_makereport_pass", "conftest_makereport_xfail"}
 
     async def check(instance) -> None:
-        gold = await grader.grade(instance, instance.patch)
+        [gold] = await graded_all(grader, instance, [instance.patch])
+        assert_no_environment_failure(environment_failures(["gold"], [gold]))
         assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, (
             instance.instance_id,
             gold.message,
@@ -122,6 +139,7 @@ async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, poo
             client, instance, [e for e in EXPLOITS if e.name in names], concurrency=2
         )
         results = await graded_all(grader, instance, list(patches.values()), concurrency=2)
+        assert_no_environment_failure(environment_failures(list(patches), results))
         for name, result in zip(patches, results, strict=True):
             _record(instance.instance_id, name, result)
             assert not result.resolved and result.status is GradeStatus.UNRESOLVED, (
