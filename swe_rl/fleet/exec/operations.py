@@ -28,6 +28,8 @@ from swe_rl.fleet.protocol import (
     WriteFileRequest,
 )
 
+KILLED_OR_LOST = (137, -1)
+"""Exit statuses a container's death also gives its running commands (SIGKILL; no exit code at all)."""
 SCRATCH = "/tmp/.swe-rl"  # server-side files inside the container (never under the workdir)
 MAX_SYMLINKS = 40  # as the kernel's own limit when resolving a path
 
@@ -94,7 +96,17 @@ class Operations:
 
     def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> CommandOutcome:
         try:
-            return self.backend.exec_run(rec.id, command, **kw)
+            outcome = self.backend.exec_run(rec.id, command, **kw)
+            if outcome.returncode in KILLED_OR_LOST and not outcome.timed_out and not self._alive(rec):
+                # The container was killed under the command (`docker kill`, its node's daemon restarted,
+                # its memory cgroup torn down): the exit status is the fleet's, not the command's. A 137
+                # answered as a result would be graded as the patch's failure.
+                raise ApiError(
+                    410,
+                    f"container {rec.id[:12]} died during the command (killed from outside, or its "
+                    "node's Docker daemon restarted): the command's result is lost",
+                )
+            return outcome
         except NotFound:
             with self.registry.lock:
                 self.registry.forget_locked(rec)
@@ -105,6 +117,14 @@ class Operations:
             ) from None
         except Conflict:
             raise ApiError(409, f"container {rec.id[:12]} is not running (it died)") from None
+
+    def _alive(self, rec: ContainerRecord) -> bool:
+        """Whether the container still runs commands (asked only after a command ended by SIGKILL)."""
+        try:
+            probe = self.backend.exec_run(rec.id, "true", timeout=30.0, workdir="/", env=None, max_output=64)
+        except BackendError:
+            return False
+        return probe.returncode == 0
 
     def diff(self, req: DiffRequest) -> dict[str, Any]:
         """The patch of the workdir; `record_baseline` records the episode-start state instead (see
