@@ -329,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                     "patch_apply_failed_rate",
                     "error_rate",
                     "status_counts",
+                    "env_error_kinds",
                     "integrity",
                 )
             },

@@ -18,6 +18,7 @@ from typing import Any
 from swe_rl.eval import report_extras, run_history
 from swe_rl.eval.report_metrics import metrics_table_html, run_metrics
 from swe_rl.metrics.integrity import integrity_rates
+from swe_rl.metrics.rollout import env_error_kind
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {
@@ -91,6 +92,11 @@ def summarize(
         "eval_timeout_rate": rate(counts["eval_timeout"]),
         "error_rate": rate(counts["env_error"]),
         "status_counts": counts,
+        "env_error_kinds": _counts(
+            env_error_kind(r.get("error") or r.get("grade_message"))
+            for r in done
+            if r["status"] == "env_error"
+        ),
         "exit_reasons": {
             k: sum(1 for r in done if r.get("exit_reason") == k)
             for k in sorted({r["exit_reason"] for r in done if r.get("exit_reason")})

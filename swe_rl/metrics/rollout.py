@@ -65,6 +65,8 @@ class TrajectorySummary:
     resolved: bool = False
     removed: bool = False
     removed_reason: str | None = None
+    env_error_kind: str | None = None
+    """For an ``env_error``: the fault kind (`env_error_kind`), counted per kind on the dashboard."""
     aborted: bool = False
     exit_reason: str | None = None
     turns: int | None = None
@@ -145,6 +147,25 @@ def _category(reason: Any) -> str:
     return re.sub(r"[^a-z0-9_]+", "_", text).strip("_") or "unknown"
 
 
+_ERROR_TYPE = re.compile(
+    r"\b([A-Z][A-Za-z]*(?:Error|Lost|Unavailable|Failed|NotFound|Missing|Exception|Timeout))\b"
+)
+
+
+def env_error_kind(reason: Any) -> str:
+    """The fault kind of an ``env_error``: where it struck and the typed error the code raised, as in
+    ``agent/FleetUnavailable`` (the node went down under the agent) or ``grading/LeaseLost`` (the grading
+    container died); ``<stage>/unknown`` when the reason names no error type. The reasons are the ones
+    our own code builds (``[grading container: ]<ErrorType>: <message>``), so the figure is per fault,
+    not per message."""
+    text = str(reason or "")
+    if text.startswith("env_error:"):
+        text = text[len("env_error:") :].lstrip()
+    stage = "grading" if text.startswith("grading container") else "agent"
+    found = _ERROR_TYPE.search(text)
+    return f"{stage}/{found.group(1) if found else 'unknown'}"
+
+
 def _section(info: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     """``info[key]`` when it is a mapping, else an empty one."""
     value = info.get(key)
@@ -190,6 +211,8 @@ def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
     traj.removed = traj.removed or bool(info.get("removed"))
     if traj.removed:
         traj.removed_reason = _category(info.get("removed_reason"))
+        if traj.removed_reason == "env_error":
+            traj.env_error_kind = env_error_kind(info.get("env_error_reason") or info.get("removed_reason"))
     traj.aborted = traj.aborted or bool(info.get("aborted"))
     traj.exit_reason = info.get("exit_reason")
     episode = _section(info, "episode")
@@ -292,7 +315,13 @@ def trajectories_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[Trajectory
         infra = row.get("status") == "env_error"
         _from_info(
             traj,
-            {**row, "removed": infra, "removed_reason": "env_error" if infra else None, "aborted": False},
+            {
+                **row,
+                "removed": infra,
+                "removed_reason": "env_error" if infra else None,
+                "env_error_reason": (row.get("error") or row.get("grade_message")) if infra else None,
+                "aborted": False,
+            },
         )
         if traj.sampled_tokens is None and isinstance(row.get("completion_tokens"), int):
             traj.sampled_tokens = row["completion_tokens"]
@@ -347,6 +376,10 @@ def figures(trajectories: Sequence[TrajectorySummary], *, breakdowns: bool = Tru
     for reason in sorted({t.removed_reason or "unknown" for t in removed}):
         out[f"removed/{_key(reason)}_rate"] = _rate(
             sum(1 for t in removed if (t.removed_reason or "unknown") == reason), len(finished)
+        )
+    for kind in sorted({t.env_error_kind for t in removed if t.env_error_kind}):
+        out[f"removed/env_error/{_key(kind)}_count"] = float(
+            sum(1 for t in removed if t.env_error_kind == kind)
         )
     _outcome(out, swe, scored)
     _behaviour(out, swe, scored)
