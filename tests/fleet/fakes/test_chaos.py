@@ -1,0 +1,38 @@
+"""Every fault of bench/chaos_bench.py as a test: a batch of real episodes (one gold, one noop) through the
+real client, pool and agent loop, the fault injected while both have a command in flight, and the
+invariants checked after it (docs/fleet.md, "Faults"):
+
+- an episode ends resolved / unresolved / no_patch only when its grading ran, else env_error with a reason;
+- no episode raises or hangs (nothing is lost silently);
+- once the batch is over, no container of the fleet is left and the pool holds no lease.
+
+The fleet's exec servers carry this session's prefix, so a killed session's containers are swept by the
+next one (tests/conftest.py); the private daemon of ``daemon_restart`` is removed in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.chaos_bench import FAULTS, fixture_instance, run_round
+from tests.conftest import TEST_ID_PREFIX
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_a_fault_mid_batch_scores_nothing_wrongly_and_loses_nothing(fault, base_image):
+    report = await run_round(
+        fault, episodes=2, instance=fixture_instance(), server_prefix=TEST_ID_PREFIX + "chaos"
+    )
+    assert not report.wrongly_scored, report.line()
+    assert not report.lost_silently, report.line()
+    assert report.leaked == 0 and report.pool_leases_left == 0, report.line()
+    assert sum(report.statuses.values()) == 2, report.line()
+    if fault in ("grading_kill", "pool_kill"):  # the gold episode's grading / every call in flight
+        assert report.statuses["env_error"] >= 1 and all(report.env_errors), report.line()
+    if fault == "grading_kill":
+        assert all("died during the command" in reason for reason in report.env_errors), report.env_errors
+    if fault == "slow_node":  # slowness is no failure
+        assert report.statuses["env_error"] == 0, report.line()
+    assert report.recovered < float("inf"), report.line()
