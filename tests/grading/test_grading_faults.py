@@ -30,3 +30,13 @@ async def test_a_grading_container_killed_mid_run_is_env_error(
     assert not leftover_containers(docker_client, pool)
     gold = await FleetGrader(client).grade(instance, instance.patch)  # the same fleet grades on
     assert gold.status is GradeStatus.RESOLVED, gold.message
+
+
+async def test_a_command_that_kills_itself_keeps_its_137(client, pool, fixture_instances, docker_client):
+    """Only a container that died answers 410: a SIGKILL inside a live container is the command's result."""
+    instance = fixture_instances["pytoolz__toolz-9001"]
+    async with client.lease(instance.image, instance_id=instance.instance_id) as lease:
+        res = await lease.exec("kill -9 $$", timeout=60)
+        assert res.returncode == 137 and not res.timed_out, res
+        assert (await lease.exec("echo alive", timeout=60)).output.strip() == "alive"
+    assert not leftover_containers(docker_client, pool)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import docker
 import docker.errors
+import requests
 from docker.utils import parse_repository_tag
 
 from swe_rl.fleet.exec import image_disk as disk
@@ -29,6 +30,7 @@ from swe_rl.fleet.exec.backend import (
     NotFound,
     PathStat,
     Refused,
+    Unavailable,
 )
 from swe_rl.fleet.exec.docker_exec import DockerExecutor
 from swe_rl.fleet.exec.executor import CommandOutcome
@@ -82,6 +84,8 @@ def _errors(refused: Callable[[int | None, str], bool] = _bad_request) -> Iterat
         raise BackendError(reason) from None
     except docker.errors.DockerException as exc:
         raise BackendError(str(exc)) from None
+    except requests.exceptions.ConnectionError as exc:  # the daemon is down or restarting: 503, not 500
+        raise Unavailable(f"the node's Docker daemon cannot be reached: {type(exc).__name__}") from None
 
 
 def _path_stat(stat: Mapping[str, Any]) -> PathStat:
