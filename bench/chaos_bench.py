@@ -13,7 +13,9 @@ allocate + exec works again (the recovery time). Faults:
 - ``node_cut``: node 0 cut off from the pool (its proxy drops every connection), then healed;
 - ``slow_node``: every answer of node 0 held 0.2 s per chunk for the rest of the batch;
 - ``daemon_restart``: node 0 runs on a private ``dockerd`` (own data root, exec root, socket; no bridge,
-  no iptables), SIGKILLed with its containerd and started again.
+  no iptables), SIGKILLed with its containerd and started again;
+- ``disk_full``: node 0's private daemon has its data root on a 600 MiB tmpfs, filled to the last byte
+  after every episode's first command and before its submit (freed once the batch is over).
 
 Invariants, after every fault: an episode is resolved / unresolved / no_patch only if its grading ran,
 else ``env_error`` with a reason (counted per fault); no episode raises or hangs (lost silently); no
@@ -56,9 +58,12 @@ from swe_rl.tasks import TaskInstance, load_instances
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "data" / "fixtures" / "instances.jsonl"
 INSTANCE = "pytoolz__toolz-9001"
-FAULTS = ("grading_kill", "exec_kill", "pool_kill", "node_cut", "slow_node", "daemon_restart")
+FAULTS = ("grading_kill", "exec_kill", "pool_kill", "node_cut", "slow_node", "daemon_restart", "disk_full")
 MARK, GO = "/tmp/.chaos-held", "/tmp/.chaos-go"
 HOLD = f"touch {MARK}; while [ ! -e {GO} ]; do sleep 0.05; done"
+LIFTED_AFTER_BATCH = ("slow_node", "disk_full")
+DISK_SIZE = "600m"
+"""The disk_full node's data root: the fixture image and a few containers fit, then it is filled."""
 SLOW_NODE_DELAY = 0.2
 """Seconds every chunk of the slow node's answers is held."""
 BOUND = 900.0
@@ -72,12 +77,37 @@ FAST_POOL = {  # the pool notices a dead or cut node within a few seconds
 }
 
 
+@dataclass
+class SubmitGate:
+    """Holds every episode before its submit turn until `go` (the disk is filled meanwhile)."""
+
+    expected: int
+    arrived: int = 0
+    all_arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    go: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def wait(self) -> None:
+        self.arrived += 1
+        if self.arrived >= self.expected:
+            self.all_arrived.set()
+        await self.go.wait()
+
+
 class HeldPolicy:
     """Gold (apply the gold patch, submit) or noop (submit), whose first command holds in the container
-    until the bench releases it; records its container so the bench can see the hold and release it."""
+    until the bench releases it; records its container so the bench can see the hold and release it.
+    With a `gate`, its submit turn also waits for the bench."""
 
-    def __init__(self, gold: bool, containers: list[str], ready: asyncio.Event, expected: int) -> None:
+    def __init__(
+        self,
+        gold: bool,
+        containers: list[str],
+        ready: asyncio.Event,
+        expected: int,
+        gate: SubmitGate | None = None,
+    ) -> None:
         self.gold, self.containers, self.ready, self.expected = gold, containers, ready, expected
+        self.gate = gate
 
     async def start_episode(self, instance: TaskInstance, env: Any) -> None:
         if self.gold:
@@ -91,6 +121,8 @@ class HeldPolicy:
         if sum(1 for m in messages if m.get("role") == "assistant") == 0:
             then = f"git apply --verbose {GOLD_PATCH_PATH}" if self.gold else "true"
             return bash_turn(f"{HOLD}; {then}", "Waiting for the fault, then working.")
+        if self.gate is not None:
+            await self.gate.wait()
         return bash_turn(SUBMIT_COMMAND, "Submitting.")
 
 
@@ -197,8 +229,8 @@ async def run_round(
     try:
         node_env: list[dict[str, str]] = [{}, {}]
         daemon_clients = [main]
-        if fault == "daemon_restart":
-            daemon = PrivateDockerd(Path(tmp.name) / "d")
+        if fault in ("daemon_restart", "disk_full"):
+            daemon = PrivateDockerd(Path(tmp.name) / "d", DISK_SIZE if fault == "disk_full" else None)
             daemon.start()
             daemon.load(instance.image)
             node_env[0] = {"DOCKER_HOST": daemon.host}
@@ -243,10 +275,11 @@ async def _batch(
     ready = asyncio.Event()
     n = report.episodes
     killing = KillingClient(client, daemon_clients[0], "evaluate") if fault == "grading_kill" else None
+    gate = SubmitGate(n) if fault == "disk_full" else None
 
     async def one(i: int) -> tuple[bool, Any]:
         gold = i < n - 1
-        policy = HeldPolicy(gold, containers, ready, n)
+        policy = HeldPolicy(gold, containers, ready, n, gate)
         grader = FleetGrader(killing) if killing is not None and gold else None  # type: ignore[arg-type]
         try:
             result = await asyncio.wait_for(
@@ -259,15 +292,26 @@ async def _batch(
     tasks = [asyncio.create_task(one(i)) for i in range(n)]
     await asyncio.wait_for(ready.wait(), BOUND)
     await _all_held(daemon_clients, containers)
-    lifted = await _inject(fault, fleet, daemon, daemon_clients, containers)
+    await _inject(fault, fleet, daemon, daemon_clients, containers)
+    if gate is not None and daemon is not None:  # disk_full: every episode is about to submit
+        done = asyncio.ensure_future(asyncio.gather(*tasks))
+        await asyncio.wait(
+            [done, asyncio.ensure_future(gate.all_arrived.wait())],
+            timeout=BOUND,
+            return_when="FIRST_COMPLETED",
+        )
+        await asyncio.to_thread(daemon.fill)
+        gate.go.set()
     recovered = 0.0
-    if fault != "slow_node":
+    if fault not in LIFTED_AFTER_BATCH:
         recovered = await _probe(client, instance)
     outcomes = await asyncio.gather(*tasks)
     if fault == "slow_node":  # lifted once the batch is over
         fleet.proxies[0].delay = 0.0
+    if fault == "disk_full" and daemon is not None:
+        daemon.unfill()
+    if fault in LIFTED_AFTER_BATCH:
         recovered = await _probe(client, instance)
-    del lifted
     for i, (gold, out) in enumerate(outcomes):
         if isinstance(out, BaseException):
             report.lost_silently.append(f"episode {i}: {type(out).__name__}: {out}")
@@ -289,7 +333,7 @@ async def _inject(
     daemon: PrivateDockerd | None,
     daemon_clients: list[Any],
     containers: list[str],
-) -> bool:
+) -> None:
     """The fault, while every episode's first command is in flight; then the release, then the lift."""
     if fault == "exec_kill":
         fleet.kill_exec(0)
@@ -307,6 +351,8 @@ async def _inject(
     elif fault == "slow_node":
         fleet.proxies[0].delay = SLOW_NODE_DELAY
         await _release(daemon_clients, containers)
+    elif fault == "disk_full":  # filled later, before the submits (the hold's release needs an exec)
+        await _release(daemon_clients, containers)
     elif fault == "daemon_restart":
         assert daemon is not None
         await asyncio.to_thread(daemon.kill)
@@ -314,7 +360,6 @@ async def _inject(
         await asyncio.to_thread(daemon.start)
     else:  # grading_kill: the kills come at grading time (KillingClient)
         await _release(daemon_clients, containers)
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:

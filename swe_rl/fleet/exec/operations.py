@@ -30,6 +30,10 @@ from swe_rl.fleet.protocol import (
 
 KILLED_OR_LOST = (137, -1)
 """Exit statuses a container's death also gives its running commands (SIGKILL; no exit code at all)."""
+_ENOSPC = b"No space left on device"
+"""strerror(ENOSPC), as every tool prints it: the trigger of the disk check, never the verdict."""
+DISK_FULL_KIB = 64 << 10
+"""Free KiB under which a container's disk counts as full (its node's disk is shared by everything)."""
 SCRATCH = "/tmp/.swe-rl"  # server-side files inside the container (never under the workdir)
 MAX_SYMLINKS = 40  # as the kernel's own limit when resolving a path
 
@@ -97,6 +101,15 @@ class Operations:
     def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> CommandOutcome:
         try:
             outcome = self.backend.exec_run(rec.id, command, **kw)
+            if (
+                outcome.returncode != 0
+                and _ENOSPC in outcome.output + outcome.stderr
+                and self._disk_full(rec)
+            ):
+                # The node's disk is full (images, containers and snapshots share it): the command failed
+                # for the node, not for the agent or the patch. An empty patch or a failed test run
+                # graded as the episode's would be a reward of 0 for the fleet's failure.
+                raise ApiError(507, f"no space left on the disk of container {rec.id[:12]}'s node")
             if outcome.returncode in KILLED_OR_LOST and not outcome.timed_out and not self._alive(rec):
                 # The container was killed under the command (`docker kill`, its node's daemon restarted,
                 # its memory cgroup torn down): the exit status is the fleet's, not the command's. A 137
@@ -125,6 +138,20 @@ class Operations:
         except BackendError:
             return False
         return probe.returncode == 0
+
+    def _disk_full(self, rec: ContainerRecord) -> bool:
+        """Whether the container's root file system has (almost) no space left (asked only after a command
+        that failed saying ENOSPC; a probe that cannot even run counts as full)."""
+        try:
+            probe = self.backend.exec_run(
+                rec.id, "df -Pk / | tail -n 1", timeout=30.0, workdir="/", env=None, max_output=4096
+            )
+        except BackendError:
+            return True
+        fields = decode_text(probe.output).split()
+        if probe.returncode != 0 or len(fields) < 4 or not fields[3].isdigit():
+            return True
+        return int(fields[3]) < DISK_FULL_KIB
 
     def diff(self, req: DiffRequest) -> dict[str, Any]:
         """The patch of the workdir; `record_baseline` records the episode-start state instead (see

@@ -347,8 +347,10 @@ class PrivateDockerd:
     `stop()` removes its containers, stops it, kills what it left (containerd shims), unmounts what it
     mounted under `root` and deletes `root`: call it in a ``finally`` (or use the context manager)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, data_size: str | None = None) -> None:
         self.root = Path(root)
+        self.data_size = data_size
+        """Put the data root on a tmpfs of this size (``600m``): a small disk `fill()` can fill."""
         self.sock = self.root / "docker.sock"
         self.host = f"unix://{self.sock}"
         self.proc: subprocess.Popen | None = None
@@ -368,6 +370,13 @@ class PrivateDockerd:
     def start(self, timeout: float = 120.0) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         r = self.root
+        data = r / "data"
+        if self.data_size and not _mounts_under(str(data)):
+            data.mkdir(exist_ok=True)
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={self.data_size}", "swe-rl-chaos", str(data)],
+                check=True,
+            )
         with open(r / "dockerd.log", "ab") as log:
             self.proc = subprocess.Popen(
                 [
@@ -418,6 +427,22 @@ class PrivateDockerd:
         # A restarted dockerd waits for the containerd its pid file names when that pid still answers
         # (an unreaped zombie does): the file goes with the process.
         (self.root / "exec" / "containerd" / "containerd.pid").unlink(missing_ok=True)
+
+    def fill(self) -> int:
+        """Fill the data root's file system (a full disk); bytes written."""
+        written, chunk = 0, b"\0" * (1 << 20)
+        with open(self.root / "data" / ".chaos-fill", "ab") as fh:
+            try:
+                while True:
+                    fh.write(chunk)
+                    fh.flush()
+                    written += len(chunk)
+            except OSError:  # ENOSPC: full
+                pass
+        return written
+
+    def unfill(self) -> None:
+        (self.root / "data" / ".chaos-fill").unlink(missing_ok=True)
 
     def restart(self) -> None:
         self.kill()

@@ -7,7 +7,7 @@ invariants checked after it (docs/fleet.md, "Faults"):
 - once the batch is over, no container of the fleet is left and the pool holds no lease.
 
 The fleet's exec servers carry this session's prefix, so a killed session's containers are swept by the
-next one (tests/conftest.py); the private daemon of ``daemon_restart`` is removed in a ``finally``.
+next one (tests/conftest.py); the private daemon of ``daemon_restart`` and ``disk_full`` (and its tmpfs) is removed in a ``finally``.
 """
 
 from __future__ import annotations
