@@ -141,7 +141,8 @@ class Operations:
 
     def _disk_full(self, rec: ContainerRecord) -> bool:
         """Whether the container's root file system has (almost) no space left (asked only after a command
-        that failed saying ENOSPC; a probe that cannot even run counts as full)."""
+        that failed saying ENOSPC). A probe the node cannot even start counts as full; an answer that is
+        not df's (no df in the image) does not: the command then keeps its own result."""
         try:
             probe = self.backend.exec_run(
                 rec.id, "df -Pk / | tail -n 1", timeout=30.0, workdir="/", env=None, max_output=4096
@@ -150,7 +151,7 @@ class Operations:
             return True
         fields = decode_text(probe.output).split()
         if probe.returncode != 0 or len(fields) < 4 or not fields[3].isdigit():
-            return True
+            return False
         return int(fields[3]) < DISK_FULL_KIB
 
     def diff(self, req: DiffRequest) -> dict[str, Any]:

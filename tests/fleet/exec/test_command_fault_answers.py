@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from swe_rl.fleet.exec.backend import Conflict
+from swe_rl.fleet.exec.backend import BackendError, Conflict
 from swe_rl.fleet.exec.containers import ContainerRecord
 from swe_rl.fleet.exec.executor import CommandOutcome
 from swe_rl.fleet.exec.operations import Operations
@@ -64,6 +64,16 @@ def test_a_full_node_disk_is_507():
     with pytest.raises(ApiError) as err:
         run(ScriptedBackend(outcome(128, ENOSPC), df(12)))
     assert err.value.status == 507 and "no space left" in err.value.message
+
+
+def test_a_node_that_cannot_start_the_disk_probe_is_full():
+    with pytest.raises(ApiError) as err:
+        run(ScriptedBackend(outcome(1, ENOSPC), BackendError("OCI runtime exec failed")))
+    assert err.value.status == 507
+
+
+def test_an_image_without_df_keeps_the_commands_result():
+    assert run(ScriptedBackend(outcome(1, ENOSPC), outcome(127, b"sh: df: not found"))).returncode == 1
 
 
 def test_no_space_on_a_disk_that_has_room_is_the_commands_own_result():
