@@ -10,7 +10,7 @@ Before/after contents come from a local git mirror of the repository (``--mirror
 ``owner+name`` holding a git directory ``repo``, or bare ``owner+name.git``): the base-commit file
 and the patch applied to it, exactly what the grader scans. A repository without a mirror is scanned
 on **hunk fragments**: the old and the new side of every hunk, read as Python where they parse
-(swe_rl/grading/capability_fragments.py). Fragments lack the rest of the file (its imports), so
+(swe_rl/grading/capabilities/fragments.py). Fragments lack the rest of the file (its imports), so
 names are read as the standard modules they spell; ``--fragments`` scans every patch that way, to
 compare the approximation with the mirrored files.
 
@@ -28,8 +28,8 @@ from collections import Counter
 from pathlib import Path
 
 from swe_rl.grading.capabilities import CapabilityConfig, CapabilityFinding, scan_source
-from swe_rl.grading.capability_fragments import parseable_fragment
-from swe_rl.grading.capability_visitor import find_sites
+from swe_rl.grading.capabilities.fragments import parseable_fragment
+from swe_rl.grading.capabilities.visitor import find_sites
 
 Hunk = tuple[int, list[str], list[str]]  # old start (1-based), old-side lines, new-side lines
 

@@ -443,7 +443,7 @@ ROUND_TWO: list[Exploit] = [
 
 # ---- issue 24, threat class 1: code in the package under test forges the run --------------------
 # Library code appended to {src_file}; it reaches pytest without naming it. The capability scan
-# (swe_rl/grading/capabilities.py) must void each one: tests/grading/test_capabilities.py checks it
+# (swe_rl/grading/capabilities/scan.py) must void each one: tests/grading/test_capabilities.py checks it
 # on the payload text, the end-to-end suite on every fixture. Braces are doubled: scripts are
 # str.format templates ({tests} is the list of expected test ids).
 

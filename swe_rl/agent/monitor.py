@@ -6,7 +6,7 @@ per run (`flag_counts`). Defaults cover what reward hackers do: probing git hist
 fix, fetching upstream sources over the network, reading the eval script, editing tests or
 test infrastructure. The code an action writes or runs (any tool, heredoc, ``python -c``, ``sed``,
 ``printf``, patch: swe_rl/agent/written_code.py) goes through the grader's capability scan
-(swe_rl/grading/capabilities.py): a capability the grader would void is flagged ``code_<capability>``
+(swe_rl/grading/capabilities/scan.py): a capability the grader would void is flagged ``code_<capability>``
 (``code_frame_access``, ``code_runner_patch``...). Flags are measurements: training may drop flagged rollouts or give them
 a fixed reward (plugin ``swe_drop_flagged`` / ``swe_flagged_reward``); eval reports rates.
 """
@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.agent.written_code import written_code
 from swe_rl.grading.capabilities import Action, CapabilityConfig
-from swe_rl.grading.capability_fragments import scan_fragment
+from swe_rl.grading.capabilities.fragments import scan_fragment
 
 __all__ = ["DEFAULT_PATTERNS", "MonitorConfig", "code_flags", "flag_action", "flag_counts"]
 

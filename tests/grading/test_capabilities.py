@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from adversarial_patches import CAPABILITY_PAYLOADS, FORGED_LINES, SHADOW_PYTEST, SOURCE_HOOK
 
-from swe_rl.grading import capability_catalogue as catalogue
 from swe_rl.grading.capabilities import (
     CapabilityConfig,
     ChangedSource,
+    catalogue,
     scan_changes,
     scan_source,
 )

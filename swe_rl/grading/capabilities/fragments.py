@@ -5,7 +5,7 @@ rarely parses as it is: it starts inside a block, ends in the middle of a call. 
 largest windows of lines that parse, tried from each line (dedented; a header line ending in ``:``
 is closed with ``pass``); lines no window parses are skipped. The pieces lack the rest of their file
 (its imports), so names that spell a standard module are read as that module (see
-swe_rl/grading/capability_names.py). Used by the behaviour monitor on what the agent writes and by
+swe_rl/grading/capabilities/names.py). Used by the behaviour monitor on what the agent writes and by
 ``bench/capability_false_positives.py`` where a repository's files cannot be read.
 """
 
@@ -15,7 +15,7 @@ import ast
 import textwrap
 from collections import Counter
 
-from swe_rl.grading.capabilities import CapabilityConfig, CapabilityFinding, scan_source
+from swe_rl.grading.capabilities.scan import CapabilityConfig, CapabilityFinding, scan_source
 
 __all__ = ["parseable_fragment", "scan_fragment"]
 

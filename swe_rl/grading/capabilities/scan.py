@@ -4,8 +4,8 @@ Code in the package under test runs inside the test process, so added code that 
 runner or the interpreter (computed imports, ``sys.modules``, ``gc``, frames, ``atexit``, signals,
 ``/proc``, ``ctypes``, rebinding builtins, writing to the process's descriptors, ``exec`` of built
 strings) can forge a test result. Findings are judged on the syntax tree, never on text: the
-catalogue is swe_rl/grading/capability_catalogue.py, aliases and built names are resolved by
-swe_rl/grading/capability_names.py, sites are found by swe_rl/grading/capability_visitor.py.
+catalogue is swe_rl/grading/capabilities/catalogue.py, aliases and built names are resolved by
+swe_rl/grading/capabilities/names.py, sites are found by swe_rl/grading/capabilities/visitor.py.
 
 Only added code is blamed: the sites of `after` and of `before` are compared by anchor (the site's
 statement without line numbers), so pre-existing code of a modified file is not blamed, and code
@@ -21,8 +21,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.grading.capability_catalogue import CAPABILITIES, Action
-from swe_rl.grading.capability_visitor import Site, find_sites
+from swe_rl.grading.capabilities.catalogue import CAPABILITIES, Action
+from swe_rl.grading.capabilities.visitor import Site, find_sites
 
 __all__ = [
     "Action",
@@ -39,7 +39,7 @@ __all__ = [
 class CapabilityConfig(BaseModel):
     """What a finding of each capability does to the reward (plugin keys ``swe_integrity_capabilities``).
 
-    The defaults of each capability are in ``CAPABILITIES`` (swe_rl/grading/capability_catalogue.py,
+    The defaults of each capability are in ``CAPABILITIES`` (swe_rl/grading/capabilities/catalogue.py,
     table in docs/reward_integrity.md); ``actions`` overrides some of them, the others keep theirs.
     """
 

@@ -1,7 +1,7 @@
 """What the capability scan looks for: each capability's name, default action and the names that reach it.
 
 Names are fully qualified (``sys.modules``, ``inspect.currentframe``) and matched after alias
-resolution (swe_rl/grading/capability_visitor.py), so ``import sys as s; s.modules`` and
+resolution (swe_rl/grading/capabilities/visitor.py), so ``import sys as s; s.modules`` and
 ``from sys import modules as m`` are the same site. The default actions come from the false-positive
 measurement on the SWE-bench Verified gold patches (docs/reward_integrity.md): a capability that
 forging needs and honest library code does not add is voided; one honest code adds is flagged.

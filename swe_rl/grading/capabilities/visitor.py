@@ -3,10 +3,10 @@
 A site is ``(line, capability, detail, anchor)``. The anchor is the site's statement without line
 numbers (for a compound statement, the header expression the site sits in), so the same code moved
 elsewhere keeps its anchor: the scan blames a site of the new file only when the old file has fewer
-sites of that anchor (swe_rl/grading/capabilities.py).
+sites of that anchor (swe_rl/grading/capabilities/scan.py).
 
 Writing an attribute or an item of an object reached through a capability (``sys.modules[...]``, a
-computed import, ``gc``, frames: swe_rl/grading/capability_foreign.py) is ``foreign_patch``: that is
+computed import, ``gc``, frames: swe_rl/grading/capabilities/foreign.py) is ``foreign_patch``: that is
 how code under test patches what it should not know.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from swe_rl.grading.capability_catalogue import (
+from swe_rl.grading.capabilities.catalogue import (
     ATTRIBUTE_NAMES,
     ATTRIBUTES,
     CALLS,
@@ -28,8 +28,8 @@ from swe_rl.grading.capability_catalogue import (
     SENSITIVE_WORDS,
     SYS_REASSIGN,
 )
-from swe_rl.grading.capability_foreign import ForeignObjects
-from swe_rl.grading.capability_names import NameTable, fold
+from swe_rl.grading.capabilities.foreign import ForeignObjects
+from swe_rl.grading.capabilities.names import NameTable, fold
 
 __all__ = ["Site", "find_sites"]
 

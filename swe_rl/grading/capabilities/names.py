@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from swe_rl.grading.capability_catalogue import SENSITIVE_MODULES
+from swe_rl.grading.capabilities.catalogue import SENSITIVE_MODULES
 
 __all__ = ["Folded", "NameTable", "fold"]
 
