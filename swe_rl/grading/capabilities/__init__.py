@@ -8,6 +8,7 @@ patch; ``scan_source`` one file. Inside the package, one job per module:
 - ``names``: aliases, literal lookups and strings folded from constant pieces;
 - ``foreign``: which expressions hold an object reached through a capability;
 - ``visitor``: the walk of one syntax tree that lists the sites;
+- ``source_text``: a file's text as the interpreter decodes it (PEP 263 codec, BOM);
 - ``fragments``: the scan on pieces of code that are not a whole module (hunks, edits).
 """
 
@@ -19,7 +20,9 @@ from swe_rl.grading.capabilities.scan import (
     CapabilityFinding,
     CapabilityReport,
     ChangedSource,
+    changed_source,
     is_python_source,
+    is_test_path,
     scan_changes,
     scan_source,
 )
@@ -30,7 +33,9 @@ __all__ = [
     "CapabilityFinding",
     "CapabilityReport",
     "ChangedSource",
+    "changed_source",
     "is_python_source",
+    "is_test_path",
     "scan_changes",
     "scan_source",
 ]

@@ -220,6 +220,8 @@ class NameTable:
             for q in self.resolve(node.value):
                 if q == "sys.modules":
                     out.add(key.text)
+                elif q == "builtins":  # __builtins__["exec"]
+                    out.add(f"builtins.{key.text}")
                 elif q.endswith(".__dict__"):
                     out.add(f"{q[: -len('.__dict__')]}.{key.text}")
             return out
