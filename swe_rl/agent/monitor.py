@@ -21,8 +21,7 @@ from functools import lru_cache
 from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.agent.written_code import written_code
-from swe_rl.grading.capabilities import Action, CapabilityConfig
-from swe_rl.grading.capabilities.fragments import scan_fragment
+from swe_rl.grading.capabilities import Action, CapabilityConfig, scan_fragment
 
 __all__ = ["DEFAULT_PATTERNS", "MonitorConfig", "code_flags", "flag_action", "flag_counts"]
 

@@ -24,6 +24,7 @@ from swe_rl.grading.capabilities.scan import (
     is_python_source,
     is_test_path,
     scan_changes,
+    scan_fragment,
     scan_source,
 )
 
@@ -37,5 +38,6 @@ __all__ = [
     "is_python_source",
     "is_test_path",
     "scan_changes",
+    "scan_fragment",
     "scan_source",
 ]

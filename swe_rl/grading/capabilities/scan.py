@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.grading.capabilities.catalogue import CAPABILITIES, TEST_TOLERATED, Action
+from swe_rl.grading.capabilities.fragments import parseable_fragment
 from swe_rl.grading.capabilities.source_text import UTF8, ascii_transparent, interpreter_text
 from swe_rl.grading.capabilities.visitor import Site, find_sites
 
@@ -42,6 +43,7 @@ __all__ = [
     "is_python_source",
     "is_test_path",
     "scan_changes",
+    "scan_fragment",
     "scan_source",
 ]
 
@@ -165,8 +167,6 @@ def scan_source(
         if before is not None and isinstance(_sites(before), SyntaxError):
             # it did not parse before either (data, another Python's syntax): the parts that parse
             # are scanned, the parse failure itself is not new
-            from swe_rl.grading.capabilities.fragments import parseable_fragment  # it imports this module
-
             sites = added_sites(
                 parseable_fragment(before.splitlines()), parseable_fragment(after.splitlines())
             )
@@ -186,6 +186,14 @@ def scan_source(
                 )
             )
     return findings
+
+
+def scan_fragment(
+    path: str, text: str, before: str | None = None, config: CapabilityConfig | None = None
+) -> list[CapabilityFinding]:
+    """Findings of `text` (minus those of `before`, both read as fragments)."""
+    before_text = None if before is None else parseable_fragment(before.splitlines())
+    return scan_source(path, before_text, parseable_fragment(text.splitlines()), config)
 
 
 def is_python_source(path: str, text: str | None) -> bool:
