@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from adversarial_patches import INTERPRETER_VIEW
 
 from swe_rl.grading.capabilities import changed_source, scan_changes, scan_source
 from swe_rl.grading.capabilities.source_text import interpreter_text
@@ -191,3 +192,67 @@ def test_tests_may_evaluate_their_own_data():
 )
 def test_honest_neighbours_are_not_voided(code):
     assert not [f for f in scan_source("pkg/mod.py", None, code + "\n") if f.action == "void"]
+
+
+# ---------------------------------------------------------------- the suite's payloads, played for real
+_PKG = {
+    "pkg/__init__.py": "",
+    "pkg/core.py": "def answer():\n    return 1\n",
+    "tests/test_core.py": "from pkg.core import answer\n\n\ndef test_answer():\n    assert answer() == 2\n",
+}
+
+
+def _git(repo, *args: str) -> str:
+    out = subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True, timeout=120)
+    return out.stdout.decode()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exploit", INTERPRETER_VIEW, ids=lambda e: e.name)
+def test_each_interpreter_view_payload_forges_a_run_and_the_scan_voids_it(exploit, tmp_path):
+    """Played in a real repository with the real pytest: the failing test is reported passed (the
+    payload works), and what the patch adds is voided by the scan or dropped by the archive rule."""
+    repo = tmp_path / "repo"
+    for path, text in _PKG.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "base")
+    script = exploit.script.format(src_file="pkg/core.py", test_file="tests/test_core.py", tests="[]")
+    subprocess.run(["bash", "-ec", script], cwd=repo, check=True, capture_output=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_core.py"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert "1 passed" in run.stdout, run.stdout + run.stderr  # the naive reading pays
+    _git(repo, "add", "-A")
+    changed = _git(repo, "diff", "--cached", "--name-only", "HEAD").split()
+    sources, archives = [], []
+    for path in changed:
+        data = (repo / path).read_bytes()
+        before = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=repo, capture_output=True, check=False)
+        if path.endswith(".py"):
+            sources.append(changed_source(path, before.stdout if before.returncode == 0 else None, data))
+        elif data.startswith(b"PK\x03\x04"):
+            archives.append(path)
+    voided = _voided(sources)
+    assert voided or archives, (exploit.name, changed)
+    assert voided & EXPECTED[exploit.name], (exploit.name, voided)
+
+
+EXPECTED = {
+    "utf7_module": {"source_encoding"},
+    "unicode_escape_module": {"source_encoding"},
+    "bom_module": {"runner_patch"},
+    "zip_on_sys_path": {"import_path"},
+    "zip_on_package_path": {"import_path"},
+    "non_py_loader": {"code_loader"},
+    "marshal_function": {"code_from_data"},
+    "pickle_exec": {"code_from_data"},
+    "exec_variable": {"dynamic_code"},
+}
