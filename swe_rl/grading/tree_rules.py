@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from swe_rl.grading.canonical import CanonicalPatch, TreeChange
 from swe_rl.grading.capabilities import ChangedSource, changed_source
+from swe_rl.grading.capabilities.other_languages import LANGUAGE_SUFFIXES
 from swe_rl.grading.integrity import (
     _RUNNER_MODULES,
     IntegrityConfig,
@@ -89,8 +90,11 @@ def _compiled(name: str) -> bool:
     return name.endswith(COMPILED_SUFFIXES) or ".so." in name or ".cpython-" in name and ".so" in name
 
 
-def _python_file(name: str, data: bytes | None) -> bool:
-    """Source the interpreter may import or run: by suffix, or a script whose first line names python."""
+def _scanned_file(name: str, data: bytes | None, language: str | None) -> bool:
+    """Source of the instance's language: for Python, what the interpreter may import or run (by suffix,
+    or a script whose first line names python); else the language's suffixes."""
+    if language is not None:
+        return LANGUAGE_SUFFIXES.get(posixpath.splitext(name)[1]) == language
     first = (data or b"")[:200].split(b"\n", 1)[0]
     return name.endswith((".py", ".pyw", ".pyi")) or first.startswith(b"#!") and b"python" in first
 
@@ -227,6 +231,7 @@ def judge_tree(
     if cleared:
         patch = join_patch("", [*split_patch(patch)[1], *cleared])
     left = {p for fd in split_patch(patch)[1] for p in fd.paths}
+    lang = language.name if (language := language_of(instance)) is not None else None
     sources = [  # read as the interpreter reads them (declared codec, BOM)
         changed_source(
             c.path,
@@ -235,6 +240,6 @@ def judge_tree(
             deleted=c.kind == "deleted",
         )
         for c in canon.changes
-        if c.path in left and _python_file(norm(c.path), canon.blobs.get(c.new_blob))
+        if c.path in left and _scanned_file(norm(c.path), canon.blobs.get(c.new_blob), lang)
     ]
     return TreeVerdict(patch=patch, records=records, sources=sources)

@@ -76,6 +76,19 @@ CAPABILITIES: dict[str, tuple[Action, str]] = {
     "runner_import": ("flag", "imports of _pytest or pluggy in library code"),
     "finalizer": ("flag", "a __del__ method: code that may run at interpreter exit, after pytest's report"),
     "syntax_error": ("void", "added Python the scan cannot parse (the image's interpreter may run it)"),
+    "rerun_binary": (
+        "void",
+        "Go/JS/Rust: the test binary re-run (os.Args[0], os.Executable, current_exe, process.argv with child_process)",
+    ),
+    "init_output": (
+        "void",
+        "Go/JS/Rust: stdout/stderr written before the tests (func init, top-level statements, #[ctor])",
+    ),
+    "assert_patch": (
+        "void",
+        "JS: properties of node:assert or of the module loader assigned (Module._load, require.cache); Go: //go:linkname",
+    ),
+    "go_generate": ("flag", "Go: a //go:generate line (go test never runs it; go generate would)"),
     "source_encoding": (
         "void",
         "added source the interpreter decodes with a codec other than UTF-8 (PEP 263), or cannot read",

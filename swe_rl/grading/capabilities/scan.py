@@ -30,6 +30,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.grading.capabilities.catalogue import CAPABILITIES, TEST_TOLERATED, Action
 from swe_rl.grading.capabilities.fragments import parseable_fragment
+from swe_rl.grading.capabilities.other_languages import (
+    LANGUAGE_SUFFIXES,
+    LanguageSite,
+    language_sites,
+    parser_available,
+)
 from swe_rl.grading.capabilities.source_text import UTF8, ascii_transparent, interpreter_text
 from swe_rl.grading.capabilities.visitor import Site, find_sites
 
@@ -196,6 +202,34 @@ def scan_fragment(
     return scan_source(path, before_text, parseable_fragment(text.splitlines()), config)
 
 
+def scan_language_source(
+    path: str, before: str | None, after: str, config: CapabilityConfig | None = None
+) -> list[CapabilityFinding]:
+    """Findings in the Go, JavaScript/TypeScript or Rust code of `after` that `before` lacks."""
+    config = config or CapabilityConfig()
+    language = LANGUAGE_SUFFIXES[posixpath.splitext(path)[1].lower()]
+    sites = language_sites(language, before, after)
+    if sites is None:
+        if (
+            before is not None
+            and language_sites(language, None, before) is None
+            and parser_available(language)
+        ):
+            return []  # it did not parse before either: the parse failure is not new
+        why = "does not parse" if parser_available(language) else "no parser installed (extra lang-scan)"
+        sites = [LanguageSite(0, "syntax_error", f"{language}: {why}", "")]
+    findings = []
+    for site in sites:
+        action = config.action_for(site.capability)
+        if action != "ignore":
+            findings.append(
+                CapabilityFinding(
+                    path=path, line=site.line, capability=site.capability, detail=site.detail, action=action
+                )
+            )
+    return findings
+
+
 def is_python_source(path: str, text: str | None) -> bool:
     """A file the interpreter may run: ``.py``/``.pyw``, or a script whose first line names python."""
     if path.endswith((".py", ".pyw")):
@@ -235,6 +269,9 @@ def scan_changes(
                         action=action,
                     )
                 )
-        if change.after is not None and is_python_source(change.path, change.after):
+        suffix = posixpath.splitext(change.path)[1].lower()
+        if change.after is not None and suffix in LANGUAGE_SUFFIXES:
+            findings += scan_language_source(change.path, change.before, change.after, config)
+        elif change.after is not None and is_python_source(change.path, change.after):
             findings += scan_source(change.path, change.before, change.after, config)
     return CapabilityReport(findings=findings)
