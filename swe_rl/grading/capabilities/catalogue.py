@@ -88,6 +88,10 @@ CAPABILITIES: dict[str, tuple[Action, str]] = {
         "void",
         "JS: properties of node:assert or of the module loader assigned (Module._load, require.cache); Go: //go:linkname",
     ),
+    "binary_path": (
+        "flag",
+        "Go/Rust: the test binary's path (os.Args[0], current_exe) in a file that spawns no process",
+    ),
     "go_generate": ("flag", "Go: a //go:generate line (go test never runs it; go generate would)"),
     "source_encoding": (
         "void",

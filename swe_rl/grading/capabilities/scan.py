@@ -34,7 +34,6 @@ from swe_rl.grading.capabilities.other_languages import (
     LANGUAGE_SUFFIXES,
     LanguageSite,
     language_sites,
-    parser_available,
 )
 from swe_rl.grading.capabilities.source_text import UTF8, ascii_transparent, interpreter_text
 from swe_rl.grading.capabilities.visitor import Site, find_sites
@@ -210,14 +209,7 @@ def scan_language_source(
     language = LANGUAGE_SUFFIXES[posixpath.splitext(path)[1].lower()]
     sites = language_sites(language, before, after)
     if sites is None:
-        if (
-            before is not None
-            and language_sites(language, None, before) is None
-            and parser_available(language)
-        ):
-            return []  # it did not parse before either: the parse failure is not new
-        why = "does not parse" if parser_available(language) else "no parser installed (extra lang-scan)"
-        sites = [LanguageSite(0, "syntax_error", f"{language}: {why}", "")]
+        sites = [LanguageSite(0, "syntax_error", f"{language}: no parser installed (extra lang-scan)", "")]
     findings = []
     for site in sites:
         action = config.action_for(site.capability)
