@@ -9,7 +9,8 @@ patch; ``scan_source`` one file. Inside the package, one job per module:
 - ``foreign``: which expressions hold an object reached through a capability;
 - ``visitor``: the walk of one syntax tree that lists the sites;
 - ``source_text``: a file's text as the interpreter decodes it (PEP 263 codec, BOM);
-- ``fragments``: the scan on pieces of code that are not a whole module (hunks, edits).
+- ``fragments``: the largest windows of a piece of code that parse (hunks, edits);
+- ``other_languages``: the same classes for Go, JavaScript/TypeScript and Rust, on tree-sitter trees.
 """
 
 from __future__ import annotations
