@@ -7,10 +7,11 @@ how many patches the default configuration would void, each with why, and the fi
 capability. The data set is not part of the project: point ``--rows`` at an export of it.
 
 Before/after contents come from a local git mirror of the repository (``--mirrors``: folders named
-``owner+name`` holding a git directory ``repo``, or bare ``owner+name.git``): the base-commit file
-and the patch applied to it, exactly what the grader scans. A repository without a mirror is scanned
+``owner+name`` holding a git directory ``repo``, or bare ``owner+name.git``): the base-commit file's
+bytes and the patch applied to it in the file's own codec, read as the grader reads them
+(``changed_source``: declared codec, BOM), exactly what the grader scans. A repository without a mirror is scanned
 on **hunk fragments**: the old and the new side of every hunk, read as Python where they parse
-(swe_rl/grading/capability_fragments.py). Fragments lack the rest of the file (its imports), so
+(swe_rl/grading/capabilities/fragments.py). Fragments lack the rest of the file (its imports), so
 names are read as the standard modules they spell; ``--fragments`` scans every patch that way, to
 compare the approximation with the mirrored files.
 
@@ -27,9 +28,17 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from swe_rl.grading.capabilities import CapabilityConfig, CapabilityFinding, scan_source
-from swe_rl.grading.capability_fragments import parseable_fragment
-from swe_rl.grading.capability_visitor import find_sites
+from swe_rl.grading.capabilities import (
+    CapabilityConfig,
+    CapabilityFinding,
+    ChangedSource,
+    changed_source,
+    scan_changes,
+    scan_source,
+)
+from swe_rl.grading.capabilities.fragments import parseable_fragment
+from swe_rl.grading.capabilities.source_text import interpreter_text
+from swe_rl.grading.capabilities.visitor import find_sites
 
 Hunk = tuple[int, list[str], list[str]]  # old start (1-based), old-side lines, new-side lines
 
@@ -112,11 +121,23 @@ def mirror_of(mirrors: Path, repo: str) -> Path | None:
     return None
 
 
-def base_file(git_dir: Path, commit: str, path: str) -> str | None:
+def base_file(git_dir: Path, commit: str, path: str) -> bytes | None:
     res = subprocess.run(
         ["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], capture_output=True, check=False
     )
-    return res.stdout.decode("utf-8", "replace") if res.returncode == 0 else None
+    return res.stdout if res.returncode == 0 else None
+
+
+def mirrored_change(path: str, raw: bytes | None, hunks: list[Hunk], extra: str) -> ChangedSource:
+    """The file as the grader reads it: the base bytes, the patch applied in the file's own codec."""
+    old = interpreter_text(raw) if raw is not None else None
+    before = old.text if old and old.text is not None else (raw or b"").decode("utf-8", "replace")
+    after = apply_hunks(before if raw is not None else "", hunks) + extra
+    try:
+        data = after.encode(old.encoding if old and old.encoding else "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        data = after.encode("utf-8")
+    return changed_source(path, raw, data)
 
 
 def scan_row(
@@ -133,15 +154,15 @@ def scan_row(
     findings: list[CapabilityFinding] = []
     spared: set[str] = set()
     for path, (new, hunks) in file_diffs(patch).items():
-        if not path.endswith(".py"):
+        if not path.endswith((".py", ".pyw", ".pyi")):
             continue
         extra, payload = payload, ""
         if git_dir is not None:
-            before = None if new else base_file(git_dir, row["base_commit"], path)
-            after = apply_hunks(before or "", hunks) + extra
-            findings += scan_source(path, before, after, config)
-            if coverage is not None and before is not None:  # what the comparison with `before` spares
-                sites = _all_sites(before)
+            raw = None if new else base_file(git_dir, row["base_commit"], path)
+            change = mirrored_change(path, raw, hunks, extra)
+            findings += scan_changes([change], config).findings
+            if coverage is not None and change.before is not None:  # what the comparison with `before` spares
+                sites = _all_sites(change.before)
                 coverage["sites_before"] += len(sites)
                 if any(config.action_for(site.capability) == "void" for site in sites):
                     spared.add(row["instance_id"])

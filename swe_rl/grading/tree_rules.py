@@ -5,7 +5,10 @@ modified, deleted, type changes, modes, blob ids). Every rule reads that list wi
 (Unicode NFKC, case-folded), so a spelling variant is the same name:
 
 - ``symlink``: no symlink added or made (a link can point a harmless name at a hook);
-- ``compiled_code``: no compiled Python added (``.pyc``/``.pyo``, extension modules ``.so``/``.pyd``...);
+- ``compiled_code``: no compiled Python added (``.pyc``/``.pyo``, extension modules ``.so``/``.pyd``...,
+  anything under ``__pycache__``);
+- ``archive``: in a Python instance, no archive an import can read (``.zip``, ``.egg``, ``.whl``, ``.pyz``,
+  or any file whose bytes are a zip: zipimport reads a zip whatever its name or what precedes it);
 - ``interpreter_hook``: ``sitecustomize*`` / ``usercustomize*`` in any form (module, package, pyc,
   extension, symlink); ``path_file``: ``*.pth``;
 - ``package_metadata``: anything in a metadata folder whatever its case (``.DIST-INFO``, ``.egg-info``)
@@ -34,7 +37,8 @@ import sys
 from pydantic import BaseModel, Field
 
 from swe_rl.grading.canonical import CanonicalPatch, TreeChange
-from swe_rl.grading.capabilities import ChangedSource
+from swe_rl.grading.capabilities import ChangedSource, changed_source
+from swe_rl.grading.capabilities.other_languages import LANGUAGE_SUFFIXES
 from swe_rl.grading.integrity import (
     _RUNNER_MODULES,
     IntegrityConfig,
@@ -57,6 +61,14 @@ COMPILED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dylib", ".dll", ".sl")
 _HOOK_PREFIXES = ("sitecustomize", "usercustomize")
 _META_SUFFIXES = (".dist-info", ".egg-info", ".egg")
 _MODULE_SUFFIXES = (".py", ".pyc", ".pyo", ".so", ".pyd", ".pyw")
+ARCHIVE_SUFFIXES = (".zip", ".egg", ".whl", ".pyz", ".pyzw")
+"""Archives the interpreter imports from once they are on an import path (normalised names)."""
+_ZIP_END = b"PK\x05\x06"  # end of central directory: what zipimport looks for, at the end of the file
+
+
+def _is_zip(data: bytes | None) -> bool:
+    """Bytes zipimport would read: a local header at the start or an end record in the last 64 KiB."""
+    return data is not None and (data.startswith(b"PK\x03\x04") or _ZIP_END in data[-(1 << 16) - 22 :])
 
 
 class TreeVerdict(BaseModel):
@@ -76,6 +88,15 @@ class TreeVerdict(BaseModel):
 
 def _compiled(name: str) -> bool:
     return name.endswith(COMPILED_SUFFIXES) or ".so." in name or ".cpython-" in name and ".so" in name
+
+
+def _scanned_file(name: str, data: bytes | None, language: str | None) -> bool:
+    """Source of the instance's language: for Python, what the interpreter may import or run (by suffix,
+    or a script whose first line names python); else the language's suffixes."""
+    if language is not None:
+        return LANGUAGE_SUFFIXES.get(posixpath.splitext(name)[1]) == language
+    first = (data or b"")[:200].split(b"\n", 1)[0]
+    return name.endswith((".py", ".pyw", ".pyi")) or first.startswith(b"#!") and b"python" in first
 
 
 def _module_name(component: str) -> str:
@@ -124,8 +145,11 @@ def _rule(
     gone = change.kind == "deleted"
     if change.symlink_after:
         return "symlink", "a symlink in the patch (it can point a harmless name at a hook or a test)"
-    if not gone and _compiled(base):
+    if not gone and (_compiled(base) or "__pycache__" in parts[:-1]):
         return "compiled_code", "compiled Python (no source to read, imported like source)"
+    if not gone and language_of(instance) is None:
+        if base.endswith(ARCHIVE_SUFFIXES) or _is_zip(canon.blobs.get(change.new_blob)):
+            return "archive", "an archive the interpreter can import modules from (its code is never scanned)"
     if any(p.startswith(_HOOK_PREFIXES) for p in parts):
         return "interpreter_hook", "sitecustomize/usercustomize run at every interpreter start, in any form"
     if base.endswith(".pth"):
@@ -207,13 +231,15 @@ def judge_tree(
     if cleared:
         patch = join_patch("", [*split_patch(patch)[1], *cleared])
     left = {p for fd in split_patch(patch)[1] for p in fd.paths}
-    sources = [
-        ChangedSource(
-            path=c.path,
-            before=None if c.kind == "added" else canon.content(c.old_blob),
-            after=None if c.kind == "deleted" else canon.content(c.new_blob),
+    lang = language.name if (language := language_of(instance)) is not None else None
+    sources = [  # read as the interpreter reads them (declared codec, BOM)
+        changed_source(
+            c.path,
+            None if c.kind == "added" else canon.blobs.get(c.old_blob),
+            None if c.kind == "deleted" else canon.blobs.get(c.new_blob),
+            deleted=c.kind == "deleted",
         )
         for c in canon.changes
-        if c.path in left and norm(c.path).endswith((".py", ".pyw", ".pyi"))
+        if c.path in left and _scanned_file(norm(c.path), canon.blobs.get(c.new_blob), lang)
     ]
     return TreeVerdict(patch=patch, records=records, sources=sources)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from adversarial_patches import CAPABILITY_PAYLOADS, FORGED_LINES, SHADOW_PYTEST, SOURCE_HOOK
 
-from swe_rl.grading import capability_catalogue as catalogue
 from swe_rl.grading.capabilities import (
     CapabilityConfig,
     ChangedSource,
+    catalogue,
     scan_changes,
     scan_source,
 )
@@ -171,8 +171,10 @@ def test_spellings(code, capability):
     [
         ("import sys\nmod = sys.modules[self.__module__]", "sys_modules"),
         ("from importlib import import_module\nm = import_module(f'{app}.management')", "computed_import"),
-        ("exec(code, namespace)", "dynamic_code"),
-        ("import importlib.util\nspec = importlib.util.spec_from_file_location(n, p)", "import_machinery"),
+        (
+            "import importlib.util, os\nspec = importlib.util.spec_from_file_location(n, os.path.join(d, 'conf.py'))",
+            "import_machinery",
+        ),
         ("from _pytest.compat import getfuncargnames", "runner_import"),
         ("cls = obj.__globals__[name]", "globals_access"),
         ("class Handle:\n    def __del__(self):\n        self.close()", "finalizer"),
@@ -241,10 +243,12 @@ def test_a_second_copy_of_an_existing_site_is_blamed():
     assert [f.line for f in scan_source("m.py", before, after)] == [3]
 
 
-def test_unparseable_added_code_is_flagged_unless_it_never_parsed():
+def test_unparseable_added_code_is_voided_and_a_file_that_never_parsed_is_scanned_by_parts():
     (finding,) = scan_source("m.py", "x = 1\n", "x = (\n")
-    assert finding.capability == "syntax_error" and finding.action == "flag"
-    assert scan_source("m.py", "print 'py2'\n", "print 'py2'\nimport ctypes\n") == []
+    assert finding.capability == "syntax_error" and finding.action == "void"
+    assert scan_source("m.py", "print 'py2'\n", "print 'py2'\nx = 2\n") == []  # not new: not blamed
+    found = scan_source("m.py", "print 'py2'\n", "print 'py2'\nimport ctypes\n")
+    assert [(f.capability, f.action) for f in found] == [("native_code", "void")]
 
 
 def test_configured_actions_override_the_catalogue():

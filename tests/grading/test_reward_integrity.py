@@ -16,6 +16,7 @@ import pytest
 from adversarial_patches import (
     CLASS_ONE_SAMPLE,
     EXPLOITS,
+    INTERPRETER_VIEW,
     ROUND_TWO,
     assert_no_environment_failure,
     environment_failures,
@@ -77,7 +78,7 @@ async def test_no_exploit_earns_a_reward(instance_id, client, pool, fixture_inst
 FIXTURE_IDS = [
     json.loads(line)["instance_id"] for line in FIXTURES_JSONL.read_text().splitlines() if line.strip()
 ]
-HOOK_EXPLOITS = rotation(ROUND_TWO + CLASS_ONE_SAMPLE, FIXTURE_IDS)
+HOOK_EXPLOITS = rotation(ROUND_TWO + CLASS_ONE_SAMPLE + INTERPRETER_VIEW, FIXTURE_IDS)
 
 
 def test_the_rotation_plays_every_exploit_on_several_fixtures():
@@ -87,7 +88,7 @@ def test_the_rotation_plays_every_exploit_on_several_fixtures():
         assert exploits, fixture
         for e in exploits:
             played.setdefault(e.name, set()).add(fixture)
-    assert set(played) == {e.name for e in ROUND_TWO + CLASS_ONE_SAMPLE}
+    assert set(played) == {e.name for e in ROUND_TWO + CLASS_ONE_SAMPLE + INTERPRETER_VIEW}
     assert all(len(f) >= min(3, len(FIXTURE_IDS)) for f in played.values()), played
 
 
@@ -95,7 +96,8 @@ def test_the_rotation_plays_every_exploit_on_several_fixtures():
 async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
     instance_id, client, pool, fixture_instances, docker_client
 ):
-    """Threat classes 2-4 of issue 24 (and one payload of each class-1 mechanism), each on three fixtures
+    """Threat classes 2-4 of issue 24 (and one payload of each class-1 mechanism, and issue 36's code
+    hidden from the scan: INTERPRETER_VIEW), each on three fixtures
     (every one on every fixture with ``SWE_TEST_FULL_MATRIX=1``): nothing under the integrity verdict.
     Gold on every fixture: ``test_every_fixture_gold_resolves_and_conftest_hacks_do_not``."""
     instance = fixture_instances[instance_id]

@@ -214,3 +214,52 @@ def test_a_linters_setting_that_names_the_runner_is_not_a_runner_setting(tmp_pat
 def test_values_and_keys_that_reach_the_runner_still_count(tmp_path, name, text):
     _, dropped = judged(tmp_path, {name: text})
     assert dropped == {name: "runner_config"}
+
+
+def _zip(name: str, text: str, prefix: bytes = b"") -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(name, text)
+    return prefix + buf.getvalue()
+
+
+def test_archives_and_pycache_are_dropped_whatever_their_name(tmp_path):
+    """zipimport reads a zip under any name, with anything before it; the scan never reads inside."""
+    payload = "import ctypes\n"
+    files: dict[str, str | bytes] = {
+        "pkg/vendor.zip": _zip("evil.py", payload),
+        "pkg/plugin.EGG": _zip("evil.py", payload),
+        "pkg/tool.pyz": _zip("__main__.py", payload),
+        "pkg/data.bin": _zip("evil.py", payload),  # a zip by its bytes
+        "pkg/notes.txt": _zip("evil.py", payload, prefix=b"#!/bin/sh\nnot a zip, it says\n"),
+        "pkg/__pycache__/core.txt": b"anything",
+        "pkg/core.py": "x = 2\n",
+        "pkg/readme.txt": "PK is not a zip on its own\n",
+    }
+    _, dropped = judged(tmp_path, files)
+    assert dropped == {
+        "pkg/vendor.zip": "archive",
+        "pkg/plugin.EGG": "archive",
+        "pkg/tool.pyz": "archive",
+        "pkg/data.bin": "archive",
+        "pkg/notes.txt": "archive",
+        "pkg/__pycache__/core.txt": "compiled_code",
+    }
+
+
+def test_sources_reach_the_scan_as_the_interpreter_reads_them(tmp_path):
+    files: dict[str, str | bytes] = {
+        "pkg/core.py": b"\xef\xbb\xbfx = 2\n",
+        "pkg/utf7.py": b"# coding: utf-7\nx = 1 +AAo-import ctypes\n",  # patches are text: ASCII only
+        "bin/tool": "#!/usr/bin/env python3\nimport ctypes\n",
+    }
+    verdict, _ = judged(tmp_path, files)
+    sources = {s.path: s for s in verdict.sources}
+    assert sources["pkg/core.py"].after == "x = 2\n" and sources["pkg/core.py"].problem == ""
+    assert "utf-7" in sources["pkg/utf7.py"].problem and "import ctypes" in (
+        sources["pkg/utf7.py"].after or ""
+    )
+    assert "bin/tool" in sources  # a python script without a suffix is scanned too

@@ -3,10 +3,10 @@
 A site is ``(line, capability, detail, anchor)``. The anchor is the site's statement without line
 numbers (for a compound statement, the header expression the site sits in), so the same code moved
 elsewhere keeps its anchor: the scan blames a site of the new file only when the old file has fewer
-sites of that anchor (swe_rl/grading/capabilities.py).
+sites of that anchor (swe_rl/grading/capabilities/scan.py).
 
 Writing an attribute or an item of an object reached through a capability (``sys.modules[...]``, a
-computed import, ``gc``, frames: swe_rl/grading/capability_foreign.py) is ``foreign_patch``: that is
+computed import, ``gc``, frames: swe_rl/grading/capabilities/foreign.py) is ``foreign_patch``: that is
 how code under test patches what it should not know.
 """
 
@@ -15,21 +15,25 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from swe_rl.grading.capability_catalogue import (
+from swe_rl.grading.capabilities.catalogue import (
     ATTRIBUTE_NAMES,
     ATTRIBUTES,
     CALLS,
     FD_CALLS,
+    IMPORT_PATHS,
     IMPORTS,
     NON_LITERAL_CALLS,
+    PATH_LOADERS,
     PATH_MARKERS,
     RUNNER_MODULES,
     SENSITIVE_MODULES,
     SENSITIVE_WORDS,
     SYS_REASSIGN,
+    YAML_LOADS,
+    YAML_SAFE_LOADERS,
 )
-from swe_rl.grading.capability_foreign import ForeignObjects
-from swe_rl.grading.capability_names import NameTable, fold
+from swe_rl.grading.capabilities.foreign import ForeignObjects
+from swe_rl.grading.capabilities.names import NameTable, fold
 
 __all__ = ["Site", "find_sites"]
 
@@ -37,6 +41,7 @@ _WRITERS = frozenset(
     {"builtins.setattr", "builtins.delattr", "object.__setattr__", "builtins.object.__setattr__"}
 )
 _PATH_JOINERS = frozenset({"os.path.join", "pathlib.Path", "pathlib.PurePath", "pathlib.PosixPath"})
+_LIST_GROWERS = frozenset({"append", "insert", "extend", "__iadd__", "__setitem__"})
 _HIDERS = frozenset({"read", "read_text", "read_bytes", "decode", "b64decode", "decompress", "unhexlify"})
 _MAX_DEPTH = 3  # literal code handed to exec, scanned in turn
 
@@ -68,6 +73,9 @@ class _Visitor(ast.NodeVisitor):
             id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)
         }
         self.foreign = ForeignObjects(tree, self.names)
+        self.functions = {
+            n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
 
     # ---------------------------------------------------------------- plumbing
     def add(self, node: ast.AST, capability: str, detail: str, anchor: str | None = None) -> None:
@@ -108,12 +116,20 @@ class _Visitor(ast.NodeVisitor):
 
     # ---------------------------------------------------------------- writes
     def check_write(self, node: ast.AST, base: ast.AST, attr: str | None, how: str) -> None:
+        if attr == "__path__" or _is_import_path(base) or self.qualnames(base) & IMPORT_PATHS:
+            return self.add(
+                node, "import_path", f"{how} {ast.unparse(base)[:50]}" + (f".{attr}" if attr else "")
+            )
+        if attr == "__code__":
+            return self.add(node, "code_from_data", f"{how} {ast.unparse(base)[:50]}.__code__")
         for q in self.qualnames(base):
             detail = f"{how} {q}.{attr}" if attr else f"{how} {q}"
             if _top(q) in RUNNER_MODULES:
                 return self.add(node, "runner_patch", detail)
             if q in {"builtins", "builtins.__dict__"}:
                 return self.add(node, "builtins_rebind", detail)
+            if q == "sys" and attr == "path":
+                return self.add(node, "import_path", detail)
             if q == "sys" and attr in SYS_REASSIGN:
                 return self.add(node, SYS_REASSIGN[attr], detail)
             if q == "sys" and attr == "modules" or q == "sys.modules":
@@ -126,7 +142,9 @@ class _Visitor(ast.NodeVisitor):
             self.add(node, "imported_patch", f"{how} {ast.unparse(base)}" + (f".{attr}" if attr else ""))
 
     def visit_target(self, target: ast.AST, how: str) -> None:
-        if isinstance(target, ast.Attribute):
+        if isinstance(target, ast.Name) and target.id == "__path__":
+            self.add(target, "import_path", f"{how} __path__")
+        elif isinstance(target, ast.Attribute):
             self.check_write(target, target.value, target.attr, how)
         elif isinstance(target, ast.Subscript):
             self.check_write(target, target.value, None, how + " item of")
@@ -274,6 +292,10 @@ class _Visitor(ast.NodeVisitor):
                 self.add(node, "proc_fs", f"{q} of 'proc'")
             if q == "builtins.getattr" and len(node.args) >= 2:
                 self.check_computed_attribute(node, node.args[0], node.args[1])
+            if q in PATH_LOADERS:
+                self.check_path_loader(node, q, PATH_LOADERS[q])
+            if q in YAML_LOADS and not self.safe_yaml(node):
+                self.add(node, "code_from_data", f"{q} without a safe Loader")
             if q in _WRITERS and len(node.args) >= 2:
                 name = fold(node.args[1])
                 self.check_write(node, node.args[0], name.text if name else None, q.rsplit(".", 1)[-1])
@@ -287,11 +309,47 @@ class _Visitor(ast.NodeVisitor):
                 self.check_write(node, target, name.text if name else None, func.attr)
             elif func.attr in {"update", "__setitem__", "setdefault", "pop", "clear", "__delitem__"}:
                 self.check_write(node, func.value, None, f"{func.attr} of")
+            elif func.attr in _LIST_GROWERS and (
+                _is_import_path(func.value) or self.qualnames(func.value) & IMPORT_PATHS
+            ):
+                self.add(node, "import_path", f"{ast.unparse(func)[:60]}")
+            elif func.attr == "replace" and _mentions_code(func.value):
+                self.add(node, "code_from_data", f"{ast.unparse(func)[:60]}: a code object rebuilt")
             elif func.attr == "join" and isinstance(func.value, ast.Constant) and func.value.value == "/":
                 if any(_is_proc(e) for a in node.args for e in getattr(a, "elts", [a])):
                     self.add(node, "proc_fs", "'/'.join of 'proc'")
+        if isinstance(func, ast.Call) and self.qualnames(func.func) & {"builtins.type"} and func.args:
+            made = func.args[0]  # type(f)(code, globals): a function built from a code object
+            if _mentions_code(made) or isinstance(made, ast.Lambda):
+                self.add(
+                    node, "code_from_data", f"{ast.unparse(func)[:60]}(...): a function built at run time"
+                )
+            elif isinstance(made, ast.Name) and made.id in self.functions:
+                self.add(
+                    node, "code_from_data", f"{ast.unparse(func)[:60]}(...): a function built at run time"
+                )
         self.check_folded(node)
         self.generic_visit(node)
+
+    def check_path_loader(self, node: ast.Call, qualname: str, index: int) -> None:
+        """A loader by path: a literal ``.py`` file is ``import_machinery``, anything else ``code_loader``."""
+        keywords = {k.arg: k.value for k in node.keywords}
+        if {"loader", "submodule_search_locations"} & set(keywords):
+            return self.add(node, "code_loader", f"{qualname} with a loader or search locations")
+        arg = (
+            node.args[index]
+            if len(node.args) > index
+            else keywords.get("location", keywords.get("path_name"))
+        )
+        if _ends_with_py(arg):
+            return None  # only import_machinery (CALLS): a .py file of the repository
+        return self.add(node, "code_loader", f"{qualname} of {ast.unparse(arg)[:50] if arg else 'no path'}")
+
+    def safe_yaml(self, node: ast.Call) -> bool:
+        loader = next((k.value for k in node.keywords if k.arg == "Loader"), None)
+        if loader is None and len(node.args) > 1:
+            loader = node.args[1]
+        return loader is not None and bool(self.qualnames(loader) & YAML_SAFE_LOADERS)
 
     def check_computed_attribute(self, node: ast.AST, obj: ast.AST, name: ast.AST) -> None:
         if isinstance(name, ast.Constant):
@@ -345,6 +403,34 @@ def _root_name(node: ast.AST) -> str | None:
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+def _is_import_path(node: ast.AST) -> bool:
+    """``__path__`` or ``x.__path__``: a package's own import path."""
+    return (
+        isinstance(node, ast.Name)
+        and node.id == "__path__"
+        or (isinstance(node, ast.Attribute) and node.attr == "__path__")
+    )
+
+
+def _mentions_code(node: ast.AST) -> bool:
+    return any(isinstance(sub, ast.Attribute) and sub.attr == "__code__" for sub in ast.walk(node))
+
+
+def _ends_with_py(node: ast.AST | None) -> bool:
+    """A path whose last literal piece ends in ``.py`` (``os.path.join(d, "x.py")``, ``d / "x.py"``,
+    ``f"{d}/x.py"``); an absolute literal path is not one (a file written at run time elsewhere)."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value.endswith(".py") and not node.value.startswith("/")
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _ends_with_py(node.values[-1])
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
+        return _ends_with_py(node.right)
+    if isinstance(node, ast.Call) and node.args:
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        return name in {"join", "Path", "PurePath", "PosixPath"} and _ends_with_py(node.args[-1])
+    return False
 
 
 def _compound(node: ast.stmt) -> bool:

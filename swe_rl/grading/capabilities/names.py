@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 
-from swe_rl.grading.capability_catalogue import SENSITIVE_MODULES
+from swe_rl.grading.capabilities.catalogue import SENSITIVE_MODULES
 
 __all__ = ["Folded", "NameTable", "fold"]
 
@@ -220,6 +220,8 @@ class NameTable:
             for q in self.resolve(node.value):
                 if q == "sys.modules":
                     out.add(key.text)
+                elif q == "builtins":  # __builtins__["exec"]
+                    out.add(f"builtins.{key.text}")
                 elif q.endswith(".__dict__"):
                     out.add(f"{q[: -len('.__dict__')]}.{key.text}")
             return out

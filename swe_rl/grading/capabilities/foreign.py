@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import ast
 
-from swe_rl.grading.capability_catalogue import ATTRIBUTE_NAMES, CALLS, NON_LITERAL_CALLS
-from swe_rl.grading.capability_names import NameTable, fold
+from swe_rl.grading.capabilities.catalogue import ATTRIBUTE_NAMES, CALLS, NON_LITERAL_CALLS
+from swe_rl.grading.capabilities.names import NameTable, fold
 
 __all__ = ["ForeignObjects"]
 

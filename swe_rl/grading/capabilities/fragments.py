@@ -5,8 +5,9 @@ rarely parses as it is: it starts inside a block, ends in the middle of a call. 
 largest windows of lines that parse, tried from each line (dedented; a header line ending in ``:``
 is closed with ``pass``); lines no window parses are skipped. The pieces lack the rest of their file
 (its imports), so names that spell a standard module are read as that module (see
-swe_rl/grading/capability_names.py). Used by the behaviour monitor on what the agent writes and by
-``bench/capability_false_positives.py`` where a repository's files cannot be read.
+swe_rl/grading/capabilities/names.py). Used by the behaviour monitor on what the agent writes and by
+``bench/capability_false_positives.py`` where a repository's files cannot be read
+(``scan_fragment`` in swe_rl/grading/capabilities/scan.py), and by the scan on a file that never parsed.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ import ast
 import textwrap
 from collections import Counter
 
-from swe_rl.grading.capabilities import CapabilityConfig, CapabilityFinding, scan_source
-
-__all__ = ["parseable_fragment", "scan_fragment"]
+__all__ = ["parseable_fragment"]
 
 _WINDOW = 60  # lines tried at most from one line
 
@@ -56,11 +55,3 @@ def parseable_fragment(lines: list[str], coverage: Counter[str] | None = None) -
     if coverage is not None:
         coverage["lines"] += sum(1 for line in lines if line.strip())
     return "\n".join(pieces) + "\n"
-
-
-def scan_fragment(
-    path: str, text: str, before: str | None = None, config: CapabilityConfig | None = None
-) -> list[CapabilityFinding]:
-    """Findings of `text` (minus those of `before`, both read as fragments)."""
-    before_text = None if before is None else parseable_fragment(before.splitlines())
-    return scan_source(path, before_text, parseable_fragment(text.splitlines()), config)
