@@ -27,6 +27,7 @@ swe-rl[lang-scan]``): without them an added file of these languages cannot be re
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -62,12 +63,8 @@ class LanguageSite(NamedTuple):
 def _parser(language: str) -> Any:
     from tree_sitter import Language, Parser  # the lang-scan extra
 
-    if language == "go":
-        import tree_sitter_go as grammar
-    elif language == "rust":
-        import tree_sitter_rust as grammar
-    else:
-        import tree_sitter_javascript as grammar
+    module = {"go": "tree_sitter_go", "rust": "tree_sitter_rust"}.get(language, "tree_sitter_javascript")
+    grammar = importlib.import_module(module)
     return Parser(Language(grammar.language()))
 
 
