@@ -34,7 +34,10 @@ def test_close_keeps_live_snapshots_and_removes_the_folder_once_they_went(tmp_pa
     store.put(meta("h-fleet-live", b"live", 3600), b"live")
     store.put(meta("h-fleet-old", b"old", -1), b"old")  # expired: reaped by close
     store.close()
-    assert sorted(os.listdir(store.dir)) == ["h-fleet-live.json", "h-fleet-live.tar"]  # the node may come back
+    assert sorted(os.listdir(store.dir)) == [
+        "h-fleet-live.json",
+        "h-fleet-live.tar",
+    ]  # the node may come back
     again = SnapshotStore(SnapshotConfig(dir=str(tmp_path)), "h-fleet-node")
     assert [m.snapshot_id for m in again.listing()] == ["h-fleet-live"]
     assert again.delete("h-fleet-live")
