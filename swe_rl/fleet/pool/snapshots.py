@@ -95,7 +95,7 @@ class Snapshots:
         node = self.pool.nodes.get(lease.node)
         await node.checked.wait()  # at once, unless the pool has just started and is checking it
         ttl = req.ttl or DEFAULT_TTL
-        sid = secrets.token_urlsafe(16)
+        sid = new_snapshot_id()
         payload = ExecSnapshotRequest(
             snapshot_id=sid, kind=req.kind, owner=lease.owner, ttl=ttl, extra_paths=req.extra_paths
         )
@@ -239,6 +239,16 @@ class Snapshots:
             return await http.request(method, node.url + path, timeout=SNAPSHOT_CALL_TIMEOUT, **kw)
         except httpx.HTTPError as exc:
             raise ApiError(503, f"node {node.url}: {type(exc).__name__}: {exc}", node=node.url) from exc
+
+
+def new_snapshot_id() -> str:
+    """A random snapshot id that starts with a letter or digit. Why: a container snapshot's image tag is
+    `swe-rl-snapshot:<id>`, and Docker refuses a tag starting with '-' (seen: 'invalid reference format'
+    for one snapshot in 64, as `token_urlsafe` begins with '-' that often)."""
+    while True:
+        sid = secrets.token_urlsafe(16)
+        if sid[0].isalnum():
+            return sid
 
 
 def _node_error(status: int, data: dict[str, Any], node: Node) -> ApiError:

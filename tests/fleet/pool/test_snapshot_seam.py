@@ -39,3 +39,16 @@ def test_the_pool_offers_what_the_snapshots_need():
         assert callable(getattr(Pool, name)) and not name.startswith("_")
     members = {n for n in vars(SnapshotPool) if not n.startswith("_")} | set(SnapshotPool.__annotations__)
     assert members >= {"allocate_then", "lease_of", "nodes", "calls", "metrics"}
+
+
+def test_snapshot_ids_are_valid_image_tags():
+    """A container snapshot's image is tagged with its id: Docker's tag grammar wants a word character first."""
+    import re
+
+    from swe_rl.fleet.pool.snapshots import new_snapshot_id
+    from swe_rl.fleet.snapshot_protocol import SNAPSHOT_ID
+
+    tag = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+    for _ in range(2000):
+        sid = new_snapshot_id()
+        assert SNAPSHOT_ID.match(sid) and tag.match(sid), sid
