@@ -213,6 +213,13 @@ class DockerExecutor:
             if info.get("ExitCode") is not None and not info.get("Running") and attempt:
                 return  # ended, and one pass ran after its last process could fork
             host_pid = int(info.get("Pid") or 0)
+            if info and not host_pid and info.get("ExitCode") is None:
+                # Not started yet (the daemon says Running with Pid 0 for a moment): nothing of the
+                # command may exist, and a kill now could only go by the age fallback, which takes a
+                # process started just before the command for its own (seen: the `sleep infinity` of
+                # a container started a moment before, which stopped the container).
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+                continue
             if host_pid > 0 and pid_in_container(host_pid, container_id):
                 cutoff = cutoff or start_ticks(host_pid)
                 try:
