@@ -9,12 +9,16 @@ interleaved round after round so that load hits every variant alike (p50 in ms o
   separates the script's own cost from the diff endpoint's;
 - `seed diff via exec`: what a diff was before the baseline (`git add -A && git diff --cached HEAD`);
 - `plain git diff via exec`: `git diff HEAD` (tracked files only: the floor, not an equivalent);
-- `true via exec`: a trivial command, the cost of any call through the fleet.
+- `true via exec`: a trivial command, the cost of any call through the fleet;
+- `fleet diff, no baseline` and `seed diff via exec, no baseline`: the same on a second lease where no
+  baseline was recorded (what every caller of the plain fleet API gets): the node's one-exec fallback
+  (`patch_baseline.DIFF_OR_SEED_SCRIPT`) against the seed's command.
 
 Then the same commands timed inside the container (a shell loop of `--loop` runs each, repeated
 `--repeats` times, median per run; wall and CPU), without the fleet's round trip, which on a busy
 machine is most of a call and noisy: that is where the baseline machinery's own cost shows. The last
-line is the ratio asked about: fleet diff p50 / seed diff via exec p50 (same run).
+lines are the ratios asked about: fleet diff p50 / seed diff via exec p50 (same run), with a baseline,
+then without one (the last line).
 
     python3 bench/diff_bench.py [--rounds 40] [--loop 30] [--repeats 5] [--image IMAGE]
 """
@@ -40,13 +44,13 @@ def p50_ms(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
-async def measure(lease: Lease, rounds: int) -> dict[str, list[float]]:
-    async def run(command: str) -> None:
-        result = await lease.exec(command, timeout=120)
+async def measure(lease: Lease, bare: Lease, rounds: int) -> dict[str, list[float]]:
+    async def run(command: str, on: Lease = lease) -> None:
+        result = await on.exec(command, timeout=120)
         assert result.returncode == 0, result.output
 
-    async def fleet_diff() -> None:
-        assert "bench_new.py" in await lease.diff()
+    async def fleet_diff(on: Lease = lease) -> None:
+        assert "bench_new.py" in await on.diff()
 
     variants: dict[str, Callable[[], Awaitable[None]]] = {
         "fleet diff": fleet_diff,
@@ -54,6 +58,8 @@ async def measure(lease: Lease, rounds: int) -> dict[str, list[float]]:
         "seed diff via exec": lambda: run(SEED),
         "plain git diff via exec": lambda: run("git diff HEAD"),
         "true via exec": lambda: run("true"),
+        "fleet diff, no baseline": lambda: fleet_diff(bare),
+        "seed diff via exec, no baseline": lambda: run(SEED, bare),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
@@ -115,12 +121,17 @@ async def bench(
     pool_url: str, token: str, image: str, rounds: int, loop: int, repeats: int
 ) -> tuple[Times, tuple[Times, Times]]:
     async with EnvClient(EnvClientConfig(pool_url=pool_url, token=token)) as client:
-        async with client.lease(image, instance_id="diff-bench") as lease:
+        edit = "echo '# edited' >> README.rst && echo 'x = 1' > bench_new.py"
+        async with (
+            client.lease(image, instance_id="diff-bench") as lease,
+            client.lease(image, instance_id="diff-bench-bare") as bare,
+        ):
             await lease.record_baseline()
-            setup = await lease.exec("echo '# edited' >> README.rst && echo 'x = 1' > bench_new.py")
-            assert setup.ok, setup.output
-            await measure(lease, 2)  # warm-up: page cache, connections
-            return await measure(lease, rounds), await measure_inside(lease, loop, repeats)
+            for on in (lease, bare):
+                setup = await on.exec(edit)
+                assert setup.ok, setup.output
+            await measure(lease, bare, 2)  # warm-up: page cache, connections
+            return await measure(lease, bare, rounds), await measure_inside(lease, loop, repeats)
 
 
 def main() -> None:
@@ -132,15 +143,15 @@ def main() -> None:
     a = p.parse_args()
     with LocalFleet() as fleet:
         times, inside = asyncio.run(bench(fleet.pool_url, fleet.token, a.image, a.rounds, a.loop, a.repeats))
-    print(f"{'through the fleet':28} {'p50 ms':>8} {'mean ms':>8}  (n={a.rounds}, interleaved)")
+    print(f"{'through the fleet':32} {'p50 ms':>8} {'mean ms':>8}  (n={a.rounds}, interleaved)")
     for name, values in times.items():
-        print(f"{name:28} {p50_ms(values):8.1f} {statistics.fmean(values) * 1000:8.1f}")
+        print(f"{name:32} {p50_ms(values):8.1f} {statistics.fmean(values) * 1000:8.1f}")
     inside_wall, inside_cpu = inside
     print(
-        f"{'inside the container':28} {'ms/run':>8} {'cpu ms':>8}  (median of {a.repeats} loops of {a.loop})"
+        f"{'inside the container':32} {'ms/run':>8} {'cpu ms':>8}  (median of {a.repeats} loops of {a.loop})"
     )
     for name in INSIDE:
-        print(f"{name:28} {p50_ms(inside_wall[name]):8.2f} {p50_ms(inside_cpu[name]):8.2f}")
+        print(f"{name:32} {p50_ms(inside_wall[name]):8.2f} {p50_ms(inside_cpu[name]):8.2f}")
     ratio = {
         kind: p50_ms(values["baseline diff script"]) / p50_ms(values["seed diff"])
         for kind, values in (("wall", inside_wall), ("cpu", inside_cpu))
@@ -152,6 +163,14 @@ def main() -> None:
     print(
         f"diff: fleet p50 {fleet_p50:.0f} ms, seed diff via exec p50 {seed_p50:.0f} ms, "
         f"ratio {fleet_p50 / seed_p50:.2f}"
+    )
+    bare_p50, bare_seed_p50 = (
+        p50_ms(times["fleet diff, no baseline"]),
+        p50_ms(times["seed diff via exec, no baseline"]),
+    )
+    print(
+        f"diff (no baseline): fleet p50 {bare_p50:.0f} ms, seed diff via exec p50 {bare_seed_p50:.0f} ms, "
+        f"ratio {bare_p50 / bare_seed_p50:.2f}"
     )
 
 

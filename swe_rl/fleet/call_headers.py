@@ -1,4 +1,5 @@
-"""The headers of call replay (swe_rl/fleet/pool/call_replay.py), shared by the client and the pool.
+"""The headers of call replay (swe_rl/fleet/pool/call_replay.py), shared by the client and the pool, and
+the two of the pool's per-call latency (a node's own time, the pool's overhead).
 
 A call that changes a container is named, so that one cut after it left can be sent again and still
 run once; docs/fleet.md, "A cut call is sent again".
@@ -10,3 +11,7 @@ RESENT_HEADER = "x-swe-call-resent"
 """On a call sent again: the pool instance (`BOOT_HEADER`) the client saw before it first sent it."""
 BOOT_HEADER = "x-swe-pool-boot"
 """On every pool answer: this pool process's instance id (new at each start)."""
+NODE_SECONDS_HEADER = "x-swe-node-seconds"
+"""On every exec server answer: seconds from the request's arrival to its answer, as the node saw them."""
+POOL_OVERHEAD_HEADER = "x-swe-pool-overhead-seconds"
+"""On a routed call's answer: the pool's own time for it (its handling minus the node's reported time)."""

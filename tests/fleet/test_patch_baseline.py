@@ -185,3 +185,47 @@ def test_a_lock_left_by_a_killed_diff_does_not_stop_the_next(repo, tmp_path):
     assert not lock.exists()
     (repo / "README").write_text("hi\n")
     assert agent_diff(repo, tmp_path) == patch
+
+
+def _run(script: str, repo: Path, scratch: Path) -> subprocess.CompletedProcess[str]:
+    moved = script.replace(patch_baseline.BASELINE_DIR, str(scratch / "baseline"))
+    return subprocess.run(["bash", "-c", moved], cwd=repo, capture_output=True, text=True)
+
+
+SEED = "git add -A >/dev/null && git -c core.quotepath=off diff --cached --binary --no-renames HEAD"
+
+
+def test_the_one_exec_diff_without_a_baseline_is_the_seeds_diff(tmp_path):
+    """`DIFF_OR_SEED_SCRIPT` in a container without a baseline answers in the same run what the second
+    exec answered before: everything untracked counts (here the build output too), staged work as well."""
+    repo = make_repo(tmp_path, BASE)
+    (repo / "build").mkdir()
+    (repo / "build" / "out.txt").write_text("install output\n")
+    (repo / "pkg" / "core.py").write_text("x = 1\ny = 3\n")
+    (repo / "new.py").write_text("new\n")
+    git(repo, "add", "new.py")
+    assert _run(patch_baseline.DIFF_SCRIPT, repo, tmp_path).returncode == patch_baseline.NO_BASELINE_EXIT
+    res = _run(patch_baseline.DIFF_OR_SEED_SCRIPT, repo, tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert files_of(res.stdout) == ["build/out.txt", "new.py", "pkg/core.py"]
+    assert res.stdout == subprocess.run(["bash", "-c", SEED], cwd=repo, capture_output=True, text=True).stdout
+
+
+def test_the_one_exec_diff_of_a_repository_without_commits_is_against_the_empty_tree(tmp_path):
+    repo = tmp_path / "empty"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.txt").write_text("a\n")
+    res = _run(patch_baseline.DIFF_OR_SEED_SCRIPT, repo, tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert files_of(res.stdout) == ["a.txt"] and "+a" in res.stdout
+    outside = tmp_path / "nogit"
+    outside.mkdir()
+    assert _run(patch_baseline.DIFF_OR_SEED_SCRIPT, outside, tmp_path).returncode != 0  # a 422 upstream
+
+
+def test_the_one_exec_diff_with_a_baseline_is_the_baseline_diff(repo, tmp_path):
+    (repo / "pkg" / "core.py").write_text("x = 1\ny = 3\n")
+    res = _run(patch_baseline.DIFF_OR_SEED_SCRIPT, repo, tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == agent_diff(repo, tmp_path) and files_of(res.stdout) == ["pkg/core.py"]

@@ -23,6 +23,7 @@ from typing import Any
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER
 from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.exec import validation as v
 from swe_rl.fleet.exec.backend import BackendError, backend_class
@@ -54,6 +55,14 @@ def create_app(manager: ContainerManager) -> Flask:
         if not cfg.token or not hmac.compare_digest(supplied.encode(), cfg.token.encode()):
             return jsonify(error="unauthorized: missing or wrong bearer token"), 401
         return None
+
+    @app.after_request
+    def _node_seconds(response: Any) -> Any:
+        """The node's own time for the call, so the pool can tell its overhead apart (`forward`)."""
+        t0 = g.get("t0")
+        if t0 is not None:
+            response.headers[NODE_SECONDS_HEADER] = f"{time.monotonic() - t0:.6f}"
+        return response
 
     @app.errorhandler(ApiError)
     def _api_error(exc: ApiError) -> Any:

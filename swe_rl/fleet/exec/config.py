@@ -59,6 +59,8 @@ class ExecConfig:
     clear 404). Give images by full reference (`registry:5000/name:tag`) to pull from your registry."""
     image_pull_wait: float = 300.0
     """Seconds a create waits for its image's pull; past it a 503 with the progress (the pull goes on)."""
+    image_prefetch_keep: float = 1800.0
+    """Seconds a prefetched image no create asked for yet is never evicted (its lease is coming)."""
     image_parallel_pulls: int = 2
     """Pulls running at once on this node (more wait their turn)."""
     image_disk_budget: str = ""

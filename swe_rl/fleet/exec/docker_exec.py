@@ -14,7 +14,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import docker
@@ -40,8 +40,21 @@ def _raw_socket(sock: Any) -> socket.socket:
     return getattr(sock, "_sock", sock)
 
 
+KILL_WAIT = 300.0
+"""Upper bound on the wait for a timed-out command's kill before its answer leaves anyway (logged as an
+error). Far above the kill's own time (one `docker exec` per pass, even on a loaded node)."""
+KILL_PASSES = 20
+"""Host kill + in-container kill rounds before giving up on a command whose exec never reports an exit."""
+DRAIN_AFTER_KILL = 2.0
+"""Seconds the stream is still read after the kill finished (what the dead processes wrote last)."""
+
+
 class DockerExecutor:
-    """Runs one command in a container with a deadline, streaming capped output."""
+    """Runs one command in a container with a deadline, streaming capped output.
+
+    A timed-out command's answer leaves only after its kill finished (every process of the command
+    gone), so a caller that reads `timed_out` can rely on nothing of it running any more.
+    """
 
     def __init__(self, client: docker.DockerClient) -> None:
         self.api = client.api
@@ -49,6 +62,10 @@ class DockerExecutor:
         """Container and monotonic start of each running command and killer, by tag."""
         self._kill_locks = [threading.Lock() for _ in range(64)]
         """One killer at a time per container (striped): killers must not take each other for escapees."""
+        self.before_kill: Callable[[str], None] | None = None
+        """Test hook: called with the command's tag in the kill thread, before any kill (forces orders)."""
+        self.awaiting_kill: Callable[[str], None] | None = None
+        """Test hook: called with the command's tag once its kill started (its answer now waits for it)."""
 
     def run(
         self,
@@ -65,31 +82,47 @@ class DockerExecutor:
         tag = secrets.token_hex(8)
         start = time.monotonic()
         self._running[tag] = (container_id, start)
-        exec_id = self.api.exec_create(
-            container_id,
-            ["/bin/sh", "-c", MERGED_WRAPPER if merge_stderr else WRAPPER, command],
-            stdout=True,
-            stderr=True,
-            stdin=False,
-            tty=False,
-            workdir=workdir or None,
-            environment={**(env or {}), MARKER_VAR: tag},
-            user=user or "",
-        )["Id"]
+        killed = threading.Event()
         out = HeadTailBuffer(max_output)
         err = out if merge_stderr else HeadTailBuffer(max_output)
-        sock = self.api.exec_start(exec_id, socket=True)
-        raw = _raw_socket(sock)
-        deadline = start + timeout
         timed_out = False
         try:
-            timed_out = self._pump(raw, out, err, deadline, container_id, tag, exec_id)
+            exec_id = self.api.exec_create(
+                container_id,
+                ["/bin/sh", "-c", MERGED_WRAPPER if merge_stderr else WRAPPER, command],
+                stdout=True,
+                stderr=True,
+                stdin=False,
+                tty=False,
+                workdir=workdir or None,
+                environment={**(env or {}), MARKER_VAR: tag},
+                user=user or "",
+            )["Id"]
+            sock = self.api.exec_start(exec_id, socket=True)
+
+            def kill() -> None:
+                try:
+                    self.kill_group(container_id, tag, exec_id, start)
+                finally:
+                    killed.set()
+
+            def start_kill() -> None:
+                # Kill from another thread: the daemon may block until this stream is drained.
+                threading.Thread(target=kill, daemon=True).start()
+                if self.awaiting_kill is not None:
+                    self.awaiting_kill(tag)
+
+            try:
+                timed_out = self._pump(_raw_socket(sock), out, err, start + timeout, start_kill, killed)
+            finally:
+                if timed_out:
+                    self._await_kill(tag, killed, container_id)
+                try:
+                    sock.close()
+                except OSError:
+                    pass
         finally:
             self._running.pop(tag, None)
-            try:
-                sock.close()
-            except OSError:
-                pass
         if timed_out:
             returncode = TIMEOUT_RETURNCODE
         else:
@@ -108,17 +141,25 @@ class DockerExecutor:
             stderr_truncated=err is not out and err.truncated,
         )
 
+    def _await_kill(self, tag: str, killed: threading.Event, container_id: str) -> None:
+        """The answer of a timed-out command waits for its kill. Why: answering first let a caller see
+        the command's escaped processes alive after `timed_out` (seen under load: two timeouts at once,
+        the second kill queued behind the first for longer than the old 5 s drain)."""
+        if not killed.wait(KILL_WAIT):
+            log.error(
+                "kill of timed-out command in %s still running after %.0f s", container_id[:12], KILL_WAIT
+            )
+
     def _pump(
         self,
         raw: socket.socket,
         out: HeadTailBuffer,
         err: HeadTailBuffer,
         deadline: float,
-        container_id: str,
-        tag: str,
-        exec_id: str,
+        kill: Callable[[], None],
+        killed: threading.Event,
     ) -> bool:
-        """Read multiplexed frames until EOF; on deadline kill the group and drain briefly."""
+        """Read multiplexed frames until EOF; on deadline start the kill and drain until it is done."""
         buf = bytearray()
         timed_out = False
         hard_stop = None
@@ -127,13 +168,11 @@ class DockerExecutor:
             now = time.monotonic()
             if not timed_out and now >= deadline:
                 timed_out = True
-                # Kill from another thread: the daemon may block until this stream is drained.
-                threading.Thread(
-                    target=self.kill_group, args=(container_id, tag, exec_id), daemon=True
-                ).start()
-                hard_stop = time.monotonic() + 5.0  # let the stream close after the kill
+                kill()
+            if timed_out and hard_stop is None and killed.is_set():
+                hard_stop = now + DRAIN_AFTER_KILL  # let the stream close after the kill
             if hard_stop is not None and now >= hard_stop:
-                break  # something outside the group holds the stream open: abandon it
+                break  # something outside the command holds the stream open: abandon it
             try:
                 chunk = raw.recv(65536)
             except (TimeoutError, BlockingIOError):
@@ -152,32 +191,51 @@ class DockerExecutor:
                 (err if stream == 2 else out).write(payload)
         return timed_out
 
-    def kill_group(self, container_id: str, tag: str, exec_id: str) -> None:
-        """Kill the timed-out command's whole process group, and what escaped it.
+    def kill_group(self, container_id: str, tag: str, exec_id: str, started: float) -> None:
+        """Kill the timed-out command's whole process group, and what escaped it, until its exec ended.
 
-        First from the host when this server shares the daemon's PID namespace
-        (needs no new process, so it works even when the container's pids limit
-        is exhausted), then from inside the container (`KILLER`), which also
-        covers a remote daemon and finds processes that left the group and
-        cleared their environment.
+        Each pass kills first from the host when this server shares the daemon's PID namespace (needs
+        no new process, so it works even when the container's pids limit is exhausted), then from
+        inside the container (`KILLER`), which also covers a remote daemon and finds processes that
+        left the group and cleared their environment. Passes repeat until the daemon reports the
+        exec's exit. Why: the daemon answers `exec_start` before it starts the process, so on a loaded
+        node a deadline can pass before the command exists (`Pid` 0); a kill then finds nothing and
+        the command would start afterwards, unkilled.
         """
-        started = self._running.get(tag, (container_id, time.monotonic()))[1]
-        kill_tag = f"kill-{tag}"
-        try:
-            host_pid = int(self.api.exec_inspect(exec_id).get("Pid") or 0)
-        except docker.errors.APIError:
-            host_pid = 0
+        if self.before_kill is not None:
+            self.before_kill(tag)
         cutoff = ""
-        if host_pid > 0 and pid_in_container(host_pid, container_id):
-            cutoff = start_ticks(host_pid)
+        for attempt in range(KILL_PASSES):
             try:
-                os.killpg(host_pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        with self._kill_locks[hash(container_id) % len(self._kill_locks)]:
-            self._kill_inside(container_id, tag, kill_tag, cutoff, started)
+                info = self.api.exec_inspect(exec_id)
+            except docker.errors.APIError:
+                info = {}
+            if info.get("ExitCode") is not None and not info.get("Running") and attempt:
+                return  # ended, and one pass ran after its last process could fork
+            host_pid = int(info.get("Pid") or 0)
+            if info and not host_pid and info.get("ExitCode") is None:
+                # Not started yet (the daemon says Running with Pid 0 for a moment): nothing of the
+                # command may exist, and a kill now could only go by the age fallback, which takes a
+                # process started just before the command for its own (seen: the `sleep infinity` of
+                # a container started a moment before, which stopped the container).
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+                continue
+            if host_pid > 0 and pid_in_container(host_pid, container_id):
+                cutoff = cutoff or start_ticks(host_pid)
+                try:
+                    os.killpg(host_pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            with self._kill_locks[hash(container_id) % len(self._kill_locks)]:
+                if not self._kill_inside(container_id, tag, f"kill-{tag}", cutoff, started):
+                    return  # the container is gone: nothing left to kill
+            time.sleep(min(0.05 * 2**attempt, 1.0))  # the daemon records the exit a moment later
+        log.error(
+            "timed-out command in %s reported no exit after %d kill passes", container_id[:12], KILL_PASSES
+        )
 
-    def _kill_inside(self, container_id: str, tag: str, kill_tag: str, cutoff: str, started: float) -> None:
+    def _kill_inside(self, container_id: str, tag: str, kill_tag: str, cutoff: str, started: float) -> bool:
+        """One `KILLER` run in the container; False when the container cannot run it any more."""
         age = int((time.monotonic() - started) * TICKS) + TICKS // 5  # a little before the start
         self._running[kill_tag] = (container_id, time.monotonic())
         keep = " ".join(t for t, (cid, _) in list(self._running.items()) if cid == container_id and t != tag)
@@ -191,5 +249,7 @@ class DockerExecutor:
             self.api.exec_start(kill_id)
         except docker.errors.APIError as exc:  # container died meanwhile: nothing left to kill
             log.warning("kill of timed-out command in %s failed: %s", container_id[:12], exc)
+            return False
         finally:
             self._running.pop(kill_tag, None)
+        return True

@@ -89,9 +89,10 @@ else
   procs | while read -r p _ _ c; do [ "$c" = 0 ] && echo "$p"; done
 fi
 }
-# Again while a pass finds something: a process may fork between being listed and being killed.
+# Again while a pass finds something: a process may fork between being listed and being killed (a
+# fork loop is bounded by the container's pids limit, so the passes end).
 n=0
-while [ $n -lt 5 ]; do
+while [ $n -lt 50 ]; do
   [ -n "$(doomed | while read -r p; do kill -9 "$p" 2>/dev/null && echo "$p"; done)" ] || break
   n=$((n + 1))
 done

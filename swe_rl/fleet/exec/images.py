@@ -135,8 +135,8 @@ class ImageStore:
         self.bytes_peak = 0
         self.last_pull_bytes = 0
         self.unclaimed: dict[str, float] = {}
-        """Prefetched images no create asked for yet (ref -> when pulled): kept for image_pull_wait seconds,
-        so the next prefetch does not evict what the last one brought before its lease comes."""
+        """Prefetched images no create asked for yet (ref -> when pulled): never evicted for
+        image_prefetch_keep seconds, so no pull evicts what a prefetch brought before its lease comes."""
         """Bytes the last pull added: the room made before the next one."""
 
     # ---- asking for an image
@@ -225,9 +225,9 @@ class ImageStore:
         try:
             with self._slots:
                 if self.budget:  # make room for about one more image first
-                    hint = pull.prefetch and not pull.waiters  # a hint never pushes out another hint
+                    hint = pull.prefetch and not pull.waiters
                     room = self.budget - max(1, self.last_pull_bytes)
-                    self.enforce_budget(room, keep_unclaimed=hint)
+                    self.enforce_budget(room)
                     if hint and self.bytes_used > room:
                         self.stats["prefetch_skipped"] += 1
                         raise ApiError(507, f"no room to prefetch {pull.ref}", image=pull.ref, disk_full=True)
@@ -252,7 +252,7 @@ class ImageStore:
             self.refresh()
             self.last_pull_bytes = max(0, self.bytes_used - before)
             if self.budget:
-                self.enforce_budget(keep_unclaimed=pull.prefetch and not pull.waiters)
+                self._fit_or_refuse(pull.ref, info)
         except ApiError as exc:
             pull.error = exc
         except BackendError as exc:
@@ -293,10 +293,38 @@ class ImageStore:
         self.bytes_peak = max(self.bytes_peak, self.bytes_used)
         return images
 
-    def enforce_budget(self, target: int | None = None, *, keep_unclaimed: bool = True) -> list[str]:
+    def _fit_or_refuse(self, ref: str, info: LocalImage) -> None:
+        """After a pull: evict idle images until the budget holds; when it cannot (what is left is in
+        use, pinned, being created or prefetched for a lease not allocated yet), remove the image just
+        pulled and answer 507. Why: the size of a pull is only known once it is done, and a budget let
+        past by a pull (seen: 103% with a budget smaller than two images) is no limit."""
+        self.enforce_budget()
+        with self.lock:
+            if not self.over_budget():
+                return
+            used = self.bytes_used
+            self.unclaimed.pop(ref, None)
+            try:
+                self.backend.remove(info)
+            except BackendError as exc:  # a container took it meanwhile: it stays, it is in use
+                log.info("could not remove %s over the budget: %s", ref, exc)
+                return
+            self.last_used.pop(info.id, None)
+            self.stats["disk_full"] += 1
+            self.refresh()
+        raise ApiError(
+            507,
+            f"disk budget full: {ref} took the images to {used} of {self.budget} bytes and nothing idle "
+            "could go; it was removed again",
+            image=ref,
+            disk_full=True,
+        )
+
+    def enforce_budget(self, target: int | None = None) -> list[str]:
         """Remove LRU images nobody uses or pinned until the rest fit `target` (default the budget).
 
-        Prefetched images no create claimed yet stay when `keep_unclaimed` (a create waiting now comes first)."""
+        Prefetched images no create claimed yet stay (for `image_prefetch_keep` seconds): their lease
+        comes next, and evicting them meant pulling them again (seen: 17 pulls for 12 allocates)."""
         if not self.budget:
             return []
         target = self.budget if target is None else max(1, target)
@@ -312,7 +340,7 @@ class ImageStore:
                 or disk.matches(i, self.config.pinned_images)
                 or disk.matches(i, self.holds)
                 or disk.matches(i, self.pulls)
-                or (keep_unclaimed and disk.matches(i, self._unclaimed_locked()))
+                or disk.matches(i, self._unclaimed_locked())
             }
             removed = []
             for image in disk.victims(images, target, keep=keep, last_used=self.last_used):
@@ -332,7 +360,7 @@ class ImageStore:
             return removed
 
     def _unclaimed_locked(self) -> set[str]:
-        cutoff = time.monotonic() - self.config.image_pull_wait
+        cutoff = time.monotonic() - self.config.image_prefetch_keep
         for ref in [r for r, t in self.unclaimed.items() if t < cutoff]:
             del self.unclaimed[ref]
         return set(self.unclaimed)

@@ -128,6 +128,7 @@ class ContainerManager:
             self.snapshots.reap()
         except Exception:  # stopping goes on; the next start reaps
             log.exception("snapshot reap failed")
+        self.snapshots.store.close()
         return destroyed
 
 

@@ -163,33 +163,23 @@ class Operations:
             workdir = req.workdir or rec.workdir
             if req.record_baseline:
                 return self._record_baseline(rec, workdir)
-            res = None
-            if base == "HEAD":
+            if base == "HEAD":  # one exec: the baseline diff, or the seed's diff when none was recorded
                 res = self._run(
                     rec,
-                    patch_baseline.DIFF_SCRIPT,
+                    patch_baseline.DIFF_SCRIPT if rec.baseline else patch_baseline.DIFF_OR_SEED_SCRIPT,
                     timeout=300.0,
                     workdir=workdir,
                     env=None,
                     max_output=max_bytes,
                     merge_stderr=False,
                 )
-                if res.returncode == patch_baseline.NO_BASELINE_EXIT:
-                    if rec.baseline:
-                        raise ApiError(
-                            422,
-                            f"the baseline recorded in {workdir} is gone: "
-                            f"{decode_text(res.stderr).strip()[:2000]}",
-                        )
-                    res = None
-            if res is None:  # no baseline: everything untracked counts
-                git_diff = f"{patch_baseline.SAFE_DIFF} --cached"
-                cmd = f"git add -A >/dev/null && {git_diff} {base}"
-                if base == "HEAD":  # a repository without commits yet diffs against the empty tree
-                    cmd = (
-                        f"git add -A >/dev/null && if git rev-parse -q --verify HEAD >/dev/null; "
-                        f"then {git_diff} HEAD; else {git_diff}; fi"
+                if res.returncode == patch_baseline.NO_BASELINE_EXIT:  # recorded here, and gone since
+                    raise ApiError(
+                        422,
+                        f"the baseline recorded in {workdir} is gone: {decode_text(res.stderr).strip()[:2000]}",
                     )
+            else:  # against another revision: everything untracked counts
+                cmd = f"git add -A >/dev/null && {patch_baseline.SAFE_DIFF} --cached {base}"
                 res = self._run(
                     rec,
                     patch_baseline.SAFE_GIT_ENV + cmd,

@@ -66,9 +66,49 @@ done
 """
 
 
+_EMPTY_DIRS = "find . -path ./.git -prune -o -type d -empty -print | LC_ALL=C sort"
+"""sh: the work tree's empty directories (git keeps none, so the diff cannot carry them)."""
+
+_GIT_STATE = f"""{patch_baseline.SAFE_GIT_ENV}
+read -r top <{patch_baseline.BASELINE_DIR}/top && cd "$top" || exit 2
+git rev-parse -q --verify HEAD >"$S/head" || : >"$S/head"
+if [ -s "$S/head" ]; then {patch_baseline.SAFE_DIFF} --cached HEAD >"$S/staged.diff" || exit 2; else : >"$S/staged.diff"; fi
+{_EMPTY_DIRS} >"$S/dirs" || exit 2
+"""
+"""sh (in `$S`): HEAD's id, the staging area as a diff against HEAD, and the empty directories. Why: the
+baseline diff is of the work tree only, so a restore gave back a staged new file as untracked and no
+empty directory (both now restored and checked)."""
+
+_RESTORE_GIT_STATE = f"""
+if [ -f "$S/dirs" ]; then
+  while IFS= read -r d; do mkdir -p -- "$d" || exit 7; done <"$S/dirs"
+  {_EMPTY_DIRS} | LC_ALL=C sort -r | while IFS= read -r d; do
+    grep -qxF -- "$d" "$S/dirs" || rmdir -- "$d" 2>/dev/null || :
+  done
+  printf 'dirs %s\n' "$({_EMPTY_DIRS} | sha256sum)"
+fi
+if [ -f "$S/head" ]; then
+  read -r head <"$S/head" || head=
+  now=$(git rev-parse -q --verify HEAD) || now=
+  if [ -n "$head" ] && [ "$head" = "$now" ]; then
+    if [ -s "$S/staged.diff" ] || ! git diff --cached --quiet HEAD; then
+      git read-tree -m HEAD || {{ echo "cannot reset the index" >&2; exit 8; }}
+      if [ -s "$S/staged.diff" ]; then
+        {_APPLY} --cached "$S/staged.diff" || {{ echo "the staged changes do not apply" >&2; exit 8; }}
+      fi
+    fi
+    printf 'staged %s\n' "$({patch_baseline.SAFE_DIFF} --cached HEAD | sha256sum)"
+  fi
+fi
+"""
+"""sh (at the work tree's top, after the diff applied): the empty directories made (and those the
+original did not have removed), the staging area put back when HEAD is the snapshot's; then the
+``dirs`` and ``staged`` hashes that the node compares with the snapshot's."""
+
+
 def capture_script(extra_paths: list[str]) -> str:
     """sh: the snapshot tarball (diff, tree ids, paths, manifest, extra tar) on stdout."""
-    members = "patch.diff tree paths manifest"
+    members = "patch.diff tree paths manifest head staged.diff dirs"
     extras = ': >"$S/manifest"\n'
     if extra_paths:
         relative = " ".join(_sh_quote(p.lstrip("/") or ".") for p in extra_paths)
@@ -88,6 +128,7 @@ S={SCRATCH}/snapshot
 rm -rf "$S" && mkdir -p "$S" || exit 2
 ( {patch_baseline.diff_script(tree_to="$S/tree")} ) >"$S/patch.diff" 2>"$S/diff.err" || {{ rc=$?; cat "$S/diff.err" >&2; exit $rc; }}
 printf '%s\\n' {paths} >"$S/paths"
+( {_GIT_STATE} ) || {{ echo "cannot read the index and the empty directories" >&2; exit 2; }}
 members="{members}"
 {extras}
 tar -C "$S" -cf - $members || exit 2
@@ -116,7 +157,7 @@ S={RESTORE_DIR}
 read -r top <{patch_baseline.BASELINE_DIR}/top && cd "$top" || exit 2
 if [ -s "$S/patch.diff" ]; then {_APPLY} "$S/patch.diff" || {{ echo "the diff does not apply" >&2; exit 4; }}; fi
 if [ -f "$S/extra.tar" ]; then tar -C / -xpf "$S/extra.tar" || {{ echo "cannot unpack the extra paths" >&2; exit 5; }}; fi
-( {patch_baseline.diff_script(tree_to="$S/tree.now", diff=False)} ) >/dev/null || {{ echo "cannot read the restored tree" >&2; exit 6; }}
+{_RESTORE_GIT_STATE}( {patch_baseline.diff_script(tree_to="$S/tree.now", diff=False)} ) >/dev/null || {{ echo "cannot read the restored tree" >&2; exit 6; }}
 while read -r line; do echo "$line"; done <"$S/tree.now"
 {check}rm -rf "$S"
 """
@@ -136,6 +177,10 @@ class Contents:
     @property
     def patch_bytes(self) -> int:
         return len(self.members["patch.diff"])
+
+    def hash_of(self, name: str) -> str:
+        """What ``sha256sum`` prints for a member (its hex digest), '' when the snapshot has none."""
+        return hashlib.sha256(self.members[name]).hexdigest() if name in self.members else ""
 
     @property
     def extras_hash(self) -> str:
@@ -158,6 +203,9 @@ def read_tarball(tarball: bytes) -> Contents:
         raise ApiError(422, "not a snapshot tarball: no patch.diff")
     digest = hashlib.sha256(b"patch\0" + members["patch.diff"])
     digest.update(b"\0manifest\0" + members.get("manifest", b""))
+    for name in ("head", "staged.diff", "dirs"):  # absent from snapshots taken before they were kept
+        if name in members:
+            digest.update(b"\0" + name.encode() + b"\0" + members[name])
     ids = _ids(decode_text(members.get("tree", b"")))
     paths = [p for p in decode_text(members.get("paths", b"")).splitlines() if p]
     return Contents(members, digest.hexdigest(), ids.get("tree", ""), ids.get("base", ""), paths)
@@ -313,6 +361,12 @@ class SnapshotOps:
         expected = {"tree": meta.tree, "base": meta.base_tree}
         if contents.paths:
             expected["extras"] = contents.extras_hash
+        if "dirs" in contents.members:
+            expected["dirs"] = contents.hash_of("dirs")
+        if "staged" in got or contents.members.get(
+            "staged.diff"
+        ):  # HEAD is the snapshot's, or staging was lost
+            expected["staged"] = contents.hash_of("staged.diff")
         wrong = {k: got.get(k, "") for k, v in expected.items() if got.get(k, "") != v}
         if wrong:
             what = ", ".join(f"{k} {v[:12] or '(none)'} is not {expected[k][:12]}" for k, v in wrong.items())

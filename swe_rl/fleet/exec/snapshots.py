@@ -5,6 +5,9 @@ after the source lease moved on or closed) and must be cheap to hand to another 
 streams the tarball). Each is `<dir>/<id>.tar` + `<id>.json` (`SnapshotMeta`), written to a temporary
 name and renamed, so a crash never leaves a half snapshot that looks whole. Expired ones are deleted
 on every write and by `reap()` (the exec server's reaper thread calls it), so nothing accumulates.
+The folder is made by the first write and removed by `close()` when no snapshot is left in it, so a
+node that never snapshots, or whose snapshots all went, leaves no folder behind (seen before: one
+empty folder per exec server start, 1,518 in 50 minutes of tests).
 """
 
 from __future__ import annotations
@@ -58,7 +61,6 @@ class SnapshotStore:
     def __init__(self, config: SnapshotConfig, server_id: str) -> None:
         self.config = config
         self.dir = os.path.join(os.path.expanduser(config.dir), _safe(server_id))
-        os.makedirs(self.dir, exist_ok=True)
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self.reap()
@@ -79,6 +81,17 @@ class SnapshotStore:
 
     def stop(self) -> None:
         self._stop.set()
+
+    def close(self) -> None:
+        """Stop the reaper, delete expired snapshots and remove the folder when nothing is left in it.
+        Live snapshots stay: a node that comes back under the same server id still serves them."""
+        self.stop()
+        with self.lock:
+            self._reap_locked()
+            try:
+                os.rmdir(self.dir)
+            except OSError:  # absent, or live snapshots in it
+                pass
 
     def _path(self, snapshot_id: str, ext: str) -> str:
         if not SNAPSHOT_ID.match(snapshot_id):
@@ -165,7 +178,7 @@ class SnapshotStore:
 
     def _reap_locked(self) -> list[str]:
         now, gone = time.time(), []
-        for name in os.listdir(self.dir):
+        for name in self._names_locked():
             path = os.path.join(self.dir, name)
             if name.endswith(".tmp"):
                 _remove(path)
@@ -183,12 +196,18 @@ class SnapshotStore:
 
     def _metas_locked(self) -> list[SnapshotMeta]:
         metas = []
-        for name in sorted(os.listdir(self.dir)):
+        for name in sorted(self._names_locked()):
             if name.endswith(".json"):
                 meta = self._read_meta(os.path.join(self.dir, name))
                 if meta is not None:
                     metas.append(meta)
         return metas
+
+    def _names_locked(self) -> list[str]:
+        try:
+            return os.listdir(self.dir)
+        except FileNotFoundError:  # nothing written yet (or closed)
+            return []
 
     def _delete_locked(self, snapshot_id: str) -> bool:
         found = False
@@ -206,6 +225,7 @@ class SnapshotStore:
 
     @staticmethod
     def _write(path: str, data: bytes) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = path + ".tmp"
         with open(tmp, "wb") as fh:
             fh.write(data)

@@ -23,7 +23,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
+from swe_rl.fleet.call_headers import (
+    BOOT_HEADER,
+    CALL_ID_HEADER,
+    NODE_SECONDS_HEADER,
+    POOL_OVERHEAD_HEADER,
+    RESENT_HEADER,
+)
 from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.pool import __version__
 from swe_rl.fleet.pool.call_replay import Answer
@@ -130,6 +136,11 @@ def create_app(pool: Pool) -> Starlette:
                 if json_body:
                     pool.metrics.inc("swe_pool_calls_total", op=op, outcome=outcome)
                     pool.metrics.observe(op, time.monotonic() - t0)
+            node_seconds = response.headers.get(NODE_SECONDS_HEADER)
+            if node_seconds is not None:  # a routed call the node answered: the pool's share of its time
+                overhead = time.monotonic() - t0 - float(node_seconds)
+                pool.metrics.observe_overhead(op, overhead)
+                response.headers[POOL_OVERHEAD_HEADER] = f"{max(0.0, overhead):.6f}"
             response.headers[BOOT_HEADER] = pool.replays.boot
             return response
 

@@ -24,11 +24,64 @@ def _labels(labels: dict[str, str]) -> str:
     return "{" + ",".join(f'{k}="{esc(v)}"' for k, v in labels.items()) + "}"
 
 
+OVERHEAD_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+"""Upper bounds (seconds) of `swe_pool_overhead_seconds`: fine around the 10 ms goal, coarse above."""
+
+
+class Histogram:
+    """One Prometheus histogram: cumulative bucket counts, sum and count (quantiles with
+    `histogram_quantile`, or `quantile` here)."""
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last one: above every bound (+Inf)
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        i = 0
+        while i < len(self.bounds) and value > self.bounds[i]:
+            i += 1
+        self.counts[i] += 1
+        self.sum += value
+        self.count += 1
+
+    def quantile(self, q: float) -> float:
+        """The q-quantile, interpolated within its bucket as Prometheus does; 0 when empty."""
+        if not self.count:
+            return 0.0
+        rank, seen, lower = q * self.count, 0, 0.0
+        for i, n in enumerate(self.counts):
+            upper = self.bounds[i] if i < len(self.bounds) else self.bounds[-1]
+            if seen + n >= rank and n:
+                return lower + (upper - lower) * (rank - seen) / n
+            seen, lower = seen + n, upper
+        return self.bounds[-1]
+
+    def lines(self, name: str, labels: dict[str, str]) -> list[str]:
+        out, total = [], 0
+        for bound, n in zip((*self.bounds, float("inf")), self.counts):
+            total += n
+            le = "+Inf" if bound == float("inf") else f"{bound:g}"
+            out.append(f"{name}_bucket{_labels({**labels, 'le': le})} {total}")
+        out += [f"{name}_sum{_labels(labels)} {self.sum:g}", f"{name}_count{_labels(labels)} {self.count}"]
+        return out
+
+
 class Metrics:
-    """Counters and latency sums in the Prometheus text format (no client library needed)."""
+    """Counters, latency sums and histograms in the Prometheus text format (no client library needed)."""
 
     def __init__(self) -> None:
         self.counters: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self.overhead: dict[str, Histogram] = {}
+        """The pool's own time per routed call, by op (`observe_overhead`)."""
+
+    def observe_overhead(self, op: str, seconds: float) -> None:
+        """A routed call's time in the pool: its handling minus the node's reported time."""
+        hist = self.overhead.get(op)
+        if hist is None:
+            hist = self.overhead[op] = Histogram(OVERHEAD_BUCKETS)
+        hist.observe(max(0.0, seconds))
 
     def inc(self, name: str, value: float = 1.0, **labels: str) -> None:
         key = (name, tuple(sorted(labels.items())))
@@ -70,6 +123,14 @@ class Metrics:
         for family, lines in rows.items():
             kind, text = helps.get(family, ("untyped", family))
             out += [f"# HELP {family} {text}", f"# TYPE {family} {kind}", *lines]
+        if self.overhead:
+            name = "swe_pool_overhead_seconds"
+            out += [
+                f"# HELP {name} The pool's own time per routed call (handling minus the node's reported time).",
+                f"# TYPE {name} histogram",
+            ]
+            for op, hist in sorted(self.overhead.items()):
+                out += hist.lines(name, {"op": op})
         return "\n".join(out) + "\n"
 
 

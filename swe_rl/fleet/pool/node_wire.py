@@ -24,6 +24,8 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER
+
 T = TypeVar("T")
 
 KEEP = 64
@@ -49,10 +51,12 @@ class WireConnectTimeout(WireError):
 class NodeAnswer:
     """A node's answer: status and body (what `routing.json_of` reads of an httpx response too)."""
 
-    __slots__ = ("status_code", "content")
+    __slots__ = ("status_code", "content", "node_seconds")
 
-    def __init__(self, status_code: int, content: bytes) -> None:
+    def __init__(self, status_code: int, content: bytes, node_seconds: float | None = None) -> None:
         self.status_code, self.content = status_code, content
+        self.node_seconds = node_seconds
+        """The node's own time for the call (its `x-swe-node-seconds` header), None when it sent none."""
 
     def json(self) -> Any:
         return json.loads(self.content)
@@ -175,6 +179,7 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[NodeAnswer, bool]:
         raise ValueError(f"not an HTTP/1.x status line: {status_line[:80]!r}")
     status = int(rest[:3])
     length, chunked, close = -1, False, version == "HTTP/1.0"
+    node_seconds: float | None = None
     for line in lines:
         name, _, value = line.partition(":")
         name, value = name.strip().lower(), value.strip()
@@ -186,6 +191,11 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[NodeAnswer, bool]:
             chunked = value.lower().endswith("chunked")
         elif name == "connection":
             close = "close" in value.lower() or (close and "keep-alive" not in value.lower())
+        elif name == NODE_SECONDS_HEADER:
+            try:
+                node_seconds = float(value)
+            except ValueError:
+                node_seconds = None
     if chunked:
         body = await _read_chunks(reader)
     elif length >= 0:
@@ -194,7 +204,7 @@ async def _read_answer(reader: asyncio.StreamReader) -> tuple[NodeAnswer, bool]:
         body = b""
     else:  # framed by the end of the connection
         body, close = await reader.read(), True
-    return NodeAnswer(status, body), not close
+    return NodeAnswer(status, body, node_seconds), not close
 
 
 async def _read_chunks(reader: asyncio.StreamReader) -> bytes:

@@ -37,7 +37,7 @@ from swe_rl.fleet.pool.nodes import Node, NodeSet
 from swe_rl.fleet.pool.placement import WARM_OPTIONS, Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
-from swe_rl.fleet.pool.snapshots import Snapshots
+from swe_rl.fleet.pool.snapshots import Prepare, Snapshots
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
 from swe_rl.fleet.protocol import (
     FORWARDING,
@@ -269,6 +269,21 @@ class Pool(LeaseLiveness):
                 del self.allocations[rid]
         if not task.cancelled():
             task.exception()  # retrieved here: its caller may have gone away
+
+    async def allocate_then(
+        self, req: AllocateRequest, prepare: Prepare, *, pin: tuple[str, str] | None = None, what: str
+    ) -> dict[str, Any]:
+        """Allocate a lease (on `pin`'s node and image when given), then `prepare` it before its answer
+        leaves; when `what` (the preparation) fails the lease is released and the error raised. The
+        allocate from a snapshot (`Snapshots.allocate_from`: a restore) is one."""
+        info = await self._allocate(req, pin)
+        lease = self.leases[info["lease_id"]]
+        try:
+            extra = await prepare(lease)
+        except BaseException:
+            self._release(lease, f"{what} failed")
+            raise
+        return {**info, **extra}
 
     async def _allocate(self, req: AllocateRequest, pin: tuple[str, str] | None = None) -> dict[str, Any]:
         (node_url, create_image), image, lease_id = pin or (None, None), req.image, secrets.token_urlsafe(16)

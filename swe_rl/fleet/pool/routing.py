@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from starlette.responses import Response
 
+from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER
 from swe_rl.fleet.pool.node_wire import NodeAnswer, NodeWire, WireConnectTimeout, WireError, WireTimeout
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ROUTED_CALLS, ApiError
 
@@ -264,7 +265,9 @@ async def forward(
         )
         resp = await send()
     if resp.status_code == 200:  # passed through as is: no parsing and re-encoding of (large) outputs
-        return Response(resp.content, 200, media_type="application/json")
+        node_seconds = getattr(resp, "node_seconds", None)
+        headers = {NODE_SECONDS_HEADER: f"{node_seconds:.6f}"} if node_seconds is not None else None
+        return Response(resp.content, 200, headers=headers, media_type="application/json")
     data = json_of(resp)
     error = str(data.get("error", ""))
     if resp.status_code in (409, 410) or _unknown_container(resp):

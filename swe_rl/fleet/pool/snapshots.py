@@ -6,6 +6,11 @@ when the new lease is on another node it carries the tarball there itself (GET f
 the other, sha256 checked by the receiver), so nodes never need to reach each other. Records are kept
 in memory only: after a pool restart old ids answer 404 and the nodes' reapers delete the tarballs
 when they expire.
+
+One seam with the pool: the pool owns a `Snapshots` and this module never imports the pool; it sees
+only `SnapshotPool`, the pool's public surface it needs, of which `allocate_then` (allocate a lease,
+prepare it before anyone gets it, release it when the preparation fails) is the allocate from a
+snapshot.
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import httpx
 
-from swe_rl.fleet.pool.routing import json_of
+from swe_rl.fleet.pool.metrics import Metrics
+from swe_rl.fleet.pool.nodes import Node, NodeSet
+from swe_rl.fleet.pool.routing import NodeCalls, json_of
+from swe_rl.fleet.pool.store import LeaseRecord
 from swe_rl.fleet.protocol import AllocateRequest, ApiError
 from swe_rl.fleet.snapshot_protocol import (
     SNAPSHOT_ID,
@@ -32,11 +41,6 @@ from swe_rl.fleet.snapshot_protocol import (
     parse,
 )
 
-if TYPE_CHECKING:
-    from swe_rl.fleet.pool.nodes import Node
-    from swe_rl.fleet.pool.pool import Pool
-    from swe_rl.fleet.pool.store import LeaseRecord
-
 log = logging.getLogger("swe_pool_server")
 
 DEFAULT_TTL = 3600.0
@@ -44,6 +48,24 @@ DEFAULT_TTL = 3600.0
 SNAPSHOT_CALL_TIMEOUT = 900.0
 """Seconds a node may take to capture or restore (a capture runs a diff of the whole tree)."""
 META_HEADER = "X-Snapshot-Meta"
+
+
+Prepare = Callable[[LeaseRecord], Awaitable[dict[str, Any]]]
+"""Makes a just-allocated lease ready (a restore); its answer is merged into the allocate's."""
+
+
+class SnapshotPool(Protocol):
+    """What the snapshots need of the pool (`swe_rl.fleet.pool.pool.Pool` is one)."""
+
+    nodes: NodeSet
+    calls: NodeCalls
+    metrics: Metrics
+
+    def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord: ...
+
+    async def allocate_then(
+        self, req: AllocateRequest, prepare: Prepare, *, pin: tuple[str, str] | None = None, what: str
+    ) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -60,7 +82,7 @@ class PoolSnapshot:
 class Snapshots:
     """Snapshot records of one pool, and the calls that take, move, restore and delete them."""
 
-    def __init__(self, pool: Pool) -> None:
+    def __init__(self, pool: SnapshotPool) -> None:
         self.pool = pool
         self.records: dict[str, PoolSnapshot] = {}
 
@@ -73,7 +95,7 @@ class Snapshots:
         node = self.pool.nodes.get(lease.node)
         await node.checked.wait()  # at once, unless the pool has just started and is checking it
         ttl = req.ttl or DEFAULT_TTL
-        sid = secrets.token_urlsafe(16)
+        sid = new_snapshot_id()
         payload = ExecSnapshotRequest(
             snapshot_id=sid, kind=req.kind, owner=lease.owner, ttl=ttl, extra_paths=req.extra_paths
         )
@@ -140,16 +162,16 @@ class Snapshots:
                     node=snap.info.node,
                     node_down=True,
                 )
-            info = await self.pool._allocate(req, (holder.url, container_image_ref(snap.info.snapshot_id)))
+            pin: tuple[str, str] | None = (holder.url, container_image_ref(snap.info.snapshot_id))
         else:
-            info = await self.pool._allocate(req)
-        lease = self.pool.leases[info["lease_id"]]
-        try:
-            restored = await self.restore(lease, snap)
-        except BaseException:
-            self.pool._release(lease, f"restore of snapshot {snap.info.snapshot_id} failed")
-            raise
-        return {**info, **restored}
+            pin = None
+
+        async def restore(lease: LeaseRecord) -> dict[str, Any]:
+            return await self.restore(lease, snap)
+
+        return await self.pool.allocate_then(
+            req, restore, pin=pin, what=f"restore of snapshot {snap.info.snapshot_id}"
+        )
 
     async def restore(self, lease: LeaseRecord, snap: PoolSnapshot) -> dict[str, Any]:
         """Give the (fresh) lease the snapshot's state; the node verifies the state hash."""
@@ -217,6 +239,16 @@ class Snapshots:
             return await http.request(method, node.url + path, timeout=SNAPSHOT_CALL_TIMEOUT, **kw)
         except httpx.HTTPError as exc:
             raise ApiError(503, f"node {node.url}: {type(exc).__name__}: {exc}", node=node.url) from exc
+
+
+def new_snapshot_id() -> str:
+    """A random snapshot id that starts with a letter or digit. Why: a container snapshot's image tag is
+    `swe-rl-snapshot:<id>`, and Docker refuses a tag starting with '-' (seen: 'invalid reference format'
+    for one snapshot in 64, as `token_urlsafe` begins with '-' that often)."""
+    while True:
+        sid = secrets.token_urlsafe(16)
+        if sid[0].isalnum():
+            return sid
 
 
 def _node_error(status: int, data: dict[str, Any], node: Node) -> ApiError:

@@ -131,26 +131,63 @@ def test_budget_evicts_lru_but_never_in_use_or_pinned(node, registry_images, doc
     assert a in tags and c in tags and b not in tags  # b was the least recently used image nobody used
     stats = healthz_images(srv)
     assert stats["evictions"] >= 1 and stats["bytes_used"] <= stats["budget"]
-    r = create(srv, d)  # pinned: pulled, then kept even over budget
+    r = create(srv, d)  # pinned: pulled, and c (idle) evicted to make it fit
     assert r.status_code == 200
     assert srv.post("/container/destroy", {"container_id": r.json()["container_id"]}).status_code == 200
+    assert c not in local_tags(docker_client)
+    # a hard limit: a in use, d pinned, nothing idle can go: b is refused and does not stay on disk
     r = create(srv, b)
-    assert r.status_code == 200
+    assert r.status_code == 507 and r.json().get("disk_full") is True, r.text
+    assert b not in local_tags(docker_client)
+    stats = healthz_images(srv)
+    assert stats["bytes_used"] <= stats["budget"]
+    # once a is idle it is the one evicted, and b fits
+    assert srv.post("/container/destroy", {"container_id": held.json()["container_id"]}).status_code == 200
+    r = create(srv, b)
+    assert r.status_code == 200, r.text
     tags = local_tags(docker_client)
-    assert a in tags and d in tags and b in tags and c not in tags
+    assert d in tags and b in tags and a not in tags and c not in tags
+    stats = healthz_images(srv)
+    assert stats["bytes_used"] <= stats["budget"]
+
+
+def test_a_prefetched_image_is_kept_until_its_lease_comes(node, registry_images, docker_client, base_image):
+    """Creates pulling other images under a full budget evict the idle ones, never the prefetched image
+    no create asked for yet (it was pulled again before: 17 pulls for 12 allocates)."""
+    p, x, y, z = registry_images
+    for ref in registry_images:
+        forget_image(docker_client, ref)
+    base = docker_client.images.get(base_image).attrs["Size"]
+    srv = node(SWE_EXEC_IMAGE_DISK_BUDGET=str(base + (5 << 20)))  # room for about two small layers
+    assert srv.post("/images/prefetch", {"images": [p]}).json()["images"][p] == "pulling"
+    wait_for(lambda: p in local_tags(docker_client) and healthz_images(srv)["pulling"] == [])
+    for ref in (x, y, z):  # each needs room: the last one's image goes, never p
+        r = create(srv, ref)
+        assert r.status_code == 200, r.text
+        assert srv.post("/container/destroy", {"container_id": r.json()["container_id"]}).status_code == 200
+        assert p in local_tags(docker_client)
+    r = create(srv, p)  # its lease: found on the node
+    assert r.status_code == 200, r.text
+    stats = healthz_images(srv)
+    assert stats["pulls"] == 4 and stats["evictions"] >= 2, stats
+    assert stats["bytes_used"] <= stats["budget"]
 
 
 def test_disk_full_is_507_and_creates_nothing(node, registry_images, docker_client, base_image):
     ref = registry_images[2]
     forget_image(docker_client, ref)
-    srv = node(SWE_EXEC_IMAGE_DISK_BUDGET="1m", SWE_EXEC_PINNED_IMAGES=",".join(registry_images))
-    for other in registry_images:  # pinned images already here take the whole budget
+    for other in registry_images:  # pinned images already on the node take the whole budget
         if other != ref and other not in local_tags(docker_client):
-            assert srv.post("/images/prefetch", {"images": [other]}).status_code == 200
-            wait_for(lambda o=other: o in local_tags(docker_client))
+            docker_client.images.pull(other)
+    srv = node(SWE_EXEC_IMAGE_DISK_BUDGET="1m", SWE_EXEC_PINNED_IMAGES=",".join(registry_images))
     r = create(srv, ref)
     assert r.status_code == 507 and r.json().get("disk_full") is True, r.text
     assert managed(docker_client, srv) == []
+    assert ref not in local_tags(docker_client)  # a pull past the budget is not kept either
+    # and a prefetch past it is refused (skipped, or pulled then removed again): the image is not kept
+    assert srv.post("/images/prefetch", {"images": [ref]}).status_code == 200
+    wait_for(lambda: healthz_images(srv)["pulling"] == [])
+    assert ref not in local_tags(docker_client)
 
 
 def test_prefetch_pulls_ahead_and_bad_bodies_are_400(node, registry_images, docker_client):

@@ -293,3 +293,61 @@ def test_tampered_snapshots_are_refused(exec_server_factory, fixture_instances, 
             f"{srv.url}/snapshots/h-fork-whole", headers=srv.headers
         )  # its image, if the test failed
     assert node_files(tmp_path) == []
+
+
+STATE = (  # what an agent sees of its repository: staging area, status, every path's type, mode, link, bytes
+    "git diff --cached --binary HEAD | sha256sum; git ls-files -s | sha256sum; git status --porcelain -uall;"
+    " find . -path ./.git -prune -o -printf '%y %m %p %l\\n' | LC_ALL=C sort;"
+    " find . -path ./.git -prune -o -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum"
+)
+EXACT_STEPS = [
+    "printf 'staged = 1\\n' > toolz/staged_new.py && git add toolz/staged_new.py",  # a staged new file
+    "echo '# staged' >> toolz/itertoolz.py && git add toolz/itertoolz.py && echo '# not staged' >> toolz/itertoolz.py",
+    "printf 'untracked\\n' > scratch.txt",
+    "ln -s toolz/utils.py link_to_utils && ln -s /nonexistent dangling",
+    "chmod 755 toolz/dicttoolz.py scratch.txt && chmod 644 toolz/utils.py",  # git keeps the x bit only
+    "mkdir -p empty/inner toolz/empty_pkg",  # empty directories
+    "rmdir --ignore-fail-on-non-empty doc 2>/dev/null; true",
+]
+
+
+async def test_a_restored_lease_equals_the_original(fleet, pool_factory, fixture_instances, tmp_path):
+    """Work tree, staging area, untracked files, modes, symlinks and empty directories come back equal."""
+    inst = fixture_instances[INSTANCE]
+    pool = pool_factory(fleet(1, SWE_EXEC_SNAPSHOT_DIR=snap_dir(tmp_path)))
+    async with client_for(pool) as client:
+        async with client.lease(inst.image, workdir="/testbed") as original:
+            await original.record_baseline()
+            for step in EXACT_STEPS:
+                assert (await original.exec(step)).ok, step
+            state = await original.exec(STATE)
+            assert (
+                state.ok
+                and "A  toolz/staged_new.py" in state.output
+                and "MM toolz/itertoolz.py" in state.output
+            )
+            assert "d 755 ./empty/inner" in state.output and "l 777 ./dangling /nonexistent" in state.output
+            info = await original.snapshot()
+            async with client.lease(inst.image, from_snapshot=info.snapshot_id) as branch:
+                restored = await branch.exec(STATE)
+                assert restored.output == state.output
+                assert await branch.diff() == await original.diff()
+            assert await client.delete_snapshot(info.snapshot_id)
+
+
+async def test_staging_that_cannot_come_back_is_refused(fleet, pool_factory, fixture_instances, tmp_path):
+    """An episode that committed (HEAD moved) and staged more: a tree snapshot cannot give that index
+    back (the restored HEAD is the image's), so the restore is a 422, not a silently different lease."""
+    inst = fixture_instances[INSTANCE]
+    pool = pool_factory(fleet(1, SWE_EXEC_SNAPSHOT_DIR=snap_dir(tmp_path)))
+    async with client_for(pool) as client:
+        async with client.lease(inst.image, workdir="/testbed") as original:
+            await original.record_baseline()
+            commit = "git -c user.email=a@b -c user.name=a commit -qam step"
+            assert (
+                await original.exec(f"echo 1 >> README.rst && {commit} && echo 2 >> README.rst && git add -A")
+            ).ok
+            info = await original.snapshot()
+            with pytest.raises(FleetError, match="staged"):
+                await client.allocate(inst.image, from_snapshot=info.snapshot_id)
+            assert await client.delete_snapshot(info.snapshot_id)

@@ -1,0 +1,123 @@
+"""A timed-out command's answer leaves only after its whole process tree died, whatever order the kills
+run in (real Docker, the real `DockerExecutor`).
+
+Each test forces one interleaving at the executor's hook points (`before_kill`, `awaiting_kill`), never
+by sleeping: a kill held back until its command's answer is already waiting (what a loaded node does to
+a kill queued behind another container's killer), and two timeouts whose kills run in the reverse order
+of their commands. The load test that found the race is `test_exec_escape.py`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from swe_rl.fleet.exec.docker_exec import DockerExecutor
+from tests.conftest import BASE_IMAGE, TEST_ID_PREFIX
+
+BOUND = 120  # far above a kill's time: only a hang reaches it
+
+
+@pytest.fixture
+def box(docker_client, base_image) -> Iterator[tuple[DockerExecutor, str]]:
+    """An executor in this process and one container of the session's prefix (removed even on failure)."""
+    c = docker_client.containers.run(
+        BASE_IMAGE,
+        ["sleep", "infinity"],
+        name=f"{TEST_ID_PREFIX}kill-{secrets.token_hex(4)}",
+        labels={"swe-rl.managed-by": "swe-rl", "swe-rl.exec-server": f"{TEST_ID_PREFIX}kill"},
+        init=True,
+        detach=True,
+        network_mode="none",
+    )
+    try:
+        yield DockerExecutor(docker_client), c.id
+    finally:
+        c.remove(force=True)
+
+
+def run(ex: DockerExecutor, cid: str, command: str, timeout: float = 30) -> dict:
+    o = ex.run(cid, command, timeout=timeout, workdir=None, env=None, max_output=1 << 16)
+    return {"timed_out": o.timed_out, "output": o.output.decode(), "returncode": o.returncode}
+
+
+def sleeps(ex: DockerExecutor, cid: str) -> list[str]:
+    out = run(ex, cid, "ps -eo args --no-headers")["output"]
+    return sorted(line for line in out.splitlines() if line.startswith("sleep ") and line != "sleep infinity")
+
+
+def test_answer_waits_for_a_kill_that_runs_late(box):
+    """The kill is held until the answer waits for it: the escaped process is dead when the answer leaves.
+    (Before the fix the answer left after a 5 s drain, with `env -i setsid sleep` still running.)"""
+    ex, cid = box
+    answer_waiting = threading.Event()
+    seen_alive: list[list[str]] = []
+
+    def before_kill(tag: str) -> None:
+        assert answer_waiting.wait(BOUND), "the answer never waited for its kill"
+        seen_alive.append(sleeps(ex, cid))  # the kill has not run: the escape is alive here
+
+    ex.before_kill = before_kill
+    ex.awaiting_kill = lambda tag: answer_waiting.set()
+    res = run(ex, cid, "env -i setsid sleep 351 >/dev/null 2>&1 & echo started; sleep 300", timeout=1)
+    ex.before_kill = ex.awaiting_kill = None
+    assert res["timed_out"] is True and res["returncode"] == 124 and "started" in res["output"]
+    assert seen_alive == [["sleep 300", "sleep 351"]]
+    assert sleeps(ex, cid) == []
+
+
+def test_two_timeouts_killed_in_reverse_order(box):
+    """Command A times out first but its kill waits until B timed out and B's answer left; B's kill runs
+    while A and its escape are alive (A's processes must survive it: A is still running to B's killer),
+    then A's kill: nothing of either is left, and each answer left after its own kill."""
+    ex, cid = box
+    tags: dict[str, str] = {}
+    b_done = threading.Event()
+    order: list[str] = []
+
+    def before_kill(tag: str) -> None:
+        if tag == tags.get("a"):
+            assert b_done.wait(BOUND), "B never answered"
+        order.append("kill-" + ("a" if tag == tags.get("a") else "b"))
+
+    ex.before_kill = before_kill
+    results: dict[str, dict] = {}
+    orig_running = ex._running
+
+    class Spy(dict):  # learns each command's tag as it registers (the order of `run` calls)
+        def __setitem__(self, k: str, v: tuple[str, float]) -> None:
+            if not k.startswith("kill-"):
+                tags.setdefault("a" if "a" not in tags else "b", k)
+            super().__setitem__(k, v)
+
+    ex._running = Spy(orig_running)
+    a = threading.Thread(
+        target=lambda: results.update(
+            a=run(ex, cid, "env -i setsid sleep 361 & echo a; sleep 300", timeout=1)
+        )
+    )
+    a.start()
+    while "a" not in tags:  # A registered before B starts: B's timeout comes second
+        a.join(0.01)
+    results["b"] = run(ex, cid, "( (env -i sleep 362 &) & ); echo b; sleep 300", timeout=2)
+    order.append("answer-b")
+    b_done.set()
+    a.join(BOUND)
+    ex.before_kill = None
+    assert not a.is_alive()
+    assert results["a"]["timed_out"] and results["b"]["timed_out"]
+    assert order == ["kill-b", "answer-b", "kill-a"], order
+    assert sleeps(ex, cid) == []
+
+
+def test_deadline_before_the_command_started(box):
+    """A deadline already past when the exec starts (the daemon answers `exec_start` before it starts
+    the process, so the first kill may find no process): the command dies all the same."""
+    ex, cid = box
+    for i in range(3):
+        res = run(ex, cid, f"env -i setsid sleep 37{i} & sleep 300", timeout=0.001)
+        assert res["timed_out"] is True
+    assert sleeps(ex, cid) == []
