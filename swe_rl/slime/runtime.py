@@ -10,8 +10,9 @@
   not slime's doing: the plugin then removes the rollout instead of handing back an ABORTED sample.
 - `check_options(args, config, evaluation)`: refuses, at the first call, slime options that cannot work
   with list returns (``swe_samples: segment`` or ``turn``): ``--group-rm``, ``--partial-rollout``,
-  upstream's step-level dynamic sampling filters, and a group-normalising estimator without the
-  trajectory reward post-process (unless ``swe_allow_step_advantages``).
+  upstream's step-level dynamic sampling filters, a group-normalising estimator without the
+  trajectory reward post-process or with another one (unless ``swe_allow_step_advantages``), and a
+  sequence-level ratio (GSPO, ``--use-opsm``) when a trajectory is several samples.
 - `sample_mode(config, evaluation)`: the samples a rollout gives (``last`` in evaluation, ``turn`` for
   PRM runs, else ``swe_samples``).
 - `routing_headers(args, sample)`: slime's routing key header when the router hashes consistently,
@@ -118,14 +119,22 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
             "which judges trajectories."
         )
     estimator = getattr(args, "advantage_estimator", None)
+    if several:
+        _check_sequence_ratio(args, config, estimator)
+    post_process = getattr(args, "custom_reward_post_process_path", None)
     if (
         several
         and estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
         and getattr(args, "rewards_normalization", True)
-        and getattr(args, "custom_reward_post_process_path", None) is None
+        and post_process != POST_PROCESS_PATH
     ):
+        given = (
+            f"--custom-reward-post-process-path {post_process}, which is not the project's"
+            if post_process
+            else "no --custom-reward-post-process-path"
+        )
         message = (
-            f"--advantage-estimator {estimator} with {why} but no --custom-reward-post-process-path: "
+            f"--advantage-estimator {estimator} with {why} but {given}: "
             "upstream would normalise the samples batch-wide, a trajectory weighing by its number of "
             f"samples; pass --custom-reward-post-process-path {POST_PROCESS_PATH} (docs/advantages.md), "
             "or set swe_allow_step_advantages: true to train that way on purpose"
@@ -133,6 +142,33 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
         if not config.allow_step_advantages:
             raise ValueError(message)
         _warn_once("post_process", message)
+
+
+def _check_sequence_ratio(args: Any, config: PluginConfig, estimator: str | None) -> None:
+    """GSPO (``--advantage-estimator gspo``) and ``--use-opsm`` take one importance ratio (a KL) per
+    slime sample. The objective means one per trajectory, which a sample holds only when the trajectory
+    is one sample: with segment samples and context management, or turn samples, the ratio would be a
+    segment's or a turn's, neither the trajectory's (docs/advantages.md). Token-level ratios (grpo,
+    cispo, ...) are unaffected."""
+    flags = [
+        f
+        for f, on in (
+            ("--advantage-estimator gspo", estimator == "gspo"),
+            ("--use-opsm", bool(getattr(args, "use_opsm", False))),
+        )
+        if on
+    ]
+    mode = "turn" if config.samples == "segment" and config.prm.enable else config.samples
+    split = mode == "turn" or (mode == "segment" and config.context_management)
+    if flags and split:
+        per = "policy turn" if mode == "turn" else "context segment"
+        raise ValueError(
+            f"{' and '.join(flags)}: a sequence-level ratio, which slime computes per sample, but "
+            f"swe_samples: {mode} gives one sample per {per}, so the ratio would not be the trajectory's. "
+            "Make every trajectory one sample: swe_context_management: false (with swe_samples: segment; an "
+            "episode that outgrows the context window then ends truncated) or swe_samples: last; or use a "
+            "token-level objective (--advantage-estimator grpo without --use-opsm). See docs/advantages.md."
+        )
 
 
 def sample_mode(config: PluginConfig, *, evaluation: bool) -> str:

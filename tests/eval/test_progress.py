@@ -60,7 +60,11 @@ def test_a_log_file_or_pipe_gets_plain_lines_not_carriage_returns(tmp_path):
         bar.close()
     text = (tmp_path / "eval.log").read_text()
     assert "\r" not in text
-    assert text.splitlines() == ["[1/3] resolved=1", "[2/3] resolved=1 unresolved=1", "[3/3] resolved=2 unresolved=1"]
+    assert text.splitlines() == [
+        "[1/3] resolved=1",
+        "[2/3] resolved=1 unresolved=1",
+        "[3/3] resolved=2 unresolved=1",
+    ]
     r, w = os.pipe()
     with os.fdopen(w, "w") as pipe:
         bar = StatusBar(1, disabled=False, file=pipe)
