@@ -13,6 +13,8 @@
   upstream's step-level dynamic sampling filters, a group-normalising estimator without the
   trajectory reward post-process or with another one (unless ``swe_allow_step_advantages``), and a
   sequence-level ratio (GSPO, ``--use-opsm``) when a trajectory is several samples.
+- `check_prompt_fits(agent, policy, ...)`: a first prompt that the context budget cannot hold is a
+  configuration error (every rollout would be removed): it stops the run, naming what to change.
 - `sample_mode(config, evaluation)`: the samples a rollout gives (``last`` in evaluation, ``turn`` for
   PRM runs, else ``swe_samples``).
 - `routing_headers(args, sample)`: slime's routing key header when the router hashes consistently,
@@ -36,6 +38,7 @@ from swe_rl.grading.config import GraderConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
+from swe_rl.tokens.template_check import compare_templates
 
 if TYPE_CHECKING:
     from swe_rl.slime.config import PluginConfig
@@ -46,7 +49,9 @@ __all__ = [
     "ROUTING_KEY_HEADER",
     "TRAJECTORY_FILTER_PATH",
     "ProcessState",
+    "PromptDoesNotFit",
     "check_options",
+    "check_prompt_fits",
     "routing_headers",
     "sample_mode",
     "shutdown",
@@ -171,6 +176,39 @@ def _check_sequence_ratio(args: Any, config: PluginConfig, estimator: str | None
         )
 
 
+class PromptDoesNotFit(ValueError):
+    """The context budget cannot hold an instance's first prompt: a configuration error, not a rollout's."""
+
+
+def check_prompt_fits(agent: Any, policy: Any, instance_id: str, server_window: int | None) -> None:
+    """Raise `PromptDoesNotFit` when the episode ended before its first turn because the prompt plus
+    ``max_new_tokens`` did not fit the budget (the token policy's own check, not a server's answer).
+
+    Removing such rollouts one by one (reward 0, one warning each) would let a run go on training on
+    nothing; the budget is a setting, so the run stops at the first one with what to change."""
+    trajectory = getattr(policy, "trajectory", None)
+    if getattr(agent, "stop_reason", None) != "context_exhausted" or (
+        trajectory is not None and trajectory.turns
+    ):
+        return
+    if getattr(
+        policy, "server_context_len", None
+    ):  # the server refused: the window is learned, next rollouts clamp
+        return
+    budget = policy.config.max_context_len
+    new = policy.max_new_tokens or 0
+    prompt = len(trajectory.context) if trajectory is not None else None
+    window = f"{server_window} tokens" if server_window else "not stated"
+    raise PromptDoesNotFit(
+        f"the first prompt of {instance_id} ({prompt} ids) does not fit the context budget: {budget} "
+        f"(swe_max_context_len, else --rollout-max-context-len, clamped to the policy server's window minus 1) "
+        f"- {new} max new tokens per turn (--rollout-max-response-len) leaves {budget - new if budget else '?'}, "
+        "so every rollout would end before its first turn. Raise --rollout-max-context-len / "
+        f"swe_max_context_len (the policy server's window: {window}; start SGLang with a longer "
+        "--context-length when that is the limit) or lower --rollout-max-response-len."
+    )
+
+
 def sample_mode(config: PluginConfig, *, evaluation: bool) -> str:
     """The training samples of this rollout: ``last`` in evaluation (one sample per prompt); ``turn`` when
     the PRM is on with ``samples: segment`` (the pinned slime trains one advantage per sample, and each step
@@ -216,6 +254,7 @@ class ProcessState:
         )
         self.semaphore = asyncio.Semaphore(max(1, config.max_concurrent))
         self.codecs: dict[tuple[Any, ...], ChatCodec] = {}
+        self.templates_checked: set[tuple[Any, ...]] = set()  # our chat template vs the tokenizer's own
         self.judges: dict[
             str, JudgeClient
         ] = {}  # PRM clients; each one's semaphore bounds the process's requests
@@ -278,9 +317,18 @@ class ProcessState:
                 kwargs["tools"] = tools
             if len(self.codecs) > _CODEC_CACHE:  # rows of many different tool sets: keep the cache bounded
                 self.codecs.clear()
-            self.codecs[key] = ChatCodec(
-                load_tokenizer(config.tokenizer_path), ChatRenderer.from_file(config.chat_template), **kwargs
-            )
+            tokenizer = load_tokenizer(config.tokenizer_path)
+            renderer = ChatRenderer.from_file(config.chat_template)
+            template_key = (config.tokenizer_path, config.chat_template, config.enable_thinking)
+            if template_key not in self.templates_checked:  # once per tokenizer and template: at start
+                thinking = {k: v for k, v in kwargs.items() if k == "enable_thinking"}
+                report = compare_templates(
+                    tokenizer, renderer, config.chat_template, **thinking
+                )  # may refuse
+                self.templates_checked.add(template_key)
+                if not report.same:
+                    log.warning("%s", report.note)
+            self.codecs[key] = ChatCodec(tokenizer, renderer, **kwargs)
         return self.codecs[key]
 
     async def aclose(self) -> None:
