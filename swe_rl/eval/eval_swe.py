@@ -49,6 +49,7 @@ from swe_rl.eval.run_history import RunHistory
 from swe_rl.eval.tool_call_watch import ToolCallWatch
 from swe_rl.metrics.integrity import rollout_integrity
 from swe_rl.metrics.rollout import episode_stats
+from swe_rl.tasks.swebench4 import ConversionUnavailable, convert_instances
 
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
@@ -157,6 +158,10 @@ async def run(
     for err in loaded.errors:
         print(f"warning: skipped bad row: {err}", file=sys.stderr)
     instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
+    # 4.x-schema rows (no eval_script) converted with swebench 4.1.0 first (ConversionUnavailable: main)
+    instances, left_out = convert_instances(instances, sys.stderr)
+    for instance_id in left_out:
+        print(f"warning: skipped row {instance_id}: it could not be converted (above)", file=sys.stderr)
     ledger = None
     if args.certified_only:
         from swe_rl.eval.grading_hooks import keep_certified
@@ -311,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
                 summary = asyncio.run(run(args, fleet.client_env()))
         else:
             summary = asyncio.run(run(args))
+    except ConversionUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # before the run's own handler was in place (start-up) or a repeated Ctrl-C
         print(
             f"\ninterrupted; run the same command again to resume: {command_line('swe_rl.eval.eval_swe', args.argv)}",
