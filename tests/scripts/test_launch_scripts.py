@@ -614,3 +614,16 @@ def test_coding_agent_variant_needs_upstreams_example(env, tmp_path):
         },
     )
     assert p.returncode == 2 and "examples/coding_agent_rl" in p.stderr
+
+
+def test_the_readme_shows_the_plugin_flags_the_scripts_pass(env):
+    """README's "The scripts give upstream slime ... the plugin:" block is what a dry run submits."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("The scripts give upstream slime", 1)[1].split("```", 2)[1]
+    shown = flag_values(shlex.split(block))
+    p = dry_run("run_swe_rl_8b_remote_2nodes.sh", env)
+    passed = flag_values(submitted(p.stdout)[0])
+    for flag, values in shown.items():
+        assert flag in passed, flag
+        got = [v.removeprefix(str(ROOT) + "/") for v in passed[flag]]
+        assert got == values, (flag, values, passed[flag])
