@@ -258,12 +258,16 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             continue
         report_errors(label, result, err)
         try:  # 4.x-schema rows (no eval_script): converted with swebench 4.1.0 (swe_rl.tasks.swebench4)
-            instances, left_out = convert_instances(result.instances, err)
+            instances, unconverted = convert_instances(result.instances, err)
         except ConversionUnavailable as exc:
             print(f"error: {label}: {exc}", file=err)
             return 2  # nothing written: a split without its scripts would only fail later, as env_error
-        if left_out:
-            print(f"{label}: {len(left_out)} row(s) could not be converted and are left out", file=err)
+        if unconverted:
+            print(
+                f"warning: {label}: {len(unconverted)} row(s) could not be converted (above) and are kept "
+                "without eval_script: grading them ends in env_error unless their rows gain one",
+                file=err,
+            )
         result = result.model_copy(update={"instances": instances})
         found.update(i.instance_id for i in result.instances)
         if not result.instances:

@@ -159,9 +159,13 @@ async def run(
         print(f"warning: skipped bad row: {err}", file=sys.stderr)
     instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
     # 4.x-schema rows (no eval_script) converted with swebench 4.1.0 first (ConversionUnavailable: main)
-    instances, left_out = convert_instances(instances, sys.stderr)
-    for instance_id in left_out:
-        print(f"warning: skipped row {instance_id}: it could not be converted (above)", file=sys.stderr)
+    instances, unconverted = convert_instances(instances, sys.stderr)
+    if unconverted:
+        print(
+            f"warning: {len(unconverted)} row(s) could not be converted (above); they run without an "
+            "eval script and end in env_error",
+            file=sys.stderr,
+        )
     ledger = None
     if args.certified_only:
         from swe_rl.eval.grading_hooks import keep_certified

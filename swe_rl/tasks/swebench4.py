@@ -101,7 +101,8 @@ def convert_rows_file(source: Path, output: Path, err: TextIO) -> int:
 
 
 def convert_instances(instances: Sequence[TaskInstance], err: TextIO) -> tuple[list[TaskInstance], list[str]]:
-    """``instances`` with the 4.x-schema ones converted (order kept), and the ids left out."""
+    """``instances`` with the 4.x-schema ones converted (order kept), and the ids that could not be
+    (a repo or version 4.x does not know): those stay as they were, as before this step existed."""
     todo = [i for i in instances if needs_conversion(i)]
     if not todo:
         return list(instances), []
@@ -112,6 +113,5 @@ def convert_instances(instances: Sequence[TaskInstance], err: TextIO) -> tuple[l
         convert_rows_file(src, dst, err)
         converted = load_instances(str(dst)).instances if dst.is_file() else []
     by_id = {i.instance_id: i for i in converted}
-    kept = [by_id.get(i.instance_id, i) if needs_conversion(i) else i for i in instances]
-    left_out = [i.instance_id for i in todo if i.instance_id not in by_id]
-    return [i for i in kept if not needs_conversion(i)], left_out
+    unconverted = [i.instance_id for i in todo if i.instance_id not in by_id]
+    return [by_id.get(i.instance_id, i) if needs_conversion(i) else i for i in instances], unconverted
