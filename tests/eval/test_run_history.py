@@ -7,6 +7,8 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from swe_rl.eval.clean_stop import CleanStop, command_line, resume_line
 from swe_rl.eval.run_history import RunHistory, read_runs, summary_fields
 
@@ -57,6 +59,7 @@ def test_resume_line_is_one_line_with_the_command():
     )
 
 
+@pytest.mark.slow  # a fresh interpreter imports the eval
 def test_the_resume_command_runs_with_the_interpreter_that_ran():
     """The hint names sys.executable (a bare `python` may be another interpreter without this package)."""
     words = shlex.split(command_line("swe_rl.eval.eval_swe", ["--help"]))
