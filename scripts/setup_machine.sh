@@ -3,6 +3,7 @@
 # Debian packages (Docker, debootstrap, shellcheck), a running Docker daemon, the Python
 # package with its extras, and the offline-built base and fixture images. Idempotent.
 set -euo pipefail
+self="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/${BASH_SOURCE[0]##*/}"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Written to a file or a pipe (a log), the output gets plain lines: a progress bar's carriage-return
@@ -11,7 +12,7 @@ if [[ ! -t 1 && -z "${SWE_SETUP_PLAIN:-}" ]]; then
   # shellcheck source-path=SCRIPTDIR source=lib/plain_lines.sh
   source scripts/lib/plain_lines.sh
   set +e
-  SWE_SETUP_PLAIN=1 bash "$0" "$@" 2> >(swe_plain_lines >&2) | swe_plain_lines
+  SWE_SETUP_PLAIN=1 bash "$self" "$@" 2> >(swe_plain_lines >&2) | swe_plain_lines
   rc="${PIPESTATUS[0]}"
   wait  # the stderr filter has written everything before this script ends
   exit "$rc"

@@ -52,7 +52,8 @@ def checkout(tmp_path: Path) -> Path:
 
 def run(checkout: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(checkout / "scripts/setup_machine.sh")],
+        ["bash", "checkout/scripts/setup_machine.sh"],  # a relative path, from elsewhere: it re-runs itself
+        cwd=checkout.parent,
         env={"PATH": str(checkout.parent / "bin"), "HOME": str(checkout.parent), **env},
         capture_output=True,
         text=True,
