@@ -185,8 +185,7 @@ def _all_sites(text: str) -> list:
 
 def check_payloads(rows: list[dict], mirrors: Path | None, config: CapabilityConfig) -> None:
     """Each payload appended to every patch: it must be voided on every one (the scan's recall on real files)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from adversarial_patches import CAPABILITY_PAYLOADS
+    from tests.adversarial_patches import CAPABILITY_PAYLOADS  # run as a module from the checkout (-m)
 
     tests = "['tests/test_x.py::test_a']"
     print("payload appended to each patch: patches where it is voided")

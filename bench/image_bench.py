@@ -32,10 +32,9 @@ from pathlib import Path
 import docker
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from swe_rl.testing.local_registry import LocalRegistry, build_layer_image, remove_test_images
 
-from swe_rl.testing.local_registry import LocalRegistry, build_layer_image, remove_test_images  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BASE = os.environ.get("SWE_BASE_IMAGE", "swe-rl/base:bookworm")
 

@@ -35,7 +35,7 @@ if ! image_exists "$BASE_IMAGE"; then
   SWE_BASE_IMAGE="$BASE_IMAGE" bash "$ROOT/scripts/build_base_image.sh"
 fi
 
-build_list=$("$PYTHON" "$HERE/make_multilang.py" --list)
+build_list=$(cd "$ROOT" && "$PYTHON" -m data.fixtures.multilang.make_multilang --list)  # a module: it imports its sibling
 if (($# > 0)); then
   for wanted in "$@"; do
     cut -f1 <<<"$build_list" | grep -qxF "$wanted" || die "unknown instance $wanted"

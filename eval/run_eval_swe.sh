@@ -12,8 +12,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-# shellcheck source=/dev/null
-[[ -f "$root/.env.swe" ]] && source "$root/.env.swe"
+# .env.swe (or SWE_ENV_FILE): the environment wins over it
+# shellcheck source-path=SCRIPTDIR source=../scripts/lib/env_file.sh
+source "$root/scripts/lib/env_file.sh"
+swe_env_file_load "$root"
 
 dry_run="${DRY_RUN:-0}"
 die() { echo "error: $*" >&2; exit 2; }

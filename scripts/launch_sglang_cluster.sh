@@ -12,7 +12,8 @@
 #           keeps <think> of earlier turns), REASONING_PARSER (unset: thinking stays in content),
 #           CONTEXT_LENGTH, MEM_FRACTION (0.85), SGLANG_EXTRA_ARGS, LOG_DIR
 #           (output/logs/sglang_cluster_<timestamp>), SWE_NODE_ROLE=head|worker (instead of NODE_RANK).
-# DRY_RUN=1 or --dry-run prints the commands, runs nothing. .env.swe is sourced when present.
+# DRY_RUN=1 or --dry-run prints the commands, runs nothing. .env.swe (or SWE_ENV_FILE) is read when
+# present; the environment wins over it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DRY_RUN="${DRY_RUN:-0}"
@@ -20,12 +21,14 @@ die() { echo "error: $*" >&2; exit 2; }
 for a in "$@"; do
   case "$a" in
     --dry-run) DRY_RUN=1 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument: $a (settings come from the environment)" ;;
   esac
 done
-# shellcheck source=/dev/null
-[[ -f "${SWE_ENV_FILE:-$root/.env.swe}" ]] && source "${SWE_ENV_FILE:-$root/.env.swe}"
+# .env.swe (or SWE_ENV_FILE): the environment wins over it
+# shellcheck source-path=SCRIPTDIR source=lib/env_file.sh
+source "$root/scripts/lib/env_file.sh"
+swe_env_file_load "$root"
 
 [[ -n "${MODEL_PATH:-}" ]] || die "set MODEL_PATH (Hugging Face checkpoint to serve)"
 [[ -d "$MODEL_PATH" ]] || die "MODEL_PATH=$MODEL_PATH is not a directory"

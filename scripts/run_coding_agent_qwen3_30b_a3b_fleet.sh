@@ -61,17 +61,17 @@ EXTRA_RUNTIME_ENV="SWE_AGENT SWE_TRAIN_PROTOCOL SWE_EVAL_PROTOCOL ADAPTER_PUBLIC
   SWE_FLEET_SANDBOX_CHUNK_BYTES SWE_FLEET_SANDBOX_MAX_OUTPUT_BYTES no_proxy NO_PROXY"
 EXTRA_RUNTIME_ENV="${EXTRA_RUNTIME_ENV//$'\n'/ }"
 
-swe_validate_extra() {
-  [[ -f "$SLIME_DIR/examples/coding_agent_rl/generate.py" ]] \
-    || swe_die "SLIME_DIR=$SLIME_DIR has no examples/coding_agent_rl/generate.py (slime at the pinned commit)"
+swe_validate_extra() {  # problems are recorded and reported with the others (lib/swe_rl_common.sh)
+  [[ -f "${SLIME_DIR:-}/examples/coding_agent_rl/generate.py" ]] || swe_problem head SLIME_DIR \
+    "$(swe_shown SLIME_DIR) has no examples/coding_agent_rl/generate.py (slime at the pinned commit, third_party/slime.md)"
   case "$SWE_AGENT" in
-    claude_code) swe_require_file SLIME_AGENT_CC_TARBALL "claude-code CLI npm tarball uploaded into each container" ;;
-    codex) swe_require_file SLIME_AGENT_CODEX_TARBALL "codex CLI npm tarball uploaded into each container" ;;
-    *) swe_die "SWE_AGENT must be claude_code or codex (got '$SWE_AGENT')" ;;
+    claude_code) swe_require_file SLIME_AGENT_CC_TARBALL "claude-code CLI npm tarball uploaded into each container" || true ;;
+    codex) swe_require_file SLIME_AGENT_CODEX_TARBALL "codex CLI npm tarball uploaded into each container" || true ;;
+    *) swe_problem head SWE_AGENT "SWE_AGENT must be claude_code or codex (got '$SWE_AGENT' from $(swe_origin SWE_AGENT))" ;;
   esac
-  swe_require_file SLIME_AGENT_NODE_TARBALL "Node 22 linux-x64 tarball uploaded into each container"
-  [[ "$ADAPTER_PUBLIC_HOST" != 127.* ]] \
-    || swe_die "ADAPTER_PUBLIC_HOST=$ADAPTER_PUBLIC_HOST: the containers on the Docker nodes cannot reach a loopback address"
+  swe_require_file SLIME_AGENT_NODE_TARBALL "Node 22 linux-x64 tarball uploaded into each container" || true
+  [[ "$ADAPTER_PUBLIC_HOST" != 127.* ]] || swe_problem head ADAPTER_PUBLIC_HOST \
+    "ADAPTER_PUBLIC_HOST=$ADAPTER_PUBLIC_HOST: the containers on the Docker nodes cannot reach a loopback address (set it, or MASTER_ADDR, to this node's address)"
 }
 
 swe_main "$@"

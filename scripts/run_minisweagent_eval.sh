@@ -28,8 +28,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-# shellcheck source=/dev/null
-[[ -f "$root/.env.swe" ]] && source "$root/.env.swe"
+# .env.swe (or SWE_ENV_FILE): the environment wins over it
+# shellcheck source-path=SCRIPTDIR source=lib/env_file.sh
+source "$root/scripts/lib/env_file.sh"
+swe_env_file_load "$root"
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "error: $*" >&2; exit 2; }

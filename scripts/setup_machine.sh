@@ -3,7 +3,20 @@
 # Debian packages (Docker, debootstrap, shellcheck), a running Docker daemon, the Python
 # package with its extras, and the offline-built base and fixture images. Idempotent.
 set -euo pipefail
+self="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/${BASH_SOURCE[0]##*/}"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# Written to a file or a pipe (a log), the output gets plain lines: a progress bar's carriage-return
+# frames are reduced to the last one, and apt's needrestart chatter is dropped (scripts/lib/plain_lines.sh).
+if [[ ! -t 1 && -z "${SWE_SETUP_PLAIN:-}" ]]; then
+  # shellcheck source-path=SCRIPTDIR source=lib/plain_lines.sh
+  source scripts/lib/plain_lines.sh
+  set +e
+  SWE_SETUP_PLAIN=1 bash "$self" "$@" 2> >(swe_plain_lines >&2) | swe_plain_lines
+  rc="${PIPESTATUS[0]}"
+  wait  # the stderr filter has written everything before this script ends
+  exit "$rc"
+fi
 
 need_apt=()
 command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
@@ -15,8 +28,10 @@ command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)  # the
 if ((${#need_apt[@]})); then
   echo "[setup] apt-get install ${need_apt[*]}"
   sudo_cmd=""; [[ "$(id -u)" == "0" ]] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  # needrestart (Ubuntu) would ask, or list services to restart, after every install: not here
+  $sudo_cmd env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1 apt-get update -qq
+  $sudo_cmd env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1 \
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 # The machine may ship only the Docker CLI without the daemon's package.
 command -v dockerd >/dev/null 2>&1 || { echo "error: dockerd still missing after install" >&2; exit 1; }

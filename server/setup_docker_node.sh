@@ -38,7 +38,7 @@ fi
 if ! command -v dockerd >/dev/null 2>&1; then
   say "installing Docker"
   run apt-get update -qq
-  run env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io python3-venv
+  run env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1 apt-get install -y -qq docker.io python3-venv
 fi
 if command -v systemctl >/dev/null 2>&1; then
   run systemctl enable --now docker

@@ -11,13 +11,26 @@
 # prm:    SGLang serving the PRM judge model on this node (OpenAI-compatible, PRM_PORT).
 # Everything a script started is stopped on exit (pool server, SGLang, the local ray node).
 #
-# DRY_RUN=1 (or --dry-run) prints the role, the environment and every command, runs nothing.
+# Settings: the environment (and the command line, `NAME=value bash scripts/run_...sh`) wins over
+# .env.swe (or the file SWE_ENV_FILE names), which wins over the scripts' defaults; .env.swe is read
+# when this file is sourced, before the configuration script sets its defaults (lib/env_file.sh).
+# Every input is checked at once before anything runs: a real launch with a problem prints the
+# report (each item, where its value came from, how to fix it) and exits 2.
+# DRY_RUN=1 (or --dry-run) prints that report, then the plan of every node role (the settings and
+# where each came from, every command, the environment, slime's arguments) even when items are
+# missing (marked `# <- problem: NAME`), and runs nothing; it exits 2 when something is missing.
 
 set -euo pipefail
 
 SWE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SWE_PIDS=()
 SWE_RAY_STARTED=0
+SWE_PROBLEMS=()   # "scopes<TAB>NAME<TAB>message": scopes are the roles a problem blocks (head worker prm)
+SWE_WARNINGS=()
+declare -A SWE_BAD=()
+# shellcheck source-path=SCRIPTDIR source=env_file.sh
+source "$SWE_ROOT/scripts/lib/env_file.sh"
+swe_env_file_load "$SWE_ROOT"
 DRY_RUN="${DRY_RUN:-0}"
 
 swe_die() { echo "error: $*" >&2; exit 2; }
@@ -38,15 +51,25 @@ swe_mask() {  # replace the values of known secrets by ***
   printf '%s\n' "$text"
 }
 
+swe_mark() {  # the names of problem settings whose (path-like or placeholder) value a plan line shows
+  local line="$1" name value marks=""
+  for name in "${!SWE_BAD[@]}"; do
+    value="${!name:-}"
+    [[ ${#value} -ge 4 && ( "$value" == */* || "$value" == MISSING_* ) && "$line" == *"$value"* ]] && marks+=" $name"
+  done
+  [[ -n "$marks" ]] && printf '   # <- problem:%s' "$marks"
+  return 0
+}
+
 swe_run() {  # run a command, or print it in a dry run
-  if [[ "$DRY_RUN" == "1" ]]; then echo "+ $(swe_quote "$@")"; return 0; fi
+  if [[ "$DRY_RUN" == "1" ]]; then local q; q="$(swe_quote "$@")"; echo "+ $q$(swe_mark "$q")"; return 0; fi
   swe_log "+ $(swe_quote "$@")"
   "$@"
 }
 
 swe_run_bg() {  # swe_run_bg LOG CMD...: start in the background; stopped by the exit trap
   local log="$1"; shift
-  if [[ "$DRY_RUN" == "1" ]]; then echo "+ $(swe_quote "$@") > $log 2>&1 &"; return 0; fi
+  if [[ "$DRY_RUN" == "1" ]]; then local q; q="$(swe_quote "$@")"; echo "+ $q > $log 2>&1 &$(swe_mark "$q")"; return 0; fi
   swe_log "+ $(swe_quote "$@") > $log &"
   "$@" >"$log" 2>&1 &
   SWE_PIDS+=("$!")
@@ -83,16 +106,6 @@ swe_parse_args() {
   done
 }
 
-swe_load_env_file() {  # .env.swe at the repository root (or SWE_ENV_FILE), when present
-  local file="${SWE_ENV_FILE:-$SWE_ROOT/.env.swe}"
-  if [[ -f "$file" ]]; then
-    # shellcheck source=/dev/null
-    source "$file"
-  elif [[ -n "${SWE_ENV_FILE:-}" ]]; then
-    swe_die "SWE_ENV_FILE=$file does not exist"
-  fi
-}
-
 # Pool settings renamed to one SWE_POOL_* prefix: an old name is refused, naming the new one.
 SWE_RENAMED_VARS=(SWE_EXEC_SERVER_URLS:SWE_POOL_EXEC_URLS SWE_LEASE_TTL:SWE_POOL_LEASE_TTL
                   SWE_MAX_CONTAINERS_PER_NODE:SWE_POOL_MAX_PER_NODE SWE_HEALTH_INTERVAL:SWE_POOL_HEALTH_INTERVAL
@@ -102,73 +115,148 @@ swe_refuse_renamed() {  # a renamed variable still set is an error, never a sile
   for pair in "${SWE_RENAMED_VARS[@]}"; do
     old="${pair%%:*}" new="${pair#*:}"
     if [[ -n "${!old:-}" ]]; then
-      swe_die "$old was renamed: set $new instead"
+      swe_problem "head worker prm" "$old" "$old was renamed: set $new instead (and remove $old)"
     fi
   done
 }
 
-swe_require() {  # swe_require VAR "what it is"
-  [[ -n "${!1:-}" ]] || swe_die "set $1 ($2); see .env.swe.example and docs/training.md"
+swe_problem() {  # swe_problem "ROLES" NAME "what is wrong and how to fix it"
+  SWE_PROBLEMS+=("$1"$'\t'"$2"$'\t'"$3")
+  SWE_BAD[$2]=1
 }
-swe_require_dir() {
-  swe_require "$1" "$2"
-  [[ -d "${!1}" ]] || swe_die "$1=${!1} is not a directory ($2)"
+swe_shown() {  # NAME=value [from where], for a report line (secrets masked)
+  swe_mask "$1=${!1:-} [from $(swe_origin "$1")]"
 }
-swe_require_file() {
-  swe_require "$1" "$2"
-  [[ -f "${!1}" ]] || swe_die "$1=${!1} is not a file ($2)"
+# The checks record a problem (never exit) so that one run reports every item; the optional last
+# argument names the roles the item blocks (default: head).
+swe_require() {  # swe_require VAR "what it is" [ROLES]
+  [[ -n "${!1:-}" ]] && return 0
+  swe_problem "${3:-head}" "$1" "set $1 in .env.swe or the environment: the $2 (see .env.swe.example, docs/training.md)"
+  return 1
+}
+swe_require_dir() {  # swe_require_dir VAR "what it is" [ROLES]
+  swe_require "$@" || return 1
+  [[ -d "${!1}" ]] && return 0
+  swe_problem "${3:-head}" "$1" "$(swe_shown "$1") is not a directory: it must be the $2"
+  return 1
+}
+swe_require_file() {  # swe_require_file VAR "what it is" [ROLES]
+  swe_require "$@" || return 1
+  [[ -f "${!1}" ]] && return 0
+  swe_problem "${3:-head}" "$1" "$(swe_shown "$1") is not a file: it must be the $2"
+  return 1
 }
 swe_require_int() {  # swe_require_int VAR: a positive integer
-  [[ "${!1:-}" =~ ^[1-9][0-9]*$ ]] || swe_die "$1 must be a positive integer (got '${!1:-}')"
+  [[ "${!1:-}" =~ ^[1-9][0-9]*$ ]] && return 0
+  swe_problem "head" "$1" "$1 must be a positive integer (got '${!1:-}' from $(swe_origin "$1"))"
+  return 1
 }
 
-swe_check_slime_pin() {  # warn when SLIME_DIR is not at the pinned commit
+swe_check_slime_pin() {  # a warning when SLIME_DIR is not at the pinned commit
   local want have
   # shellcheck source=/dev/null
   source "$SWE_ROOT/third_party/pins.env"
   want="$SLIME_COMMIT"
   have="$(git -C "$SLIME_DIR" rev-parse HEAD 2>/dev/null || echo unknown)"
   if [[ "$have" != "$want" ]]; then
-    swe_log "warning: SLIME_DIR is at $have, scripts are written for slime $want (third_party/training_stack.md)"
+    SWE_WARNINGS+=("SLIME_DIR is at $have, the scripts are written for slime $want (git -C $SLIME_DIR checkout $want; third_party/training_stack.md)")
   fi
 }
 
-swe_validate() {
-  swe_require_dir SLIME_DIR "checkout of THUDM/slime at the pinned commit"
-  [[ -f "$SLIME_DIR/$TRAIN_SCRIPT" ]] || swe_die "SLIME_DIR=$SLIME_DIR has no $TRAIN_SCRIPT: is it a slime checkout?"
-  swe_require_dir MEGATRON_DIR "checkout of Megatron-LM at slime's pinned commit"
-  swe_require_file PROMPT_DATA "training prompts, slime JSONL from data/ (one instance per line)"
-  if [[ "$CKPT_MODE" == "resume" ]]; then
-    swe_require_dir REF_LOAD "Megatron torch_dist checkpoint of the start model (see docs/training.md: conversion)"
-  fi
-  swe_require_dir HF_CKPT "Hugging Face checkpoint directory (weights, config.json, tokenizer)"
-  if [[ "$CKPT_MODE" != "resume" && "$DRY_RUN" != "1" && ! -f "$HF_CKPT/config.json" ]]; then
-    swe_die "HF_CKPT=$HF_CKPT has no config.json"
-  fi
-  swe_require SWE_POOL_EXEC_URLS "comma-separated exec server URLs of the Docker fleet"
-  [[ -n "${SWE_EXEC_TOKEN:-}${SWE_EXEC_TOKEN_FILE:-}" ]] \
-    || swe_die "set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (the fleet's bearer token)"
-  swe_require_file PLUGIN_CONFIG "plugin settings YAML given to slime with --custom-config-path"
-  local v
-  for v in ACTOR_NODES ACTOR_GPUS_PER_NODE ROLLOUT_GPUS ROLLOUT_GPUS_PER_ENGINE N_SAMPLES_PER_PROMPT \
-           ROLLOUT_BATCH_SIZE MAX_CONTEXT_LEN MAX_RESPONSE_LEN TP PP CP EP NUM_NODES GPUS_PER_NODE; do
-    swe_require_int "$v"
+swe_check_exec_urls() {  # SWE_POOL_EXEC_URLS: comma-separated http(s)://host:port
+  local url urls n=0
+  IFS=, read -r -a urls <<<"$SWE_POOL_EXEC_URLS"
+  for url in "${urls[@]}"; do
+    url="${url// /}"
+    [[ -z "$url" ]] && continue
+    n=$((n + 1))
+    [[ "$url" =~ ^https?://[^/:]+:[0-9]+/?$ ]] || swe_problem head SWE_POOL_EXEC_URLS \
+      "$(swe_shown SWE_POOL_EXEC_URLS): '$url' is not an exec server URL (http://HOST:5000, comma-separated)"
   done
-  (( MAX_RESPONSE_LEN < MAX_CONTEXT_LEN )) || swe_die "MAX_RESPONSE_LEN must be below MAX_CONTEXT_LEN"
-  (( ROLLOUT_GPUS % ROLLOUT_GPUS_PER_ENGINE == 0 )) \
-    || swe_die "ROLLOUT_GPUS=$ROLLOUT_GPUS is not a multiple of ROLLOUT_GPUS_PER_ENGINE=$ROLLOUT_GPUS_PER_ENGINE"
-  local actor_gpus=$((ACTOR_NODES * ACTOR_GPUS_PER_NODE)) need
-  (( actor_gpus % (TP * PP * CP) == 0 )) \
-    || swe_die "actor GPUs ($actor_gpus) are not a multiple of TP*PP*CP ($TP*$PP*$CP)"
-  need=$((actor_gpus + ROLLOUT_GPUS))
-  [[ "$COLOCATE" == "1" ]] && need=$actor_gpus
-  (( need <= TRAIN_NODES * GPUS_PER_NODE )) \
-    || swe_die "actor ($actor_gpus) + rollout ($ROLLOUT_GPUS) GPUs exceed the ray cluster ($TRAIN_NODES nodes x $GPUS_PER_NODE)"
+  (( n > 0 )) || swe_problem head SWE_POOL_EXEC_URLS "$(swe_shown SWE_POOL_EXEC_URLS) names no exec server"
+}
+
+# Every input of every role, checked at once (problems recorded, nothing exits).
+swe_validate() {
+  local train="head worker"
+  if swe_require_dir SLIME_DIR "checkout of THUDM/slime at the pinned commit (third_party/slime.md: git clone, then git checkout the pin)" "$train"; then
+    if [[ -f "$SLIME_DIR/$TRAIN_SCRIPT" ]]; then
+      [[ "$DRY_RUN" == "1" || "$ROLE" == "head" ]] && swe_check_slime_pin
+    else
+      swe_problem "$train" SLIME_DIR "$(swe_shown SLIME_DIR) has no $TRAIN_SCRIPT: is it a slime checkout? (clone THUDM/slime at the commit in third_party/slime.md)"
+    fi
+  fi
+  swe_require_dir MEGATRON_DIR "checkout of Megatron-LM at slime's pinned commit (third_party/training_stack.md)" "$train" || true
+  swe_require_file PROMPT_DATA "training prompts, slime JSONL made by swe-preprocess (docs/datasets.md)" || true
+  if [[ "$CKPT_MODE" == "resume" ]]; then
+    swe_require_dir REF_LOAD "Megatron torch_dist checkpoint of the start model (docs/training.md: conversion)" || true
+  fi
+  if swe_require_dir HF_CKPT "Hugging Face checkpoint directory (weights, config.json, tokenizer)" "$train"; then
+    [[ -f "$HF_CKPT/config.json" ]] || swe_problem "$train" HF_CKPT \
+      "$(swe_shown HF_CKPT) has no config.json: it must be a Hugging Face model directory (config.json, weights, tokenizer)"
+  fi
+  if swe_require SWE_POOL_EXEC_URLS "comma-separated exec server URLs of the Docker fleet"; then swe_check_exec_urls; fi
+  if [[ -n "${SWE_EXEC_TOKEN:-}" ]]; then
+    :
+  elif [[ -z "${SWE_EXEC_TOKEN_FILE:-}" ]]; then
+    swe_problem head SWE_EXEC_TOKEN_FILE "set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (the fleet's bearer token, the one the exec servers were started with) in .env.swe or the environment"
+  elif [[ ! -r "$SWE_EXEC_TOKEN_FILE" || ! -s "$SWE_EXEC_TOKEN_FILE" ]]; then
+    swe_problem head SWE_EXEC_TOKEN_FILE "$(swe_shown SWE_EXEC_TOKEN_FILE) is not a readable, non-empty file: write the exec servers' token into it (chmod 600) or set SWE_EXEC_TOKEN"
+  fi
+  swe_require_file PLUGIN_CONFIG "plugin settings YAML given to slime with --custom-config-path" || true
+  local v ints=1
+  for v in ACTOR_NODES ACTOR_GPUS_PER_NODE ROLLOUT_GPUS ROLLOUT_GPUS_PER_ENGINE N_SAMPLES_PER_PROMPT \
+           ROLLOUT_BATCH_SIZE MAX_CONTEXT_LEN MAX_RESPONSE_LEN TP PP CP EP NUM_NODES GPUS_PER_NODE TRAIN_NODES; do
+    swe_require_int "$v" || ints=0
+  done
+  if (( ints )); then
+    (( MAX_RESPONSE_LEN < MAX_CONTEXT_LEN )) \
+      || swe_problem head MAX_RESPONSE_LEN "MAX_RESPONSE_LEN=$MAX_RESPONSE_LEN must be below MAX_CONTEXT_LEN=$MAX_CONTEXT_LEN"
+    (( ROLLOUT_GPUS % ROLLOUT_GPUS_PER_ENGINE == 0 )) \
+      || swe_problem head ROLLOUT_GPUS "ROLLOUT_GPUS=$ROLLOUT_GPUS is not a multiple of ROLLOUT_GPUS_PER_ENGINE=$ROLLOUT_GPUS_PER_ENGINE"
+    local actor_gpus=$((ACTOR_NODES * ACTOR_GPUS_PER_NODE)) need
+    (( actor_gpus % (TP * PP * CP) == 0 )) \
+      || swe_problem head TP "actor GPUs ($actor_gpus) are not a multiple of TP*PP*CP ($TP*$PP*$CP)"
+    need=$((actor_gpus + ROLLOUT_GPUS))
+    [[ "$COLOCATE" == "1" ]] && need=$actor_gpus
+    (( need <= TRAIN_NODES * GPUS_PER_NODE )) \
+      || swe_problem head ROLLOUT_GPUS "actor ($actor_gpus) + rollout ($ROLLOUT_GPUS) GPUs exceed the ray cluster ($TRAIN_NODES nodes x $GPUS_PER_NODE): lower ACTOR_NODES or ROLLOUT_GPUS"
+  fi
   if [[ "$WITH_PRM" == "1" ]]; then
-    swe_require PRM_MODEL_PATH "Hugging Face checkpoint of the PRM judge model"
-    swe_require SWE_PRM_URL "OpenAI-compatible base URL of the PRM judge, e.g. http://<prm-node>:${PRM_PORT}/v1"
+    swe_require PRM_MODEL_PATH "Hugging Face checkpoint of the PRM judge model" prm || true
+    swe_require SWE_PRM_URL "OpenAI-compatible base URL of the PRM judge, e.g. http://<prm-node>:${PRM_PORT}/v1" || true
   fi
   if declare -F swe_validate_extra >/dev/null; then swe_validate_extra; fi  # a configuration script's own checks
+  return 0
+}
+
+# The problems that block ROLE (all of them in a dry run).
+swe_blocking() {
+  local p
+  for p in "${SWE_PROBLEMS[@]}"; do
+    if [[ "$DRY_RUN" == "1" || " ${p%%$'\t'*} " == *" $ROLE "* ]]; then printf '%s\n' "$p"; fi
+  done
+}
+
+swe_report() {  # the one report of every problem, on stderr; returns 1 when something blocks
+  local p lines=() w rest
+  mapfile -t lines < <(swe_blocking)
+  for w in "${SWE_WARNINGS[@]}"; do echo "warning: $w" >&2; done
+  (( ${#lines[@]} )) || return 0
+  echo "error: ${#lines[@]} problem(s) with the settings (the environment wins over .env.swe, which wins over the defaults):" >&2
+  for p in "${lines[@]}"; do
+    rest="${p#*$'\t'}"
+    echo "  - ${rest#*$'\t'}" >&2
+  done
+  return 1
+}
+
+swe_placeholders() {  # a missing path in the plan reads MISSING_<NAME>, marked on every line showing it
+  local name
+  for name in "${!SWE_BAD[@]}"; do
+    [[ -z "${!name:-}" ]] && printf -v "$name" '%s' "MISSING_$name"
+  done
+  return 0
 }
 
 # ---------------------------------------------------------------- configuration
@@ -359,14 +447,18 @@ print(json.dumps({"env_vars": env}))
 PY
 }
 
-swe_print_env() {
-  local name
+swe_print_env() {  # this role's settings, each with where its value came from
+  local name line
   echo "# role: $ROLE (node rank ${NODE_RANK:-0} of $NUM_NODES, head $MASTER_ADDR)"
   for name in RUN_NAME MODEL_NAME HF_CKPT REF_LOAD PROMPT_DATA SLIME_DIR MEGATRON_DIR PLUGIN_CONFIG \
               SWE_POOL_EXEC_URLS SWE_EXEC_TOKEN SWE_EXEC_TOKEN_FILE SWE_POOL_URL SWE_POOL_TOKEN \
               SWE_MAX_CONCURRENT SWE_POOL_MAX_PER_NODE SWE_SAVE_TRAJ_DIR CKPT_DIR LOG_DIR \
               SWE_PRM_URL PRM_MODEL_PATH; do
-    [[ -n "${!name:-}" ]] && swe_mask "# env: $name=${!name}"
+    [[ -n "${!name:-}" ]] || continue
+    if [[ "${!name}" == "MISSING_$name" ]]; then line="# env: $name is not set"
+    else line="$(swe_mask "# env: $name=${!name}   [$(swe_origin "$name")]")"; fi
+    [[ -n "${SWE_BAD[$name]:-}" ]] && line+="   # <- problem: $name"
+    echo "$line"
   done
   return 0
 }
@@ -457,7 +549,6 @@ swe_head() {
     if command -v nvidia-smi >/dev/null && [[ "$(nvidia-smi topo -m 2>/dev/null | grep -c 'NV[0-9]')" -gt 0 ]]; then
       export HAS_NVLINK=1
     fi
-    swe_check_slime_pin
   else
     echo "+ mkdir -p $CKPT_DIR $SWE_SAVE_TRAJ_DIR $LOG_DIR"
   fi
@@ -470,33 +561,65 @@ swe_head() {
   swe_submit
 }
 
+# One role's plan (dry run) or launch.
+swe_role() {
+  case "$ROLE" in
+    head)
+      swe_train_args
+      swe_print_env
+      swe_head ;;
+    worker)
+      swe_print_env
+      swe_ray_worker ;;
+    prm)
+      [[ "$DRY_RUN" == "1" ]] || mkdir -p "$LOG_DIR"
+      swe_print_env
+      swe_prm_server ;;
+  esac
+}
+
+# The dry run's plan: every role of the cluster, this node's marked.
+swe_plan() {
+  local this="$ROLE" role ranks
+  echo "# plan of $RUN_NAME: $NUM_NODES node(s); the same command on every node, NODE_RANK=0..$((NUM_NODES - 1)) and MASTER_ADDR=$MASTER_ADDR [$(swe_origin MASTER_ADDR)]"
+  [[ -n "$SWE_ENV_FILE_USED" ]] && echo "# settings file: $SWE_ENV_FILE_USED (the environment wins over it)"
+  for role in head worker prm; do
+    case "$role" in
+      head) ranks=0 ;;
+      worker) (( TRAIN_NODES > 1 )) || continue; ranks="1..$((TRAIN_NODES - 1))" ;;
+      prm) [[ "$WITH_PRM" == "1" ]] || continue; ranks="$((NUM_NODES - 1))" ;;
+    esac
+    echo
+    echo "## role $role: NODE_RANK=$ranks$([[ "$role" == "$this" ]] && echo "   <- this node")"
+    ROLE="$role"
+    ( NODE_RANK="${ranks%%.*}"; swe_role ) || echo "# (the plan of role $role stops here: see the problems above)"
+  done
+  ROLE="$this"
+}
+
 # Entry point of every configuration script.
 swe_main() {
   swe_parse_args "$@"
-  swe_load_env_file
   swe_refuse_renamed
   swe_defaults
   ROLE="$(swe_node_role)"
   export SWE_SAVE_TRAJ_DIR="$TRAJ_DIR"
   export SWE_MAX_CONCURRENT="${SWE_MAX_CONCURRENT:-128}"
   export PYTHONPATH="$SWE_ROOT:${SLIME_DIR:-}:${MEGATRON_DIR:-}${PYTHONPATH:+:$PYTHONPATH}"
+  swe_validate
+  if [[ "$DRY_RUN" == "1" ]]; then
+    local rc=0
+    swe_report || rc=2
+    swe_placeholders
+    swe_plan
+    if (( rc )); then
+      echo "error: the plan above has ${#SWE_PROBLEMS[@]} problem(s), listed before it; nothing was run" >&2
+    fi
+    exit "$rc"
+  fi
+  swe_report || exit 2
   trap swe_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  case "$ROLE" in
-    head)
-      swe_validate
-      swe_train_args
-      swe_print_env
-      swe_head ;;
-    worker)
-      swe_require MASTER_ADDR "the head node's address"
-      swe_print_env
-      swe_ray_worker ;;
-    prm)
-      swe_require PRM_MODEL_PATH "Hugging Face checkpoint of the PRM judge model"
-      [[ "$DRY_RUN" == "1" ]] || mkdir -p "$LOG_DIR"
-      swe_print_env
-      swe_prm_server ;;
-  esac
+  swe_role
 }

@@ -24,6 +24,10 @@ file is converted in streaming, in bounded memory, by the set's loader (`swe_rl.
 SWE-rebench V2, SWE-smith, Multi-SWE-bench, SWE-bench-Live, SWE-bench Multilingual), with
 progress on stderr, rejected rows in ``<split>.rejects.jsonl`` and the image list in
 ``<split>.images.txt`` (see `swe_rl.data.stream_convert` and docs/datasets.md).
+
+Rows of swebench's 4.x schema (public SWE-bench Verified / Lite, SWE-Gym: no ``eval_script``) are
+converted in the same run with swebench 4.1.0 from its own folder (`swe_rl.tasks.swebench4`, installed
+there on demand); when that cannot run, the error names the install command and nothing is written.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from swe_rl.data.slime_rows import slime_row
 from swe_rl.data.stream_convert import convert_file
 from swe_rl.tasks import LoadResult, load_instances
 from swe_rl.tasks.datasets import FORMATS
+from swe_rl.tasks.swebench4 import ConversionUnavailable, convert_instances
 
 MAX_ERRORS_SHOWN = 10
 
@@ -252,6 +257,18 @@ def main(argv: list[str] | None = None, *, out: TextIO | None = None, err: TextI
             status = 1
             continue
         report_errors(label, result, err)
+        try:  # 4.x-schema rows (no eval_script): converted with swebench 4.1.0 (swe_rl.tasks.swebench4)
+            instances, unconverted = convert_instances(result.instances, err)
+        except ConversionUnavailable as exc:
+            print(f"error: {label}: {exc}", file=err)
+            return 2  # nothing written: a split without its scripts would only fail later, as env_error
+        if unconverted:
+            print(
+                f"warning: {label}: {len(unconverted)} row(s) could not be converted (above) and are kept "
+                "without eval_script: grading them ends in env_error unless their rows gain one",
+                file=err,
+            )
+        result = result.model_copy(update={"instances": instances})
         found.update(i.instance_id for i in result.instances)
         if not result.instances:
             print(f"error: {label}: no instance converted from {source!r}", file=err)

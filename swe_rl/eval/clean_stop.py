@@ -5,7 +5,7 @@
     await stop.run_all(one(i) for i in todo)         # each coroutine: one instance, writes its own row
     ...write summary.json / report.html for what finished...
     if stop.signal_name:
-        print(stop.resume_line(finished, total, command_line("eval/eval_swe.py", argv)), file=sys.stderr)
+        print(stop.resume_line(finished, total, command_line("swe_rl.eval.eval_swe", argv)), file=sys.stderr)
         return EXIT_INTERRUPTED                      # 130, like a shell's Ctrl-C
 
 The first SIGINT or SIGTERM stops scheduling and cancels the running instances: their
@@ -126,9 +126,12 @@ def resume_line(signal_name: str, finished: int, total: int, command: str, what:
     )
 
 
-def command_line(script: str, argv: list[str] | None = None) -> str:
-    """``python <script> <args>`` as typed (``argv`` None: this process's own arguments)."""
-    return shlex.join(["python", script, *(sys.argv[1:] if argv is None else argv)])
+def command_line(module: str, argv: list[str] | None = None) -> str:
+    """``<this interpreter> -m <module> <args>`` (``argv`` None: this process's own arguments).
+
+    The interpreter that ran (``sys.executable``), not a bare ``python`` that may be another one
+    (a system Python without this package, a different venv), so the resume hint runs as it is."""
+    return shlex.join([sys.executable, "-m", module, *(sys.argv[1:] if argv is None else argv)])
 
 
 def sigterm_as_interrupt() -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """Every option with its help text (tests/eval/test_eval_args.py walks them)."""
     p = argparse.ArgumentParser(description="Evaluate a policy on SWE task instances (no training loop)")
     p.add_argument(
         "--data",
@@ -20,7 +21,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "R2E-Gym, fixture or slime rows) or a dataset name when `datasets` and a hub are reachable",
     )
     p.add_argument("--split", default="test", help="split, for a dataset name")
-    p.add_argument("--output-dir", required=True, type=Path)
+    p.add_argument(
+        "--output-dir",
+        required=True,
+        type=Path,
+        help="run folder: results.jsonl, summary.json, report.html and per-instance artifacts "
+        "(an existing run there resumes)",
+    )
     p.add_argument(
         "--policy",
         choices=["chat", "gold", "noop"],
@@ -30,13 +37,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--model", default="gold", help="litellm model name, e.g. openai/Qwen/Qwen3-32B")
     p.add_argument("--api-base", default=os.environ.get("SWE_API_BASE"), help="OpenAI-compatible base URL")
-    p.add_argument("--api-key", default=os.environ.get("SWE_API_KEY", "EMPTY"))
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument(
+        "--api-key", default=os.environ.get("SWE_API_KEY", "EMPTY"), help="API key (default: SWE_API_KEY)"
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0)")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling (default: the endpoint's)")
+    p.add_argument("--top-k", type=int, default=None, help="top-k sampling (default: the endpoint's)")
     p.add_argument("--max-tokens", type=int, default=8192, help="max new tokens per policy turn")
     p.add_argument("--max-concurrent", type=int, default=4, help="instances run at once")
-    p.add_argument("--max-instances", type=int, default=None)
+    p.add_argument(
+        "--limit",
+        "--max-instances",
+        dest="max_instances",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run the first N instances only (of those --instance-ids selects)",
+    )
     p.add_argument(
         "--prefetch-ahead", type=int, default=8, help="images of the next N instances pulled ahead"
     )
@@ -56,8 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(an endpoint ignoring `tools`); 0 turns the check off",
     )
     p.add_argument("--harness-config", default=None, help="YAML of the harness's prompts and limits")
-    p.add_argument("--step-limit", type=int, default=50)
-    p.add_argument("--command-timeout", type=float, default=180.0)
+    p.add_argument("--step-limit", type=int, default=50, help="policy turns per episode")
+    p.add_argument(
+        "--command-timeout", type=float, default=180.0, help="seconds per command in the container"
+    )
     p.add_argument("--deadline", type=float, default=3600.0, help="seconds per episode")
     p.add_argument("--eval-timeout", type=float, default=1800.0, help="seconds for the test run when grading")
     p.add_argument(
@@ -100,8 +119,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)",
     )
     p.add_argument("--exec-servers", type=int, default=1, help="exec servers of the local fleet")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "WARNING"))
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress output (else a bar on a terminal, one plain line per instance otherwise)",
+    )
+    p.add_argument(
+        "--log-level",
+        default=os.environ.get("SWE_LOG_LEVEL", "WARNING"),
+        help="DEBUG, INFO, WARNING (default, or SWE_LOG_LEVEL), ERROR",
+    )
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.policy is None:
         args.policy = args.model if args.model in ("gold", "noop") else "chat"

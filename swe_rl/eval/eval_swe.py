@@ -49,6 +49,7 @@ from swe_rl.eval.run_history import RunHistory
 from swe_rl.eval.tool_call_watch import ToolCallWatch
 from swe_rl.metrics.integrity import rollout_integrity
 from swe_rl.metrics.rollout import episode_stats
+from swe_rl.tasks.swebench4 import ConversionUnavailable, convert_instances
 
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
@@ -157,6 +158,14 @@ async def run(
     for err in loaded.errors:
         print(f"warning: skipped bad row: {err}", file=sys.stderr)
     instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
+    # 4.x-schema rows (no eval_script) converted with swebench 4.1.0 first (ConversionUnavailable: main)
+    instances, unconverted = convert_instances(instances, sys.stderr)
+    if unconverted:
+        print(
+            f"warning: {len(unconverted)} row(s) could not be converted (above); they run without an "
+            "eval script and end in env_error",
+            file=sys.stderr,
+        )
     ledger = None
     if args.certified_only:
         from swe_rl.eval.grading_hooks import keep_certified
@@ -167,7 +176,7 @@ async def run(
     results_path = run_dir / "results.jsonl"
     stop = (stop or CleanStop()).install()
     history = RunHistory(run_dir, fresh=args.no_resume)
-    history.begin(command_line("eval/eval_swe.py", getattr(args, "argv", None)))
+    history.begin(command_line("swe_rl.eval.eval_swe", getattr(args, "argv", None)))
     done = set() if args.no_resume else finished_ids(results_path)
     _end_torn_line(results_path)
     todo = [i for i in instances if i.instance_id not in done]
@@ -311,31 +320,16 @@ def main(argv: list[str] | None = None) -> int:
                 summary = asyncio.run(run(args, fleet.client_env()))
         else:
             summary = asyncio.run(run(args))
+    except ConversionUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:  # before the run's own handler was in place (start-up) or a repeated Ctrl-C
         print(
-            f"\ninterrupted; run the same command again to resume: {command_line('eval/eval_swe.py', args.argv)}",
+            f"\ninterrupted; run the same command again to resume: {command_line('swe_rl.eval.eval_swe', args.argv)}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    print(
-        json.dumps(
-            {
-                k: summary[k]
-                for k in (
-                    "total",
-                    "resolved",
-                    "resolve_rate",
-                    "no_patch_rate",
-                    "patch_apply_failed_rate",
-                    "error_rate",
-                    "status_counts",
-                    "env_error_kinds",
-                    "integrity",
-                )
-            },
-            indent=1,
-        )
-    )
+    print(json.dumps(final_printout(summary), indent=1))
     print(f"report: {args.output_dir / 'report.html'}")
     if summary.get("interrupted"):
         print(
@@ -343,31 +337,50 @@ def main(argv: list[str] | None = None) -> int:
                 summary["interrupted"],
                 summary["finished"],
                 summary["total"],
-                command_line("eval/eval_swe.py", args.argv),
+                command_line("swe_rl.eval.eval_swe", args.argv),
             ),
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
     errors = summary["status_counts"].get("env_error", 0)
     if errors:
-        print(env_error_note(errors, summary["total"], args.output_dir / "results.jsonl"), file=sys.stderr)
+        note = env_error_note(
+            errors, summary["total"], args.output_dir / "results.jsonl", local_fleet=args.local_fleet
+        )
+        print(note, file=sys.stderr)
         return EXIT_ENV_ERROR
     return 0
 
 
-def env_error_note(errors: int, total: int, results_path: Path, shown: int = 3) -> str:
-    """What a run with env_error rows tells its user: how many, the first reasons, how to go on."""
+def final_printout(summary: dict[str, Any]) -> dict[str, Any]:
+    """The figures printed at the end: summary.json's headline, format-error totals included."""
+    keys = ("total", "resolved", "resolve_rate", "no_patch_rate", "patch_apply_failed_rate", "error_rate")
+    out = {k: summary[k] for k in (*keys, "status_counts", "integrity")}
+    if "env_error_kinds" in summary:
+        out["env_error_kinds"] = summary["env_error_kinds"]
+    formats = summary.get("format_errors") or {}
+    out["format_errors"] = {k: v for k, v in formats.items() if k != "by_harness"}
+    return out
+
+
+def env_error_note(
+    errors: int, total: int, results_path: Path, shown: int = 3, local_fleet: bool = False
+) -> str:
+    """What a run with env_error rows tells its user: how many, the first reasons, how to go on
+    (with the command that builds or pulls the images when they were missing)."""
+    from swe_rl.eval.image_hint import image_hint
     from swe_rl.eval.report import last_rows
 
     rows = [r for r in last_rows(results_path).values() if r.get("status") == "env_error"]
-    reasons = [
-        f"  {r['instance_id']}: {r.get('grade_message') or r.get('error') or '?'}" for r in rows[:shown]
-    ]
+    messages = [r.get("grade_message") or r.get("error") or "?" for r in rows]
+    reasons = [f"  {r['instance_id']}: {m}" for r, m in zip(rows[:shown], messages, strict=False)]
+    hint = image_hint(messages, local_fleet)
     return "\n".join(
         [
             f"error: {errors} of {total} instances ended in env_error (an infrastructure failure, not a "
             f"score of the policy); first reasons:",
             *reasons,
+            *([hint] if hint else []),
             "fix the cause and run the same command again: the env_error instances run again (resume)",
         ]
     )

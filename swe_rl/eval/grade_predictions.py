@@ -293,7 +293,7 @@ async def grade_all(
     previous = {} if args.no_resume else last_rows(results_path)
     stop = (stop or CleanStop()).install()
     history = RunHistory(run_dir, fresh=args.no_resume)
-    history.begin(command_line("eval/grade_predictions.py", getattr(args, "argv", None)))
+    history.begin(command_line("swe_rl.eval.grade_predictions", getattr(args, "argv", None)))
     graded_now = 0
     if results_path.exists() and results_path.stat().st_size:  # end a torn line of an interrupted run
         with results_path.open("rb+") as fh:
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # before the run's own handler was in place, or a repeated Ctrl-C
         print(
             f"\ninterrupted; run the same command again to resume: "
-            f"{command_line('eval/grade_predictions.py', args.argv)}",
+            f"{command_line('swe_rl.eval.grade_predictions', args.argv)}",
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                 summary["interrupted"],
                 summary["finished"],
                 summary["total"],
-                command_line("eval/grade_predictions.py", args.argv),
+                command_line("swe_rl.eval.grade_predictions", args.argv),
                 what="predictions",
             ),
             file=sys.stderr,

@@ -1,10 +1,13 @@
 """The progress line of an eval or certification run: a counter and the statuses seen so far.
 
-tqdm draws it when installed (``use_tqdm``), else one line per finished instance on stdout.
+tqdm draws it when installed and the output is a terminal; written to a file or a pipe (a log), the
+bar's carriage-return frames would pile up on one long line, so there it is one plain line per
+finished instance instead (``use_tqdm`` forces either).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import IO, Any
 
 __all__ = ["StatusBar"]
@@ -14,10 +17,13 @@ class StatusBar:
     """Counts statuses as instances finish; every frame drawn shows counts that add up to the counter."""
 
     def __init__(
-        self, total: int, disabled: bool, file: IO[str] | None = None, use_tqdm: bool = True
+        self, total: int, disabled: bool, file: IO[str] | None = None, use_tqdm: bool | None = None
     ) -> None:
         self.counts: dict[str, int] = {}
         self.bar: Any = None
+        self.file = file
+        if use_tqdm is None:  # a bar only where a terminal redraws it (tqdm writes to stderr by default)
+            use_tqdm = _is_terminal(file if file is not None else sys.stderr)
         if not disabled and use_tqdm:
             try:
                 from tqdm import tqdm
@@ -38,8 +44,15 @@ class StatusBar:
             self.bar.update(1)
             self.bar.refresh()
         elif not self.disabled:
-            print(f"[{self.done}/{self.total}] {text}", flush=True)
+            print(f"[{self.done}/{self.total}] {text}", file=self.file, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or odd stream
+        return False

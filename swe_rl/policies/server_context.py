@@ -13,8 +13,8 @@ process the plugin asks the server (through the router, which forwards these rou
 
 The smallest context found (capped by ``max_total_num_tokens``) is the server's window.
 SGLang refuses a request whose input plus ``max_new_tokens`` reaches it, so the usable budget
-is one less. A budget above that is clamped, with one warning per server; no budget at all
-takes the server's. An overflow answer that still comes (a server that tells nothing) is
+is one less. A budget above the window is clamped, with one warning per server; a budget equal
+to it is used less one (an info line: it is not "larger"); no budget at all takes the server's. An overflow answer that still comes (a server that tells nothing) is
 recognised by `context_overflow` and teaches the window for the next rollouts.
 """
 
@@ -126,7 +126,15 @@ class ContextBudget:
         key = (url, configured, window)
         if key not in self._warned:
             self._warned.add(key)
-            if configured is None:
+            if configured == window:  # the same number: only SGLang's one token of room differs
+                log.info(
+                    "context budget %d equals the policy server's context length (%s); SGLang needs "
+                    "input + max_new_tokens below it, so turns use %d",
+                    configured,
+                    url,
+                    usable,
+                )
+            elif configured is None:
                 log.info(
                     "context budget: the policy server's context length %d (no swe_max_context_len / "
                     "--rollout-max-context-len set)",

@@ -150,6 +150,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
                 timeout=config.rollout_timeout,
             )
         agent = played_agent  # the outer name feeds the summary
+        runtime.check_prompt_fits(agent, policy, instance.instance_id, state.context.known.get(url))
         info["episode"] = episode_stats(agent, time.monotonic() - played - agent.seconds if grade else None)
         if agent.stop_reason == "aborted":
             if not runtime.slime_aborting(args):  # not slime's abort (router restart, engine crash)

@@ -10,8 +10,11 @@
   not slime's doing: the plugin then removes the rollout instead of handing back an ABORTED sample.
 - `check_options(args, config, evaluation)`: refuses, at the first call, slime options that cannot work
   with list returns (``swe_samples: segment`` or ``turn``): ``--group-rm``, ``--partial-rollout``,
-  upstream's step-level dynamic sampling filters, and a group-normalising estimator without the
-  trajectory reward post-process (unless ``swe_allow_step_advantages``).
+  upstream's step-level dynamic sampling filters, a group-normalising estimator without the
+  trajectory reward post-process or with another one (unless ``swe_allow_step_advantages``), and a
+  sequence-level ratio (GSPO, ``--use-opsm``) when a trajectory is several samples.
+- `check_prompt_fits(agent, policy, ...)`: a first prompt that the context budget cannot hold is a
+  configuration error (every rollout would be removed): it stops the run, naming what to change.
 - `sample_mode(config, evaluation)`: the samples a rollout gives (``last`` in evaluation, ``turn`` for
   PRM runs, else ``swe_samples``).
 - `routing_headers(args, sample)`: slime's routing key header when the router hashes consistently,
@@ -35,6 +38,7 @@ from swe_rl.grading.config import GraderConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
+from swe_rl.tokens.template_check import compare_templates
 
 if TYPE_CHECKING:
     from swe_rl.slime.config import PluginConfig
@@ -45,7 +49,9 @@ __all__ = [
     "ROUTING_KEY_HEADER",
     "TRAJECTORY_FILTER_PATH",
     "ProcessState",
+    "PromptDoesNotFit",
     "check_options",
+    "check_prompt_fits",
     "routing_headers",
     "sample_mode",
     "shutdown",
@@ -118,14 +124,22 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
             "which judges trajectories."
         )
     estimator = getattr(args, "advantage_estimator", None)
+    if several:
+        _check_sequence_ratio(args, config, estimator)
+    post_process = getattr(args, "custom_reward_post_process_path", None)
     if (
         several
         and estimator in ("grpo", "gspo", "cispo", "reinforce_plus_plus_baseline")
         and getattr(args, "rewards_normalization", True)
-        and getattr(args, "custom_reward_post_process_path", None) is None
+        and post_process != POST_PROCESS_PATH
     ):
+        given = (
+            f"--custom-reward-post-process-path {post_process}, which is not the project's"
+            if post_process
+            else "no --custom-reward-post-process-path"
+        )
         message = (
-            f"--advantage-estimator {estimator} with {why} but no --custom-reward-post-process-path: "
+            f"--advantage-estimator {estimator} with {why} but {given}: "
             "upstream would normalise the samples batch-wide, a trajectory weighing by its number of "
             f"samples; pass --custom-reward-post-process-path {POST_PROCESS_PATH} (docs/advantages.md), "
             "or set swe_allow_step_advantages: true to train that way on purpose"
@@ -133,6 +147,66 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
         if not config.allow_step_advantages:
             raise ValueError(message)
         _warn_once("post_process", message)
+
+
+def _check_sequence_ratio(args: Any, config: PluginConfig, estimator: str | None) -> None:
+    """GSPO (``--advantage-estimator gspo``) and ``--use-opsm`` take one importance ratio (a KL) per
+    slime sample. The objective means one per trajectory, which a sample holds only when the trajectory
+    is one sample: with segment samples and context management, or turn samples, the ratio would be a
+    segment's or a turn's, neither the trajectory's (docs/advantages.md). Token-level ratios (grpo,
+    cispo, ...) are unaffected."""
+    flags = [
+        f
+        for f, on in (
+            ("--advantage-estimator gspo", estimator == "gspo"),
+            ("--use-opsm", bool(getattr(args, "use_opsm", False))),
+        )
+        if on
+    ]
+    mode = "turn" if config.samples == "segment" and config.prm.enable else config.samples
+    split = mode == "turn" or (mode == "segment" and config.context_management)
+    if flags and split:
+        per = "policy turn" if mode == "turn" else "context segment"
+        raise ValueError(
+            f"{' and '.join(flags)}: a sequence-level ratio, which slime computes per sample, but "
+            f"swe_samples: {mode} gives one sample per {per}, so the ratio would not be the trajectory's. "
+            "Make every trajectory one sample: swe_context_management: false (with swe_samples: segment; an "
+            "episode that outgrows the context window then ends truncated) or swe_samples: last; or use a "
+            "token-level objective (--advantage-estimator grpo without --use-opsm). See docs/advantages.md."
+        )
+
+
+class PromptDoesNotFit(ValueError):
+    """The context budget cannot hold an instance's first prompt: a configuration error, not a rollout's."""
+
+
+def check_prompt_fits(agent: Any, policy: Any, instance_id: str, server_window: int | None) -> None:
+    """Raise `PromptDoesNotFit` when the episode ended before its first turn because the prompt plus
+    ``max_new_tokens`` did not fit the budget (the token policy's own check, not a server's answer).
+
+    Removing such rollouts one by one (reward 0, one warning each) would let a run go on training on
+    nothing; the budget is a setting, so the run stops at the first one with what to change."""
+    trajectory = getattr(policy, "trajectory", None)
+    if getattr(agent, "stop_reason", None) != "context_exhausted" or (
+        trajectory is not None and trajectory.turns
+    ):
+        return
+    if getattr(
+        policy, "server_context_len", None
+    ):  # the server refused: the window is learned, next rollouts clamp
+        return
+    budget = policy.config.max_context_len
+    new = policy.max_new_tokens or 0
+    prompt = len(trajectory.context) if trajectory is not None else None
+    window = f"{server_window} tokens" if server_window else "not stated"
+    raise PromptDoesNotFit(
+        f"the first prompt of {instance_id} ({prompt} ids) does not fit the context budget: {budget} "
+        f"(swe_max_context_len, else --rollout-max-context-len, clamped to the policy server's window minus 1) "
+        f"- {new} max new tokens per turn (--rollout-max-response-len) leaves {budget - new if budget else '?'}, "
+        "so every rollout would end before its first turn. Raise --rollout-max-context-len / "
+        f"swe_max_context_len (the policy server's window: {window}; start SGLang with a longer "
+        "--context-length when that is the limit) or lower --rollout-max-response-len."
+    )
 
 
 def sample_mode(config: PluginConfig, *, evaluation: bool) -> str:
@@ -180,6 +254,7 @@ class ProcessState:
         )
         self.semaphore = asyncio.Semaphore(max(1, config.max_concurrent))
         self.codecs: dict[tuple[Any, ...], ChatCodec] = {}
+        self.templates_checked: set[tuple[Any, ...]] = set()  # our chat template vs the tokenizer's own
         self.judges: dict[
             str, JudgeClient
         ] = {}  # PRM clients; each one's semaphore bounds the process's requests
@@ -242,9 +317,18 @@ class ProcessState:
                 kwargs["tools"] = tools
             if len(self.codecs) > _CODEC_CACHE:  # rows of many different tool sets: keep the cache bounded
                 self.codecs.clear()
-            self.codecs[key] = ChatCodec(
-                load_tokenizer(config.tokenizer_path), ChatRenderer.from_file(config.chat_template), **kwargs
-            )
+            tokenizer = load_tokenizer(config.tokenizer_path)
+            renderer = ChatRenderer.from_file(config.chat_template)
+            template_key = (config.tokenizer_path, config.chat_template, config.enable_thinking)
+            if template_key not in self.templates_checked:  # once per tokenizer and template: at start
+                thinking = {k: v for k, v in kwargs.items() if k == "enable_thinking"}
+                report = compare_templates(
+                    tokenizer, renderer, config.chat_template, **thinking
+                )  # may refuse
+                self.templates_checked.add(template_key)
+                if not report.same:
+                    log.warning("%s", report.note)
+            self.codecs[key] = ChatCodec(tokenizer, renderer, **kwargs)
         return self.codecs[key]
 
     async def aclose(self) -> None:

@@ -96,8 +96,9 @@ def eval_script_for(instance: TaskInstance) -> str:
     except ImportError as exc:
         raise EvalSpecUnavailable(
             f"{instance.instance_id}: the row has no eval_script, and swebench 4.x that builds one from "
-            f"its repo/version specs is not importable ({exc}); convert the rows once with "
-            "swe-convert-rows where swebench 4.1.0 is installed (docs/grading.md, 'Rows')"
+            f"its repo/version specs is not importable ({exc}); swe-preprocess and swe-eval convert such "
+            "rows themselves, or convert them once: swe-convert-rows ROWS.jsonl OUT.jsonl (it uses "
+            "swebench 4.1.0 from ~/.cache/swe-rl/swebench-4.1.0, installing it there when missing)"
         ) from None
     specs = MAP_REPO_VERSION_TO_SPECS.get(instance.repo)
     if specs is None:

@@ -2,6 +2,7 @@
 
 - `codec`: `ChatCodec` renders and tokenizes the pieces of a conversation with the chat template
   (`ChatRenderer`), checked to be what tokenizing the whole conversation would give.
+- `template_check`: our chat template against the tokenizer's own (refused where the tokens would change).
 - `trajectory`: `TokenTrajectory`, the sampled ids, log-probs and loss masks of an episode, per segment.
 - `context`: head + tail context management (what a compacted segment keeps).
 - `qwen_tokenizer`: a real Qwen tokenizer built offline, for tests and benchmarks.

@@ -25,7 +25,10 @@ ROWS = [
 
 def test_the_jsonl_is_up_to_date():
     done = subprocess.run(
-        [sys.executable, str(HERE / "make_multilang.py"), "--check"], capture_output=True, text=True
+        [sys.executable, "-m", "data.fixtures.multilang.make_multilang", "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
 

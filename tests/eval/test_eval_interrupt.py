@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -156,7 +157,8 @@ def test_sigint_stops_cleanly_and_a_resume_adds_up(fleet, tmp_path):
         assert last.startswith(
             "interrupted (SIGINT): 2 of 5 instances finished; run the same command again to resume:"
         )
-        assert "eval/eval_swe.py" in last and "--output-dir" in last
+        # the interpreter that ran, as a module: the line runs as it is (a bare `python` may be another)
+        assert f"{shlex.quote(sys.executable)} -m swe_rl.eval.eval_swe " in last and "--output-dir" in last
         summary = json.loads((out / "summary.json").read_text())
         assert summary["finished"] == 2 and summary["missing"] == len(IDS) - 2
         assert summary["interrupted"] == "SIGINT" and len(summary["runs"]) == 1

@@ -17,7 +17,7 @@ def bash(script: str, *args: str, **env: str) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SWE_", "SGLANG", "EVAL_", "VERIFIED"))}
     return subprocess.run(
         ["bash", str(ROOT / script), *args],
-        env={**clean, **env},
+        env={**clean, "SWE_ENV_FILE": "/dev/null", **env},  # never the checkout's .env.swe
         capture_output=True,
         text=True,
         timeout=60,

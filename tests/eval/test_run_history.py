@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
+import subprocess
+import sys
+
+import pytest
 
 from swe_rl.eval.clean_stop import CleanStop, command_line, resume_line
 from swe_rl.eval.run_history import RunHistory, read_runs, summary_fields
@@ -47,8 +52,17 @@ def test_stop_cancels_running_work_and_skips_the_rest():
 
 
 def test_resume_line_is_one_line_with_the_command():
-    line = resume_line("SIGTERM", 3, 10, command_line("eval/eval_swe.py", ["--data", "a b.jsonl"]))
+    line = resume_line("SIGTERM", 3, 10, command_line("swe_rl.eval.eval_swe", ["--data", "a b.jsonl"]))
     assert line == (
         "interrupted (SIGTERM): 3 of 10 instances finished; run the same command again to resume: "
-        "python eval/eval_swe.py --data 'a b.jsonl'"
+        f"{shlex.quote(sys.executable)} -m swe_rl.eval.eval_swe --data 'a b.jsonl'"
     )
+
+
+@pytest.mark.slow  # a fresh interpreter imports the eval
+def test_the_resume_command_runs_with_the_interpreter_that_ran():
+    """The hint names sys.executable (a bare `python` may be another interpreter without this package)."""
+    words = shlex.split(command_line("swe_rl.eval.eval_swe", ["--help"]))
+    assert words[0] == sys.executable and words[1:3] == ["-m", "swe_rl.eval.eval_swe"]
+    p = subprocess.run(words, capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 0 and "--limit" in p.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -87,10 +88,13 @@ def env(tmp_path: Path) -> dict[str, str]:
     (slime / "train_async.py").write_text("")
     (hf / "config.json").write_text(json.dumps({"rope_theta": 1000000}))
     (tmp_path / "train.jsonl").write_text("{}\n")
+    (tmp_path / "empty.env").write_text("")
     return {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
-        "SWE_ENV_FILE": "",
+        # never the checkout's .env.swe: a user's settings must not reach the tests
+        # (test_a_users_env_file_in_the_checkout_never_reaches_the_tests)
+        "SWE_ENV_FILE": str(tmp_path / "empty.env"),
         "SLIME_DIR": str(slime),
         "MEGATRON_DIR": str(megatron),
         "HF_CKPT": str(hf),
@@ -106,10 +110,11 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def dry_run(script: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in env.items() if v != "" or k != "SWE_ENV_FILE"}
+def dry_run(
+    script: str, env: dict[str, str], *args: str, root: Path = ROOT
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", str(ROOT / "scripts" / script), "--dry-run", *args],
+        ["bash", str(root / "scripts" / script), "--dry-run", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -126,6 +131,12 @@ def submitted(stdout: str) -> tuple[list[str], dict[str, str], str]:
     sep = words.index("--")
     assert words[sep + 1] == "python3"
     return words[sep + 3 :], runtime_env, words[sep + 2]
+
+
+def section(stdout: str, role: str) -> str:
+    """One role's part of a dry run's plan (the plan has every role of the cluster)."""
+    parts = stdout.split("\n## role ")
+    return next(part for part in parts[1:] if part.startswith(role + ":"))
 
 
 def flag_values(args: list[str]) -> dict[str, list[str]]:
@@ -222,14 +233,16 @@ def test_dry_run_prints_the_slime_command(script, env):
         assert runtime_env["SWE_PRM_ENABLE"] == "1" and runtime_env["SWE_PRM_URL"] == env["SWE_PRM_URL"]
         assert "+ wait for http://10.0.0.5:30010/v1/models" in p.stdout
     # the head's other steps, in order; secrets never printed
-    steps = [ln.split()[1] + " " + ln.split()[2] for ln in p.stdout.splitlines() if ln.startswith("+ ")]
+    head = section(p.stdout, "head")
+    assert "<- this node" in head.splitlines()[0] and "problem" not in p.stdout
+    steps = [ln.split()[1] + " " + ln.split()[2] for ln in head.splitlines() if ln.startswith("+ ")]
     assert (
         steps.index("curl -fsS")
         < steps.index("env SWE_POOL_HOST=10.0.0.1")
         < steps.index("ray start")
         < steps.index("ray job")
     )
-    assert "--num-gpus 8" in p.stdout and f"wait until ray has {want['nodes'] * 8} GPUs" in p.stdout
+    assert "--num-gpus 8" in head and f"wait until ray has {want['nodes'] * 8} GPUs" in head
     assert TOKEN not in p.stdout + p.stderr
 
 
@@ -237,16 +250,19 @@ def test_dry_run_prints_the_slime_command(script, env):
 def test_worker_joins_the_head(script, env):
     p = dry_run(script, {**env, "NODE_RANK": "1"})
     assert p.returncode == 0, p.stderr
-    assert "# role: worker" in p.stdout
-    assert "+ ray start --address 10.0.0.1:6379 --num-gpus 8 --disable-usage-stats --block" in p.stdout
-    assert "ray job submit" not in p.stdout and "pool_server" not in p.stdout
+    worker = section(p.stdout, "worker")
+    assert "<- this node" in worker.splitlines()[0] and "<- this node" not in section(p.stdout, "head")
+    assert "# role: worker" in worker
+    assert "+ ray start --address 10.0.0.1:6379 --num-gpus 8 --disable-usage-stats --block" in worker
+    assert "ray job submit" not in worker and "pool_server" not in worker
 
 
 def test_prm_node_serves_the_judge(env):
     p = dry_run("run_swe_rl_8b_prm_5nodes_remote.sh", {**env, "NODE_RANK": "4"})
     assert p.returncode == 0, p.stderr
-    assert "# role: prm" in p.stdout and "ray " not in p.stdout
-    line = next(ln for ln in p.stdout.splitlines() if "sglang.launch_server" in ln)
+    prm = section(p.stdout, "prm")
+    assert "# role: prm" in prm and "ray " not in prm and "<- this node" in prm.splitlines()[0]
+    line = next(ln for ln in prm.splitlines() if "sglang.launch_server" in ln)
     assert f"--model-path {env['HF_CKPT']}" in line and "--port 30010" in line and "--dp-size 8" in line
 
 
@@ -264,7 +280,116 @@ def test_prm_node_serves_the_judge(env):
 def test_missing_input_is_a_clear_error(env, missing, message):
     p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {k: v for k, v in env.items() if k != missing})
     assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
-    assert "ray" not in p.stdout
+    # the plan is printed all the same, the missing item marked where it is used
+    assert (
+        "+ ray job submit" in p.stdout
+        and f"# <- problem: {missing.replace('TOKEN', 'TOKEN_FILE')}" in p.stdout
+    )
+
+
+def test_a_real_launch_runs_the_same_checks_and_nothing_else(env, tmp_path):
+    """Without DRY_RUN the same report stops the launch before anything runs (no ray, no pool)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("ray", "curl", "python3"):  # would leave a trace if the launch went on
+        (bin_dir / tool).write_text(f"#!/bin/sh\necho ran >> {tmp_path}/ran\n")
+        (bin_dir / tool).chmod(0o755)
+    bad = {**env, "PATH": f"{bin_dir}:{env['PATH']}", "SLIME_DIR": str(tmp_path / "nope")}
+    del bad["HF_CKPT"]
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts/run_swe_rl_8b_remote_2nodes.sh")],
+        env=bad,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert p.returncode == 2, p.stderr
+    assert "2 problem(s)" in p.stderr and "SLIME_DIR=" in p.stderr and "set HF_CKPT" in p.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "output").exists()
+
+
+def test_dry_run_reports_every_problem_at_once_with_its_origin_and_fix(env, tmp_path):
+    """One run lists every missing or wrong item (where its value came from, how to fix it), then the plan."""
+    token_file = tmp_path / "token"
+    hf_without_config = tmp_path / "hf-empty"
+    hf_without_config.mkdir()
+    env_file = tmp_path / "user.env"
+    env_file.write_text(f"SLIME_DIR=/nonexistent/slime\nHF_CKPT={hf_without_config}\n")
+    keep = ("PATH", "HOME", "EXPORT_ROOT", "RUN_TS")
+    bare = {k: v for k, v in env.items() if k in keep}
+    p = dry_run(
+        "run_swe_rl_8b_remote_2nodes.sh",
+        {
+            **bare,
+            "SWE_ENV_FILE": str(env_file),
+            "SWE_EXEC_TOKEN_FILE": str(token_file),
+            "SWE_POOL_EXEC_URLS": "node1",
+        },
+    )
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    err = p.stderr
+    assert "6 problem(s)" in err
+    assert f"SLIME_DIR=/nonexistent/slime [from .env.swe ({env_file})] is not a directory" in err
+    assert "third_party/slime.md" in err  # how to fix it
+    assert "set MEGATRON_DIR" in err and "set PROMPT_DATA" in err and "swe-preprocess" in err
+    assert f"HF_CKPT={hf_without_config} [from .env.swe ({env_file})] has no config.json" in err
+    assert f"SWE_EXEC_TOKEN_FILE={token_file} [from environment] is not a readable, non-empty file" in err
+    assert "'node1' is not an exec server URL" in err
+    # the full plan, every role, the problems marked where they are
+    head, worker = section(p.stdout, "head"), section(p.stdout, "worker")
+    assert "+ ray job submit" in head and "--prompt-data MISSING_PROMPT_DATA" in head
+    assert "# env: PROMPT_DATA is not set" in head and "# env: MEGATRON_DIR is not set" in head
+    submit = next(ln for ln in head.splitlines() if ln.startswith("+ ray job submit"))
+    assert submit.split("# <- problem:")[1].split() and {"SLIME_DIR", "PROMPT_DATA", "MEGATRON_DIR"} <= set(
+        submit.split("# <- problem:")[1].split()
+    )
+    assert "+ ray start --address" in worker
+
+
+def test_command_line_wins_over_env_file_which_wins_over_defaults(env, tmp_path):
+    env_file = tmp_path / "user.env"
+    env_file.write_text("SLIME_DIR=/from/the/file\nROLLOUT_BATCH_SIZE=4\nLR=3e-6\nexport TP=1\n")
+    p = dry_run("run_swe_rl_8b_remote_2nodes.sh", {**env, "SWE_ENV_FILE": str(env_file), "TP": "2"})
+    assert p.returncode == 0, p.stderr
+    v = flag_values(submitted(p.stdout)[0])
+    assert v["--rollout-batch-size"] == ["4"] and v["--lr"] == ["3e-6"]  # the file over the defaults
+    assert v["--tensor-model-parallel-size"] == ["2"]  # the environment over the file
+    assert submitted(p.stdout)[2] == f"{env['SLIME_DIR']}/train_async.py"
+    head = section(p.stdout, "head")
+    assert f"# env: SLIME_DIR={env['SLIME_DIR']}   [environment]" in head
+    assert "# env: RUN_NAME=swe-rl-8b-remote-2nodes   [default]" in head
+    assert f"# settings file: {env_file}" in p.stdout
+    p = dry_run(
+        "run_swe_rl_8b_remote_2nodes.sh",
+        {**{k: v for k, v in env.items() if k != "PROMPT_DATA"}, "SWE_ENV_FILE": str(env_file)},
+    )
+    assert p.returncode == 2 and "set PROMPT_DATA" in p.stderr
+
+
+def test_a_users_env_file_in_the_checkout_never_reaches_the_tests(env, tmp_path):
+    """A filled .env.swe in the checkout (what the README's first step makes) changes no test's plan.
+
+    Run in a copy of the scripts with a populated .env.swe at its root: with the tests' environment the
+    plan is the checkout's own; without SWE_ENV_FILE the copy's file is read (so the guard is real).
+    """
+    copy = tmp_path / "checkout"
+    for part in ("scripts", "configs", "third_party", "server"):
+        shutil.copytree(ROOT / part, copy / part)
+    (copy / ".env.swe").write_text(
+        "SLIME_DIR=/opt/slime\nMEGATRON_DIR=/opt/Megatron-LM\nHF_CKPT=/data/models/Qwen3-8B\n"
+        "PROMPT_DATA=/data/train.jsonl\nROLLOUT_BATCH_SIZE=99\nSWE_POOL_EXEC_URLS=http://172.16.0.10:5000\n"
+    )
+    for script in TRAIN_SCRIPTS:
+        p = dry_run(script, env, root=copy)
+        assert p.returncode == 0, (script, p.stderr)
+        v = flag_values(submitted(p.stdout)[0])
+        assert "99" not in v["--rollout-batch-size"] and v["--hf-checkpoint"] == [env["HF_CKPT"]]
+        assert "172.16.0.10" not in p.stdout
+    p = dry_run(
+        "run_swe_rl_8b_remote_2nodes.sh", {k: v for k, v in env.items() if k != "SWE_ENV_FILE"}, root=copy
+    )
+    assert flag_values(submitted(p.stdout)[0])["--rollout-batch-size"] == ["99"]
 
 
 def test_old_pool_variable_names_are_refused_naming_the_new_ones(env):
@@ -272,7 +397,7 @@ def test_old_pool_variable_names_are_refused_naming_the_new_ones(env):
     assert (
         p.returncode == 2 and "SWE_MAX_CONTAINERS_PER_NODE was renamed: set SWE_POOL_MAX_PER_NODE" in p.stderr
     )
-    assert "Traceback" not in p.stderr and "ray" not in p.stdout
+    assert "Traceback" not in p.stderr
 
 
 def test_bad_inputs_are_clear_errors(env, tmp_path):
@@ -331,6 +456,7 @@ def test_sglang_cluster_dry_run(env, tmp_path):
     base = {
         "PATH": env["PATH"],
         "HOME": env["HOME"],
+        "SWE_ENV_FILE": "/dev/null",
         "MODEL_PATH": env["HF_CKPT"],
         "SGLANG_NODE_ADDRS": "10.0.0.1,10.0.0.2",
         "TP": "2",
@@ -473,7 +599,9 @@ def test_plugin_scripts_still_pass_their_rm(env):
 def test_coding_agent_variant_refuses_missing_inputs(agent_env, change, message):
     env = {k: v for k, v in {**agent_env, **change}.items() if v is not None}
     p = dry_run(CODING_AGENT_SCRIPT, env)
-    assert p.returncode == 2 and message in p.stderr and "ray job" not in p.stdout
+    assert (
+        p.returncode == 2 and message in p.stderr and "+ ray job submit" in p.stdout
+    )  # plan printed all the same
 
 
 def test_coding_agent_variant_needs_upstreams_example(env, tmp_path):
@@ -486,3 +614,16 @@ def test_coding_agent_variant_needs_upstreams_example(env, tmp_path):
         },
     )
     assert p.returncode == 2 and "examples/coding_agent_rl" in p.stderr
+
+
+def test_the_readme_shows_the_plugin_flags_the_scripts_pass(env):
+    """README's "The scripts give upstream slime ... the plugin:" block is what a dry run submits."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("The scripts give upstream slime", 1)[1].split("```", 2)[1]
+    shown = flag_values(shlex.split(block))
+    p = dry_run("run_swe_rl_8b_remote_2nodes.sh", env)
+    passed = flag_values(submitted(p.stdout)[0])
+    for flag, values in shown.items():
+        assert flag in passed, flag
+        got = [v.removeprefix(str(ROOT) + "/") for v in passed[flag]]
+        assert got == values, (flag, values, passed[flag])

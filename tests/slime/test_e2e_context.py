@@ -13,6 +13,7 @@ from test_e2e import SAMPLING, SUBMIT, new_sample, turn
 from swe_rl.policies.server_context import context_overflow
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func
+from swe_rl.slime.runtime import PromptDoesNotFit
 from swe_rl.testing.fake_sglang import FakeSGLang
 
 BIG_BUDGET = 32768
@@ -137,3 +138,34 @@ def test_overflow_messages_are_recognised():
     assert context_overflow("This model's maximum context length is 8192 tokens.") == 8192
     assert context_overflow("the request exceeds the available context size, try increasing it") == 0
     assert context_overflow("bad sampling params: temperature must be >= 0") is None
+
+
+async def test_a_budget_that_cannot_hold_the_prompt_stops_the_run_naming_what_to_change(
+    plugin_env, qwen_tokenizer, prompt_len, pool, docker_client
+):
+    """A configuration error, not a rollout's failure: the first such rollout raises (slime stops)
+    instead of every rollout being removed with a warning each."""
+    budget = prompt_len + SAMPLING["max_new_tokens"] - 50  # the prompt alone fits; with max_new_tokens not
+    with FakeSGLang(qwen_tokenizer, [turn("Done.", SUBMIT)]) as sglang:
+        args = plugin_env(sglang, context=budget)
+        with pytest.raises(PromptDoesNotFit) as err:
+            await generate(args, new_sample(), dict(SAMPLING))
+    message = str(err.value)
+    assert f"({prompt_len} ids) does not fit the context budget: {budget}" in message
+    assert "--rollout-max-context-len" in message and "--rollout-max-response-len" in message
+    assert sglang.requests == []  # nothing was generated
+    assert not leftover_containers(docker_client, pool)
+
+
+async def test_a_budget_equal_to_the_window_is_not_called_larger(
+    plugin_env, qwen_tokenizer, prompt_len, caplog, pool, docker_client
+):
+    window = prompt_len + 400
+    with (
+        caplog.at_level(logging.INFO, logger="swe_rl"),
+        FakeSGLang(qwen_tokenizer, [turn("Done.", SUBMIT)], context_length=window) as sglang,
+    ):
+        await generate(plugin_env(sglang, context=window), new_sample(), dict(SAMPLING))
+    assert "larger than" not in caplog.text
+    assert f"context budget {window} equals the policy server's context length" in caplog.text
+    assert fits(sglang)

@@ -82,6 +82,50 @@ def test_a_multi_sample_mode_without_the_post_process_stops_unless_allowed(caplo
     assert not caplog.text
 
 
+def test_another_post_process_is_an_error_naming_it(monkeypatch):
+    monkeypatch.setattr(runtime, "_warned", set())
+    args = SimpleNamespace(
+        advantage_estimator="grpo",
+        rewards_normalization=True,
+        custom_reward_post_process_path="my_pkg.rewards.normalise",
+    )
+    with pytest.raises(ValueError, match="my_pkg.rewards.normalise, which is not the project's") as err:
+        check_options(args, config(), evaluation=False)
+    assert runtime.POST_PROCESS_PATH in str(err.value)
+    check_options(args, config(samples="last"), evaluation=False)  # rows of one sample: slime's own works
+    args.custom_reward_post_process_path = runtime.POST_PROCESS_PATH
+    check_options(args, config(), evaluation=False)
+
+
+OURS = {"rewards_normalization": True, "custom_reward_post_process_path": runtime.POST_PROCESS_PATH}
+
+
+@pytest.mark.parametrize(
+    "slime_args, named",
+    [
+        ({"advantage_estimator": "gspo"}, "--advantage-estimator gspo"),
+        ({"advantage_estimator": "grpo", "use_opsm": True}, "--use-opsm"),
+        ({"advantage_estimator": "gspo", "use_opsm": True}, "--advantage-estimator gspo and --use-opsm"),
+    ],
+)
+def test_a_sequence_level_ratio_is_refused_when_a_trajectory_is_several_samples(slime_args, named):
+    args = SimpleNamespace(**OURS, **slime_args)
+    for cfg in (config(), config(samples="turn"), config(prm={"enable": True, "url": "http://j:1/v1"})):
+        with pytest.raises(ValueError, match=named) as err:
+            check_options(args, cfg, evaluation=False)
+        assert "swe_context_management: false" in str(err.value) and "swe_samples: last" in str(err.value)
+    # the settings it names make every trajectory one sample: then the ratio is the trajectory's
+    check_options(args, config(context_management=False), evaluation=False)
+    check_options(args, config(samples="last"), evaluation=False)
+    check_options(args, config(), evaluation=True)  # eval trains nothing
+    check_options(args, config(), evaluation=False, several=False)  # a pivot row is one turn
+
+
+def test_token_level_ratios_are_accepted_with_segment_samples():
+    for estimator in ("grpo", "cispo"):
+        check_options(SimpleNamespace(**OURS, advantage_estimator=estimator), config(), evaluation=False)
+
+
 def test_sample_mode(caplog, monkeypatch):
     monkeypatch.setattr(runtime, "_warned", set())
     assert runtime.sample_mode(config(), evaluation=False) == "segment"
