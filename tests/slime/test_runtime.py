@@ -107,6 +107,7 @@ def test_prompt_order_reads_the_prompt_data_rows_for_prefetch_hints(tmp_path):
                     "base_commit": "c",
                     "problem_statement": "p",
                     "image_name": "r/a:1",
+                    "FAIL_TO_PASS": ["t"],
                 }
             }
         },
@@ -118,6 +119,7 @@ def test_prompt_order_reads_the_prompt_data_rows_for_prefetch_hints(tmp_path):
                         "repo": "a/b",
                         "base_commit": "c",
                         "problem_statement": "p",
+                        "FAIL_TO_PASS": ["t"],
                     }
                 }
             )
