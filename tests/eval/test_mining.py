@@ -133,6 +133,12 @@ def test_mining_the_calc_history_end_to_end_keeps_the_fix_and_resumes(calc_repo,
             assert ledger[0]["certified"] and ledger[0]["empty_status"] == "no_patch"
             again = Miner(parse_args(argv), fleet.client_env()).run()  # resume: nothing left to do
             assert again["counts"]["commits"] == 0 and len(out.read_text().splitlines()) == 1
+        # a fresh machine: the image is built again from the row and has the row's base commit
+        subprocess.run(["docker", "rmi", "-f", row["image_name"]], capture_output=True, check=True)
+        assert main([str(repo), "--output", str(tmp_path / "x.jsonl"), "--images-for", str(out)]) == 0
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(json.dumps({**row, "base_commit": "0" * 40}) + "\n")
+        assert main([str(repo), "--output", str(tmp_path / "x.jsonl"), "--images-for", str(bad)]) == 1
     finally:
         images = subprocess.run(
             ["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"],
@@ -143,3 +149,36 @@ def test_mining_the_calc_history_end_to_end_keeps_the_fix_and_resumes(calc_repo,
         mine = [i for i in images if i.startswith(f"swe-rl/test-mined-{tag}.")]
         if mine:
             subprocess.run(["docker", "rmi", "-f", *mine], capture_output=True, check=False)
+
+
+def test_releases_become_a_history_of_one_commit_each(tmp_path):
+    import importlib.util
+    import tarfile
+
+    spec = importlib.util.spec_from_file_location(
+        "make_history", Path(__file__).parents[2] / "data/real_tasks/make_history.py"
+    )
+    assert spec and spec.loader
+    make_history = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_history)
+    tarballs = []
+    for version, body in (("1.0", "a - b"), ("1.1", "a + b")):
+        src = tmp_path / f"calc-{version}"
+        (src / "calc.egg-info").mkdir(parents=True)
+        (src / "calc.egg-info" / "SOURCES.txt").write_text("x\n")
+        (src / "PKG-INFO").write_text(f"Version: {version}\n")
+        (src / "calc.py").write_text(f"def add(a, b):\n    return {body}\n")
+        tarballs.append(tmp_path / f"calc-{version}.tar.gz")
+        with tarfile.open(tarballs[-1], "w:gz") as tar:
+            tar.add(src, arcname=src.name)
+    repo = tmp_path / "history"
+    assert make_history.main(["--repo", str(repo), *map(str, tarballs)]) == 0
+    log = subprocess.run(
+        ["git", "-C", str(repo), "log", "--format=%s"], capture_output=True, text=True, check=True
+    )
+    assert log.stdout.split("\n")[:2] == ["Release 1.1", "Release 1.0"]
+    files = subprocess.run(
+        ["git", "-C", str(repo), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout
+    assert files.split() == ["calc.py"] and "a + b" in (repo / "calc.py").read_text()
+    assert make_history.main(["--repo", str(repo), *map(str, tarballs)]) == 2  # never over an existing one

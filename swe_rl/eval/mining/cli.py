@@ -65,7 +65,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--local-fleet", action="store_true", help="certify on exec + pool servers started here")
     p.add_argument("--name-prefix", default="swe-rl-mine", help="prefix of the miner's container names")
     p.add_argument("--no-progress", action="store_true", help="no progress output")
+    p.add_argument(
+        "--images-for", type=Path, default=None, metavar="ROWS",
+        help="only (re)build the task images of these mined rows (their mined_commit in REPO) and check "
+        "that each image's base commit is the row's; no mining",
+    )  # fmt: skip
     return p.parse_args(argv)
+
+
+def build_images_for(args: argparse.Namespace) -> int:
+    """Build the images of already mined rows (CI, a fresh machine); 1 when a base commit differs."""
+    repo = args.repo.resolve()
+    bad = 0
+    for row in _read_jsonl(args.images_for):
+        if args.repo_name and row.get("repo") != args.repo_name:
+            continue  # a set of several repositories: this one's rows only
+        commit = row["mined_commit"]
+        parent = git(repo, "rev-parse", f"{commit}^").strip()
+        language = (
+            LANGUAGES[row["language"]]
+            if row.get("language") in LANGUAGES
+            else detect_language(set(git(repo, "ls-tree", "--name-only", commit).split()))
+        )
+        base = build_task_image(
+            repo, parent, language, row["image_name"], row["instance_id"], timeout=args.timeout
+        )
+        status = (
+            "ok" if base == row["base_commit"] else f"base commit {base} != the row's {row['base_commit']}"
+        )
+        bad += status != "ok"
+        print(f"{row['instance_id']}: {row['image_name']} {status}", flush=True)
+    return 1 if bad else 0
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -223,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.repo / ".git").exists() and not (args.repo / "HEAD").exists():
         print(f"error: {args.repo} is not a git repository", file=sys.stderr)
         return 2
+    if args.images_for is not None:
+        return build_images_for(args)
     if "{id}" not in args.image_template:
         print("error: --image-template must contain {id}", file=sys.stderr)
         return 2
