@@ -8,7 +8,9 @@ per-test maps equal swebench 5.x's own on the same logs (`assert_same` of test_o
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import uuid
 
 import pytest
@@ -33,8 +35,9 @@ def test_the_real_rows_load_and_name_a_registered_parser():
 
 @pytest.fixture(scope="module")
 def real_images(docker_client, base_image):
+    env = {**os.environ, "PYTHON": sys.executable}  # the interpreter that has this checkout's swe_rl
     proc = subprocess.run(
-        ["bash", str(ROOT / "data/real_tasks/build.sh")], capture_output=True, text=True, check=False
+        ["bash", str(ROOT / "data/real_tasks/build.sh")], capture_output=True, text=True, check=False, env=env
     )
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
 
