@@ -21,8 +21,10 @@ import argparse
 import copy
 import json
 import multiprocessing as mp
+import sys
 import tempfile
 import time
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,12 @@ SETS = {
     "swe-bench-live": "swe_bench_live",
     "swe-bench-multilingual": "swe_bench_multilingual",
 }
+
+
+_MULTILINGUAL_SCRIPT = (
+    "#!/bin/bash\nset -uxo pipefail\ncd /testbed\n: '>>>>> Start Test Output'\n"
+    "go test -v ./...\n: '>>>>> End Test Output'\n"
+)
 
 
 def _patch(path: str, kib: int, seed: int) -> str:
@@ -56,6 +64,8 @@ def synth_row(fmt: str, template: dict[str, Any], i: int, kib: int) -> dict[str,
         row["PASS_TO_PASS"] = json.dumps(p2p) if fmt == "swe-bench-multilingual" else p2p
         for key in ("pr_description", "interface"):
             row.pop(key, None)
+    if fmt == "swe-bench-multilingual":  # swebench 5.x's schema: the pinned swebench converts it
+        row.update(eval_script=_MULTILINGUAL_SCRIPT, log_parser="parse_log_gotest", eval_type="pass_and_fail")
     if i % 50 == 49:  # a broken row: no tests to pass
         for key in ("FAIL_TO_PASS", "f2p_tests", "n2p_tests", "s2p_tests"):
             row[key] = [] if key.isupper() else {}
@@ -76,28 +86,53 @@ def _status_kib(field: str) -> int:
     return 0
 
 
-def _child(fmt: str, source: str, output: str, queue: Any) -> None:
-    from swe_rl.data.stream_convert import convert_file
-    from swe_rl.tasks.datasets import convert_row
+def _child(fmt: str, source: str, output: str, conn: Any) -> None:
+    """Convert in this process and send ``("ok", ...)``; any error is sent as ``("error", text)``."""
+    try:
+        from swe_rl.data.stream_convert import convert_file
+        from swe_rl.tasks.datasets import convert_row
 
-    with open(source, encoding="utf-8") as fh:  # warm-up: the loader's imports are not the rows' cost
-        convert_row(json.loads(fh.readline()), fmt)
-    before = _status_kib("VmRSS")
-    summary = convert_file(Path(source), Path(output), fmt=fmt, progress_every=0)
-    queue.put((summary.model_dump(), summary.rows_per_second, before, _status_kib("VmHWM")))
+        with open(source, encoding="utf-8") as fh:  # warm-up: the loader's imports are not the rows' cost
+            convert_row(json.loads(fh.readline()), fmt)
+        before = _status_kib("VmRSS")
+        summary = convert_file(Path(source), Path(output), fmt=fmt, progress_every=0)
+        conn.send(("ok", (summary.model_dump(), summary.rows_per_second, before, _status_kib("VmHWM"))))
+    except BaseException as exc:  # the parent must hear of it, or it would wait forever
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        raise
+    finally:
+        conn.close()
+
+
+class WorkerFailed(RuntimeError):
+    """The conversion worker raised or died; the bench stops with its error."""
 
 
 def measure(fmt: str, source: Path, output: Path) -> tuple[dict[str, Any], float, int]:
     ctx = mp.get_context("spawn")  # a fresh interpreter: its peak RSS is the conversion's own
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(fmt, str(source), str(output), queue))
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(fmt, str(source), str(output), sender))
     proc.start()
-    summary, rate, before, peak = queue.get()
-    proc.join()
+    sender.close()  # only the child holds the sending end: its death closes the pipe
+    try:
+        wait([receiver, proc.sentinel])  # a result, or the child's end, whichever comes first
+        try:
+            kind, payload = receiver.recv()
+        except EOFError:
+            proc.join()
+            raise WorkerFailed(
+                f"{fmt}: the worker died (exit code {proc.exitcode}) without a result"
+            ) from None
+    finally:
+        proc.join()
+        receiver.close()
+    if kind != "ok":
+        raise WorkerFailed(f"{fmt}: the worker failed: {payload}")
+    summary, rate, before, peak = payload
     return summary, rate, peak - before
 
 
-def main() -> None:
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rows", type=int, default=50_000)
     p.add_argument("--sets", nargs="+", choices=list(SETS), default=list(SETS))
@@ -115,7 +150,12 @@ def main() -> None:
                 t0 = time.perf_counter()
                 write_rows(fmt, n, args.patch_kb, src)
                 size = src.stat().st_size / 2**20
-                results.append((*measure(fmt, src, Path(tmp) / "out.jsonl"), size, time.perf_counter() - t0))
+                try:
+                    measured = measure(fmt, src, Path(tmp) / "out.jsonl")
+                except WorkerFailed as exc:
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 1
+                results.append((*measured, size, time.perf_counter() - t0))
                 src.unlink()
             (_, _, small_growth, _, _), (summary, rate, growth, size, _) = results
             ratio = growth / small_growth if small_growth > 0 else float("nan")
@@ -127,7 +167,8 @@ def main() -> None:
         "peak+ = the child's VmHWM minus its VmRSS after a warm-up row; B/row = peak+ / rows; "
         "growth x = peak+ at N / at N/10"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,11 +3,19 @@
 Handles JSON-encoded test lists, slime rows (``{"text", "metadata": {"instance": {...}}}``), R2E-Gym's
 fields (``repo_name``, ``docker_image``, ``parsed_commit_content``, ``expected_output_json``) and where
 each family keeps its image name. Every field the instance does not model is kept in ``extra``.
+
+A row that could poison training is refused here, whatever loader produced it: a row with no
+FAIL_TO_PASS test (an issue without tests yet, a broken conversion) would be graded by the exit code
+of its tests, so the empty patch could earn a reward. It loads only when its format grades another
+way on purpose and says so: R2E-Gym's exact expected statuses, or ``"grading": "exit-code"`` in the
+row. A ``log_parser`` must name a parser: SWE-bench-Live's multi-language rows carry Python source
+there (their harness executes it), and code from a row never runs in the trainer's or grader's process.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +24,12 @@ from pydantic import ValidationError
 from swe_rl.tasks.images import image_for
 from swe_rl.tasks.instance import DataSource, TaskInstance
 
-__all__ = ["RowInvalid", "instance_from_row"]
+__all__ = ["EXIT_CODE_GRADING", "RowInvalid", "instance_from_row"]
+
+EXIT_CODE_GRADING = "exit-code"
+"""The value of a row's ``grading`` field that says it is graded by its tests' exit code on purpose."""
+
+_PARSER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:/@+-]{0,199}$")
 
 
 class RowInvalid(ValueError):
@@ -124,10 +137,48 @@ def instance_from_row(
     fields["image"] = image
     fields["data_source"] = name or source.value
     fields["extra"] = {k: v for k, v in row.items() if k not in _CORE_KEYS}
+    _check_log_parser(fields.get("log_parser"), id_text)
     try:
-        return TaskInstance.model_validate(fields)
+        instance = TaskInstance.model_validate(fields)
     except ValidationError as exc:
         raise RowInvalid(_describe(exc), id_text) from None
+    _check_grading(instance)
+    return instance
+
+
+def _check_log_parser(value: Any, instance_id: str | None) -> None:
+    """A parser *name* (``parse_log_gotest``, ``pytest``, ``multi-swe-bench:org/repo``); anything else
+    is refused in one line, never echoed whole (it may be pages of code)."""
+    if value is None or value == "":
+        return
+    if not isinstance(value, str):
+        raise RowInvalid(f"field 'log_parser' must be a parser name, got {type(value).__name__}", instance_id)
+    if _PARSER_NAME.match(value):
+        return
+    lines = value.strip().splitlines() or [""]
+    first = lines[0].strip()
+    looks_code = "\n" in value.strip() or first.startswith(("def ", "import ", "from ", "class ", "lambda"))
+    what = f"Python source ({len(lines)} lines, starting {first[:40]!r})" if looks_code else f"{first[:40]!r}"
+    raise RowInvalid(
+        f"field 'log_parser' holds {what}, not a parser name: code from a row is never run by the "
+        "grader; give a swebench 5.x parser name (parse_log_gotest, parse_log_cargo, ...)",
+        instance_id,
+    )
+
+
+def _check_grading(instance: TaskInstance) -> None:
+    """FAIL_TO_PASS must name a test, unless the row's format grades another way on purpose."""
+    if instance.fail_to_pass:
+        return
+    if instance.expected_statuses:  # R2E-Gym: the exact statuses a fix yields (its own rule)
+        return
+    if instance.extra.get("grading") == EXIT_CODE_GRADING:
+        return
+    raise RowInvalid(
+        "FAIL_TO_PASS is empty: nothing tells a fix from no fix (a row graded by exit code on "
+        f'purpose says "grading": "{EXIT_CODE_GRADING}")',
+        instance.instance_id,
+    )
 
 
 def _describe(exc: ValidationError) -> str:

@@ -10,12 +10,16 @@ from its per-repo tables: the Python repos of SWE-bench by name, any other Pytho
 
 from __future__ import annotations
 
+import re
+
 from swe_rl.tasks.instance import TaskInstance
 
 __all__ = ["FAIL_ONLY_REPOS", "PASS_AND_FAIL", "FAIL_ONLY", "REPO_LOG_PARSERS", "NoLogParser",
            "eval_type_for", "log_parser_for"]  # fmt: skip
 
 PASS_AND_FAIL, FAIL_ONLY = "pass_and_fail", "fail_only"
+
+_SHORT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 REPO_LOG_PARSERS: dict[str, str] = {
     "astropy/astropy": "parse_log_astropy",
@@ -56,7 +60,7 @@ def log_parser_for(instance: TaskInstance) -> str:
     the repo's, else ``parse_log_pytest`` for a Python row."""
     if instance.log_parser.startswith("parse_log_"):
         return instance.log_parser
-    if instance.log_parser and ":" not in instance.log_parser:  # a dataset's short name: "pytest", "cargo"
+    if _SHORT_NAME.fullmatch(instance.log_parser):  # a dataset's short name: "pytest", "cargo"
         return f"parse_log_{instance.log_parser}"
     if instance.repo in REPO_LOG_PARSERS:
         return REPO_LOG_PARSERS[instance.repo]
@@ -64,7 +68,7 @@ def log_parser_for(instance: TaskInstance) -> str:
     if language in ("python", "py"):
         return "parse_log_pytest"
     named = (
-        f"names log parser {instance.log_parser!r}, not swebench's"
+        f"names log parser {(instance.log_parser.strip().splitlines() or [''])[0][:40]!r}, not swebench's"
         if instance.log_parser
         else "names no log_parser"
     )

@@ -328,7 +328,7 @@ def test_bad_settings_exit_2_with_a_message(tmp_path, fake, env, needle):
 
 def test_export_then_pull_dry_run(tmp_path, fake):
     rows = write_jsonl(tmp_path / "v.jsonl", [{"instance_id": "django__django-11099", "repo": "django/django",
-                                               "problem_statement": "x"}])  # fmt: skip
+                                               "problem_statement": "x", "FAIL_TO_PASS": ["t"]}])  # fmt: skip
     conv = run_tool("export_swebench_verified_assets.py", "--dataset", rows, "--output-dir", tmp_path / "v")
     assert conv.returncode == 0, conv.stderr
     proc = pull(

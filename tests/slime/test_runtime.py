@@ -151,6 +151,7 @@ def test_prompt_order_reads_the_prompt_data_rows_for_prefetch_hints(tmp_path):
                     "base_commit": "c",
                     "problem_statement": "p",
                     "image_name": "r/a:1",
+                    "FAIL_TO_PASS": ["t"],
                 }
             }
         },
@@ -162,6 +163,7 @@ def test_prompt_order_reads_the_prompt_data_rows_for_prefetch_hints(tmp_path):
                         "repo": "a/b",
                         "base_commit": "c",
                         "problem_statement": "p",
+                        "FAIL_TO_PASS": ["t"],
                     }
                 }
             )

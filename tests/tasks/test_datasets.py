@@ -181,7 +181,8 @@ def test_swe_bench_multilingual_rows_of_5x_schema_need_no_swebench(monkeypatch):
 
 
 def test_rows_of_no_known_set_fall_back_to_the_generic_reader():
-    row = {"instance_id": "a__b-1", "repo": "a/b", "problem_statement": "x", "FAIL_TO_PASS": "[]"}
+    row = {"instance_id": "a__b-1", "repo": "a/b", "problem_statement": "x", "FAIL_TO_PASS": '["t"]',
+           "version": "1.0", "environment_setup_commit": "abc"}  # fmt: skip
     assert convert_row(row, AUTO).image == "swebench/sweb.eval.x86_64.a_1776_b-1:latest"
     with pytest.raises(RowInvalid, match="JSON object"):
         convert_row(["not", "a", "row"])

@@ -1,0 +1,272 @@
+"""``swe-mine-tasks``: mine certified SWE tasks from a range of a local git repository's history.
+
+For each commit of the range (oldest first): split it into a gold patch and a test patch (commits
+that do not change code and tests together are dropped), build its task image offline, run the
+tests before and after the gold patch (FAIL_TO_PASS, PASS_TO_PASS), then certify every row that
+has FAIL_TO_PASS tests with `swe_rl.eval.certify` (the gold patch K times, the empty patch once,
+flaky tests recorded) and keep what certifies.
+
+Files, all next to ``--output`` (``tasks.jsonl``):
+
+- ``tasks.jsonl``: the certified rows (swebench 5.x's schema);
+- ``tasks.drops.jsonl``: ``{"commit", "instance_id", "stage", "reason"}`` for every commit dropped;
+- ``tasks.validated.jsonl``: rows waiting for certification; ``tasks.ledger.jsonl``: the ledger;
+- ``tasks.stats.json``: the yield per stage and the time spent in each.
+
+Resumable: a commit in the output or the drops file is not looked at again, a validated row is not
+built again, and certification skips what its ledger holds. A progress bar on a terminal, one plain
+line per commit otherwise.
+
+    swe-mine-tasks /path/to/repo --range v1.0..v1.4 --repo-name owner/name --output out/tasks.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from swe_rl.eval.mining.build import BuildFailed, build_task_image
+from swe_rl.eval.mining.history import Candidate, Skipped, commits_in_range, git, split_commit
+from swe_rl.eval.mining.languages import LANGUAGES, UnknownLanguage, detect_language
+from swe_rl.eval.mining.validate import NoFailToPass, task_row, validate
+from swe_rl.eval.progress import StatusBar
+
+STAGES = ("split", "build", "validate", "certify")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], epilog="See docs/datasets.md, 'Mining tasks'."
+    )
+    p.add_argument("repo", type=Path, help="a local git repository (a mirror, or a history of releases)")
+    p.add_argument(
+        "--range", dest="rev_range", default="HEAD", help="revision range, e.g. v1.0..v1.4 (default: all)"
+    )
+    p.add_argument(
+        "--output", type=Path, required=True, help="certified rows (JSONL); other files go next to it"
+    )
+    p.add_argument("--repo-name", default=None, help="owner/name for the rows (default: the folder's name)")
+    p.add_argument(
+        "--language", choices=sorted(LANGUAGES), default=None, help="default: from the top's files"
+    )
+    p.add_argument(
+        "--image-template", default="swe-rl/mined.{id}:latest", help="task image name; {id} is the id"
+    )
+    p.add_argument("--runs", type=int, default=3, help="gold runs per row at certification (K)")
+    p.add_argument("--limit", type=int, default=None, help="look at most at this many new commits")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per build or test run")
+    p.add_argument("--no-certify", action="store_true", help="stop after validation (rows stay pending)")
+    p.add_argument("--local-fleet", action="store_true", help="certify on exec + pool servers started here")
+    p.add_argument("--name-prefix", default="swe-rl-mine", help="prefix of the miner's container names")
+    p.add_argument("--no-progress", action="store_true", help="no progress output")
+    p.add_argument(
+        "--images-for", type=Path, default=None, metavar="ROWS",
+        help="only (re)build the task images of these mined rows (their mined_commit in REPO) and check "
+        "that each image's base commit is the row's; no mining",
+    )  # fmt: skip
+    return p.parse_args(argv)
+
+
+def build_images_for(args: argparse.Namespace) -> int:
+    """Build the images of already mined rows (CI, a fresh machine); 1 when a base commit differs."""
+    repo = args.repo.resolve()
+    bad = 0
+    for row in _read_jsonl(args.images_for):
+        if args.repo_name and row.get("repo") != args.repo_name:
+            continue  # a set of several repositories: this one's rows only
+        commit = row["mined_commit"]
+        parent = git(repo, "rev-parse", f"{commit}^").strip()
+        language = (
+            LANGUAGES[row["language"]]
+            if row.get("language") in LANGUAGES
+            else detect_language(set(git(repo, "ls-tree", "--name-only", commit).split()))
+        )
+        base = build_task_image(
+            repo, parent, language, row["image_name"], row["instance_id"], timeout=args.timeout
+        )
+        status = (
+            "ok" if base == row["base_commit"] else f"base commit {base} != the row's {row['base_commit']}"
+        )
+        bad += status != "ok"
+        print(f"{row['instance_id']}: {row['image_name']} {status}", flush=True)
+    return 1 if bad else 0
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a torn last line of an interrupted run
+    return rows
+
+
+def _append(path: Path, row: dict[str, Any]) -> None:
+    with path.open("a") as fh:
+        fh.write(json.dumps(row) + "\n")
+
+
+def _instance_id(repo_name: str, commit: str) -> str:
+    owner, _, name = repo_name.partition("/")
+    slug = f"{owner}__{name}" if name else owner
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", f"{slug}-{commit[:10]}")
+
+
+class Miner:
+    """One run over one repository; the files it writes are named after ``output``."""
+
+    def __init__(self, args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> None:
+        self.args = args
+        self.pool_env = pool_env
+        out: Path = args.output
+        self.output = out
+        self.drops = out.with_suffix(".drops.jsonl")
+        self.validated = out.with_suffix(".validated.jsonl")
+        self.ledger = out.with_suffix(".ledger.jsonl")
+        self.stats_path = out.with_suffix(".stats.json")
+        self.repo = args.repo.resolve()
+        self.repo_name = args.repo_name or self.repo.name
+        self.seconds = dict.fromkeys(STAGES, 0.0)
+        self.counts = {"commits": 0, "candidates": 0, "built": 0, "validated": 0, "certified": 0}
+
+    def drop(self, commit: str, instance_id: str, stage: str, reason: str) -> None:
+        _append(self.drops, {"commit": commit, "instance_id": instance_id, "stage": stage, "reason": reason})
+
+    def language(self, commit: str) -> Any:
+        if self.args.language:
+            return LANGUAGES[self.args.language]
+        return detect_language(set(git(self.repo, "ls-tree", "--name-only", commit).split()))
+
+    def mine_commit(self, commit: str) -> str:
+        """Split, build and validate one commit; the returned word is its progress status."""
+        iid = _instance_id(self.repo_name, commit)
+        t0 = time.perf_counter()
+        try:
+            language = self.language(commit)
+        except UnknownLanguage as exc:
+            self.drop(commit, iid, "split", str(exc))
+            return "dropped"
+        found = split_commit(self.repo, commit, language)
+        self.seconds["split"] += time.perf_counter() - t0
+        if isinstance(found, Skipped):
+            self.drop(commit, iid, "split", found.reason)
+            return "dropped"
+        self.counts["candidates"] += 1
+        return self.build_and_validate(found, language, iid)
+
+    def build_and_validate(self, cand: Candidate, language: Any, iid: str) -> str:
+        image = self.args.image_template.format(id=iid.lower())
+        t0 = time.perf_counter()
+        try:
+            base = build_task_image(self.repo, cand.parent, language, image, iid, timeout=self.args.timeout)
+        except (BuildFailed, OSError) as exc:
+            self.drop(cand.commit, iid, "build", str(exc))
+            return "dropped"
+        finally:
+            self.seconds["build"] += time.perf_counter() - t0
+        self.counts["built"] += 1
+        t0 = time.perf_counter()
+        try:
+            found = validate(
+                language, cand, image, base, name_prefix=self.args.name_prefix, timeout=self.args.timeout
+            )
+        except NoFailToPass as exc:
+            self.drop(cand.commit, iid, "validate", str(exc))
+            return "dropped"
+        finally:
+            self.seconds["validate"] += time.perf_counter() - t0
+        self.counts["validated"] += 1
+        row = task_row(
+            repo_name=self.repo_name, instance_id=iid, language=language, candidate=cand, image=image,
+            base_commit=base, fail_to_pass=found["fail_to_pass"], pass_to_pass=found["pass_to_pass"],
+        )  # fmt: skip
+        _append(self.validated, row)
+        return "validated"
+
+    def certify(self) -> None:
+        """Certify the validated rows not yet decided; certified → output, the others → drops."""
+        from swe_rl.eval import certify
+        from swe_rl.eval.grading_hooks import run_graders
+        from swe_rl.grading.certification import read_ledger
+
+        decided = {r["instance_id"] for r in _read_jsonl(self.output)} | {
+            r["instance_id"] for r in _read_jsonl(self.drops)
+        }
+        pending = [r for r in _read_jsonl(self.validated) if r["instance_id"] not in decided]
+        if not pending:
+            return
+        t0 = time.perf_counter()
+        todo = self.output.with_suffix(".certify-input.jsonl")
+        todo.write_text("".join(json.dumps(r) + "\n" for r in pending))
+        argv = ["run", "--data", str(todo), "--ledger", str(self.ledger), "--runs", str(self.args.runs),
+                "--max-concurrent", "2", "--eval-timeout", str(self.args.timeout), "--no-progress"]  # fmt: skip
+        args = certify.parse_args(argv)
+        if self.pool_env is not None:  # a fleet the caller runs
+            asyncio.run(certify.run(args, self.pool_env))
+        else:  # a local one started here, or the pool the environment names
+            run_graders(lambda *env: certify.run(args, *env), local_fleet=self.args.local_fleet,
+                        max_concurrent=2, networks=[])  # fmt: skip
+        todo.unlink()
+        ledger = read_ledger(self.ledger)
+        for row in pending:
+            entry = ledger.entries.get(row["instance_id"])
+            if entry is None or entry.env_error:
+                continue  # the fleet failed: tried again on the next run, never a drop
+            if entry.certified:
+                _append(self.output, row)
+                self.counts["certified"] += 1
+            else:
+                self.drop(row["mined_commit"], row["instance_id"], "certify", entry.reason)
+        self.seconds["certify"] += time.perf_counter() - t0
+
+    def run(self) -> dict[str, Any]:
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        done = {r.get("mined_commit") for r in _read_jsonl(self.output)}
+        done |= {r.get("commit") for r in _read_jsonl(self.drops)}
+        done |= {r.get("mined_commit") for r in _read_jsonl(self.validated)}
+        commits = [c for c in commits_in_range(self.repo, self.args.rev_range) if c not in done]
+        if self.args.limit is not None:
+            commits = commits[: self.args.limit]
+        bar = StatusBar(len(commits), disabled=self.args.no_progress, use_tqdm=sys.stdout.isatty())
+        for commit in commits:
+            self.counts["commits"] += 1
+            bar.update(self.mine_commit(commit))
+        bar.close()
+        if not self.args.no_certify:
+            self.certify()
+        stats = {"counts": self.counts, "seconds": {k: round(v, 1) for k, v in self.seconds.items()}}
+        self.stats_path.write_text(json.dumps(stats, indent=1) + "\n")
+        return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not (args.repo / ".git").exists() and not (args.repo / "HEAD").exists():
+        print(f"error: {args.repo} is not a git repository", file=sys.stderr)
+        return 2
+    if args.images_for is not None:
+        return build_images_for(args)
+    if "{id}" not in args.image_template:
+        print("error: --image-template must contain {id}", file=sys.stderr)
+        return 2
+    stats = Miner(args).run()
+    c, s = stats["counts"], stats["seconds"]
+    print(
+        f"mined {c['commits']} commit(s): {c['candidates']} candidates -> {c['built']} built -> "
+        f"{c['validated']} validated -> {c['certified']} certified; seconds: "
+        + ", ".join(f"{k} {v}" for k, v in s.items())
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
