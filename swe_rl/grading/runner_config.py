@@ -33,13 +33,24 @@ def _toml_parser() -> Callable[[str], dict[str, Any]] | None:
 
 _load_toml = _toml_parser()
 
-__all__ = ["RUNNER_CONFIG_FILES", "UNPARSABLE", "normalise_name", "runner_settings"]
+__all__ = ["RUNNER_CONFIG_FILES", "UNPARSABLE", "normalise_name", "runner_lines", "runner_settings"]
 
 RUNNER_CONFIG_FILES = {"pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".pytest.ini", "pytest.toml"}
 """Base names (normalised) of the files whose runner settings are compared."""
 UNPARSABLE = {"<unparsable>": "<unparsable>"}
 """The projection of a file the parser refuses (a change to or from it counts as a change)."""
 _RUNNER_WORDS = ("pytest", "unittest", "nose")
+
+
+def runner_lines(text: str) -> str:
+    """`text` split into lines as pytest's ini reader splits them, joined with ``\\n`` for configparser.
+
+    pytest reads an ini file in text mode (``\\r\\n`` and ``\\r`` become ``\\n``) and splits it with
+    ``str.splitlines`` (iniconfig), which also breaks at ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e``,
+    ``\\x85``, ``\\u2028`` and ``\\u2029``; configparser splits on ``\\n`` alone, so a section behind any
+    of those would be a value to it and a section to pytest. TOML needs nothing of the kind: pytest
+    and the grader both read it with tomllib. Where the two still disagree, the runner probe decides."""
+    return "\n".join(text.splitlines())
 
 
 def normalise_name(name: str) -> str:
@@ -99,7 +110,7 @@ def runner_settings(name: str, text: str | None) -> dict[str, str]:
     parser = configparser.RawConfigParser(strict=False, allow_no_value=True, interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
-        parser.read_string(text)
+        parser.read_string(runner_lines(text))
     except configparser.Error:
         return dict(UNPARSABLE)
     whole = base in ("pytest.ini", ".pytest.ini")
