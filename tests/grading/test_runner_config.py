@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
-from swe_rl.grading.runner_config import runner_lines, runner_settings
+from swe_rl.grading.runner_config import runner_lines, runner_settings, universal_lines
 
 ENDINGS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 
@@ -30,6 +32,16 @@ def test_the_lines_are_pytests_own(ending):
     assert runner["tool:pytest"]["addopts"] == "-p forge"
     assert runner_lines(text).split("\n") == text.replace("\r\n", "\n").replace("\r", "\n").splitlines()
     assert runner_settings("setup.cfg", text)["tool:pytest.addopts"] == repr("-p forge")
+
+
+@pytest.mark.parametrize("ending", ENDINGS, ids=repr)
+def test_the_lines_of_iniconfig_1(ending):
+    """iniconfig 1 (Debian bookworm's pytest 7.2) iterates the file in text mode: universal newlines only.
+    A section only one of the two versions sees still counts."""
+    text = f"[darglint]{ending}strictness = short{ending}[tool:pytest]{ending}addopts = -p forge{ending}"
+    as_read = [line.rstrip("\n") for line in io.StringIO(text, newline=None)]  # what a text-mode file yields
+    assert universal_lines(text).rstrip("\n").split("\n") == as_read
+    assert any("forge" in v for v in runner_settings("setup.cfg", text).values())
 
 
 def test_a_value_that_only_names_the_runner_in_a_linters_section_still_does_not_count():
