@@ -264,8 +264,13 @@ def read_probe_report(text: str | None, plan: ProbePlan) -> ProbeReport:
     return ProbeReport(collected=data.get("collected") or {}, finished=data.get("finished") or {})
 
 
-def _without(snapshot: dict[str, Any], drop_args: set[str]) -> dict[str, Any]:
-    out = {k: v for k, v in snapshot.items() if k != "items"}
+_RUN_TIME = ("items", "plugins", "conftests")
+"""Left out of the session-end comparison: what honest tests register while they run (a fixture adding a
+plugin object to the main config) would differ from a collect-only run; the collection snapshot has them."""
+
+
+def _without(snapshot: dict[str, Any], drop_args: set[str], when: str) -> dict[str, Any]:
+    out = {k: v for k, v in snapshot.items() if k != "items" and (when == "collected" or k not in _RUN_TIME)}
     out["args"] = [a for a in out.get("args", []) if a.rsplit("/", 1)[-1].split("::")[0] not in drop_args]
     return out
 
@@ -297,7 +302,7 @@ def compare_probes(
     for when in ("collected", "finished"):
         a, b = getattr(clean, when), getattr(patched, when)
         if a and b:
-            _diff(_without(a, drop), _without(b, drop), "", out)
+            _diff(_without(a, drop, when), _without(b, drop, when), "", out)
     return list(dict.fromkeys(out))
 
 
