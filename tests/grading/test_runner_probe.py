@@ -233,3 +233,20 @@ def test_code_that_takes_the_key_voids(repo, differences):
 
     found = differences(change)
     assert found and "patched tree: no probe report" in found[0], found
+
+
+@pytest.mark.slow
+def test_a_fix_whose_tests_fail_to_collect_on_the_clean_tree_is_no_difference(tmp_path):
+    """The clean tree has the test patch but not the fix: a test module importing what the fix adds does
+    not collect there. The report is written all the same (collection's end runs after a collection
+    error), and the fixed tree's run reports the same configuration."""
+    root = tmp_path / "repo"
+    _reset(root)
+    (root / "test_mod.py").write_text("from mod import g\n\n\ndef test_g():\n    assert g() == 2\n")
+    names = probe_names()
+    clean = _probe(root, names, collect_only=True)
+    assert not clean.error and clean.collected and clean.collected["items"] == []
+    (root / "mod.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
+    patched = _probe(root, names, collect_only=False)
+    assert patched.collected["items"] == ["test_mod.py::test_g"]
+    assert probe_records(clean, patched) == []
