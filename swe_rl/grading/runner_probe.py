@@ -8,9 +8,10 @@ computed at run time. So the grader asks pytest what it ended up with:
 
 - `plan_probe` puts a grader-owned plugin on the test command (``PYTHONPATH=<dir> pytest -p <module>``):
   the module is written by the eval script outside the repository, under a random name per grading;
-  the clean probe (test patch applied, no agent patch) adds ``--co``, the patched one is **the test
-  run itself** (a separate probe run could be told apart from the run that pays, e.g. by ``--co`` in
-  ``sys.argv``);
+  the clean probe (test patch applied, no agent patch) adds ``--co`` and writes no bytecode (a
+  same-size fix applied within the same second would otherwise meet the clean sources' ``.pyc``), the
+  patched one is **the test run itself** (a separate probe run could be told apart from the run that
+  pays, e.g. by ``--co`` in ``sys.argv``);
 - the plugin records, after collection and at the session's end, ``rootdir``, the ini file, every ini
   value the file sets plus those that change outcomes, the ``config.option`` values that change
   outcomes, the plugins loaded (name and module file), the conftest files, the args and the collected
@@ -231,6 +232,8 @@ def plan_probe(
         head = re.sub(r"((?:^|\s)PYTHONPATH=)", rf"\g<1>{folder}:", head, count=1)
     else:
         head = f"PYTHONPATH={folder}${{PYTHONPATH:+:$PYTHONPATH}} {head}"
+    if collect_only:  # no bytecode from the clean sources: a same-size fix applied within the same second
+        head = f"PYTHONDONTWRITEBYTECODE=1 {head}"  # would otherwise run the stale .pyc in the test run
     lines[body[0]] = head + extra + tail
     source = _PLUGIN.format(ini=INI_NAMES, options=OPTION_NAMES, fd=fd, report=plan.report_path)
     delimiter = f"EOF_SWE_PROBE_{rng.getrandbits(64):016x}"
