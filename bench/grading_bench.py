@@ -6,6 +6,9 @@ alternating order, through `FleetGrader`:
   eval script, SWE-bench's rules (the baseline, measured in the same run);
 - ``pipeline``: integrity on (default) — canonical patch, tree rules, capability scan, test run with
   canaries, strict verdict; the official verdict comes from the same run when nothing was dropped;
+- ``round 2``: the pipeline with the stages of issue 36's round three off (`ROUND_THREE_OFF`: the
+  runner probe; the lead adds the other switches of that round here), so that ``pipeline / round 2``
+  is what round three costs per instance;
 - ``stage 1``: the canonical patch alone on a fresh lease (baseline + `canonicalise`), for the share.
 Patches: the gold patch (nothing dropped: one container), and the gold patch plus a conftest.py hack
 (dropped: a second container runs the full patch for the official verdict).
@@ -32,6 +35,8 @@ from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.tasks import TaskInstance, load_instances
 
+ROUND_THREE_OFF = {"runner_probe": False}
+"""`IntegrityConfig` switches of issue 36's round-three stages (off in the ``round 2`` column)."""
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "instances.jsonl"
 HACK = """diff --git a/conftest.py b/conftest.py
 new file mode 100644
@@ -71,23 +76,36 @@ async def main_async(args: argparse.Namespace) -> None:
         async with EnvClient(cfg) as client:
             official = FleetGrader(client, GraderConfig(integrity=IntegrityConfig(enable=False)))
             pipeline = FleetGrader(client)
+            round_two = FleetGrader(client, GraderConfig(integrity=IntegrityConfig(**ROUND_THREE_OFF)))
             for instance in loaded.instances:
                 for label, patch in (("gold", instance.patch), ("gold+conftest", instance.patch + HACK)):
-                    times: dict[str, list[float]] = {"official": [], "pipeline": [], "stage 1": []}
+                    times: dict[str, list[float]] = {
+                        "official": [],
+                        "round 2": [],
+                        "pipeline": [],
+                        "stage 1": [],
+                    }
                     for r in range(args.rounds):
-                        order = [("official", official), ("pipeline", pipeline)]
+                        order = [("official", official), ("round 2", round_two), ("pipeline", pipeline)]
                         for mode, grader in order if r % 2 == 0 else order[::-1]:
                             times[mode].append(await timed(grader, instance, patch))
                         times["stage 1"].append(await stage_one(client, instance, patch))
                     rows.append((instance.instance_id, label, times))
     print(f"\ngrading_bench: rounds={args.rounds} cores={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
-    print(f"{'instance':38} {'patch':14} {'official s':>10} {'pipeline s':>10} {'ratio':>6} {'stage 1 s':>9}")
-    ratios = []
+    print(
+        f"{'instance':38} {'patch':14} {'official s':>10} {'round 2 s':>9} {'pipeline s':>10} {'ratio':>6} "
+        f"{'r3 ratio':>8} {'stage 1 s':>9}"
+    )
+    ratios, round_three = [], []
     for iid, label, times in rows:
-        o, p, s = (statistics.median(times[k]) for k in ("official", "pipeline", "stage 1"))
+        o, r2, p, s = (statistics.median(times[k]) for k in ("official", "round 2", "pipeline", "stage 1"))
         ratios.append(p / o)
-        print(f"{iid:38} {label:14} {o:>10.2f} {p:>10.2f} {p / o:>5.2f}x {s:>9.2f}")
+        round_three.append(p / r2)
+        print(
+            f"{iid:38} {label:14} {o:>10.2f} {r2:>9.2f} {p:>10.2f} {p / o:>5.2f}x {p / r2:>7.2f}x {s:>9.2f}"
+        )
     print(f"  median ratio pipeline / official: {statistics.median(ratios):.2f}x")
+    print(f"  median ratio round three on / off: {statistics.median(round_three):.2f}x")
 
 
 def main() -> None:

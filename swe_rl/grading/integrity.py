@@ -80,6 +80,10 @@ class IntegrityConfig(BaseModel):
     distribution's modules (``pytest.py``, ``_pytest/``, ``json.py`` at an import root)."""
     capabilities: CapabilityConfig = Field(default_factory=CapabilityConfig)
     """What each capability the syntax-tree scan finds in added code does to the reward (void, flag, ignore)."""
+    runner_probe: bool = True
+    """Ask the runner (pytest, through a grader-owned plugin) for its effective configuration on the clean
+    tree and in the patched run; any difference voids the reward (`swe_rl.grading.runner_probe`). Costs one
+    collect-only run of the tests per graded patch."""
 
 
 class TamperRecord(BaseModel):
@@ -90,7 +94,7 @@ class TamperRecord(BaseModel):
     rule: str
     """Which rule: test_patch_file, eval_script_file, conftest, pytest_settings, interpreter_hook, path_file,
     package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook, runner_shadow,
-    symlink, compiled_code, module_shadow, runner_config, capability, canary; for Go, JavaScript and Rust rows
+    symlink, compiled_code, module_shadow, runner_config, capability, canary, runner_probe; for Go, JavaScript and Rust rows
     (`swe_rl.grading.language_rules`) also start_up_hook, dependency_code, contradicted_result."""
     action: str
     """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept; voids

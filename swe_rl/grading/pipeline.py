@@ -5,8 +5,10 @@
 2. `tree_rules` — rules on the tree that patch produces (normalised names, hooks, shadows, symlinks,
    compiled code, parsed runner settings, tests): the patch the test run may see (`TreeVerdict`);
 3. `capabilities` — the syntax tree of the added code (`CapabilityReport`);
-4. the test run, with the canaries `canaries.plan_canaries` plants (`CanaryPlan`, `EvalResult`);
-5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`);
+4. the test run, with the canaries `canaries.plan_canaries` plants (`CanaryPlan`, `EvalResult`) and the
+   probe plugin of `runner_probe` on its command, after a collect-only probe of the clean tree;
+5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`) and
+   `runner_probe.probe_records` (the runner's configuration, clean tree vs the patched run);
 6. `verdict` — the integrity verdict (`GradeResult`), the official verdict beside it.
 
 Each stage's result is handed to the next; nothing goes back. With integrity off the pipeline is the
@@ -22,6 +24,7 @@ import posixpath
 from dataclasses import dataclass
 
 from swe_rl.fleet.client import EnvClient, EvalResult, FleetError, Lease
+from swe_rl.fleet.errors import FileNotFound
 from swe_rl.grading.baseline import record_baseline
 from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries, without_canaries
 from swe_rl.grading.canonical import CanonicalPatch, canonicalise
@@ -32,6 +35,14 @@ from swe_rl.grading.language_canaries import plant_language_canaries
 from swe_rl.grading.languages import contradiction_records, section_statuses
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.result import GradeResult, GradeStatus
+from swe_rl.grading.runner_probe import (
+    ProbePlan,
+    ProbeReport,
+    plan_probe,
+    probe_names,
+    probe_records,
+    read_probe_report,
+)
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for, official_script
@@ -62,6 +73,32 @@ class IntegrityStages:
     """The test run of `tree.patch` (None: git apply refused the patch)."""
     official_run: EvalResult | None = None
     """The full patch through the official apply fallbacks, in the same container (git apply refused)."""
+    probe: tuple[ProbeReport, ProbeReport] | None = None
+    """The runner's configuration on the clean tree and in the patched run (None: no probe)."""
+
+
+async def _probe_report(lease: Lease, plan: ProbePlan) -> ProbeReport:
+    """The plugin's report, checked (no file: an unsigned, empty report)."""
+    try:
+        text = (await lease.read_file(plan.report_path)).decode("utf-8", "replace")
+    except FileNotFound:
+        text = None
+    return read_probe_report(text, plan)
+
+
+async def _probe_clean_tree(
+    lease: Lease, script: str, config: GraderConfig
+) -> tuple[ProbePlan | None, ProbeReport | None]:
+    """The runner's configuration on the clean tree (collect-only, before the agent's patch is applied),
+    and the probe plan of the test run; (None, None) when the probe is off or the runner is not pytest."""
+    if not config.integrity.runner_probe:
+        return None, None
+    names = probe_names()
+    clean_plan = plan_probe(script, names, collect_only=True)
+    if clean_plan.skipped:
+        return None, None
+    await lease.evaluate("", clean_plan.script, timeout=config.eval_timeout)
+    return plan_probe(script, names, collect_only=False), await _probe_report(lease, clean_plan)
 
 
 async def _run_stages(
@@ -79,9 +116,14 @@ async def _run_stages(
         return IntegrityStages(canonical=canon, official_run=official)
     tree = judge_tree(canon, instance, script, config.integrity)
     capabilities = scan_changes(tree.sources, config.integrity.capabilities)
-    plan = plant_language_canaries(plan_canaries(instance, script), instance, script)  # Go, JS, Rust rows
+    probe_plan, clean = await _probe_clean_tree(lease, script, config)
+    run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
+    plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script)  # Go, JS, Rust
     run = await lease.evaluate(tree.patch, plan.script, timeout=config.eval_timeout)
-    return IntegrityStages(canon, tree, capabilities, plan, run)
+    stages = IntegrityStages(canon, tree, capabilities, plan, run)
+    if probe_plan is not None and clean is not None:
+        stages.probe = (clean, await _probe_report(lease, probe_plan))
+    return stages
 
 
 def _judge(
@@ -146,6 +188,8 @@ async def _integrity_result(
     result.tests_status = without_canaries(plan, result.tests_status)
     report.records = [*tree.records, *capability_records(stages.capabilities or CapabilityReport())]
     report.records += canary_records(canary)
+    if stages.probe is not None:  # the canary file is the grader's: the patched run alone names it
+        report.records += probe_records(*stages.probe, {posixpath.basename(plan.canary_file)} - {""})
     report.records += contradiction_records(instance, run.test_log, plan.nonce)  # Go, JS, Rust... rows
     report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())
     if not tree.changed:  # the run was the official run: its log judged by the official rules

@@ -33,13 +33,36 @@ def _toml_parser() -> Callable[[str], dict[str, Any]] | None:
 
 _load_toml = _toml_parser()
 
-__all__ = ["RUNNER_CONFIG_FILES", "UNPARSABLE", "normalise_name", "runner_settings"]
+__all__ = [
+    "RUNNER_CONFIG_FILES",
+    "UNPARSABLE",
+    "normalise_name",
+    "runner_lines",
+    "runner_settings",
+    "universal_lines",
+]
 
 RUNNER_CONFIG_FILES = {"pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".pytest.ini", "pytest.toml"}
 """Base names (normalised) of the files whose runner settings are compared."""
 UNPARSABLE = {"<unparsable>": "<unparsable>"}
 """The projection of a file the parser refuses (a change to or from it counts as a change)."""
 _RUNNER_WORDS = ("pytest", "unittest", "nose")
+
+
+def runner_lines(text: str) -> str:
+    """`text` split into lines as iniconfig 2 (pytest 7.3+'s ini reader) splits them, joined with ``\\n``.
+
+    pytest reads an ini file in text mode (``\\r\\n`` and ``\\r`` become ``\\n``); iniconfig 2 splits
+    the text with ``str.splitlines``, which also breaks at ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e``,
+    ``\\x85``, ``\\u2028`` and ``\\u2029``; configparser splits on ``\\n`` alone, so a section behind any
+    of those would be a value to it and a section to pytest."""
+    return "\n".join(text.splitlines())
+
+
+def universal_lines(text: str) -> str:
+    """`text` split as iniconfig 1 (Debian bookworm's, pytest 7.2's) splits it: the file's lines in text
+    mode, universal newlines only (``\\n``, ``\\r``, ``\\r\\n``)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def normalise_name(name: str) -> str:
@@ -96,6 +119,20 @@ def runner_settings(name: str, text: str | None) -> dict[str, str]:
             return dict(UNPARSABLE)
         _flatten(data, (), out, inside=base in ("pytest.toml", ".pytest.toml"))
         return out
+    # The runner's version decides where its lines end: a setting seen under either split counts (TOML
+    # needs nothing of the kind: pytest and the grader both read it with tomllib). Where the grader and
+    # the runner still disagree, the runner probe (`swe_rl.grading.runner_probe`) decides.
+    views = [_ini_settings(base, runner_lines(text)), _ini_settings(base, universal_lines(text))]
+    if views[0] == views[1]:
+        return views[0]
+    return {
+        **views[0],
+        **{f"{k} [universal newlines]": v for k, v in views[1].items() if views[0].get(k) != v},
+    }
+
+
+def _ini_settings(base: str, text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
     parser = configparser.RawConfigParser(strict=False, allow_no_value=True, interpolation=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
