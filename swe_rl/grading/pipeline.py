@@ -5,8 +5,10 @@
 2. `tree_rules` — rules on the tree that patch produces (normalised names, hooks, shadows, symlinks,
    compiled code, parsed runner settings, tests): the patch the test run may see (`TreeVerdict`);
 3. `capabilities` — the syntax tree of the added code (`CapabilityReport`);
-4. the test run, with the canaries `canaries.plan_canaries` plants (`CanaryPlan`, `EvalResult`);
-5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`);
+4. the test run, with the canaries `canaries.plan_canaries` plants (`CanaryPlan`, `EvalResult`) and the
+   twins of the task's own FAIL_TO_PASS tests `twins.plan_twins` derives (`TwinPlan`);
+5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`) and
+   `twins.check_twins` (a twin reported passed);
 6. `verdict` — the integrity verdict (`GradeResult`), the official verdict beside it.
 
 Each stage's result is handed to the next; nothing goes back. With integrity off the pipeline is the
@@ -33,6 +35,15 @@ from swe_rl.grading.languages import contradiction_records, section_statuses
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
+from swe_rl.grading.twins import (
+    TwinPlan,
+    check_twins,
+    plan_twins,
+    plant_twins,
+    read_test_files,
+    test_files_of,
+    without_twins,
+)
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for, official_script
 from swe_rl.tasks.assets import fetch_assets, with_assets
@@ -58,6 +69,7 @@ class IntegrityStages:
     tree: TreeVerdict | None = None
     capabilities: CapabilityReport | None = None
     canaries: CanaryPlan | None = None
+    twins: TwinPlan | None = None
     run: EvalResult | None = None
     """The test run of `tree.patch` (None: git apply refused the patch)."""
     official_run: EvalResult | None = None
@@ -80,8 +92,13 @@ async def _run_stages(
     tree = judge_tree(canon, instance, script, config.integrity)
     capabilities = scan_changes(tree.sources, config.integrity.capabilities)
     plan = plant_language_canaries(plan_canaries(instance, script), instance, script)  # Go, JS, Rust rows
+    twins = TwinPlan(refused="twins are off")
+    if config.integrity.twins and plan.nonce:
+        sources = await read_test_files(lease, instance, sorted(set(test_files_of(instance).values())))
+        twins = plan_twins(instance, plan, sources)
+        plan = plant_twins(plan, twins)
     run = await lease.evaluate(tree.patch, plan.script, timeout=config.eval_timeout)
-    return IntegrityStages(canon, tree, capabilities, plan, run)
+    return IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
 
 
 def _judge(
@@ -143,9 +160,12 @@ async def _integrity_result(
     result.graded_patch = tree.patch
     statuses = result.tests_status or section_statuses(instance, run.test_log, plan.nonce)
     canary = check_canaries(plan, statuses, run.test_log)
-    result.tests_status = without_canaries(plan, result.tests_status)
+    twins = stages.twins or TwinPlan()
+    result.tests_status = without_twins(twins, without_canaries(plan, result.tests_status))
     report.records = [*tree.records, *capability_records(stages.capabilities or CapabilityReport())]
     report.records += canary_records(canary)
+    report.records += check_twins(twins, statuses, run.test_log, plan.nonce)
+    result.twins = twins
     report.records += contradiction_records(instance, run.test_log, plan.nonce)  # Go, JS, Rust... rows
     report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())
     if not tree.changed:  # the run was the official run: its log judged by the official rules
