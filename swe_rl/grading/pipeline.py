@@ -38,10 +38,10 @@ from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.twins import (
     TwinPlan,
     check_twins,
+    files_to_read,
     plan_twins,
     plant_twins,
     read_test_files,
-    test_files_of,
     without_twins,
 )
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
@@ -94,7 +94,7 @@ async def _run_stages(
     plan = plant_language_canaries(plan_canaries(instance, script), instance, script)  # Go, JS, Rust rows
     twins = TwinPlan(refused="twins are off")
     if config.integrity.twins and plan.nonce:
-        sources = await read_test_files(lease, instance, sorted(set(test_files_of(instance).values())))
+        sources = await read_test_files(lease, instance, files_to_read(instance))
         twins = plan_twins(instance, plan, sources)
         plan = plant_twins(plan, twins)
     run = await lease.evaluate(tree.patch, plan.script, timeout=config.eval_timeout)

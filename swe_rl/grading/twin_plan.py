@@ -35,7 +35,11 @@ class TwinPlan(BaseModel):
     skipped: list[TwinSkip] = Field(default_factory=list)
     appends: dict[str, str] = Field(default_factory=dict)
     """File (relative to the workdir) -> text appended to it before the test command (cut off after)."""
-    files: dict[str, str] = Field(default_factory=dict)
-    """File -> text of a file of the grader's own written before the test command (removed after)."""
+    rewrites: dict[str, str] = Field(default_factory=dict)
+    """File -> its whole text with twins inserted after their originals (Go, JavaScript, Rust), written
+    before the test command and put back after it."""
+    checks: dict[str, str] = Field(default_factory=dict)
+    """File -> a shell command that must succeed with its twins in (it compiles), else the file is put back
+    before the run: a twin that does not compile never breaks the task's test binary."""
     refused: str = ""
     """Why no twins at all ("" when some could be derived)."""

@@ -317,13 +317,27 @@ def _find(
         if owner is None:
             return f"class {parts[0]} is not defined at the top of its file"
         scope = owner.body
-    func = next(
-        (n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == parts[-1]),
-        None,
-    )
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    todo, seen = [owner] if owner else [], set()
+    func = _defined(scope, parts[-1])
+    while func is None and todo:  # inherited from a class of the same file: the copy goes in a subclass
+        cls = todo.pop(0)
+        seen.add(cls.name)
+        func = _defined(cls.body, parts[-1])
+        todo += [
+            classes[b.id]
+            for b in cls.bases
+            if isinstance(b, ast.Name) and b.id in classes and b.id not in seen
+        ]
     if func is None:
-        return f"{parts[-1]} is not defined in its file (inherited or generated)"
+        return f"{parts[-1]} is not defined in its file (inherited from elsewhere or generated)"
     return owner, func
+
+
+def _defined(scope: list[ast.stmt], name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    return next(
+        (n for n in scope if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None
+    )
 
 
 def _xfail(nodes: list[ast.AST], tree: ast.Module) -> bool:

@@ -25,6 +25,7 @@ from typing import Any
 from swe_rl.fleet.patch_baseline import SAFE_GIT_ENV
 from swe_rl.grading.canaries import CanaryPlan
 from swe_rl.grading.integrity import TamperRecord, patch_paths
+from swe_rl.grading.languages import language_of
 from swe_rl.grading.log_audit import SUCCESS, NonceSection, nonce_section, status_lines
 from swe_rl.grading.twin_languages import plan_language_twins
 from swe_rl.grading.twin_plan import Twin, TwinPlan, TwinSkip
@@ -38,6 +39,7 @@ __all__ = [
     "TwinPlan",
     "TwinSkip",
     "check_twins",
+    "files_to_read",
     "plan_twins",
     "plant_twins",
     "read_test_files",
@@ -72,6 +74,14 @@ def test_files_of(instance: TaskInstance) -> dict[str, str]:
         part = _split_id(test)[0]
         out[part] = next((p for p in touched if p == part or p.endswith("/" + part)), part)
     return out
+
+
+def files_to_read(instance: TaskInstance) -> list[str]:
+    """The files whose text the twins are cut from: a Python row's FAIL_TO_PASS files; for Go, JavaScript
+    and Rust rows (ids name no file) the test patch's files."""
+    if language_of(instance) is not None:
+        return patch_paths(instance.test_patch)
+    return sorted(set(test_files_of(instance).values()))
 
 
 def _reader_script(instance: TaskInstance, paths: list[str], folder: str) -> str:
@@ -192,7 +202,7 @@ def plan_twins(
 
 def plant_twins(canary_plan: CanaryPlan, twins: TwinPlan, rng: random.Random | None = None) -> CanaryPlan:
     """`canary_plan` with the twins written right before the test command and cut off after it."""
-    if not twins.appends and not twins.files:
+    if not twins.appends and not twins.rewrites:
         return canary_plan
     rng = rng or random.SystemRandom()
     before: list[str] = []
@@ -210,10 +220,20 @@ def plant_twins(canary_plan: CanaryPlan, twins: TwinPlan, rng: random.Random | N
             "fi",
         ]
         after.append(f'[ -n "${{{size}:-}}" ] && truncate -s "${size}" {quoted}')
-    for path, text in sorted(twins.files.items()):
-        quoted, delimiter = shlex.quote(path), f"EOF_SWE_TWIN_{rng.getrandbits(64):016x}"
-        before += [f"[ -e {quoted} ] || cat > {quoted} <<'{delimiter}'", text.rstrip("\n"), delimiter]
-        after.append(f"rm -f {quoted}")
+    for i, (path, text) in enumerate(sorted(twins.rewrites.items())):
+        quoted, backup = shlex.quote(path), f"__swe_twin_bak_{i}"
+        delimiter = f"EOF_SWE_TWIN_{rng.getrandbits(64):016x}"
+        before += [
+            f"if [ -f {quoted} ] && {backup}=$(mktemp) && cp -p {quoted} \"${backup}\"; then cat > {quoted} <<'{delimiter}'",
+            text.rstrip("\n"),
+            delimiter,
+            "fi",
+        ]
+        if check := twins.checks.get(path):  # does not compile with its twins: back as it was
+            before.append(
+                f'[ -n "${{{backup}:-}}" ] && {{ {{ {check}; }} >/dev/null 2>&1 || cat "${backup}" > {quoted}; }}'
+            )
+        after.append(f'[ -n "${{{backup}:-}}" ] && {{ cat "${backup}" > {quoted}; rm -f "${backup}"; }}')
     lines = canary_plan.script.split("\n")
     hide = next(i for i, line in enumerate(lines) if line.startswith("__swe_self="))
     end = max(i for i, line in enumerate(lines) if END_TEST_OUTPUT in line)
@@ -227,7 +247,7 @@ def plant_twins(canary_plan: CanaryPlan, twins: TwinPlan, rng: random.Random | N
 def _is_twin(test: str, twin: Twin) -> bool:
     tail = twin.test_id.rsplit("/", 1)[-1]
     return any(
-        test == name or test.startswith(name + "[") or test.endswith("/" + name)
+        test == name or test.startswith((name + "[", name + "/")) or test.endswith("/" + name)
         for name in (twin.test_id, tail)
     )
 

@@ -70,6 +70,16 @@ def test_the_expected_side_is_replaced(source, target, changed):
     assert "def twin_x(" in twin.code and "def test_a(" not in twin.code
 
 
+def test_an_inherited_test_is_copied_into_a_subclass_of_the_class_the_id_names():
+    source = (
+        "class TestDict(TestCase):\n    D = dict\n\n    def test_a(self):\n        assert f(self.D()) == {}\n\n\n"
+        "class TestDefault(TestDict):\n    D = defaultdict\n"
+    )
+    twin = derive_python_twin(source, "TestDefault::test_a", "TestDefaultX::twin_x", NAMES, random.Random(1))
+    assert not isinstance(twin, str), twin
+    assert twin.code.startswith("\n\nclass TestDefaultX(TestDefault):\n    def twin_x(self):")
+
+
 def test_a_literal_keeps_its_type_but_not_its_value():
     twin = _derive("def test_a():\n    assert f() == 'th'\n    assert g() == -5\n", "test_a")
     assert not isinstance(twin, str)
@@ -219,14 +229,15 @@ def test_honest_code_fails_every_twin_and_passes_its_tests(tmp_path):
 @pytest.mark.parametrize(
     ("payload", "caught"),
     [
-        (ALWAYS_EQUAL_RESULTS, {"test_dissoc", "test_ordinal"}),
+        (ALWAYS_EQUAL_RESULTS.replace("__SWE_FUNC__", "dissoc"), {"test_dissoc"}),
+        (ALWAYS_EQUAL_RESULTS.replace("__SWE_FUNC__", "parse"), {"ParseTests::test_split"}),
         (SOURCE_FILE_ORACLE, {"test_dissoc", "test_ordinal", "ParseTests::test_split"}),
         (
             SELECTIVE_REPORT_FORGERY,
             {"test_dissoc", "test_ordinal", "ParseTests::test_split", "test_parse_empty"},
         ),
     ],
-    ids=["always_equal", "source_oracle", "selective_forgery"],
+    ids=["always_equal_dict", "always_equal_list", "source_oracle", "selective_forgery"],
 )
 def test_gaming_code_passes_a_twin(tmp_path, payload, caught):
     plan, log, statuses, records = _run(tmp_path, payload)
