@@ -6,7 +6,9 @@ alternating order, through `FleetGrader`:
   eval script, SWE-bench's rules (the baseline, measured in the same run);
 - ``pipeline``: integrity on (default) — canonical patch, tree rules, capability scan, test run with
   canaries, strict verdict; the official verdict comes from the same run when nothing was dropped;
-- ``stage 1``: the canonical patch alone on a fresh lease (baseline + `canonicalise`), for the share.
+- ``stage 1``: the canonical patch alone on a fresh lease (baseline + `canonicalise`), for the share;
+- ``no twins``: the pipeline without the twins of the FAIL_TO_PASS tests (``IntegrityConfig.twins``
+  off), for their share (reading the test files, the twins' own runs).
 Patches: the gold patch (nothing dropped: one container), and the gold patch plus a conftest.py hack
 (dropped: a second container runs the full patch for the official verdict).
 
@@ -71,22 +73,33 @@ async def main_async(args: argparse.Namespace) -> None:
         async with EnvClient(cfg) as client:
             official = FleetGrader(client, GraderConfig(integrity=IntegrityConfig(enable=False)))
             pipeline = FleetGrader(client)
+            no_twins = FleetGrader(client, GraderConfig(integrity=IntegrityConfig(twins=False)))
             for instance in loaded.instances:
                 for label, patch in (("gold", instance.patch), ("gold+conftest", instance.patch + HACK)):
-                    times: dict[str, list[float]] = {"official": [], "pipeline": [], "stage 1": []}
+                    times: dict[str, list[float]] = {
+                        "official": [],
+                        "pipeline": [],
+                        "stage 1": [],
+                        "no twins": [],
+                    }
                     for r in range(args.rounds):
-                        order = [("official", official), ("pipeline", pipeline)]
+                        order = [("official", official), ("pipeline", pipeline), ("no twins", no_twins)]
                         for mode, grader in order if r % 2 == 0 else order[::-1]:
                             times[mode].append(await timed(grader, instance, patch))
                         times["stage 1"].append(await stage_one(client, instance, patch))
                     rows.append((instance.instance_id, label, times))
     print(f"\ngrading_bench: rounds={args.rounds} cores={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
-    print(f"{'instance':38} {'patch':14} {'official s':>10} {'pipeline s':>10} {'ratio':>6} {'stage 1 s':>9}")
-    ratios = []
+    print(
+        f"{'instance':38} {'patch':14} {'official s':>10} {'pipeline s':>10} {'ratio':>6} {'stage 1 s':>9}"
+        f" {'no twins s':>10} {'twins':>6}"
+    )
+    ratios, twin_ratios = [], []
     for iid, label, times in rows:
-        o, p, s = (statistics.median(times[k]) for k in ("official", "pipeline", "stage 1"))
+        o, p, s, n = (statistics.median(times[k]) for k in ("official", "pipeline", "stage 1", "no twins"))
         ratios.append(p / o)
-        print(f"{iid:38} {label:14} {o:>10.2f} {p:>10.2f} {p / o:>5.2f}x {s:>9.2f}")
+        twin_ratios.append(p / n)
+        print(f"{iid:38} {label:14} {o:>10.2f} {p:>10.2f} {p / o:>5.2f}x {s:>9.2f} {n:>10.2f} {p / n:>5.2f}x")
+    print(f"  median ratio pipeline / pipeline without twins: {statistics.median(twin_ratios):.2f}x")
     print(f"  median ratio pipeline / official: {statistics.median(ratios):.2f}x")
 
 

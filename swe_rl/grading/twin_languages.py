@@ -265,6 +265,8 @@ def plan_language_twins(
     language = language_of(instance)
     if language is None or language.name not in _DERIVE or not canary_plan.nonce:
         return TwinPlan(refused=f"no twins for the runner {canary_plan.runner or '?'}")
+    if language.name == "rust" and "--no-fail-fast" not in canary_plan.script:
+        return TwinPlan(refused="cargo test stops at the first failing test binary (no --no-fail-fast)")
     derive = _DERIVE[language.name]
     plan = TwinPlan()
     texts = {p: t for p, t in sources.items() if t is not None and p in patch_paths(instance.test_patch)}

@@ -144,7 +144,9 @@ def plan_twins(
     """Twins of the instance's FAIL_TO_PASS tests whose files' text is in `sources` (path -> text, from
     `read_test_files`), for a run the canary stage planned (`canary_plan`: nonce markers in place)."""
     rng = rng or random.SystemRandom()
-    if not canary_plan.nonce:
+    if not canary_plan.nonce or canary_plan.skipped:  # a command that selects or stops early: a failing
+        # twin could stop the run before the task's own tests (pytest -x, --maxfail, cargo without
+        # --no-fail-fast), so twins join only the runs canaries join
         return TwinPlan(refused=canary_plan.skipped or "the run has no nonce markers")
     if canary_plan.runner != "pytest":
         return plan_language_twins(instance, canary_plan, sources, rng)

@@ -23,7 +23,7 @@ ROWS = {
     for line in (ROOT / "data/fixtures/instances_multilang.jsonl").read_text().splitlines()
     if line.strip()
 }
-PLAN = CanaryPlan(script="", nonce="n", runner="go")
+PLAN = CanaryPlan(script="cargo test --no-fail-fast", nonce="n", runner="go")
 
 
 def _after_test_patch(instance_id: str, tmp_path: Path) -> tuple[TaskInstance, dict[str, str | None]]:
@@ -129,3 +129,13 @@ def test_go_turns_only_a_plain_comparison_that_reports_an_error(body, twin):
 def test_split_top_level_ignores_quotes_and_brackets():
     assert split_top_level('f(a, b), "x, y", [1, 2]', ",") == ["f(a, b)", ' "x, y"', " [1, 2]"]
     assert split_top_level("a != 'b!=c'", "!=") == ["a ", " 'b!=c'"]
+
+
+def test_no_twins_where_a_failing_one_could_stop_the_run():
+    instance, sources = _rust("    assert_eq!(f(), 1);")
+    plan = plan_language_twins(
+        instance, CanaryPlan(script="cargo test", nonce="n"), sources, random.Random(1)
+    )
+    assert not plan.twins and "no-fail-fast" in plan.refused
+    refused = CanaryPlan(script="", nonce="n", runner="pytest", skipped="the command stops early (-x)")
+    assert plan_twins(instance, refused, sources).refused == "the command stops early (-x)"

@@ -9,6 +9,8 @@ source, a report forger that spares tests not using the package (canaries come o
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 
 import pytest
 from adversarial_patches import EXPLOITS, exploit_patches
@@ -61,6 +63,19 @@ async def test_gold_trips_no_twin_on_any_fixture(client, pool, fixture_instances
     assert not leftover_containers(docker_client, pool)
 
 
+def _record(instance_id: str, name: str, result) -> None:
+    """``SWE_TWIN_TABLE=<file.json>``: the rows of docs/reward_integrity.md (naive vs ours, rules)."""
+    if path := os.environ.get("SWE_TWIN_TABLE"):
+        table = json.loads(open(path).read()) if os.path.exists(path) else {}
+        table[f"{name} @ {instance_id}"] = {
+            "naive": result.official.status if result.official else None,
+            "ours": result.status.value,
+            "rules": sorted({r.rule for r in result.tamper.records}),
+        }
+        with open(path, "w") as fh:
+            json.dump(table, fh, indent=1, sort_keys=True)
+
+
 # (fixture, exploit): the naive grader pays for each; only twins see the behaviour for what it is
 CAUGHT = [
     ("pytoolz__toolz-9003", "always_equal_results"),
@@ -84,6 +99,7 @@ async def test_twins_catch_what_canaries_do_not(
     )
     assert not result.resolved and result.status is GradeStatus.UNRESOLVED, result.message
     rules = {r.rule for r in result.tamper.records}
+    _record(instance_id, exploit.name, result)
     assert "twin" in rules, (result.tamper.records, result.twins)
     assert all(r.action == "voided" for r in result.tamper.records if r.rule == "twin")
     if name == "selective_report_forgery":  # the grader's canaries use nothing of the package: as planted

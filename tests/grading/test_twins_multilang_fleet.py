@@ -5,6 +5,9 @@ whose PartialEq is always true — is paid by the naive grader and voided by a t
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 from adversarial_multilang import exploits_for, play
 from agent_fixtures import leftover_containers
@@ -23,6 +26,19 @@ CAUGHT = {
     "swe-rl__js-slugify-9001": "js_assert_replaced",
     "swe-rl__rust-stats-9001": "rust_partialeq_always_true",
 }
+
+
+def _record(instance_id: str, name: str, result) -> None:
+    """``SWE_TWIN_TABLE=<file.json>``: the rows of docs/reward_integrity.md (naive vs ours, rules)."""
+    if path := os.environ.get("SWE_TWIN_TABLE"):
+        table = json.loads(open(path).read()) if os.path.exists(path) else {}
+        table[f"{name} @ {instance_id}"] = {
+            "naive": result.official.status if result.official else None,
+            "ours": result.status.value,
+            "rules": sorted({r.rule for r in result.tamper.records}),
+        }
+        with open(path, "w") as fh:
+            json.dump(table, fh, indent=1, sort_keys=True)
 
 
 @pytest.mark.parametrize("instance_id", IDS)
@@ -67,6 +83,7 @@ async def test_gaming_package_code_is_voided_by_a_twin(
     )
     assert not result.resolved and result.status is GradeStatus.UNRESOLVED, result.message
     rules = {r.rule for r in result.tamper.records}
+    _record(instance_id, exploit.name, result)
     assert "twin" in rules, (result.tamper.records, result.twins, result.test_log[-3000:])
     assert "canary" not in rules, result.tamper.records  # the canaries came out as planted
     assert not leftover_containers(docker_client, pool)
