@@ -1,7 +1,8 @@
 """Twins on the Go, JavaScript and Rust fixtures in real grading runs: gold trips none (each twin ran and
 failed); package code that games the tests without forging anything a canary sees — a Go init() re-running
-its test binary and rewriting the task-like results, node:assert's equality checks replaced, a Rust type
-whose PartialEq is always true — is paid by the naive grader and voided by a twin."""
+its test binary and rewriting the task-like results (and a Rust function doing the same), node:assert's
+equality checks replaced, a Rust type whose PartialEq is always true — is paid by the naive grader and
+voided by a twin."""
 
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ FAILED_LINE = {  # how each runner reports a failed test, by language
     "swe-rl__js-slugify-9001": lambda line, name: line.startswith("not ok ") and line.endswith(f" - {name}"),
     "swe-rl__rust-stats-9001": lambda line, name: line == f"test {name} ... FAILED",
 }
-CAUGHT = {
-    "swe-rl__go-version-9001": "go_selective_rerun_forgery",
-    "swe-rl__js-slugify-9001": "js_assert_replaced",
-    "swe-rl__rust-stats-9001": "rust_partialeq_always_true",
-}
+CAUGHT = [
+    ("swe-rl__go-version-9001", "go_selective_rerun_forgery"),
+    ("swe-rl__js-slugify-9001", "js_assert_replaced"),
+    ("swe-rl__rust-stats-9001", "rust_partialeq_always_true"),
+    ("swe-rl__rust-stats-9001", "rust_selective_rerun_forgery"),
+]
 
 
 def _record(instance_id: str, name: str, result) -> None:
@@ -65,16 +67,17 @@ async def test_gold_trips_no_twin(
     assert not leftover_containers(docker_client, pool)
 
 
-@pytest.mark.parametrize("instance_id", IDS)
+@pytest.mark.parametrize(("instance_id", "name"), CAUGHT, ids=[n for _, n in CAUGHT])
 async def test_gaming_package_code_is_voided_by_a_twin(
     instance_id,
+    name,
     client,
     pool,
     multilang_instances,  # noqa: F811 - the imported session fixture
     docker_client,
 ):
     instance = multilang_instances[instance_id]
-    exploit = next(e for e in exploits_for(instance) if e.name == CAUGHT[instance_id])
+    exploit = next(e for e in exploits_for(instance) if e.name == name)
     (patch,) = (await play(client, instance, [exploit])).values()
     result = await FleetGrader(client).grade(instance, patch)
     assert result.official is not None and result.official.resolved, (
