@@ -7,7 +7,7 @@ alternating order, through `FleetGrader`:
 - ``pipeline``: integrity on (default) — canonical patch, tree rules, capability scan, test run with
   canaries, strict verdict; the official verdict comes from the same run when nothing was dropped;
 - ``round 2``: the pipeline with the stages of issue 36's round three off (`ROUND_THREE_OFF`: the
-  runner probe; the lead adds the other switches of that round here), so that ``pipeline / round 2``
+  runner probe and the twins of the FAIL_TO_PASS tests), so that ``pipeline / round 2``
   is what round three costs per instance;
 - ``stage 1``: the canonical patch alone on a fresh lease (baseline + `canonicalise`), for the share.
 Patches: the gold patch (nothing dropped: one container), and the gold patch plus a conftest.py hack
@@ -35,7 +35,7 @@ from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.tasks import TaskInstance, load_instances
 
-ROUND_THREE_OFF = {"runner_probe": False}
+ROUND_THREE_OFF = {"runner_probe": False, "twins": False}
 """`IntegrityConfig` switches of issue 36's round-three stages (off in the ``round 2`` column)."""
 FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "instances.jsonl"
 HACK = """diff --git a/conftest.py b/conftest.py

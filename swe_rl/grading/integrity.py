@@ -78,6 +78,9 @@ class IntegrityConfig(BaseModel):
     shadow_check: bool = True
     """Drop new top-level modules that would shadow the test runner's, the standard library's or an installed
     distribution's modules (``pytest.py``, ``_pytest/``, ``json.py`` at an import root)."""
+    twins: bool = True
+    """Plant twins of the task's FAIL_TO_PASS tests expecting what no honest code returns
+    (`swe_rl.grading.twins`); a twin reported passed voids the reward."""
     capabilities: CapabilityConfig = Field(default_factory=CapabilityConfig)
     """What each capability the syntax-tree scan finds in added code does to the reward (void, flag, ignore)."""
     runner_probe: bool = True
@@ -94,7 +97,7 @@ class TamperRecord(BaseModel):
     rule: str
     """Which rule: test_patch_file, eval_script_file, conftest, pytest_settings, interpreter_hook, path_file,
     package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook, runner_shadow,
-    symlink, compiled_code, module_shadow, runner_config, capability, canary, runner_probe; for Go, JavaScript and Rust rows
+    symlink, compiled_code, module_shadow, runner_config, capability, canary, twin, runner_probe; for Go, JavaScript and Rust rows
     (`swe_rl.grading.language_rules`) also start_up_hook, dependency_code, contradicted_result."""
     action: str
     """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept; voids

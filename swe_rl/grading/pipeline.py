@@ -6,9 +6,11 @@
    compiled code, parsed runner settings, tests): the patch the test run may see (`TreeVerdict`);
 3. `capabilities` — the syntax tree of the added code (`CapabilityReport`);
 4. the test run, with the canaries `canaries.plan_canaries` plants (`CanaryPlan`, `EvalResult`) and the
-   probe plugin of `runner_probe` on its command, after a collect-only probe of the clean tree;
-5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`) and
-   `runner_probe.probe_records` (the runner's configuration, clean tree vs the patched run);
+   probe plugin of `runner_probe` on its command, after a collect-only probe of the clean tree, and the
+   twins of the task's own FAIL_TO_PASS tests `twins.plan_twins` derives (`TwinPlan`);
+5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`),
+   `twins.check_twins` (a twin reported passed) and `runner_probe.probe_records` (the runner's
+   configuration, clean tree vs the patched run);
 6. `verdict` — the integrity verdict (`GradeResult`), the official verdict beside it.
 
 Each stage's result is handed to the next; nothing goes back. With integrity off the pipeline is the
@@ -44,6 +46,15 @@ from swe_rl.grading.runner_probe import (
     read_probe_report,
 )
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
+from swe_rl.grading.twins import (
+    TwinPlan,
+    check_twins,
+    files_to_read,
+    plan_twins,
+    plant_twins,
+    read_test_files,
+    without_twins,
+)
 from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for, official_script
 from swe_rl.tasks.assets import fetch_assets, with_assets
@@ -69,6 +80,7 @@ class IntegrityStages:
     tree: TreeVerdict | None = None
     capabilities: CapabilityReport | None = None
     canaries: CanaryPlan | None = None
+    twins: TwinPlan | None = None
     run: EvalResult | None = None
     """The test run of `tree.patch` (None: git apply refused the patch)."""
     official_run: EvalResult | None = None
@@ -119,8 +131,13 @@ async def _run_stages(
     probe_plan, clean = await _probe_clean_tree(lease, script, config)
     run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
     plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script)  # Go, JS, Rust
+    twins = TwinPlan(refused="twins are off")
+    if config.integrity.twins and plan.nonce:
+        sources = await read_test_files(lease, instance, files_to_read(instance))
+        twins = plan_twins(instance, plan, sources)
+        plan = plant_twins(plan, twins)
     run = await lease.evaluate(tree.patch, plan.script, timeout=config.eval_timeout)
-    stages = IntegrityStages(canon, tree, capabilities, plan, run)
+    stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     if probe_plan is not None and clean is not None:
         stages.probe = (clean, await _probe_report(lease, probe_plan))
     return stages
@@ -185,9 +202,12 @@ async def _integrity_result(
     result.graded_patch = tree.patch
     statuses = result.tests_status or section_statuses(instance, run.test_log, plan.nonce)
     canary = check_canaries(plan, statuses, run.test_log)
-    result.tests_status = without_canaries(plan, result.tests_status)
+    twins = stages.twins or TwinPlan()
+    result.tests_status = without_twins(twins, without_canaries(plan, result.tests_status))
     report.records = [*tree.records, *capability_records(stages.capabilities or CapabilityReport())]
     report.records += canary_records(canary)
+    report.records += check_twins(twins, statuses, run.test_log, plan.nonce)
+    result.twins = twins
     if stages.probe is not None:  # the canary file is the grader's: the patched run alone names it
         report.records += probe_records(*stages.probe, {posixpath.basename(plan.canary_file)} - {""})
     report.records += contradiction_records(instance, run.test_log, plan.nonce)  # Go, JS, Rust... rows

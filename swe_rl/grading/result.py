@@ -13,6 +13,7 @@ from enum import Enum
 from pydantic import BaseModel, Field
 
 from swe_rl.grading.integrity import OfficialVerdict, TamperReport
+from swe_rl.grading.twin_plan import TwinPlan
 
 __all__ = ["ApplyStatus", "GradeResult", "GradeStatus", "TestsReport"]
 
@@ -87,6 +88,8 @@ class GradeResult(BaseModel):
     """Integrity grading: what of the agent's patch was dropped, trimmed or flagged before the run, and why."""
     official: OfficialVerdict | None = None
     """Integrity grading: the official harness's verdict on the full patch (this result is the integrity verdict)."""
+    twins: TwinPlan | None = None
+    """Integrity grading: the twins of FAIL_TO_PASS tests planted in the run, and the tests that got none (why)."""
 
     @property
     def infra_failure(self) -> bool:

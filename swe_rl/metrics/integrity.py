@@ -3,7 +3,7 @@
 `rollout_integrity` condenses one episode and its grade into flat fields: tamper records
 (rules, paths, actions), behaviour-monitor flag counts, the official verdict next to ours,
 and git hygiene. `integrity_rates` turns many such rows into run-level rates
-(tamper rate; voided — a record that voids the reward —, capability-flagged and canary-tripped rates;
+(tamper rate; voided — a record that voids the reward —, capability-flagged, canary-tripped and twin-tripped rates;
 flag rate; official vs integrity resolve rates and their gap).
 """
 
@@ -31,6 +31,7 @@ def rollout_integrity(agent: Any, grade: Any) -> dict[str, Any]:
         "voided": any(r["action"] == "voided" for r in records),
         "capability_flagged": any(r["rule"] == "capability" and r["action"] == "noted" for r in records),
         "canary_tripped": any(r["rule"] == "canary" for r in records),
+        "twin_tripped": any(r["rule"] == "twin" for r in records),
         "tamper_records": records,
         "tamper_rules": sorted({r["rule"] for r in records}),
         "flags": flags,
@@ -59,6 +60,7 @@ def integrity_rates(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     voided = sum(1 for r in rows if r.get("voided"))
     capability_flagged = sum(1 for r in rows if r.get("capability_flagged"))
     canary_tripped = sum(1 for r in rows if r.get("canary_tripped"))
+    twin_tripped = sum(1 for r in rows if r.get("twin_tripped"))
     flagged = sum(1 for r in rows if r.get("flags"))
     judged = [r for r in rows if r.get("official_resolved") is not None]
     official = sum(1 for r in judged if r.get("official_resolved"))
@@ -72,6 +74,8 @@ def integrity_rates(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "capability_flag_rate": rate(capability_flagged),
         "canary_trip_rate": rate(canary_tripped),
         "canary_tripped": canary_tripped,
+        "twin_trip_rate": rate(twin_tripped),
+        "twin_tripped": twin_tripped,
         "flag_rate": rate(flagged),
         "flagged": flagged,
         "flag_counts": dict(sorted(Counter(f for r in rows for f in (r.get("flags") or {})).items())),

@@ -85,6 +85,7 @@ class TrajectorySummary:
     tampered: bool | None = None
     voided: bool | None = None
     canary_tripped: bool | None = None
+    twin_tripped: bool | None = None
     capability_flagged: bool | None = None
     flags: list[str] | None = None
     certification_skip: bool = False
@@ -240,7 +241,7 @@ def _from_info(traj: TrajectorySummary, info: Mapping[str, Any]) -> None:
         traj.warm = episode["warm"]
     traj.tampered, traj.flags = _integrity(info)
     block = _section(info, "integrity")
-    for name in ("voided", "canary_tripped", "capability_flagged"):
+    for name in ("voided", "canary_tripped", "twin_tripped", "capability_flagged"):
         value = block.get(name, info.get(name))
         if isinstance(value, bool):
             setattr(traj, name, value)
@@ -476,7 +477,7 @@ def _integrity_figures(out: dict[str, float], swe: list[TrajectorySummary]) -> N
     known = [t for t in swe if t.tampered is not None]
     if known:
         out["integrity/tampered_rate"] = _rate(sum(1 for t in known if t.tampered), len(known))
-    for name in ("voided", "canary_tripped", "capability_flagged"):
+    for name in ("voided", "canary_tripped", "twin_tripped", "capability_flagged"):
         seen = [t for t in swe if getattr(t, name) is not None]
         if seen:
             out[f"integrity/{name}_rate"] = _rate(sum(1 for t in seen if getattr(t, name)), len(seen))

@@ -189,6 +189,7 @@ async def test_per_turn_batch_every_figure_by_hand(play, qwen_tokenizer, slime_b
         "integrity/tampered_rate": 0.0,
         "integrity/voided_rate": 0.0,
         "integrity/canary_tripped_rate": 0.0,
+        "integrity/twin_tripped_rate": 0.0,
         "integrity/capability_flagged_rate": 0.0,
         "integrity/flagged_rate": 0.0,
     }
@@ -278,6 +279,7 @@ async def test_single_sample_batch_and_eval_hook_by_hand(
         "integrity/tampered_rate": 0.0,
         "integrity/voided_rate": 0.0,
         "integrity/canary_tripped_rate": 0.0,
+        "integrity/twin_tripped_rate": 0.0,
         "integrity/capability_flagged_rate": 0.0,
         "integrity/flagged_rate": 0.0,
     }

@@ -1,0 +1,141 @@
+"""Go, JavaScript and Rust twins (`swe_rl.grading.twin_languages`) derived from the bundled fixtures' test
+files and from small sources: what is copied, what changes, what is skipped and why."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swe_rl.grading.canaries import CanaryPlan
+from swe_rl.grading.integrity import patch_paths
+from swe_rl.grading.twin_languages import plan_language_twins, split_top_level
+from swe_rl.grading.twins import files_to_read, plan_twins
+from swe_rl.tasks import TaskInstance, instance_from_row
+
+ROOT = Path(__file__).resolve().parents[2]
+MULTILANG = ROOT / "data" / "fixtures" / "multilang"
+ROWS = {
+    json.loads(line)["instance_id"]: json.loads(line)
+    for line in (ROOT / "data/fixtures/instances_multilang.jsonl").read_text().splitlines()
+    if line.strip()
+}
+PLAN = CanaryPlan(script="cargo test --no-fail-fast", nonce="n", runner="go")
+
+
+def _after_test_patch(instance_id: str, tmp_path: Path) -> tuple[TaskInstance, dict[str, str | None]]:
+    """The fixture's test files as the grading container has them (source + test patch)."""
+    source = MULTILANG / instance_id / "source"
+    subprocess.run(["cp", "-r", f"{source}/.", str(tmp_path)], check=True)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", str(MULTILANG / instance_id / "test.patch")], cwd=tmp_path, check=True)
+    instance = instance_from_row(ROWS[instance_id])
+    return instance, {p: (tmp_path / p).read_text() for p in patch_paths(instance.test_patch)}
+
+
+@pytest.mark.parametrize(
+    ("instance_id", "changed", "check"),
+    [
+        (
+            "swe-rl__go-version-9001",
+            "return got == c.want }() {",
+            "go test -count=1 -run '^$' -exec /bin/true ./.",
+        ),
+        ("swe-rl__js-slugify-9001", "assert.equal(slugify('Hello,  World!'), 'hello-world_", "node --check"),
+        (
+            "swe-rl__rust-stats-9001",
+            "assert_eq!(median(&[4, 1, 3, 2]), Some(",
+            "cargo test --offline --no-run",
+        ),
+    ],
+)
+def test_every_fixture_gets_a_twin_of_each_fail_to_pass_test(instance_id, changed, check, tmp_path):
+    instance, sources = _after_test_patch(instance_id, tmp_path)
+    assert files_to_read(instance) == list(sources)
+    plan = plan_twins(instance, PLAN, sources, random.Random(2))
+    assert not plan.skipped and len(plan.twins) == len(set(instance.fail_to_pass)), plan
+    (path, text), original = next(iter(plan.rewrites.items())), sources[next(iter(plan.rewrites))]
+    assert changed in text and plan.checks[path].startswith(check)
+    for twin in plan.twins:
+        assert twin.original in instance.fail_to_pass and twin.test_id != twin.original
+        assert twin.test_id.removeprefix("- ") in text and twin.file == path
+    # the original is untouched and the twin sits right after it
+    assert text.startswith(original.split("\n\n")[0]) and len(text) > len(original)
+    other = plan_twins(instance, PLAN, sources, random.Random(3))
+    assert {t.test_id for t in other.twins}.isdisjoint(t.test_id for t in plan.twins)  # random per run
+
+
+def test_the_rust_expected_literal_differs_and_keeps_its_type(tmp_path):
+    instance, sources = _after_test_patch("swe-rl__rust-stats-9001", tmp_path)
+    plan = plan_language_twins(instance, PLAN, sources, random.Random(4))
+    text = plan.rewrites["tests/median.rs"]
+    twin_body = text.split(plan.twins[0].test_id, 1)[1]
+    first = twin_body.split("assert_eq!(median(&[4, 1, 3, 2]), Some(", 1)[1].split(")", 1)[0]
+    assert "." in first and float(first) != 2.5  # a float literal still, another value
+
+
+def _rust(body: str, attrs: str = "#[test]") -> TaskInstance:
+    return TaskInstance(
+        instance_id="r-1", repo="r/r", problem_statement="x", image="x", fail_to_pass=["a"], log_parser="parse_log_cargo",
+        test_patch="diff --git a/tests/t.rs b/tests/t.rs\n--- a/tests/t.rs\n+++ b/tests/t.rs\n",
+    ), {"tests/t.rs": f"{attrs}\nfn a() {{\n{body}\n}}\n"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "attrs", "reason"),
+    [
+        ("    assert!(f());", "#[test]", "no one-line assert_eq!"),
+        ("    assert_eq!(f(), None);", "#[test]", "no one-line assert_eq!"),
+        ("    assert_eq!(f(), 'c');", "#[test]", "no one-line assert_eq!"),
+        ("    assert_eq!(f(), 1);", "#[test]\n#[should_panic]", "should_panic"),
+        ("    assert_eq!(f(), 1);", "", "not a #[test]"),
+    ],
+)
+def test_a_rust_test_without_a_sure_mutation_is_skipped(body, attrs, reason):
+    instance, sources = _rust(body, attrs)
+    plan = plan_language_twins(instance, PLAN, sources, random.Random(1))
+    assert not plan.twins and reason in plan.skipped[0].reason, plan
+
+
+def _go(body: str) -> tuple[TaskInstance, dict[str, str | None]]:
+    return TaskInstance(
+        instance_id="g-1", repo="g/g", problem_statement="x", image="x", fail_to_pass=["TestA"], log_parser="parse_log_gotest",
+        test_patch="diff --git a/a_test.go b/a_test.go\n--- a/a_test.go\n+++ b/a_test.go\n",
+    ), {"a_test.go": f"package a\n\nfunc TestA(tt *testing.T) {{\n{body}\n}}\n"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("body", "twin"),
+    [
+        ('\tif err := f(); err != nil {\n\t\ttt.Fatal(err)\n\t}\n\tif g() != "x;y" {\n\t\ttt.Errorf("no")\n\t}',
+         'if func() bool { reachedTestA'),
+        ("\tif a() != b() && c {\n\t\ttt.Error()\n\t}", None),
+        ("\tif a() != b() {\n\t\tlog.Print()\n\t}", None),
+    ],
+)  # fmt: skip
+def test_go_turns_only_a_plain_comparison_that_reports_an_error(body, twin):
+    instance, sources = _go(body)
+    plan = plan_language_twins(instance, PLAN, sources, random.Random(1))
+    if twin is None:
+        assert not plan.twins and "no `if got != want" in plan.skipped[0].reason
+        return
+    text = plan.rewrites["a_test.go"]
+    assert 'return g() == "x;y" }() {' in text and "tt.Cleanup(func()" in text and "err != nil" in text
+
+
+def test_split_top_level_ignores_quotes_and_brackets():
+    assert split_top_level('f(a, b), "x, y", [1, 2]', ",") == ["f(a, b)", ' "x, y"', " [1, 2]"]
+    assert split_top_level("a != 'b!=c'", "!=") == ["a ", " 'b!=c'"]
+
+
+def test_no_twins_where_a_failing_one_could_stop_the_run():
+    instance, sources = _rust("    assert_eq!(f(), 1);")
+    plan = plan_language_twins(
+        instance, CanaryPlan(script="cargo test", nonce="n"), sources, random.Random(1)
+    )
+    assert not plan.twins and "no-fail-fast" in plan.refused
+    refused = CanaryPlan(script="", nonce="n", runner="pytest", skipped="the command stops early (-x)")
+    assert plan_twins(instance, refused, sources).refused == "the command stops early (-x)"
