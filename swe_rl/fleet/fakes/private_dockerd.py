@@ -17,8 +17,8 @@ __all__ = ["PrivateDockerd"]
 
 
 class PrivateDockerd:
-    """A Docker daemon of its own (data root, exec root, pid file and socket under `root`; no bridge, no
-    iptables), for a node whose daemon is killed and restarted under running episodes without touching
+    """A Docker daemon of its own (data root, exec root, pid file and socket under `root`; its own network
+    namespace, no bridge, no iptables), for a node whose daemon is killed and restarted under running episodes without touching
     the machine's daemon. It starts its own containerd (a child under the exec root).
 
     `stop()` removes its containers, stops it, kills what it left (containerd shims), unmounts what it
@@ -57,6 +57,11 @@ class PrivateDockerd:
         with open(r / "dockerd.log", "ab") as log:
             self.proc = subprocess.Popen(
                 [
+                    # A network namespace of its own: a daemon with the bridge off deletes the host's
+                    # `docker0` at start (moby removes the default bridge interface it does not use),
+                    # which broke every default-network container of the machine's own daemon.
+                    "unshare",
+                    "--net",
                     "dockerd",
                     f"--data-root={r / 'data'}",
                     f"--exec-root={r / 'exec'}",

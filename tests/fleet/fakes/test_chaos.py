@@ -12,6 +12,8 @@ next one (tests/conftest.py); the private daemon of ``daemon_restart`` and ``dis
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.chaos_bench import FAULTS, fixture_instance, run_round
@@ -36,3 +38,21 @@ async def test_a_fault_mid_batch_scores_nothing_wrongly_and_loses_nothing(fault,
     if fault == "slow_node":  # slowness is no failure
         assert report.statuses["env_error"] == 0, report.line()
     assert report.recovered < float("inf"), report.line()
+
+
+def test_a_private_daemon_leaves_the_hosts_bridge_alone(tmp_path, docker_client):
+    """moby removes the default bridge interface when its bridge is off: a private daemon in the host's network
+    namespace deleted `docker0`, and every default-network container of the machine's daemon failed after it
+    (a CI run lost 11 tests). The private daemon runs in a network namespace of its own."""
+    from swe_rl.fleet.fakes.private_dockerd import PrivateDockerd
+
+    def bridges() -> set[str]:
+        return {p.name for p in Path("/sys/class/net").iterdir() if (p / "bridge").exists()}
+
+    before = bridges()
+    with PrivateDockerd(tmp_path / "d") as daemon:
+        assert daemon.answers()
+        daemon.kill()
+        daemon.start()  # a restart deletes it again if anything does
+        assert bridges() >= before, f"gone while the private daemon ran: {before - bridges()}"
+    assert bridges() >= before, f"gone after the private daemon: {before - bridges()}"
