@@ -150,6 +150,7 @@ async def test_per_turn_batch_every_figure_by_hand(play, qwen_tokenizer, slime_b
         "aborted_rate": 1 / 5,
         "removed_rate": 1 / 4,
         "removed/env_error_rate": 1 / 4,  # over the 4 finished trajectories
+        "removed/env_error/agent_ImageNotFound_count": 1,  # the fault kind: its image is on no node
         "outcome/resolved_rate": 1 / 4,
         "outcome/no_patch_rate": 2 / 4,
         "outcome/env_error_rate": 1 / 4,
@@ -243,6 +244,7 @@ async def test_single_sample_batch_and_eval_hook_by_hand(
         "aborted_rate": 0.0,
         "removed_rate": 1 / 3,
         "removed/env_error_rate": 1 / 3,
+        "removed/env_error/agent_ImageNotFound_count": 1,  # the fault kind: its image is on no node
         "outcome/resolved_rate": 1 / 3,
         "outcome/no_patch_rate": 1 / 3,
         "outcome/env_error_rate": 1 / 3,
