@@ -420,14 +420,17 @@ def test_reaper_removes_expired_and_idle_but_never_foreign(exec_server_factory, 
     short_life = create(srv, ttl=1.5)
     idle = create(srv, idle_ttl=1.5)
     kept = create(srv)
-    foreign = docker_client.containers.run(
+    # Created first, started inside the try: a start that fails (a daemon without its bridge) left them behind.
+    foreign = docker_client.containers.create(
         BASE_IMAGE,
         ["sleep", "60"],
-        detach=True,
+        network_mode="none",
         labels={"swe-rl.managed-by": "swe-rl", "swe-rl.exec-server": "someone-else", "swe-rl.deadline": "1"},
     )
-    plain = docker_client.containers.run(BASE_IMAGE, ["sleep", "60"], detach=True)
+    plain = docker_client.containers.create(BASE_IMAGE, ["sleep", "60"], network_mode="none")
     try:
+        foreign.start()
+        plain.start()
         t.join(120)
         assert done["returncode"] == 0  # the reaper left it alone while the call ran
         deadline = time.monotonic() + 60  # a bound on waiting for the reaper, not a speed requirement
