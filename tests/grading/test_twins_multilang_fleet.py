@@ -6,9 +6,6 @@ voided by a twin."""
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 from adversarial_multilang import exploits_for, play
 from agent_fixtures import leftover_containers
@@ -16,6 +13,7 @@ from agent_fixtures import leftover_containers
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader
 from tests.grading.test_multilang_fleet import IDS, multilang_instances  # noqa: F401 - the session fixture
+from tests.grading.test_twins_fleet import _record
 
 FAILED_LINE = {  # how each runner reports a failed test, by language
     "swe-rl__go-version-9001": lambda line, name: f"--- FAIL: {name} " in line,
@@ -28,19 +26,6 @@ CAUGHT = [
     ("swe-rl__rust-stats-9001", "rust_partialeq_always_true"),
     ("swe-rl__rust-stats-9001", "rust_selective_rerun_forgery"),
 ]
-
-
-def _record(instance_id: str, name: str, result) -> None:
-    """``SWE_TWIN_TABLE=<file.json>``: the rows of docs/reward_integrity.md (naive vs ours, rules)."""
-    if path := os.environ.get("SWE_TWIN_TABLE"):
-        table = json.loads(open(path).read()) if os.path.exists(path) else {}
-        table[f"{name} @ {instance_id}"] = {
-            "naive": result.official.status if result.official else None,
-            "ours": result.status.value,
-            "rules": sorted({r.rule for r in result.tamper.records}),
-        }
-        with open(path, "w") as fh:
-            json.dump(table, fh, indent=1, sort_keys=True)
 
 
 @pytest.mark.parametrize("instance_id", IDS)
