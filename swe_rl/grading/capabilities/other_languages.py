@@ -30,9 +30,24 @@ from __future__ import annotations
 import importlib
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+
+class _KeyedSite(Protocol):
+    """What `unmatched_sites` reads of a site (a Python `Site` or a `LanguageSite`)."""
+
+    @property
+    def capability(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
+    @property
+    def anchor(self) -> str: ...
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+SiteT = TypeVar("SiteT", bound=_KeyedSite)
 
 __all__ = ["LANGUAGE_SUFFIXES", "LanguageSite", "language_sites", "parser_available"]
 
@@ -314,9 +329,15 @@ def language_sites(language: str, before: str | None, after: str) -> list[Langua
     except ImportError:
         return None
     before_sites = _sites(language, before) if before is not None else []
-    remaining = Counter((s.capability, s.detail, s.anchor) for s in before_sites)
+    return unmatched_sites(after_sites, before_sites)
+
+
+def unmatched_sites(after: Iterable[SiteT], before: Iterable[Any]) -> list[SiteT]:
+    """The sites of `after` that no site of `before` accounts for (same capability, detail and anchor, each
+    matched once, in `after`'s order), sorted: what a change added. Shared by the Python and these scans."""
+    remaining = Counter((s.capability, s.detail, s.anchor) for s in before)
     added = []
-    for site in after_sites:
+    for site in after:
         key = (site.capability, site.detail, site.anchor)
         if remaining[key]:
             remaining[key] -= 1

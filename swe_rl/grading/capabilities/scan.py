@@ -23,7 +23,6 @@ from __future__ import annotations
 import ast
 import difflib
 import posixpath
-from collections import Counter
 from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,6 +33,7 @@ from swe_rl.grading.capabilities.other_languages import (
     LANGUAGE_SUFFIXES,
     LanguageSite,
     language_sites,
+    unmatched_sites,
 )
 from swe_rl.grading.capabilities.source_text import UTF8, ascii_transparent, interpreter_text
 from swe_rl.grading.capabilities.visitor import Site, find_sites
@@ -150,16 +150,9 @@ def added_sites(before: str | None, after: str) -> list[Site] | SyntaxError:
     before_sites = _sites(before)
     if isinstance(before_sites, SyntaxError):
         return after_sites
-    remaining = Counter((s.capability, s.detail, s.anchor) for s in before_sites)
     changed = _changed_lines(before, after)
-    added = []
-    for site in sorted(after_sites, key=lambda s: (s.line in changed, s.line)):  # unchanged lines first
-        key = (site.capability, site.detail, site.anchor)
-        if remaining[key]:
-            remaining[key] -= 1
-        else:
-            added.append(site)
-    return sorted(added)
+    in_order = sorted(after_sites, key=lambda s: (s.line in changed, s.line))  # unchanged lines first
+    return unmatched_sites(in_order, before_sites)
 
 
 def scan_source(
