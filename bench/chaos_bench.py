@@ -50,7 +50,7 @@ from swe_rl.fleet.fakes.faults import ChaosFleet, KillingClient, PrivateDockerd
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.harnesses import BashBlockHarness
-from swe_rl.metrics.rollout import env_error_kind
+from swe_rl.metrics.env_errors import env_error_kind
 from swe_rl.policies.gold import GOLD_PATCH_PATH
 from swe_rl.policies.noop import SUBMIT_COMMAND, bash_turn
 from swe_rl.tasks import TaskInstance, load_instances

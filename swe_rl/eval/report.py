@@ -17,8 +17,8 @@ from typing import Any
 
 from swe_rl.eval import report_extras, run_history
 from swe_rl.eval.report_metrics import metrics_table_html, run_metrics
+from swe_rl.metrics.env_errors import env_error_kind
 from swe_rl.metrics.integrity import integrity_rates
-from swe_rl.metrics.rollout import env_error_kind
 
 STATUSES = ["resolved", "unresolved", "no_patch", "patch_apply_failed", "eval_timeout", "env_error"]
 COLORS = {

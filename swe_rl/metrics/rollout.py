@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from swe_rl.metrics.env_errors import env_error_kind
+
 __all__ = [
     "STATUSES",
     "TrajectorySummary",
@@ -146,25 +148,6 @@ def _reward_value(sample: Any, reward_key: str | None) -> float | None:
 def _category(reason: Any) -> str:
     text = str(reason or "unknown").split(":", 1)[0].strip().lower()
     return re.sub(r"[^a-z0-9_]+", "_", text).strip("_") or "unknown"
-
-
-_ERROR_TYPE = re.compile(
-    r"\b([A-Z][A-Za-z]*(?:Error|Lost|Unavailable|Failed|NotFound|Missing|Exception|Timeout))\b"
-)
-
-
-def env_error_kind(reason: Any) -> str:
-    """The fault kind of an ``env_error``: where it struck and the typed error the code raised, as in
-    ``agent/FleetUnavailable`` (the node went down under the agent) or ``grading/LeaseLost`` (the grading
-    container died); ``<stage>/unknown`` when the reason names no error type. The reasons are the ones
-    our own code builds (``[grading container: ]<ErrorType>: <message>``), so the figure is per fault,
-    not per message."""
-    text = str(reason or "")
-    if text.startswith("env_error:"):
-        text = text[len("env_error:") :].lstrip()
-    stage = "grading" if text.startswith("grading container") else "agent"
-    found = _ERROR_TYPE.search(text)
-    return f"{stage}/{found.group(1) if found else 'unknown'}"
 
 
 def _section(info: Mapping[str, Any], key: str) -> Mapping[str, Any]:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from swe_rl.eval.report import summarize
-from swe_rl.metrics.rollout import env_error_kind, figures, trajectories_from_rows
+from swe_rl.metrics.env_errors import env_error_kind
+from swe_rl.metrics.rollout import figures, trajectories_from_rows
 
 
 @pytest.mark.parametrize(
