@@ -4,6 +4,7 @@ touching the machine's daemon (`swe_rl.fleet.fakes.faults`, docs/fleet.md "Fault
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -17,9 +18,9 @@ __all__ = ["PrivateDockerd"]
 
 
 class PrivateDockerd:
-    """A Docker daemon of its own (data root, exec root, pid file and socket under `root`; its own network
-    namespace, no bridge, no iptables), for a node whose daemon is killed and restarted under running episodes without touching
-    the machine's daemon. It starts its own containerd (a child under the exec root).
+    """A Docker daemon of its own (data root and pid file under `root`, exec root and socket under a short folder
+    in /tmp; its own network namespace, no bridge, no iptables), for a node whose daemon is killed and restarted
+    under running episodes without touching the machine's daemon. It starts its own containerd (a child under the exec root).
 
     `stop()` removes its containers, stops it, kills what it left (containerd shims), unmounts what it
     mounted under `root` and deletes `root`: call it in a ``finally`` (or use the context manager)."""
@@ -28,7 +29,11 @@ class PrivateDockerd:
         self.root = Path(root)
         self.data_size = data_size
         """Put the data root on a tmpfs of this size (``600m``): a small disk `fill()` can fill."""
-        self.sock = self.root / "docker.sock"
+        # Sockets live under the exec root (containerd's `…/containerd/containerd.sock.ttrpc`), and a unix
+        # socket's path has at most 107 bytes: a deep `root` (a pytest tmp_path) made the daemon fail to
+        # start. The exec root and the socket go to a short folder of their own under /tmp.
+        self.exec_root = Path("/tmp") / f"swe-dd-{os.getpid()}-{secrets.token_hex(4)}"
+        self.sock = self.exec_root / "docker.sock"
         self.host = f"unix://{self.sock}"
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
@@ -46,6 +51,7 @@ class PrivateDockerd:
 
     def start(self, timeout: float = 120.0) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
+        self.exec_root.mkdir(mode=0o700, exist_ok=True)
         r = self.root
         data = r / "data"
         if self.data_size and not _mounts_under(str(data)):
@@ -64,7 +70,7 @@ class PrivateDockerd:
                     "--net",
                     "dockerd",
                     f"--data-root={r / 'data'}",
-                    f"--exec-root={r / 'exec'}",
+                    f"--exec-root={self.exec_root / 'exec'}",
                     f"--pidfile={r / 'dockerd.pid'}",
                     f"--host={self.host}",
                     "--bridge=none",
@@ -101,14 +107,14 @@ class PrivateDockerd:
             except ProcessLookupError:
                 pass
             self.proc.wait(30)
-        for pid in _processes_naming(str(self.root / "exec"), "containerd"):
+        for pid in _processes_naming(str(self.exec_root / "exec"), "containerd"):
             try:  # its containerd runs in a process group of its own; the shims are left alive
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         # A restarted dockerd waits for the containerd its pid file names when that pid still answers
         # (an unreaped zombie does): the file goes with the process.
-        (self.root / "exec" / "containerd" / "containerd.pid").unlink(missing_ok=True)
+        (self.exec_root / "exec" / "containerd" / "containerd.pid").unlink(missing_ok=True)
 
     def fill(self) -> int:
         """Fill the data root's file system (a full disk); bytes written."""
@@ -162,15 +168,16 @@ class PrivateDockerd:
                 pass
         self.kill()
         # the containerd shims of its containers (they outlive a killed daemon)
-        shims = _processes_naming(str(self.root / "exec"), "containerd-shim-runc-v2")
+        shims = _processes_naming(str(self.exec_root / "exec"), "containerd-shim-runc-v2")
         for pid in _container_processes(self.root) + shims:
             try:  # what still runs in its containers: a killed daemon's containers outlive it
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for mount in _mounts_under(str(self.root)):
-            subprocess.run(["umount", "-l", mount], capture_output=True)
-        subprocess.run(["rm", "-rf", str(self.root)], capture_output=True)
+        for top in (self.root, self.exec_root):
+            for mount in _mounts_under(str(top)):
+                subprocess.run(["umount", "-l", mount], capture_output=True)
+            subprocess.run(["rm", "-rf", str(top)], capture_output=True)
 
 
 def _processes_naming(text: str, program: str) -> list[int]:

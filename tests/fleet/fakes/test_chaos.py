@@ -50,7 +50,9 @@ def test_a_private_daemon_leaves_the_hosts_bridge_alone(tmp_path, docker_client)
         return {p.name for p in Path("/sys/class/net").iterdir() if (p / "bridge").exists()}
 
     before = bridges()
-    with PrivateDockerd(tmp_path / "d") as daemon:
+    # A deep root too: its sockets once lived under it and passed the 107-byte limit of a unix socket's path
+    # (the daemon did not start under CI's longer pytest folders).
+    with PrivateDockerd(tmp_path / ("deep-folder-" * 8) / "d") as daemon:
         assert daemon.answers()
         daemon.kill()
         daemon.start()  # a restart deletes it again if anything does
