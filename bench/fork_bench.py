@@ -67,8 +67,12 @@ def p50(values: list[float]) -> float:
     return statistics.median(values) * 1000
 
 
-async def warm_up(http: httpx.AsyncClient, fleet: LocalFleet, image: str, count: int) -> None:
-    resp = await http.post(fleet.pool_url + "/warm", json={"image": image, "count": count, **OPTS})
+async def warm_up(
+    http: httpx.AsyncClient, fleet: LocalFleet, image: str, count: int, baseline: bool = False
+) -> None:
+    """`count` warm containers of the image ready; `baseline`: those of restores (baseline recorded ahead)."""
+    body = {"image": image, "count": count, "baseline": baseline, **OPTS}
+    resp = await http.post(fleet.pool_url + "/warm", json=body)
     resp.raise_for_status()
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -100,7 +104,7 @@ async def scenario(
         for temperature in ("cold", "warm"):
             for kind in ("restore", "replay"):
                 if temperature == "warm":
-                    await warm_up(http, fleet, image, n)
+                    await warm_up(http, fleet, image, n, baseline=kind == "restore")
                 for _ in range(n):
                     t = time.perf_counter()
                     if kind == "restore":
@@ -114,7 +118,8 @@ async def scenario(
                     )
                     await lease.close()
                 if temperature == "warm":  # stop refilling: the next phase or scenario starts clean
-                    await http.post(fleet.pool_url + "/warm", json={"image": image, "count": 0, **OPTS})
+                    body = {"image": image, "count": 0, "baseline": kind == "restore", **OPTS}
+                    await http.post(fleet.pool_url + "/warm", json=body)
         for info in snaps:
             await client.delete_snapshot(info.snapshot_id)
     finally:

@@ -20,8 +20,10 @@ from swe_rl.fleet.pool.nodes import Node
 WarmKey = tuple[str, str]
 """(image, create options as sorted JSON): one exact request."""
 
-WARM_OPTIONS = ("network", "memory", "cpus", "pids_limit", "workdir", "env")
-"""Create options that make two requests interchangeable: a warm container serves only its exact request."""
+WARM_OPTIONS = ("network", "memory", "cpus", "pids_limit", "workdir", "env", "baseline")
+"""Create options that make two requests interchangeable: a warm container serves only its exact request
+(`baseline`: warm for restores, the baseline recorded ahead; set by the pool on an allocate from a tree
+snapshot and by `POST /warm` with it)."""
 
 
 def warm_key(image: str, body: dict[str, Any]) -> WarmKey:

@@ -294,6 +294,8 @@ class Pool(LeaseLiveness):
             "idle_ttl": self.cfg.idle_ttl,
             **wire(req, include=CREATE_OPTIONS),
         }
+        if req.from_snapshot is not None and pin is None:  # a tree snapshot's restore: baseline ahead
+            payload["baseline"] = True
         key = warm_key(image, payload)
         if pin is None:  # fire-and-forget, before our own create (no warm containers of a snapshot)
             self._plan_warm(key, payload, req.expected)
