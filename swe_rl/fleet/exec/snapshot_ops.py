@@ -95,13 +95,19 @@ if [ -f "$S/dirs" ]; then
   if [ -s "$S/dirs" ]; then
     tr '\\n' '\\000' <"$S/dirs" | xargs -0 mkdir -p -- && want=$(cat "$S/dirs") || exit 7
   fi
-  now=$({_EMPTY_DIRS}) || exit 7
-  if [ "$now" != "$want" ]; then
+  if [ -z "$want" ]; then  # the usual case: none to have, so one find that stops at the first one
+    now=$(find . -path ./.git -prune -o -type d -empty -print -quit) || exit 7
+    [ -z "$now" ] || now=$({_EMPTY_DIRS}) || exit 7
+  else
+    now=$({_EMPTY_DIRS}) || exit 7
+  fi
+  while [ "$now" != "$want" ]; do  # until no more go: a parent emptied by a pass goes in the next
     printf '%s\\n' "$now" | LC_ALL=C sort -r | while IFS= read -r d; do
       [ -z "$d" ] || grep -qxF -- "$d" "$S/dirs" || rmdir -- "$d" 2>/dev/null || :
     done
-    now=$({_EMPTY_DIRS}) || exit 7
-  fi
+    was=$now && now=$({_EMPTY_DIRS}) || exit 7
+    [ "$now" != "$was" ] || break
+  done
   if [ -n "$now" ]; then printf 'dirs %s\\n' "$(printf '%s\\n' "$now" | sha256sum)"; else echo 'dirs {_EMPTY_SHA}  -'; fi
 fi
 if [ -f "$S/head" ]; then
