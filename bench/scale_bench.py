@@ -7,7 +7,9 @@ once, every one of them allocated, used, heartbeated and closed, and the bench m
 - allocate burst: the allocates opening every lease (`--burst` in flight at once), p50/p99;
 - pool overhead: one exec per lease through the pool (client -> pool -> exec server); each answer
   carries the pool's own time for that call (`x-swe-pool-overhead-seconds`: its handling minus the
-  node's reported time), and p50/p99 are of that per-call distribution; the same exec sent straight
+  node's reported time), and p50/p99 are of that per-call distribution; beside it the pool's handling
+  minus its wait for the node's answer (`x-swe-pool-own-seconds`: a request queued at the node or in
+  transit is not the pool's), and the pool's wait for a CPU (its run-queue time, /proc schedstat); the same exec sent straight
   to the exec server, at the same aggregate rate, is shown beside it (routed minus direct tails, the
   old figure, which two independent tails made swing from -115 to +663 ms);
 - heartbeat cost: pool CPU per lease-beat, for the client's batched heartbeat (one request per client
@@ -46,7 +48,7 @@ from typing import Any
 
 import httpx
 
-from swe_rl.fleet.call_headers import POOL_OVERHEAD_HEADER
+from swe_rl.fleet.call_headers import POOL_OVERHEAD_HEADER, POOL_OWN_HEADER
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 
@@ -73,21 +75,35 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the process's main thread (the pool's event loop) spent runnable but waiting for a CPU
+    (/proc/<pid>/schedstat, second field). Why: it tells a pool slowed by its own work from one that
+    waits for a core other processes hold (a shared machine)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 class Phases:
-    """Wall time and CPU seconds of the pool and of the simulated exec servers, per phase."""
+    """Wall time and CPU seconds of the pool and of the simulated exec servers, and the pool's wait for
+    a CPU, per phase."""
 
     def __init__(self, fleet: MemoryFleet) -> None:
         self.fleet = fleet
-        self.rows: list[tuple[str, float, float, float]] = []
+        self.rows: list[tuple[str, float, float, float, float]] = []
 
     async def run(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         assert self.fleet.pool is not None and self.fleet.helper is not None
         pool, helper = self.fleet.pool.pid, self.fleet.helper.pid
-        t, p, h = time.perf_counter(), cpu_s(pool), cpu_s(helper)
+        t, p, h, w = time.perf_counter(), cpu_s(pool), cpu_s(helper), runqueue_wait_s(pool)
         result = await fn()
         assert self.fleet.pool is not None
-        pool_cpu = cpu_s(self.fleet.pool.pid) - (p if self.fleet.pool.pid == pool else 0.0)
-        self.rows.append((name, time.perf_counter() - t, pool_cpu, cpu_s(helper) - h))
+        same = self.fleet.pool.pid == pool
+        pool_cpu = cpu_s(self.fleet.pool.pid) - (p if same else 0.0)
+        wait = runqueue_wait_s(self.fleet.pool.pid) - (w if same else 0.0)
+        self.rows.append((name, time.perf_counter() - t, pool_cpu, cpu_s(helper) - h, wait))
         return result
 
 
@@ -109,6 +125,7 @@ async def exec_round(
     in_flight: int,
     pool_url: str = "",
     overheads: list[float] | None = None,
+    owns: list[float] | None = None,
 ) -> list[float]:
     """One trivial command per lease, spread so the aggregate stays near `rate` per second, at most
     `in_flight` at once (a machine that falls behind the rate queues them here, not in the pool's backlog).
@@ -135,6 +152,8 @@ async def exec_round(
             assert resp.status_code == 200 and resp.json()["output"] == "ok\n", resp.text
             if overheads is not None:
                 overheads.append(float(resp.headers[POOL_OVERHEAD_HEADER]))
+            if owns is not None:
+                owns.append(float(resp.headers[POOL_OWN_HEADER]))
         else:
             shards = direct[lease.node]
             resp = await shards[i % len(shards)].post(
@@ -267,9 +286,10 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
     await check_caps(fleet, n)
     sample = random.sample(leases, min(n, args.sample))  # exec latency is measured on a sample
     overheads: list[float] = []
+    owns: list[float] = []
     routed = await phases.run(
         "exec routed",
-        lambda: exec_round(sample, args.rate, None, fleet.token, args.burst, fleet.pool_url, overheads),
+        lambda: exec_round(sample, args.rate, None, fleet.token, args.burst, fleet.pool_url, overheads, owns),
     )
     direct_lat = await phases.run(
         "exec direct", lambda: exec_round(sample, args.rate, direct, fleet.token, args.burst)
@@ -304,6 +324,7 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
         "alloc_burst": alloc,
         "routed": routed,
         "overhead": overheads,
+        "own": owns,
         "direct": direct_lat,
         "after_restart": after,
         "rss_fresh": rss_fresh,
@@ -332,9 +353,20 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"  pool overhead per call: p50 {pct(r['overhead'], 0.5):.2f} ms, p99 {pct(r['overhead'], 0.99):.2f} ms "
         f"(target p99 <= 10 ms; routed - direct tails: p50 {o50:.2f} ms, p99 {o99:.2f} ms)"
     )
-    cpu = {name: pool_cpu for name, _, pool_cpu, _ in r["phases"]}
-    sim = {name: helper_cpu for name, _, _, helper_cpu in r["phases"]}
+    print(
+        f"  pool's own time per call (its handling minus its wait for the node's answer: the node's queue "
+        f"and the transit out): p50 {pct(r['own'], 0.5):.2f} ms, p99 {pct(r['own'], 0.99):.2f} ms"
+    )
+    cpu = {name: pool_cpu for name, _, pool_cpu, _, _ in r["phases"]}
+    sim = {name: helper_cpu for name, _, _, helper_cpu, _ in r["phases"]}
+    wait = {name: pool_wait for name, _, _, _, pool_wait in r["phases"]}
     per_exec = cpu["exec routed"] / max(1, len(r["routed"]))
+    wait_per_exec = wait["exec routed"] / max(1, len(r["routed"]))
+    print(
+        f"  pool's wait for a CPU (run queue, its event loop's thread) in the routed phase: "
+        f"{wait['exec routed']:.2f} s, {wait_per_exec * 1e3:.2f} ms per routed exec against "
+        f"{per_exec * 1e3:.2f} ms of its CPU: what a call's overhead waits beyond the pool's own work"
+    )
     print(
         f"  pool CPU per routed exec {per_exec * 1e3:.2f} ms (simulated node {sim['exec direct'] / max(1, len(r['direct'])) * 1e3:.2f} ms "
         f"per direct exec): at {args.rate:g} execs/s the pool needs {per_exec * args.rate:.2f} of a core "
@@ -359,9 +391,9 @@ def report(r: dict[str, Any], args: argparse.Namespace) -> None:
         f"  restart (SIGKILL, {n} leases): answering after {rs['answering']:.2f} s, first exec on a recovered "
         f"lease after {rs['first_exec']:.2f} s, every node reconciled after {rs['ready']:.2f} s (target <= 5 s)"
     )
-    print(f"  {'phase':22} {'wall s':>7} {'pool cpu s':>10} {'exec sim cpu s':>14}")
-    for name, wall, pool_cpu, helper_cpu in r["phases"]:
-        print(f"  {name:22} {wall:>7.1f} {pool_cpu:>10.1f} {helper_cpu:>14.1f}")
+    print(f"  {'phase':22} {'wall s':>7} {'pool cpu s':>10} {'pool wait s':>11} {'exec sim cpu s':>14}")
+    for name, wall, pool_cpu, helper_cpu, pool_wait in r["phases"]:
+        print(f"  {name:22} {wall:>7.1f} {pool_cpu:>10.1f} {pool_wait:>11.1f} {helper_cpu:>14.1f}")
 
 
 async def main_async(args: argparse.Namespace) -> None:

@@ -15,3 +15,9 @@ NODE_SECONDS_HEADER = "x-swe-node-seconds"
 """On every exec server answer: seconds from the request's arrival to its answer, as the node saw them."""
 POOL_OVERHEAD_HEADER = "x-swe-pool-overhead-seconds"
 """On a routed call's answer: the pool's own time for it (its handling minus the node's reported time)."""
+NODE_WAIT_HEADER = "x-swe-pool-node-wait-seconds"
+"""On a routed call's answer: seconds the pool waited for the node (from sending to the answer read), the
+transit and any queue at the node included."""
+POOL_OWN_HEADER = "x-swe-pool-own-seconds"
+"""On a routed call's answer: the pool's handling minus `NODE_WAIT_HEADER`: its own work and its event
+loop's lag, without the node's queue or the transit that `POOL_OVERHEAD_HEADER` counts as the pool's."""

@@ -248,6 +248,9 @@ class CreateRequest(CreateOptions):
     """Hard lifetime in seconds."""
     idle_ttl: Annotated[float, Field(ge=1)] | None = None
     """Seconds without a call after which the reaper removes it."""
+    baseline: bool = False
+    """For a restore (the pool sets it on an allocate from a snapshot): claim a warm container whose
+    episode baseline was recorded ahead (`WarmRequest.baseline`), a warm pool of its own."""
 
 
 class WarmRequest(CreateOptions):
@@ -255,6 +258,9 @@ class WarmRequest(CreateOptions):
 
     count: Annotated[Whole, Field(ge=0, le=1 << 16)] = 1
     ttl: Annotated[float, Field(ge=1)] | None = None
+    baseline: bool = False
+    """Record the episode baseline in each warm container once it is started (for restores: the
+    restore then skips it). Part of the exact request: only a create with `baseline` claims them."""
 
 
 class ExecCall(Wire):
@@ -410,6 +416,8 @@ class PoolWarmRequest(CreateOptions):
     _not_a_snapshot = field_validator("image")(refuse_snapshot_image)
 
     count: Count
+    baseline: bool = False
+    """Warm containers for allocates from a snapshot (baseline recorded ahead; `WarmRequest.baseline`)."""
 
 
 class HeartbeatRequest(Wire):

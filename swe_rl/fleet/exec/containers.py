@@ -68,6 +68,9 @@ class ContainerRecord:
     """Claimed from the warm pool: its labels carry no lease, the state file does."""
     baseline: bool = False
     """An episode-start baseline was recorded: diffs leave out what was there before."""
+    baseline_ahead: bool = False
+    """Warm with `CreateSpec.baseline`: this node recorded the baseline when it started the container,
+    before any lease (a restore checks its tree id against the snapshot's and skips recording one)."""
 
     def public(self) -> dict[str, Any]:
         d = asdict(self)
@@ -98,6 +101,8 @@ class CreateSpec:
     """False: none; True: Docker's default network; a name: that (allowlisted) Docker network."""
     workdir: str
     env: tuple[tuple[str, str], ...]
+    baseline: bool = False
+    """For restores: warm ones get the baseline recorded ahead (a warm pool apart from the plain one)."""
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -109,6 +114,7 @@ class CreateSpec:
             self.network,
             self.workdir,
             self.env,
+            self.baseline,
         )
 
 

@@ -19,7 +19,7 @@ from swe_rl.fleet.exec.reaper import Reaper
 from swe_rl.fleet.exec.snapshot_ops import SnapshotOps
 from swe_rl.fleet.exec.snapshots import SnapshotConfig, SnapshotStore
 from swe_rl.fleet.exec.warm import ClaimedState, WarmPool
-from swe_rl.fleet.protocol import CreateOptions, CreateRequest, WarmRequest
+from swe_rl.fleet.protocol import CreateRequest, WarmRequest
 
 log = logging.getLogger("swe_exec_server")
 
@@ -132,7 +132,7 @@ class ContainerManager:
         return destroyed
 
 
-def _spec(req: CreateOptions) -> CreateSpec:
+def _spec(req: CreateRequest | WarmRequest) -> CreateSpec:
     assert req.memory is not None and req.cpus is not None and req.pids_limit is not None
     assert req.network is not None and req.workdir is not None
     return CreateSpec(
@@ -143,4 +143,5 @@ def _spec(req: CreateOptions) -> CreateSpec:
         req.network,
         req.workdir,
         tuple(sorted(req.env.items())),
+        req.baseline,
     )

@@ -66,6 +66,8 @@ done
 """
 
 
+_EMPTY_SHA = hashlib.sha256(b"").hexdigest()
+"""What sha256sum prints for nothing: the restore prints it without running sha256sum."""
 _EMPTY_DIRS = "find . -path ./.git -prune -o -type d -empty -print | LC_ALL=C sort"
 """sh: the work tree's empty directories (git keeps none, so the diff cannot carry them)."""
 
@@ -79,31 +81,55 @@ if [ -s "$S/head" ]; then {patch_baseline.SAFE_DIFF} --cached HEAD >"$S/staged.d
 baseline diff is of the work tree only, so a restore gave back a staged new file as untracked and no
 empty directory (both now restored and checked)."""
 
-_RESTORE_GIT_STATE = f"""
+
+def _restore_git_state(staged: str) -> str:
+    """sh (at the work tree's top, after the diff applied): the empty directories made (and those the
+    original did not have removed), the staging area put back when HEAD is the snapshot's; then the
+    ``dirs`` and ``staged`` hashes that the node compares with the snapshot's. `staged` is the sha256 of
+    the snapshot's staging diff: when the index already gives it (the common case: nothing staged,
+    a clean index) it is left alone, so the usual restore runs one git diff here, not two. The
+    directories are made by one process and listed once when they came out right."""
+    return f"""
 if [ -f "$S/dirs" ]; then
-  while IFS= read -r d; do mkdir -p -- "$d" || exit 7; done <"$S/dirs"
-  {_EMPTY_DIRS} | LC_ALL=C sort -r | while IFS= read -r d; do
-    grep -qxF -- "$d" "$S/dirs" || rmdir -- "$d" 2>/dev/null || :
+  want=
+  if [ -s "$S/dirs" ]; then
+    tr '\\n' '\\000' <"$S/dirs" | xargs -0 mkdir -p -- && want=$(cat "$S/dirs") || exit 7
+  fi
+  if [ -z "$want" ]; then  # the usual case: none to have, so one find that stops at the first one
+    now=$(find . -path ./.git -prune -o -type d -empty -print -quit) || exit 7
+    [ -z "$now" ] || now=$({_EMPTY_DIRS}) || exit 7
+  else
+    now=$({_EMPTY_DIRS}) || exit 7
+  fi
+  while [ "$now" != "$want" ]; do  # until no more go: a parent emptied by a pass goes in the next
+    printf '%s\\n' "$now" | LC_ALL=C sort -r | while IFS= read -r d; do
+      [ -z "$d" ] || grep -qxF -- "$d" "$S/dirs" || rmdir -- "$d" 2>/dev/null || :
+    done
+    was=$now && now=$({_EMPTY_DIRS}) || exit 7
+    [ "$now" != "$was" ] || break
   done
-  printf 'dirs %s\n' "$({_EMPTY_DIRS} | sha256sum)"
+  if [ -n "$now" ]; then printf 'dirs %s\\n' "$(printf '%s\\n' "$now" | sha256sum)"; else echo 'dirs {_EMPTY_SHA}  -'; fi
 fi
 if [ -f "$S/head" ]; then
   read -r head <"$S/head" || head=
   now=$(git rev-parse -q --verify HEAD) || now=
   if [ -n "$head" ] && [ "$head" = "$now" ]; then
-    if [ -s "$S/staged.diff" ] || ! git diff --cached --quiet HEAD; then
+    if [ {_sh_quote(staged)} = {_EMPTY_SHA} ] && {patch_baseline.SAFE_DIFF} --cached --quiet HEAD; then
+      got='{_EMPTY_SHA}  -'
+    else
+      got=$({patch_baseline.SAFE_DIFF} --cached HEAD | sha256sum)
+    fi
+    if [ "${{got%% *}}" != {_sh_quote(staged)} ]; then
       git read-tree -m HEAD || {{ echo "cannot reset the index" >&2; exit 8; }}
       if [ -s "$S/staged.diff" ]; then
         {_APPLY} --cached "$S/staged.diff" || {{ echo "the staged changes do not apply" >&2; exit 8; }}
       fi
+      got=$({patch_baseline.SAFE_DIFF} --cached HEAD | sha256sum)
     fi
-    printf 'staged %s\n' "$({patch_baseline.SAFE_DIFF} --cached HEAD | sha256sum)"
+    printf 'staged %s\\n' "$got"
   fi
 fi
 """
-"""sh (at the work tree's top, after the diff applied): the empty directories made (and those the
-original did not have removed), the staging area put back when HEAD is the snapshot's; then the
-``dirs`` and ``staged`` hashes that the node compares with the snapshot's."""
 
 
 def capture_script(extra_paths: list[str]) -> str:
@@ -135,12 +161,14 @@ tar -C "$S" -cf - $members || exit 2
 """
 
 
-def restore_script(extra_paths: list[str], inline: str = "") -> str:
+def restore_script(extra_paths: list[str], inline: str = "", ahead: str = "", staged: str = "") -> str:
     """sh: (unpack `inline`, a base64 tar of `RESTORE_DIR` relative to /tmp), baseline, apply, extra paths;
-    then the ``tree``/``base`` ids and the ``extras`` manifest hash on stdout."""
+    then the ``tree``/``base`` ids and the ``extras`` manifest hash on stdout. With `ahead` (the
+    snapshot's baseline tree id, given only for a container whose baseline this node recorded when it
+    warmed it) the baseline is recorded again only when the one there is not that tree."""
     unpack = ""
     if inline:
-        unpack = f"""rm -rf "$S" && printf '%s' '{inline}' | base64 -d | tar -C /tmp -xf - || \\
+        unpack = f"""{{ ! [ -e "$S" ] || rm -rf "$S"; }} && printf '%s' '{inline}' | base64 -d | tar -C /tmp -xf - || \\
   {{ echo "cannot unpack the snapshot (base64 and tar are needed)" >&2; exit 2; }}
 """
     check = ""
@@ -149,15 +177,18 @@ def restore_script(extra_paths: list[str], inline: str = "") -> str:
             _manifest(extra_paths, "$S/manifest.now")
             + 'printf "extras %s\\n" "$(sha256sum <"$S/manifest.now")"\n'
         )
+    record = ""
+    if ahead:
+        record = f'{{ read -r had <{patch_baseline.BASELINE_DIR}/tree; }} 2>/dev/null || had=\n[ "$had" = {_sh_quote(ahead)} ] || '
     return f"""
 S={RESTORE_DIR}
 {unpack}[ -f "$S/patch.diff" ] || {{ echo "the snapshot was not unpacked" >&2; exit 2; }}
-( {patch_baseline.BASELINE_CORE} ) >/dev/null || {{ echo "cannot record the baseline" >&2; exit 3; }}
+{record}( {patch_baseline.BASELINE_CORE} ) >/dev/null || {{ echo "cannot record the baseline" >&2; exit 3; }}
 {patch_baseline.SAFE_GIT_ENV}
 read -r top <{patch_baseline.BASELINE_DIR}/top && cd "$top" || exit 2
 if [ -s "$S/patch.diff" ]; then {_APPLY} "$S/patch.diff" || {{ echo "the diff does not apply" >&2; exit 4; }}; fi
 if [ -f "$S/extra.tar" ]; then tar -C / -xpf "$S/extra.tar" || {{ echo "cannot unpack the extra paths" >&2; exit 5; }}; fi
-{_RESTORE_GIT_STATE}( {patch_baseline.diff_script(tree_to="$S/tree.now", diff=False)} ) >/dev/null || {{ echo "cannot read the restored tree" >&2; exit 6; }}
+{_restore_git_state(staged)}( {patch_baseline.diff_script(tree_to="$S/tree.now", diff=False)} ) >/dev/null || {{ echo "cannot read the restored tree" >&2; exit 6; }}
 while read -r line; do echo "$line"; done <"$S/tree.now"
 {check}rm -rf "$S"
 """
@@ -353,7 +384,9 @@ class SnapshotOps:
                     self.ops.backend.put_archive(rec.id, "/tmp", upload)
                 except NotFound:
                     raise ApiError(410, f"container {rec.id[:12]} no longer exists or has no /tmp") from None
-            res = self._run(rec, restore_script(contents.paths, inline))
+            ahead = meta.base_tree if rec.baseline_ahead else ""
+            staged = contents.hash_of("staged.diff") or _EMPTY_SHA
+            res = self._run(rec, restore_script(contents.paths, inline, ahead, staged))
             rec.baseline = True  # the restore records one first thing, whatever happened after
         if res.returncode != 0 or res.timed_out:
             raise ApiError(422, f"cannot restore the snapshot: {decode_text(res.stderr).strip()[:2000]}")

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from swe_rl.fleet import patch_baseline
 from swe_rl.fleet.exec.config import ExecConfig, node_memory, parse_bytes
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
 from swe_rl.fleet.protocol import (
@@ -351,12 +352,31 @@ class WarmPool:
             self._pool = ThreadPoolExecutor(self.parallel(), thread_name_prefix="warm")
         return self._pool
 
+    def _record_baseline(self, container_id: str, workdir: str) -> bool:
+        """Record the episode baseline in a just-started warm container of a `baseline` spec. Why: a
+        restore's largest part was recording it (`git add -A` over the whole tree); done here it is off
+        the restore's path. Whether it worked: when not (not a git work tree), the restore records one."""
+        try:
+            res = self.containers.backend.exec_run(
+                container_id,
+                patch_baseline.BASELINE_CORE,
+                timeout=600.0,
+                workdir=workdir,
+                env=None,
+                max_output=64 << 10,
+                merge_stderr=False,
+            )
+        except Exception as exc:  # noqa: BLE001 - the container is still a good warm one, without it
+            log.debug("baseline ahead in %s failed: %s", container_id[:12], exc)
+            return False
+        return res.returncode == 0 and not res.timed_out
+
     def _start_one(self, start: WarmStart) -> None:
         spec, key, reg = start.spec, start.spec.key, self.registry
         now = time.time()
         container = None
         error = ""
-        refused = False
+        refused = ahead = False
         try:
             labels = {
                 LABEL_WARM: "1",
@@ -366,6 +386,7 @@ class WarmPool:
                 LABEL_IDLE_TTL: f"{start.ttl:.3f}",
             }
             container = self.containers.start_container(spec, labels, now)
+            ahead = spec.baseline and self._record_baseline(container.id, spec.workdir)
         except ApiError as exc:
             error, refused = exc.message, exc.status == 400  # the spec itself: it will never start
         except Exception as exc:  # noqa: BLE001 - a failed warm start must never take the refiller down
@@ -405,6 +426,7 @@ class WarmPool:
                     idle_ttl=start.ttl,
                     last_activity=now,
                     warm=True,
+                    baseline_ahead=ahead,
                 )
                 reg.add_created_locked(rec)
                 if start.promised and not start.abandoned:

@@ -27,7 +27,9 @@ from swe_rl.fleet.call_headers import (
     BOOT_HEADER,
     CALL_ID_HEADER,
     NODE_SECONDS_HEADER,
+    NODE_WAIT_HEADER,
     POOL_OVERHEAD_HEADER,
+    POOL_OWN_HEADER,
     RESENT_HEADER,
 )
 from swe_rl.fleet.checks import InvalidRequest, parse_body
@@ -141,6 +143,10 @@ def create_app(pool: Pool) -> Starlette:
                 overhead = time.monotonic() - t0 - float(node_seconds)
                 pool.metrics.observe_overhead(op, overhead)
                 response.headers[POOL_OVERHEAD_HEADER] = f"{max(0.0, overhead):.6f}"
+            node_wait = response.headers.get(NODE_WAIT_HEADER)
+            if node_wait is not None:  # the pool's own part: its work and its loop's lag, nothing of the node
+                own = time.monotonic() - t0 - float(node_wait)
+                response.headers[POOL_OWN_HEADER] = f"{max(0.0, own):.6f}"
             response.headers[BOOT_HEADER] = pool.replays.boot
             return response
 

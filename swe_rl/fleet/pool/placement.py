@@ -20,8 +20,10 @@ from swe_rl.fleet.pool.nodes import Node
 WarmKey = tuple[str, str]
 """(image, create options as sorted JSON): one exact request."""
 
-WARM_OPTIONS = ("network", "memory", "cpus", "pids_limit", "workdir", "env")
-"""Create options that make two requests interchangeable: a warm container serves only its exact request."""
+WARM_OPTIONS = ("network", "memory", "cpus", "pids_limit", "workdir", "env", "baseline")
+"""Create options that make two requests interchangeable: a warm container serves only its exact request
+(`baseline`: warm for restores, the baseline recorded ahead; set by the pool on an allocate from a tree
+snapshot and by `POST /warm` with it)."""
 
 
 def warm_key(image: str, body: dict[str, Any]) -> WarmKey:
@@ -55,15 +57,24 @@ def warm_at(node: Node, key: WarmKey, now: float) -> bool:
 
 
 def rank(
-    node: Node, key: WarmKey, *, max_per_node: int, affinity_slack: float, now: float, tiebreak: float
+    node: Node,
+    key: WarmKey,
+    *,
+    max_per_node: int,
+    affinity_slack: float,
+    now: float,
+    tiebreak: float,
+    prefer: str = "",
 ) -> tuple[Any, ...]:
-    """Sort key of a candidate node: near-least-loaded first, then warm, then image pulled, then headroom."""
+    """Sort key of a candidate node: near-least-loaded first, then warm, then `prefer` (the node holding
+    the snapshot a restore needs: no tarball to carry over), then image pulled, then headroom."""
     used = load(node) / cap(node, max_per_node)
     bucket = int(used / affinity_slack + 1e-9) if affinity_slack > 0 else used
     has_image = node.images is None or key[0] in node.images
     return (
         bucket,
         0 if warm_at(node, key, now) else 1,
+        0 if prefer and node.url == prefer else 1,
         0 if has_image else 1,
         used,
         -node.memory_available,
@@ -79,11 +90,20 @@ def pick_node(
     affinity_slack: float,
     now: float,
     rng: Callable[[], float] = random.random,
+    prefer: str = "",
 ) -> Node:
     """The best of the candidates (which must be healthy and under their cap) for one allocate."""
 
     def key_of(n: Node) -> tuple[Any, ...]:
-        return rank(n, key, max_per_node=max_per_node, affinity_slack=affinity_slack, now=now, tiebreak=rng())
+        return rank(
+            n,
+            key,
+            max_per_node=max_per_node,
+            affinity_slack=affinity_slack,
+            now=now,
+            tiebreak=rng(),
+            prefer=prefer,
+        )
 
     return min(candidates, key=key_of)
 

@@ -271,12 +271,19 @@ class Pool(LeaseLiveness):
             task.exception()  # retrieved here: its caller may have gone away
 
     async def allocate_then(
-        self, req: AllocateRequest, prepare: Prepare, *, pin: tuple[str, str] | None = None, what: str
+        self,
+        req: AllocateRequest,
+        prepare: Prepare,
+        *,
+        pin: tuple[str, str] | None = None,
+        prefer: str = "",
+        what: str,
     ) -> dict[str, Any]:
-        """Allocate a lease (on `pin`'s node and image when given), then `prepare` it before its answer
-        leaves; when `what` (the preparation) fails the lease is released and the error raised. The
-        allocate from a snapshot (`Snapshots.allocate_from`: a restore) is one."""
-        info = await self._allocate(req, pin)
+        """Allocate a lease (on `pin`'s node and image when given; `prefer`: that node among equals),
+        then `prepare` it before its answer leaves; when `what` (the preparation) fails the lease is
+        released and the error raised. The allocate from a snapshot (`Snapshots.allocate_from`: a
+        restore) is one."""
+        info = await self._allocate(req, pin, prefer)
         lease = self.leases[info["lease_id"]]
         try:
             extra = await prepare(lease)
@@ -285,7 +292,9 @@ class Pool(LeaseLiveness):
             raise
         return {**info, **extra}
 
-    async def _allocate(self, req: AllocateRequest, pin: tuple[str, str] | None = None) -> dict[str, Any]:
+    async def _allocate(
+        self, req: AllocateRequest, pin: tuple[str, str] | None = None, prefer: str = ""
+    ) -> dict[str, Any]:
         (node_url, create_image), image, lease_id = pin or (None, None), req.image, secrets.token_urlsafe(16)
         payload: dict[str, Any] = {  # a node's CreateRequest
             "image": create_image or image,
@@ -294,6 +303,8 @@ class Pool(LeaseLiveness):
             "idle_ttl": self.cfg.idle_ttl,
             **wire(req, include=CREATE_OPTIONS),
         }
+        if req.from_snapshot is not None and pin is None:  # a tree snapshot's restore: baseline ahead
+            payload["baseline"] = True
         key = warm_key(image, payload)
         if pin is None:  # fire-and-forget, before our own create (no warm containers of a snapshot)
             self._plan_warm(key, payload, req.expected)
@@ -314,6 +325,7 @@ class Pool(LeaseLiveness):
                 max_per_node=self.cfg.max_per_node,
                 affinity_slack=self.cfg.affinity_slack,
                 now=time.monotonic(),
+                prefer=prefer,
             )
             tried.add(node.url)
             node.pending += 1

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from starlette.responses import Response
 
-from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER
+from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER, NODE_WAIT_HEADER
 from swe_rl.fleet.pool.node_wire import NodeAnswer, NodeWire, WireConnectTimeout, WireError, WireTimeout
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ROUTED_CALLS, ApiError
 
@@ -244,12 +244,17 @@ async def forward(
     payload["container_id"] = lease.container_id
     timeout = call_timeout(op, payload)
 
+    waited = 0.0  # seconds spent waiting for the node's answers (the pool's own time is the rest)
+
     async def send() -> NodeAnswer:
+        nonlocal waited
         lease.in_flight += 1
         lease.touch()
+        t0 = time.monotonic()
         try:
             return await calls.route_post(node, f"/container/{op}", payload, timeout + call_margin)
         finally:
+            waited += time.monotonic() - t0
             lease.in_flight -= 1
             lease.touch()
 
@@ -266,7 +271,9 @@ async def forward(
         resp = await send()
     if resp.status_code == 200:  # passed through as is: no parsing and re-encoding of (large) outputs
         node_seconds = getattr(resp, "node_seconds", None)
-        headers = {NODE_SECONDS_HEADER: f"{node_seconds:.6f}"} if node_seconds is not None else None
+        headers = {NODE_WAIT_HEADER: f"{waited:.6f}"}
+        if node_seconds is not None:
+            headers[NODE_SECONDS_HEADER] = f"{node_seconds:.6f}"
         return Response(resp.content, 200, headers=headers, media_type="application/json")
     data = json_of(resp)
     error = str(data.get("error", ""))

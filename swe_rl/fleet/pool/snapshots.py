@@ -64,7 +64,13 @@ class SnapshotPool(Protocol):
     def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord: ...
 
     async def allocate_then(
-        self, req: AllocateRequest, prepare: Prepare, *, pin: tuple[str, str] | None = None, what: str
+        self,
+        req: AllocateRequest,
+        prepare: Prepare,
+        *,
+        pin: tuple[str, str] | None = None,
+        prefer: str = "",
+        what: str,
     ) -> dict[str, Any]: ...
 
 
@@ -169,8 +175,8 @@ class Snapshots:
         async def restore(lease: LeaseRecord) -> dict[str, Any]:
             return await self.restore(lease, snap)
 
-        return await self.pool.allocate_then(
-            req, restore, pin=pin, what=f"restore of snapshot {snap.info.snapshot_id}"
+        return await self.pool.allocate_then(  # among equals, on the node that holds it: nothing to carry
+            req, restore, pin=pin, prefer=snap.info.node, what=f"restore of snapshot {snap.info.snapshot_id}"
         )
 
     async def restore(self, lease: LeaseRecord, snap: PoolSnapshot) -> dict[str, Any]:

@@ -47,10 +47,16 @@ def node(
     )
 
 
-def pick(nodes: list[Node], *, slack: float = 0.1, max_per_node: int = 10) -> str:
+def pick(nodes: list[Node], *, slack: float = 0.1, max_per_node: int = 10, prefer: str = "") -> str:
     counter = itertools.count()
     return pick_node(
-        nodes, KEY, max_per_node=max_per_node, affinity_slack=slack, now=NOW, rng=lambda: next(counter) * 1e-6
+        nodes,
+        KEY,
+        max_per_node=max_per_node,
+        affinity_slack=slack,
+        now=NOW,
+        rng=lambda: next(counter) * 1e-6,
+        prefer=prefer,
     ).url
 
 
@@ -102,6 +108,15 @@ def test_image_affinity_after_warm():
     unknown = node("unknown", images=None)  # unknown image list counts as having it
     assert pick([without, with_image]) == "with"
     assert pick([without, unknown]) == "unknown"
+
+
+def test_a_restore_prefers_the_node_holding_its_snapshot_after_warm():
+    """No tarball to carry through the pool; a warm container (no create) and the load still come first."""
+    holder, other = node("holder", images=frozenset({"other"})), node("other", memory_available=9)
+    assert pick([other, holder]) == "other"
+    assert pick([other, holder], prefer="holder") == "holder"  # before image and memory
+    assert pick([node("warm", warm={IMAGE: 1}), holder], prefer="holder") == "warm"
+    assert pick([node("idle"), node("holder", active=5)], prefer="holder") == "idle"
 
 
 def test_memory_headroom_breaks_ties():

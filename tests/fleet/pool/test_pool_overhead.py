@@ -11,7 +11,12 @@ import time
 import httpx
 import pytest
 
-from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER, POOL_OVERHEAD_HEADER
+from swe_rl.fleet.call_headers import (
+    NODE_SECONDS_HEADER,
+    NODE_WAIT_HEADER,
+    POOL_OVERHEAD_HEADER,
+    POOL_OWN_HEADER,
+)
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from swe_rl.fleet.pool.metrics import Histogram, Metrics
@@ -39,7 +44,7 @@ def test_histogram_buckets_and_quantiles():
 def test_each_routed_call_carries_the_node_time_and_the_pool_overhead():
     with MemoryFleet(nodes=1, max_per_node=4, latency_ms="0,40,0") as fleet:
 
-        async def run() -> list[tuple[float, float, float]]:
+        async def run() -> list[tuple[float, float, float, float, float]]:
             cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token)
             async with EnvClient(cfg) as client:
                 lease = await client.allocate("img:a")
@@ -58,15 +63,20 @@ def test_each_routed_call_carries_the_node_time_and_the_pool_overhead():
                                 wall,
                                 float(r.headers[NODE_SECONDS_HEADER]),
                                 float(r.headers[POOL_OVERHEAD_HEADER]),
+                                float(r.headers[NODE_WAIT_HEADER]),
+                                float(r.headers[POOL_OWN_HEADER]),
                             )
                         )
                 await lease.close()
                 return out
 
         calls = asyncio.run(run())
-        for wall, node, overhead in calls:
+        for wall, node, overhead, wait, own in calls:
             assert node >= 0.04  # the node's fake latency is in its own time
             assert overhead >= 0 and node + overhead <= wall
+            # the pool's wait for the node holds the node's time; its own part is what is left of its
+            # handling, so never more than the overhead (which also counts the node's queue and transit)
+            assert wait >= node and 0 <= own <= overhead + 1e-6 and wait + own <= wall
         text = httpx.get(
             fleet.pool_url + "/metrics", headers={"Authorization": f"Bearer {fleet.token}"}, timeout=30
         ).text

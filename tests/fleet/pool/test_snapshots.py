@@ -312,9 +312,11 @@ EXACT_STEPS = [
 
 
 async def test_a_restored_lease_equals_the_original(fleet, pool_factory, fixture_instances, tmp_path):
-    """Work tree, staging area, untracked files, modes, symlinks and empty directories come back equal."""
+    """Work tree, staging area, untracked files, modes, symlinks and empty directories come back equal,
+    in a cold container and in a warm one of the restores' pool (its baseline recorded ahead)."""
     inst = fixture_instances[INSTANCE]
-    pool = pool_factory(fleet(1, SWE_EXEC_SNAPSHOT_DIR=snap_dir(tmp_path)))
+    (node,) = fleet(1, SWE_EXEC_SNAPSHOT_DIR=snap_dir(tmp_path), SWE_EXEC_WARM_INTERVAL="0.2")
+    pool = pool_factory([node])
     async with client_for(pool) as client:
         async with client.lease(inst.image, workdir="/testbed") as original:
             await original.record_baseline()
@@ -332,6 +334,20 @@ async def test_a_restored_lease_equals_the_original(fleet, pool_factory, fixture
                 restored = await branch.exec(STATE)
                 assert restored.output == state.output
                 assert await branch.diff() == await original.diff()
+            warm = {"image": inst.image, "workdir": "/testbed", "baseline": True}
+            headers = {"Authorization": f"Bearer {pool.token}"}
+            async with httpx.AsyncClient(headers=headers, timeout=60) as http:
+                assert (await http.post(pool.url + "/warm", json={**warm, "count": 1})).status_code == 200
+                deadline = time.monotonic() + 120
+                while node.get("/healthz").json()["warm"].get(inst.image) != 1:
+                    assert time.monotonic() < deadline, "no warm container for restores"
+                    await asyncio.sleep(0.2)
+                async with client.lease(inst.image, from_snapshot=info.snapshot_id) as branch:
+                    rec = {c["id"]: c for c in node.get("/status").json()["containers"]}[branch.container_id]
+                    assert rec["from_warm"] and rec["baseline_ahead"]  # the pool asked for the restores' pool
+                    assert (await branch.exec(STATE)).output == state.output
+                    assert await branch.diff() == await original.diff()
+                await http.post(pool.url + "/warm", json={**warm, "count": 0})
             assert await client.delete_snapshot(info.snapshot_id)
 
 
