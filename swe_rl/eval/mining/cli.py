@@ -61,6 +61,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=3, help="gold runs per row at certification (K)")
     p.add_argument("--limit", type=int, default=None, help="look at most at this many new commits")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per build or test run")
+    p.add_argument(
+        "--code-only-ok", action="store_true",
+        help="commits that change code only are candidates too, judged by the tests already there "
+        "(histories of injected bugs, SWE-smith's method)",
+    )  # fmt: skip
     p.add_argument("--no-certify", action="store_true", help="stop after validation (rows stay pending)")
     p.add_argument("--local-fleet", action="store_true", help="certify on exec + pool servers started here")
     p.add_argument("--name-prefix", default="swe-rl-mine", help="prefix of the miner's container names")
@@ -155,7 +160,7 @@ class Miner:
         except UnknownLanguage as exc:
             self.drop(commit, iid, "split", str(exc))
             return "dropped"
-        found = split_commit(self.repo, commit, language)
+        found = split_commit(self.repo, commit, language, code_only_ok=self.args.code_only_ok)
         self.seconds["split"] += time.perf_counter() - t0
         if isinstance(found, Skipped):
             self.drop(commit, iid, "split", found.reason)

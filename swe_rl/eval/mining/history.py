@@ -6,6 +6,10 @@ source file and at least one test file of the repository's language; its other f
 changelogs, lock files) are left out of both patches. Merge commits are read against their first
 parent, so a merged pull request counts as one change. Binary changes cannot be carried by a text
 patch: such a commit is dropped with that reason.
+
+With ``code_only_ok`` a commit that changes source files only is a candidate too: its judges are the
+tests the repository has already (SWE-smith's method: a bug injected into real code, the commit that
+restores the code is the task; see data/real_tasks/make_history.py ``--mutations``).
 """
 
 from __future__ import annotations
@@ -64,7 +68,9 @@ def _diff(repo: Path, parent: str, commit: str, files: list[str]) -> str:
     return git(repo, "diff", "--no-ext-diff", "--no-renames", "--full-index", parent, commit, "--", *files)
 
 
-def split_commit(repo: Path, commit: str, language: RepoLanguage) -> Candidate | Skipped:
+def split_commit(
+    repo: Path, commit: str, language: RepoLanguage, *, code_only_ok: bool = False
+) -> Candidate | Skipped:
     """A commit → a `Candidate` (gold and test patches), or `Skipped` with the reason."""
     parents = git(repo, "rev-list", "--parents", "-n", "1", commit).split()[1:]
     if not parents:
@@ -82,7 +88,7 @@ def split_commit(repo: Path, commit: str, language: RepoLanguage) -> Candidate |
             sources.append(path)
     if not sources:
         return Skipped(commit, "no source change")
-    if not tests:
+    if not tests and not code_only_ok:
         return Skipped(commit, "no test change")
     if any(language.is_test(p) or language.is_source(p) for p in binary):
         return Skipped(commit, f"binary change in {binary[0]}: a text patch cannot carry it")
