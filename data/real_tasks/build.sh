@@ -31,6 +31,8 @@ die() { echo "error: $*" >&2; exit 1; }
 command -v docker >/dev/null || die "docker is not installed"
 docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 || SWE_BASE_IMAGE="$BASE_IMAGE" bash "$ROOT/scripts/build_base_image.sh"
 mkdir -p "$CACHE/downloads"
+# Go, JavaScript and Rust task images are built FROM the fixtures' toolchain images (Debian's packages).
+SWE_BASE_IMAGE="$BASE_IMAGE" PYTHON="$PYTHON" bash "$ROOT/data/build_multilang_images.sh" --toolchains go node rust
 
 cached() {  # package version -> the cached tarball, if any
   find "$CACHE/downloads" -maxdepth 1 \( -iname "${1//-/[-_]}-$2.tar.gz" -o -iname "${1//-/[-_]}-$2.tgz" \) |

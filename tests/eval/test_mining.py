@@ -187,7 +187,8 @@ def test_releases_become_a_history_of_one_commit_each(tmp_path):
 def test_one_release_with_mutations_becomes_one_fix_commit_per_injected_bug(tmp_path):
     """SWE-smith's method: the release with every bug injected, then one commit restoring each; with
     ``code_only_ok`` each restoring commit is a candidate with an empty test patch (the repository's
-    own tests judge it), without it a code-only commit is skipped as before."""
+    own tests judge it: those named after the changed file run), without it a code-only commit is
+    skipped as before."""
     import importlib.util
     import tarfile
 
@@ -236,7 +237,7 @@ def test_one_release_with_mutations_becomes_one_fix_commit_per_injected_bug(tmp_
     assert "a + b" in (repo / "calc.py").read_text() and "a * b" in (repo / "calc.py").read_text()
     assert isinstance(split_commit(repo, shas[1], PY), Skipped)  # no test change
     fix = split_commit(repo, shas[1], PY, code_only_ok=True)
-    assert isinstance(fix, Candidate) and fix.test_patch == "" and fix.test_files == []
+    assert isinstance(fix, Candidate) and fix.test_patch == "" and fix.test_files == ["tests/test_calc.py"]
     assert "+    return a + b" in fix.gold_patch and fix.message.startswith(
         "add is wrong\n\nIt computes a - b."
     )
