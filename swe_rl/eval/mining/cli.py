@@ -86,6 +86,8 @@ def build_images_for(args: argparse.Namespace) -> int:
         if args.repo_name and row.get("repo") != args.repo_name:
             continue  # a set of several repositories: this one's rows only
         commit = row["mined_commit"]
+        if not _has_commit(repo, commit):
+            continue  # a row of another history of the same repository (releases vs injected bugs)
         parent = git(repo, "rev-parse", f"{commit}^").strip()
         language = (
             LANGUAGES[row["language"]]
@@ -101,6 +103,10 @@ def build_images_for(args: argparse.Namespace) -> int:
         bad += status != "ok"
         print(f"{row['instance_id']}: {row['image_name']} {status}", flush=True)
     return 1 if bad else 0
+
+
+def _has_commit(repo: Path, commit: str) -> bool:
+    return bool(git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}", check=False).strip())
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
