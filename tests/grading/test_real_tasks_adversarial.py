@@ -87,7 +87,9 @@ async def test_gold_is_clean_and_no_exploit_earns_a_reward_on_real_rows(
     assert gold.tamper is not None and not gold.tamper.records, gold.tamper  # no rule, twin or probe trip
 
     if language == "python":
-        patches = await exploit_patches(client, instance, EXPLOITS, concurrency=2)
+        patches = await exploit_patches(
+            client, instance, EXPLOITS, concurrency=2, test_file=_tree_test_file(instance, language)
+        )
         names = [e.name for e in EXPLOITS]
     else:
         exploits = exploits_for(instance, _tree_test_file(instance, language))
