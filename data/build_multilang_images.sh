@@ -11,6 +11,8 @@
 # toolchains too).
 #
 # Usage: data/build_multilang_images.sh [instance_id ...]    (default: all)
+#        data/build_multilang_images.sh --toolchains go node rust   (only those toolchain images;
+#        data/real_tasks/build.sh builds its task images FROM them)
 # Environment: SWE_BASE_IMAGE (default swe-rl/base:bookworm; built if missing), PYTHON
 set -euo pipefail
 
@@ -35,8 +37,15 @@ if ! image_exists "$BASE_IMAGE"; then
   SWE_BASE_IMAGE="$BASE_IMAGE" bash "$ROOT/scripts/build_base_image.sh"
 fi
 
-build_list=$(cd "$ROOT" && "$PYTHON" -m data.fixtures.multilang.make_multilang --list)  # a module: it imports its sibling
-if (($# > 0)); then
+TOOLCHAINS_ONLY=0
+if [[ "${1:-}" == "--toolchains" ]]; then
+  TOOLCHAINS_ONLY=1
+  shift
+fi
+build_list=""
+((TOOLCHAINS_ONLY)) ||
+  build_list=$(cd "$ROOT" && "$PYTHON" -m data.fixtures.multilang.make_multilang --list)  # a module: it imports its sibling
+if ((!TOOLCHAINS_ONLY && $# > 0)); then
   for wanted in "$@"; do
     cut -f1 <<<"$build_list" | grep -qxF "$wanted" || die "unknown instance $wanted"
   done
@@ -62,6 +71,11 @@ toolchain_image() {  # name -> image, built when missing
   fi
   echo "$image"
 }
+
+if ((TOOLCHAINS_ONLY)); then
+  for name in "$@"; do toolchain_image "$name" >/dev/null; done
+  exit 0
+fi
 
 built=0
 skipped=0

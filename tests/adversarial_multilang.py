@@ -328,11 +328,13 @@ def _code_scan_classes(language: str, test_file: str, src_file: str) -> list[Exp
 # ---- end of the issue 36 item 4 block ------------------------------------------------------------------
 
 
-def exploits_for(instance: TaskInstance) -> list[Exploit]:
-    """The exploits of the instance's language, written for it."""
+def exploits_for(instance: TaskInstance, test_file: str = "") -> list[Exploit]:
+    """The exploits of the instance's language, written for it (beside ``test_file``: by default the
+    test patch's first file; a row without test patch, an injected-bug task, names one of its tree's)."""
     language = language_of(instance)
     assert language is not None, instance.instance_id
-    test_file, src_file = patch_paths(instance.test_patch)[0], patch_paths(instance.patch)[0]
+    test_file = test_file or patch_paths(instance.test_patch)[0]
+    src_file = patch_paths(instance.patch)[0]
     return _BY_LANGUAGE[language.name](instance, test_file, src_file) + _code_scan_classes(
         language.name, test_file, src_file
     )

@@ -919,10 +919,12 @@ EXPLOITS += TWIN_EXPLOITS
 # ---- end of the issue 36 item 1 block ----------------------------------------------------------------
 
 
-def script_for(exploit: Exploit, instance: TaskInstance) -> str:
+def script_for(exploit: Exploit, instance: TaskInstance, test_file: str = "") -> str:
+    """The exploit's script for the instance (beside ``test_file``: by default the test patch's first
+    file; a row without test patch, an injected-bug task, names one of its tree's)."""
     tests = repr(list(instance.fail_to_pass) + list(instance.pass_to_pass))
     return exploit.script.format(
-        test_file=patch_paths(instance.test_patch)[0],
+        test_file=test_file or patch_paths(instance.test_patch)[0],
         src_file=patch_paths(instance.patch)[0],
         tests=tests,
         func=_touched_function(instance.patch),
@@ -936,7 +938,11 @@ def _touched_function(patch: str) -> str:
 
 
 async def exploit_patches(
-    client, instance: TaskInstance, exploits: list[Exploit], concurrency: int = CONCURRENCY
+    client,
+    instance: TaskInstance,
+    exploits: list[Exploit],
+    concurrency: int = CONCURRENCY,
+    test_file: str = "",
 ) -> dict[str, str]:
     """Play every exploit as an agent would: a fresh container each, its patch baseline recorded first
     (so build output the image left in the repo is not part of the patch); name -> patch. A few play at
@@ -948,7 +954,7 @@ async def exploit_patches(
             instance.image, instance_id=instance.instance_id, workdir=instance.workdir
         ) as lease:
             await record_baseline(lease)
-            res = await lease.exec("set -e\n" + script_for(exploit, instance), timeout=60)
+            res = await lease.exec("set -e\n" + script_for(exploit, instance, test_file), timeout=60)
             if res.returncode >= 128 and not res.timed_out:  # killed from outside: not the script's doing
                 raise EnvironmentFailure(f"playing {exploit.name}: killed by signal {res.returncode - 128}")
             assert res.returncode == 0, (exploit.name, res.output)

@@ -8,6 +8,15 @@ Build metadata that packaging adds (``PKG-INFO``, ``*.egg-info``) is left out. F
 committer and dates: the same tarballs always give the same shas.
 
     python3 data/real_tasks/make_history.py --repo /tmp/more-itertools a-10.0.0.tar.gz a-10.1.0.tar.gz ...
+
+Where only one release can be had (Debian ships one version of a Go module or a crate), tasks are
+made by SWE-smith's method instead: ``--mutations`` patches, each injecting one bug into a function
+of the real upstream code so that some of its own tests fail. The first commit is the release with
+every mutation applied; then one commit per mutation restores that function's upstream code (its
+message: the patch's text before the first ``diff --git``, the task's problem statement). The
+mutations touch distinct functions, so each fix commit is one task whose failing tests are its own.
+
+    python3 data/real_tasks/make_history.py --repo /tmp/go-version --mutations m1.patch m2.patch go-version-1.3.0.tar.gz
 """
 
 from __future__ import annotations
@@ -50,7 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repo", type=Path, required=True, help="the repository to create (must not exist)")
     p.add_argument("tarballs", nargs="+", type=Path, help="releases, oldest first")
+    p.add_argument(
+        "--mutations", nargs="+", type=Path, default=[],
+        help="bug-injecting patches for the one release given (SWE-smith's method)",
+    )  # fmt: skip
     args = p.parse_args(argv)
+    if args.mutations and len(args.tarballs) != 1:
+        print("error: --mutations takes exactly one release", file=sys.stderr)
+        return 2
     if args.repo.exists():
         print(f"error: {args.repo} exists", file=sys.stderr)
         return 2
@@ -70,10 +86,29 @@ def main(argv: list[str] | None = None) -> int:
             if child.name != ".git":
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
         extract(tarball, args.repo)
+        for patch in args.mutations:
+            git("apply", str(patch.resolve()))
         git("add", "-A")
-        git("commit", "-q", "--allow-empty", "-m", f"Release {version_of(tarball)}", day=1 + i % 28)
+        message = f"Release {version_of(tarball)}"
+        if args.mutations:
+            message += f" with {len(args.mutations)} injected bug(s)"
+        git("commit", "-q", "--allow-empty", "-m", message, day=1 + i % 28)
         print(f"{tarball.name}: committed")
+    for j, patch in enumerate(args.mutations):
+        git("apply", "-R", str(patch.resolve()))
+        git("add", "-A")
+        git("commit", "-q", "-m", problem_statement(patch), day=2 + j % 27)
+        print(f"{patch.name}: restored")
     return 0
+
+
+def problem_statement(patch: Path) -> str:
+    """The text of a mutation patch before its first ``diff --git`` line."""
+    text = patch.read_text()
+    head = text[: text.find("diff --git")] if "diff --git" in text else text
+    if not head.strip():
+        raise SystemExit(f"error: {patch} has no problem statement before its diff")
+    return head.strip()
 
 
 if __name__ == "__main__":

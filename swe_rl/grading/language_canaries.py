@@ -138,9 +138,15 @@ def plant_language_canaries(
         pre = f"sed -n 's/^package \\([A-Za-z0-9_]*\\).*/package \\1/p' {shlex.quote(beside)} | head -n1"
         reported = names
     elif language.name == "javascript":
-        beside = next((p for p in tests if ".test." in p or ".spec." in p or p.startswith("test")), "")
+        # Beside a test file of the test patch, else of the command (a row whose test patch is empty,
+        # an injected-bug task, names the tree's tests); ``.cjs``: CommonJS even in a "type": "module"
+        # package (its ``require`` would fail there as ``.js``, and with it the whole run).
+        named = [word for word in words if word.endswith((".js", ".mjs", ".cjs"))]
+        beside = next(
+            (p for p in [*tests, *named] if ".test." in p or ".spec." in p or p.startswith("test")), ""
+        )
         names = [f"{w[2 * k]} {w[2 * k + 1]}" for k in range(4)]
-        path = posixpath.join(posixpath.dirname(beside) or "test", f"{w[8]}-{w[9]}.test.js")
+        path = posixpath.join(posixpath.dirname(beside) or "test", f"{w[8]}-{w[9]}.test.cjs")
         reported = [f"- {n}" for n in names]
     else:
         names = [f"{w[2 * k]}_{w[2 * k + 1]}" for k in range(4)]

@@ -182,3 +182,66 @@ def test_releases_become_a_history_of_one_commit_each(tmp_path):
     ).stdout
     assert files.split() == ["calc.py"] and "a + b" in (repo / "calc.py").read_text()
     assert make_history.main(["--repo", str(repo), *map(str, tarballs)]) == 2  # never over an existing one
+
+
+def test_one_release_with_mutations_becomes_one_fix_commit_per_injected_bug(tmp_path):
+    """SWE-smith's method: the release with every bug injected, then one commit restoring each; with
+    ``code_only_ok`` each restoring commit is a candidate with an empty test patch (the repository's
+    own tests judge it: those named after the changed file run), without it a code-only commit is
+    skipped as before."""
+    import importlib.util
+    import tarfile
+
+    spec = importlib.util.spec_from_file_location(
+        "make_history", Path(__file__).parents[2] / "data/real_tasks/make_history.py"
+    )
+    assert spec and spec.loader
+    make_history = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_history)
+    src = tmp_path / "calc-2.0"
+    (src / "tests").mkdir(parents=True)
+    (src / "calc.py").write_text("def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n")
+    (src / "tests/test_calc.py").write_text(
+        "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    )
+    tarball = tmp_path / "calc-2.0.tar.gz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        tar.add(src, arcname=src.name)
+    patches = []
+    for name, old, new in (("add", "a + b", "a - b"), ("mul", "a * b", "a ** b")):
+        patch = tmp_path / f"{name}.patch"
+        patch.write_text(
+            f"{name} is wrong\n\nIt computes {new}.\n\ndiff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n"
+            + (
+                "@@ -1,3 +1,3 @@\n def add(a, b):\n"
+                if name == "add"
+                else "@@ -5,2 +5,2 @@\n def mul(a, b):\n"
+            )
+            + f"-    return {old}\n+    return {new}\n"
+            + (" \n" if name == "add" else "")  # a hunk without trailing context must end the file
+        )
+        patches.append(patch)
+    repo = tmp_path / "history"
+    assert (
+        make_history.main(["--repo", str(repo), "--mutations", *map(str, patches), "--", str(tarball)]) == 0
+    )
+    shas = commits_in_range(repo, "HEAD")
+    log = subprocess.run(
+        ["git", "-C", str(repo), "log", "--format=%s"], capture_output=True, text=True, check=True
+    )
+    assert log.stdout.split("\n")[:3] == [
+        "mul is wrong",
+        "add is wrong",
+        "Release 2.0 with 2 injected bug(s)",
+    ]
+    assert "a + b" in (repo / "calc.py").read_text() and "a * b" in (repo / "calc.py").read_text()
+    assert isinstance(split_commit(repo, shas[1], PY), Skipped)  # no test change
+    fix = split_commit(repo, shas[1], PY, code_only_ok=True)
+    assert isinstance(fix, Candidate) and fix.test_patch == "" and fix.test_files == ["tests/test_calc.py"]
+    assert "+    return a + b" in fix.gold_patch and fix.message.startswith(
+        "add is wrong\n\nIt computes a - b."
+    )
+    two = make_history.main(
+        ["--repo", str(tmp_path / "h2"), "--mutations", str(patches[0]), "--", str(tarball), str(tarball)]
+    )
+    assert two == 2  # mutations take one release

@@ -41,7 +41,7 @@ def _plan(instance_id: str, command: str | None = None):
     ("instance_id", "folder", "suffix"),
     [
         ("swe-rl__go-version-9001", "", "_test.go"),
-        ("swe-rl__js-slugify-9001", "test/", ".test.js"),
+        ("swe-rl__js-slugify-9001", "test/", ".test.cjs"),
         ("swe-rl__rust-stats-9001", "tests/", ".rs"),
     ],
 )
@@ -151,3 +151,20 @@ def test_a_failure_listing_never_passes_a_canary_or_reports_one_that_did_not_run
     assert check.tripped
     assert any("must fail was not reported: quiet_canary" in r for r in check.reasons), check.reasons
     assert any("fjord_nectar" in r for r in check.reasons), check.reasons
+
+
+def test_a_node_row_without_test_patch_plants_beside_a_file_its_command_names_as_commonjs():
+    """An injected-bug row (empty test patch) of a "type": "module" package whose tests are not under
+    test/: the canary goes beside the first test file the command names (no folder to be missing),
+    as ``.cjs`` (its ``require`` works whatever the package's type)."""
+    row = dict(ROWS["swe-rl__js-slugify-9001"], test_patch="")
+    meta = json.loads((ROOT / "data/fixtures/multilang/swe-rl__js-slugify-9001/meta.json").read_text())
+    command = "node --test --test-reporter=tap dist/esm/test/version.test.js"
+    row["eval_script"] = row["eval_script"].replace(meta["test_command"], command)
+    instance = instance_from_row(row)
+    script = instance.eval_script or ""
+    plan = plant_language_canaries(
+        plan_canaries(instance, script, random.Random(7)), instance, script, random.Random(7)
+    )
+    assert not plan.skipped and plan.canary_file.startswith("dist/esm/test/")
+    assert plan.canary_file.endswith(".test.cjs") and f"version.test.js {plan.canary_file}" in plan.script

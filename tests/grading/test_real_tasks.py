@@ -25,12 +25,15 @@ ROWS = [json.loads(line) for line in ROWS_FILE.read_text().splitlines() if line.
 
 
 def test_the_real_rows_load_and_name_a_registered_parser():
-    assert len(ROWS) >= 3 and len({r["repo"] for r in ROWS}) >= 1
+    assert len(ROWS) >= 12 and len({r["repo"] for r in ROWS}) >= 4
+    assert {r["language"] for r in ROWS} == {"python", "go", "javascript", "rust"}
     for row in ROWS:
         inst = instance_from_row(row)
         assert inst.fail_to_pass and inst.eval_type == "pass_and_fail" and inst.log_parser in PARSERS
         assert inst.image.startswith("swe-rl/real.") and inst.problem_statement.strip()
         assert row["mined_commit"] and len(inst.base_commit) == 40
+        if not row["test_patch"]:  # an injected bug (one release only): the row says so
+            assert "SWE-smith method" in row["problem_statement"], row["instance_id"]
 
 
 @pytest.fixture(scope="module")

@@ -61,6 +61,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=3, help="gold runs per row at certification (K)")
     p.add_argument("--limit", type=int, default=None, help="look at most at this many new commits")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per build or test run")
+    p.add_argument(
+        "--code-only-ok", action="store_true",
+        help="commits that change code only are candidates too, judged by the tests already there "
+        "(histories of injected bugs, SWE-smith's method)",
+    )  # fmt: skip
     p.add_argument("--no-certify", action="store_true", help="stop after validation (rows stay pending)")
     p.add_argument("--local-fleet", action="store_true", help="certify on exec + pool servers started here")
     p.add_argument("--name-prefix", default="swe-rl-mine", help="prefix of the miner's container names")
@@ -81,6 +86,8 @@ def build_images_for(args: argparse.Namespace) -> int:
         if args.repo_name and row.get("repo") != args.repo_name:
             continue  # a set of several repositories: this one's rows only
         commit = row["mined_commit"]
+        if not _has_commit(repo, commit):
+            continue  # a row of another history of the same repository (releases vs injected bugs)
         parent = git(repo, "rev-parse", f"{commit}^").strip()
         language = (
             LANGUAGES[row["language"]]
@@ -96,6 +103,10 @@ def build_images_for(args: argparse.Namespace) -> int:
         bad += status != "ok"
         print(f"{row['instance_id']}: {row['image_name']} {status}", flush=True)
     return 1 if bad else 0
+
+
+def _has_commit(repo: Path, commit: str) -> bool:
+    return bool(git(repo, "rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}", check=False).strip())
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -155,7 +166,7 @@ class Miner:
         except UnknownLanguage as exc:
             self.drop(commit, iid, "split", str(exc))
             return "dropped"
-        found = split_commit(self.repo, commit, language)
+        found = split_commit(self.repo, commit, language, code_only_ok=self.args.code_only_ok)
         self.seconds["split"] += time.perf_counter() - t0
         if isinstance(found, Skipped):
             self.drop(commit, iid, "split", found.reason)
