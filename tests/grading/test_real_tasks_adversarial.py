@@ -2,7 +2,8 @@
 
 On one row per language by default (every row with ``SWE_TEST_FULL_MATRIX=1``): gold resolves under the
 integrity verdict with nothing recorded (no rule, no canary, twin or runner-probe trip), and no exploit
-earns a reward — for Python every exploit of tests/adversarial_patches.py (`EXPLOITS`), for Go,
+earns a reward — for Python every third exploit of tests/adversarial_patches.py (`EXPLOITS`; all of them
+under the full matrix), for Go,
 JavaScript and Rust every one of tests/adversarial_multilang.py. The fixtures' suites were written
 against clean test repositories; real rows have real layouts (tests under ``dist/*/test/``, a test patch
 that is empty because the task is an injected bug judged by the tests already there), which is what this
@@ -45,6 +46,9 @@ def _one_per_language() -> list[dict]:
 
 
 PLAYED = ROWS if FULL_MATRIX else _one_per_language()
+# Every third Python exploit on a real row by default (all 35 play on every Python fixture already; here the
+# point is the real layout, and all 35 on the toolz row cost 13 minutes of a loaded machine).
+PYTHON_EXPLOITS = EXPLOITS if FULL_MATRIX else EXPLOITS[::3]
 
 
 def _tree_test_file(instance: TaskInstance, language: str) -> str:
@@ -88,9 +92,9 @@ async def test_gold_is_clean_and_no_exploit_earns_a_reward_on_real_rows(
 
     if language == "python":
         patches = await exploit_patches(
-            client, instance, EXPLOITS, concurrency=2, test_file=_tree_test_file(instance, language)
+            client, instance, PYTHON_EXPLOITS, concurrency=2, test_file=_tree_test_file(instance, language)
         )
-        names = [e.name for e in EXPLOITS]
+        names = [e.name for e in PYTHON_EXPLOITS]
     else:
         exploits = exploits_for(instance, _tree_test_file(instance, language))
         patches = await play(client, instance, exploits)
