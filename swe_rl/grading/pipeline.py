@@ -45,6 +45,13 @@ from swe_rl.grading.runner_probe import (
     probe_records,
     read_probe_report,
 )
+from swe_rl.grading.runner_probe_languages import (
+    LanguageProbePlan,
+    LanguageProbeReport,
+    language_probe_records,
+    plan_language_probe,
+    read_language_probe,
+)
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.twins import (
     TwinPlan,
@@ -87,6 +94,8 @@ class IntegrityStages:
     """The full patch through the official apply fallbacks, in the same container (git apply refused)."""
     probe: tuple[ProbeReport, ProbeReport] | None = None
     """The runner's configuration on the clean tree and in the patched run (None: no probe)."""
+    language_probe: tuple[str, LanguageProbeReport, LanguageProbeReport] | None = None
+    """Go, JavaScript, Rust: (language, the toolchain's answers on the clean tree, in the patched run)."""
 
 
 async def _probe_report(lease: Lease, plan: ProbePlan) -> ProbeReport:
@@ -113,6 +122,29 @@ async def _probe_clean_tree(
     return plan_probe(script, names, collect_only=False), await _probe_report(lease, clean_plan)
 
 
+async def _language_report(lease: Lease, plan: LanguageProbePlan, path: str, log: str) -> LanguageProbeReport:
+    """The toolchain's answers in `path`, checked against the hash the exec printed in `log`."""
+    try:
+        text: str | None = (await lease.read_file(path)).decode("utf-8", "surrogateescape")
+    except FileNotFound:
+        text = None
+    return read_language_probe(log, text, plan)
+
+
+async def _probe_clean_language(
+    lease: Lease, instance: TaskInstance, script: str, config: GraderConfig
+) -> tuple[LanguageProbePlan | None, LanguageProbeReport | None]:
+    """Go, JavaScript, Rust: the toolchain's answers on the clean tree (an exec of the eval script with the
+    probe and without the tests), and the plan of the test run; (None, None) when off or another row."""
+    if not config.integrity.runner_probe:
+        return None, None
+    plan = plan_language_probe(instance, script)
+    if plan.skipped:
+        return None, None
+    run = await lease.evaluate("", plan.clean_script, timeout=config.eval_timeout)
+    return plan, await _language_report(lease, plan, plan.clean_path, run.test_log or "")
+
+
 async def _run_stages(
     lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig
 ) -> IntegrityStages:
@@ -130,6 +162,9 @@ async def _run_stages(
     capabilities = scan_changes(tree.sources, config.integrity.capabilities)
     probe_plan, clean = await _probe_clean_tree(lease, script, config)
     run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
+    language_plan, language_clean = await _probe_clean_language(lease, instance, script, config)
+    if language_plan is not None:  # Go, JavaScript, Rust: the probe runs right before the test command
+        run_script = language_plan.run_script
     plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script)  # Go, JS, Rust
     twins = TwinPlan(refused="twins are off")
     if config.integrity.twins and plan.nonce:
@@ -140,6 +175,9 @@ async def _run_stages(
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     if probe_plan is not None and clean is not None:
         stages.probe = (clean, await _probe_report(lease, probe_plan))
+    if language_plan is not None and language_clean is not None:
+        patched = await _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
+        stages.language_probe = (language_plan.language, language_clean, patched)
     return stages
 
 
@@ -210,6 +248,8 @@ async def _integrity_result(
     result.twins = twins
     if stages.probe is not None:  # the canary file is the grader's: the patched run alone names it
         report.records += probe_records(*stages.probe, {posixpath.basename(plan.canary_file)} - {""})
+    if stages.language_probe is not None:
+        report.records += language_probe_records(*stages.language_probe)
     report.records += contradiction_records(instance, run.test_log, plan.nonce)  # Go, JS, Rust... rows
     report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())
     if not tree.changed:  # the run was the official run: its log judged by the official rules
