@@ -88,11 +88,11 @@ def plan_writes(script: str, workdir: str, python: bool, rng: random.Random | No
     folder = f"/tmp/.swe-rl-writes-{tag}"
     mark, listing, paths = f"{folder}/mark", f"{folder}/list", f"{folder}/paths"
     quiet, loud = "__swe_wf=$-; { set +x; } 2>/dev/null", 'case "$__swe_wf" in *x*) set -x ;; esac'
-    ask = (
-        'python -c \'import os, sys\nfor p in sys.path:\n    p = os.path.realpath(p or ".")\n'
-        '    if os.path.isdir(p) and not p.startswith(("/tmp", "/proc", "/dev")): print(p)\' '
-        f"> {paths} 2>/dev/null || true"
-    )
+    code = shlex.quote(
+        "import os, sys\nfor p in sys.path:\n    p = os.path.realpath(p or '.')\n"
+        "    if os.path.isdir(p) and not p.startswith(('/tmp', '/proc', '/dev')): print(p)"
+    )  # the interpreter the eval script put first (a conda env's `python`; Debian images: `python3`)
+    ask = f"{{ python -c {code} || python3 -c {code}; }} > {paths} 2>/dev/null || true"
     before = [quiet, f"mkdir -p {folder}", *([ask] if python else []), f": > {mark}", loud]
     root = shlex.quote(workdir)
     names = " -o ".join(f"-name {n}" for n in _PRUNED)

@@ -69,7 +69,7 @@ def test_listing_must_match_the_hash_in_the_log():
     assert read_listing(line, good, plan).paths == ["/testbed/a.py"]
     assert read_listing(line, "", plan).error
     assert read_listing("", good, plan).error
-    assert "sys.path" in plan.script
+    assert "sys.path" in plan.script and "python3 -c" in plan.script
 
 
 def test_records():
