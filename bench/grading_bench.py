@@ -123,7 +123,7 @@ async def main_async(args: argparse.Namespace) -> None:
                             times["stage 1"].append(await stage_one(client, instance, patch))
                     rows.append((instance.instance_id, label, times))
                     print(
-                        f"  {instance.instance_id} {label}: " + ", ".join(f"{m} {times[m]}" for m in MODES),
+                        f"  {instance.instance_id} {label}: " + ", ".join(f"{m} {times[m]}" for m in modes),
                         flush=True,
                     )
     report(rows, args.rounds)
