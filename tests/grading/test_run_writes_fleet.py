@@ -1,5 +1,7 @@
 """Files the test run writes, judged in real grading containers (issue 36): a module the code under test
-writes at run time and imports by name is scanned like the patch and voids; the naive grader pays it."""
+writes at run time and imports by name is scanned like the patch and voids; the naive grader pays it.
+Gold with the listing on, on every fixture: `test_every_fixture_gold_resolves_and_conftest_hacks_do_not`
+(tests/grading/test_reward_integrity.py) and the multilang fleet tests, which fail on any record."""
 
 from __future__ import annotations
 
@@ -23,6 +25,4 @@ async def test_a_module_written_at_run_time_voids(client, pool, fixture_instance
     assert any(r.path.endswith("_speedups.py") and r.action == "voided" for r in written), (
         result.tamper.records
     )
-    gold = await FleetGrader(client).grade(instance, instance.patch)
-    assert gold.resolved and not gold.tamper.records, gold.tamper
     assert not leftover_containers(docker_client, pool)
