@@ -1,19 +1,23 @@
 """Grading overhead per instance of the integrity pipeline, against the official harness's walk, in one run.
 
-A local fleet (one exec server, one pool), real fixture images. For each instance and round, in
-alternating order, through `FleetGrader`:
+A local fleet (one exec server, one pool), real fixture images (the Python fixtures and the Go,
+JavaScript and Rust ones). For each instance and round, the three graders one after the other, in
+alternating order (round 0 official → round 2 → pipeline, round 1 the reverse...), through `FleetGrader`:
 - ``official``: integrity off — one fresh container, the whole patch with the apply fallbacks, the
   eval script, SWE-bench's rules (the baseline, measured in the same run);
-- ``pipeline``: integrity on (default) — canonical patch, tree rules, capability scan, test run with
-  canaries, strict verdict; the official verdict comes from the same run when nothing was dropped;
-- ``round 2``: the pipeline with the stages of issue 36's round three off (`ROUND_THREE_OFF`: the
-  runner probe and the twins of the FAIL_TO_PASS tests), so that ``pipeline / round 2``
-  is what round three costs per instance;
-- ``stage 1``: the canonical patch alone on a fresh lease (baseline + `canonicalise`), for the share.
-Patches: the gold patch (nothing dropped: one container), and the gold patch plus a conftest.py hack
-(dropped: a second container runs the full patch for the official verdict).
+- ``round 2`` (today's grading before issue 36's round three): the pipeline with `ROUND_THREE_OFF` (the
+  runner probes, the twins of the FAIL_TO_PASS tests, the files the run writes);
+- ``pipeline``: integrity on (default), every stage.
+The figure is paired: per instance and round, ``pipeline - round 2`` (seconds round three adds) and
+``pipeline / round 2``; per instance the median over rounds; then over instances the p50 and the max.
+``--stage-one`` adds the canonical patch alone on a fresh lease (baseline + `canonicalise`);
+``--breakdown`` adds the pipeline with each round-three stage alone off (`ALONE_OFF`);
+``--conftest`` adds the gold patch plus a conftest.py hack (dropped: a second container runs the full patch
+for the official verdict). The last line:
 
-    python bench/grading_bench.py [--rounds 3] [--instances jpvanhal__inflection-9001 ...]
+    grading: round-three stages add X s p50 per instance (Y x today's grading), official Z s
+
+    python bench/grading_bench.py [--rounds 2] [--instances ID ...] [--stage-one] [--conftest]
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.tasks import TaskInstance, load_instances
 
-ROUND_THREE_OFF = {"runner_probe": False, "twins": False}
+ROUND_THREE_OFF = {"runner_probe": False, "twins": False, "run_writes": False}
 """`IntegrityConfig` switches of issue 36's round-three stages (off in the ``round 2`` column)."""
-FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures" / "instances.jsonl"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "fixtures"
+JSONL = (FIXTURES / "instances.jsonl", FIXTURES / "instances_multilang.jsonl")
 HACK = """diff --git a/conftest.py b/conftest.py
 new file mode 100644
 --- /dev/null
@@ -47,6 +52,9 @@ new file mode 100644
 +def pytest_runtest_makereport(item, call):
 +    pass
 """
+MODES = ("official", "round 2", "pipeline")
+ALONE_OFF = {"no probe": "runner_probe", "no twins": "twins", "no writes": "run_writes"}
+"""``--breakdown``: the pipeline with one round-three stage off (what that stage costs: pipeline - it)."""
 
 
 async def stage_one(client: EnvClient, instance: TaskInstance, patch: str) -> float:
@@ -67,53 +75,111 @@ async def timed(grader: FleetGrader, instance: TaskInstance, patch: str) -> floa
     return time.monotonic() - started
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The `q` quantile (0..1) by linear interpolation (q=0.5: the median)."""
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def load(ids: list[str] | None) -> list[TaskInstance]:
+    out: list[TaskInstance] = []
+    for path in JSONL:
+        loaded = load_instances(path, instance_ids=ids)
+        out += loaded.instances
+    return out
+
+
 async def main_async(args: argparse.Namespace) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    loaded = load_instances(FIXTURES, instance_ids=args.instances)
+    instances = load(args.instances)
     rows = []
     with LocalFleet(exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=900)
         async with EnvClient(cfg) as client:
-            official = FleetGrader(client, GraderConfig(integrity=IntegrityConfig(enable=False)))
-            pipeline = FleetGrader(client)
-            round_two = FleetGrader(client, GraderConfig(integrity=IntegrityConfig(**ROUND_THREE_OFF)))
-            for instance in loaded.instances:
-                for label, patch in (("gold", instance.patch), ("gold+conftest", instance.patch + HACK)):
-                    times: dict[str, list[float]] = {
-                        "official": [],
-                        "round 2": [],
-                        "pipeline": [],
-                        "stage 1": [],
-                    }
+            graders = {
+                "official": FleetGrader(client, GraderConfig(integrity=IntegrityConfig(enable=False))),
+                "round 2": FleetGrader(client, GraderConfig(integrity=IntegrityConfig(**ROUND_THREE_OFF))),
+                "pipeline": FleetGrader(client),
+            }
+            modes = MODES + (tuple(ALONE_OFF) if args.breakdown else ())
+            for mode, switch in ALONE_OFF.items():
+                graders[mode] = FleetGrader(
+                    client, GraderConfig(integrity=IntegrityConfig(**{switch: False}))
+                )
+            patches = [("gold", lambda i: i.patch)]
+            if args.conftest:
+                patches.append(("gold+conftest", lambda i: i.patch + HACK))
+            for instance in instances:
+                for label, make in patches:
+                    patch = make(instance)
+                    times: dict[str, list[float]] = {m: [] for m in (*modes, "stage 1")}
                     for r in range(args.rounds):
-                        order = [("official", official), ("round 2", round_two), ("pipeline", pipeline)]
-                        for mode, grader in order if r % 2 == 0 else order[::-1]:
-                            times[mode].append(await timed(grader, instance, patch))
-                        times["stage 1"].append(await stage_one(client, instance, patch))
+                        for mode in modes if r % 2 == 0 else modes[::-1]:
+                            times[mode].append(await timed(graders[mode], instance, patch))
+                        if args.stage_one:
+                            times["stage 1"].append(await stage_one(client, instance, patch))
                     rows.append((instance.instance_id, label, times))
-    print(f"\ngrading_bench: rounds={args.rounds} cores={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
+                    print(
+                        f"  {instance.instance_id} {label}: " + ", ".join(f"{m} {times[m]}" for m in modes),
+                        flush=True,
+                    )
+    report(rows, args.rounds)
+
+
+def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> None:
+    print(f"\ngrading_bench: rounds={rounds} cores={os.cpu_count()} load={os.getloadavg()[0]:.1f}")
     print(
-        f"{'instance':38} {'patch':14} {'official s':>10} {'round 2 s':>9} {'pipeline s':>10} {'ratio':>6} "
-        f"{'r3 ratio':>8} {'stage 1 s':>9}"
+        f"{'instance':38} {'patch':14} {'official s':>10} {'round 2 s':>9} {'pipeline s':>10} "
+        f"{'r3 adds s':>9} {'r3 ratio':>8} {'vs official':>11}"
     )
-    ratios, round_three = [], []
+    added, ratios, official, versus = [], [], [], []
     for iid, label, times in rows:
-        o, r2, p, s = (statistics.median(times[k]) for k in ("official", "round 2", "pipeline", "stage 1"))
-        ratios.append(p / o)
-        round_three.append(p / r2)
+        o, r2, p = (times[m] for m in MODES)
+        pair_add = statistics.median(b - a for a, b in zip(r2, p, strict=True))  # same round, paired
+        pair_ratio = statistics.median(b / a for a, b in zip(r2, p, strict=True))
+        pair_vs = statistics.median(b / a for a, b in zip(o, p, strict=True))
+        added.append(pair_add)
+        ratios.append(pair_ratio)
+        versus.append(pair_vs)
+        official.append(statistics.median(o))
+        stage = f" stage 1 {statistics.median(times['stage 1']):.2f} s" if times["stage 1"] else ""
         print(
-            f"{iid:38} {label:14} {o:>10.2f} {r2:>9.2f} {p:>10.2f} {p / o:>5.2f}x {p / r2:>7.2f}x {s:>9.2f}"
+            f"{iid:38} {label:14} {statistics.median(o):>10.2f} {statistics.median(r2):>9.2f} "
+            f"{statistics.median(p):>10.2f} {pair_add:>9.2f} {pair_ratio:>7.2f}x {pair_vs:>10.2f}x{stage}"
         )
-    print(f"  median ratio pipeline / official: {statistics.median(ratios):.2f}x")
-    print(f"  median ratio round three on / off: {statistics.median(round_three):.2f}x")
+    print(
+        f"  round three on / off, per instance: p50 {percentile(ratios, 0.5):.2f}x, max {max(ratios):.2f}x; "
+        f"seconds added: p50 {percentile(added, 0.5):.2f}, max {max(added):.2f}"
+    )
+    for mode in ALONE_OFF:
+        costs = [
+            statistics.median(p - a for a, p in zip(t[mode], t["pipeline"], strict=True))
+            for _, _, t in rows
+            if t[mode]
+        ]
+        if costs:
+            print(f"  {ALONE_OFF[mode]} alone costs (pipeline - {mode}): p50 {percentile(costs, 0.5):.2f} s")
+    print(f"  pipeline / official, per instance: p50 {percentile(versus, 0.5):.2f}x, max {max(versus):.2f}x")
+    print(
+        f"grading: round-three stages add {percentile(added, 0.5):.2f} s p50 per instance "
+        f"({percentile(ratios, 0.5):.2f}x today's grading), official {percentile(official, 0.5):.2f} s"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument(
-        "--instances", nargs="+", default=["jpvanhal__inflection-9001", "more-itertools__more-itertools-9001"]
+        "--instances", nargs="+", default=None, help="instance ids (default: every bundled fixture)"
     )
+    p.add_argument("--stage-one", action="store_true", help="also time the canonical patch alone")
+    p.add_argument(
+        "--breakdown", action="store_true", help="also the pipeline with each round-three stage off"
+    )
+    p.add_argument("--conftest", action="store_true", help="also grade gold plus a dropped conftest.py hack")
     asyncio.run(main_async(p.parse_args()))
 
 

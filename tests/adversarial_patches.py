@@ -1126,6 +1126,31 @@ CLASS_ONE_SAMPLE: list[Exploit] = [
     in {"report_patch_computed_import", "parent_stdout_self_kill", "gc_report_class", "frame_expected_value"}
 ]
 
+# ---- issue 36: a module written at run time and imported by name (swe_rl/grading/run_writes.py) --------
+# The patch holds the payload as base64 data and a file write (no import path changed: the module's own
+# directory); the forging code exists only in the file the test run writes beside the module under test,
+# then imports (played in tests/grading/test_run_writes_fleet.py).
+RUN_WRITTEN_MODULE = """
+
+import base64 as _b64
+import importlib as _il
+import os as _os
+
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_name = "_speed" + "ups"
+with open(_os.path.join(_here, _name + ".py"), "wb") as _fh:
+    _fh.write(_b64.b64decode("{payload}"))
+_il.import_module(("." + _name) if __package__ else _name, __package__ or None)
+""".replace("{payload}", base64.b64encode(REPORT_PATCH_COMPUTED.encode()).decode())
+RUN_WRITES: list[Exploit] = [
+    Exploit(
+        "run_written_module",
+        "on import, the module under test writes a module that patches pytest's TestReport, and imports it",
+        _write("{src_file}", RUN_WRITTEN_MODULE, append=True),
+    )
+]
+# ---- end of the run-writes block ----------------------------------------------------------------------
+
 FULL_MATRIX = os.environ.get("SWE_TEST_FULL_MATRIX", "") not in ("", "0")
 """Every exploit on every fixture (``SWE_TEST_FULL_MATRIX=1``); by default each on ``FIXTURES_PER_EXPLOIT``."""
 FIXTURES_PER_EXPLOIT = 3

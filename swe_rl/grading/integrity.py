@@ -84,9 +84,14 @@ class IntegrityConfig(BaseModel):
     capabilities: CapabilityConfig = Field(default_factory=CapabilityConfig)
     """What each capability the syntax-tree scan finds in added code does to the reward (void, flag, ignore)."""
     runner_probe: bool = True
-    """Ask the runner (pytest, through a grader-owned plugin) for its effective configuration on the clean
-    tree and in the patched run; any difference voids the reward (`swe_rl.grading.runner_probe`). Costs one
-    collect-only run of the tests per graded patch."""
+    """Ask the runner (pytest, through a grader-owned plugin; go, node and cargo for Go, JavaScript and Rust
+    rows) for its effective configuration on the clean tree and in the patched run; any difference voids the
+    reward (`swe_rl.grading.runner_probe`, `swe_rl.grading.runner_probe_languages`). Costs one collect-only
+    run of the tests (pytest) or one exec of the toolchain's queries (others) per graded patch."""
+    run_writes: bool = True
+    """List the files the test run wrote in the repository and on the import path and scan them like the
+    patch (`swe_rl.grading.run_writes`): what the scan would void in a patch, and any new import hook file
+    (``.pth``, ``sitecustomize``, ``conftest.py``), voids the reward."""
 
 
 class TamperRecord(BaseModel):
@@ -97,7 +102,7 @@ class TamperRecord(BaseModel):
     rule: str
     """Which rule: test_patch_file, eval_script_file, conftest, pytest_settings, interpreter_hook, path_file,
     package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook, runner_shadow,
-    symlink, compiled_code, module_shadow, runner_config, capability, canary, twin, runner_probe; for Go, JavaScript and Rust rows
+    symlink, compiled_code, module_shadow, runner_config, capability, canary, twin, runner_probe, run_written_file; for Go, JavaScript and Rust rows
     (`swe_rl.grading.language_rules`) also start_up_hook, dependency_code, contradicted_result."""
     action: str
     """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept; voids

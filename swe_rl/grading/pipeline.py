@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
+import shlex
 from dataclasses import dataclass
 
 from swe_rl.fleet.client import EnvClient, EvalResult, FleetError, Lease
@@ -32,11 +33,21 @@ from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries, w
 from swe_rl.grading.canonical import CanonicalPatch, canonicalise
 from swe_rl.grading.capabilities import CapabilityReport, scan_changes
 from swe_rl.grading.config import GraderConfig
-from swe_rl.grading.integrity import OfficialVerdict, TamperReport, patch_paths
+from swe_rl.grading.integrity import OfficialVerdict, TamperRecord, TamperReport, patch_paths
 from swe_rl.grading.language_canaries import plant_language_canaries
-from swe_rl.grading.languages import contradiction_records, section_statuses
+from swe_rl.grading.languages import contradiction_records, language_of, section_statuses
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.result import GradeResult, GradeStatus
+from swe_rl.grading.run_writes import (
+    MAX_FILES as MAX_WRITTEN,
+)
+from swe_rl.grading.run_writes import (
+    WritesPlan,
+    plan_writes,
+    read_listing,
+    written_records,
+    written_sources_wanted,
+)
 from swe_rl.grading.runner_probe import (
     ProbePlan,
     ProbeReport,
@@ -44,6 +55,13 @@ from swe_rl.grading.runner_probe import (
     probe_names,
     probe_records,
     read_probe_report,
+)
+from swe_rl.grading.runner_probe_languages import (
+    LanguageProbePlan,
+    LanguageProbeReport,
+    language_probe_records,
+    plan_language_probe,
+    read_language_probe,
 )
 from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
 from swe_rl.grading.twins import (
@@ -87,6 +105,10 @@ class IntegrityStages:
     """The full patch through the official apply fallbacks, in the same container (git apply refused)."""
     probe: tuple[ProbeReport, ProbeReport] | None = None
     """The runner's configuration on the clean tree and in the patched run (None: no probe)."""
+    written: list[TamperRecord] | None = None
+    """The files the test run wrote, judged (`run_writes`; None: not looked at)."""
+    language_probe: tuple[str, LanguageProbeReport, LanguageProbeReport] | None = None
+    """Go, JavaScript, Rust: (language, the toolchain's answers on the clean tree, in the patched run)."""
 
 
 async def _probe_report(lease: Lease, plan: ProbePlan) -> ProbeReport:
@@ -113,6 +135,67 @@ async def _probe_clean_tree(
     return plan_probe(script, names, collect_only=False), await _probe_report(lease, clean_plan)
 
 
+async def _language_report(lease: Lease, plan: LanguageProbePlan, path: str, log: str) -> LanguageProbeReport:
+    """The toolchain's answers in `path`, checked against the hash the exec printed in `log`."""
+    try:
+        text: str | None = (await lease.read_file(path)).decode("utf-8", "surrogateescape")
+    except FileNotFound:
+        text = None
+    return read_language_probe(log, text, plan)
+
+
+async def _probe_clean_language(
+    lease: Lease, instance: TaskInstance, script: str, config: GraderConfig
+) -> tuple[LanguageProbePlan | None, LanguageProbeReport | None]:
+    """Go, JavaScript, Rust: the toolchain's answers on the clean tree (an exec of the eval script with the
+    probe and without the tests), and the plan of the test run; (None, None) when off or another row."""
+    if not config.integrity.runner_probe:
+        return None, None
+    plan = plan_language_probe(instance, script)
+    if plan.skipped:
+        return None, None
+    run = await lease.evaluate("", plan.clean_script, timeout=config.eval_timeout)
+    return plan, await _language_report(lease, plan, plan.clean_path, run.test_log or "")
+
+
+async def _judge_writes(
+    lease: Lease,
+    instance: TaskInstance,
+    plan: WritesPlan,
+    run: EvalResult,
+    tree: TreeVerdict,
+    grader: set[str],
+    config: GraderConfig,
+) -> list[TamperRecord]:
+    """The files the run wrote, read back with the version each started from, and judged."""
+    try:
+        text: str | None = (await lease.read_file(plan.listing)).decode("utf-8", "surrogateescape")
+    except FileNotFound:
+        text = None
+    written = read_listing(run.test_log or "", text, plan)
+    if written.error:
+        return [TamperRecord(path="", rule="run_written_file", action="noted", reason=written.error)]
+    wanted = written_sources_wanted(written, instance.workdir, grader)
+    patched = {s.path: s.after for s in tree.sources}
+    root = instance.workdir.rstrip("/") + "/"
+    files: dict[str, tuple[bytes | None, bytes | None]] = {}
+    for path in wanted:
+        try:
+            after: bytes | None = await lease.read_file(path)
+        except FileNotFound:
+            after = None
+        before: bytes | None = None
+        rel = path[len(root) :] if path.startswith(root) else ""
+        if rel and patched.get(rel) is not None:
+            before = (patched[rel] or "").encode()
+        elif rel:
+            shown = await lease.exec(f"git show HEAD:{shlex.quote(rel)}", timeout=60, separate_stderr=True)
+            before = shown.output.encode() if shown.returncode == 0 else None
+        files[path] = (before, after)
+    unread = len([p for p in written.paths if p not in wanted]) if len(wanted) >= MAX_WRITTEN else 0
+    return written_records(instance.workdir, files, config.integrity.capabilities, unread)
+
+
 async def _run_stages(
     lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig
 ) -> IntegrityStages:
@@ -130,16 +213,28 @@ async def _run_stages(
     capabilities = scan_changes(tree.sources, config.integrity.capabilities)
     probe_plan, clean = await _probe_clean_tree(lease, script, config)
     run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
+    language_plan, language_clean = await _probe_clean_language(lease, instance, script, config)
+    if language_plan is not None:  # Go, JavaScript, Rust: the probe runs right before the test command
+        run_script = language_plan.run_script
     plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script)  # Go, JS, Rust
     twins = TwinPlan(refused="twins are off")
     if config.integrity.twins and plan.nonce:
         sources = await read_test_files(lease, instance, files_to_read(instance))
         twins = plan_twins(instance, plan, sources)
         plan = plant_twins(plan, twins)
-    run = await lease.evaluate(tree.patch, plan.script, timeout=config.eval_timeout)
+    writes = WritesPlan(script=plan.script, skipped="off")
+    if config.integrity.run_writes:
+        writes = plan_writes(plan.script, instance.workdir, python=language_of(instance) is None)
+    run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
+    if not writes.skipped:
+        grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
+        stages.written = await _judge_writes(lease, instance, writes, run, tree, grader, config)
     if probe_plan is not None and clean is not None:
         stages.probe = (clean, await _probe_report(lease, probe_plan))
+    if language_plan is not None and language_clean is not None:
+        patched = await _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
+        stages.language_probe = (language_plan.language, language_clean, patched)
     return stages
 
 
@@ -210,6 +305,9 @@ async def _integrity_result(
     result.twins = twins
     if stages.probe is not None:  # the canary file is the grader's: the patched run alone names it
         report.records += probe_records(*stages.probe, {posixpath.basename(plan.canary_file)} - {""})
+    if stages.language_probe is not None:
+        report.records += language_probe_records(*stages.language_probe)
+    report.records += stages.written or []
     report.records += contradiction_records(instance, run.test_log, plan.nonce)  # Go, JS, Rust... rows
     report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())
     if not tree.changed:  # the run was the official run: its log judged by the official rules

@@ -32,10 +32,13 @@ def _toml_parser() -> Callable[[str], dict[str, Any]] | None:
 
 
 _load_toml = _toml_parser()
+load_toml = _load_toml
+"""TOML's parser here (None where Python has none): what the runner probes parse ``Cargo.toml`` with."""
 
 __all__ = [
     "RUNNER_CONFIG_FILES",
     "UNPARSABLE",
+    "load_toml",
     "normalise_name",
     "runner_lines",
     "runner_settings",

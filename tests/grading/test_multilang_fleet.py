@@ -5,6 +5,7 @@ tests/adversarial_multilang.py earns a reward under the integrity verdict."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -96,4 +97,47 @@ async def test_no_language_exploit_earns_a_reward(
             earned.append((exploit.name, "paid officially, nothing recorded", result.official.message))
     print(instance_id, table)
     assert not earned, earned
+    assert not leftover_containers(docker_client, pool)
+
+
+PROBE_ALONE = {  # one class-2 exploit per language; every one with SWE_TEST_FULL_MATRIX=1
+    "swe-rl__go-version-9001": ["go_work", "go_mod_replace"],
+    "swe-rl__js-slugify-9001": ["js_npmrc_preload", "js_pretest_script", "js_package_json_scripts"],
+    "swe-rl__rust-stats-9001": ["rust_cargo_runner", "rust_cargo_env", "rust_cargo_toml_profile"],
+}
+
+
+@pytest.mark.parametrize("instance_id", IDS)
+async def test_the_probe_voids_what_the_tree_rules_miss(
+    instance_id, client, pool, multilang_instances, docker_client, monkeypatch
+):
+    """With the tree rules made blind (the whole canonical patch reaches the run, nothing recorded), the
+    runner probe alone voids a runner-configuration exploit of the language; `rust_cargo_runner`, which
+    the official verdict pays, is paid with the probe off too (the exploit is real)."""
+    from swe_rl.grading import pipeline
+    from swe_rl.grading.config import GraderConfig
+    from swe_rl.grading.integrity import IntegrityConfig
+
+    instance = multilang_instances[instance_id]
+    names = PROBE_ALONE[instance_id]
+    if os.environ.get("SWE_TEST_FULL_MATRIX") != "1":
+        names = names[:1]
+    exploits = [e for e in exploits_for(instance) if e.name in names]
+    patches = await play(client, instance, exploits)
+    real = pipeline.judge_tree
+
+    def blind(canon, *args, **kwargs):
+        return real(canon, *args, **kwargs).model_copy(update={"patch": canon.text, "records": []})
+
+    monkeypatch.setattr(pipeline, "judge_tree", blind)
+    for exploit in exploits:
+        result = await FleetGrader(client).grade(instance, patches[exploit.name])
+        probe = [r for r in result.tamper.records if r.rule == "runner_probe"]
+        print(exploit.name, result.official.status, result.status.value, [r.reason for r in probe])
+        assert not result.resolved, (exploit.name, result.message)
+        assert probe and all(r.action == "voided" for r in probe), (exploit.name, result.tamper.records)
+        if exploit.name == "rust_cargo_runner":
+            off = GraderConfig(integrity=IntegrityConfig(runner_probe=False))
+            unprobed = await FleetGrader(client, off).grade(instance, patches[exploit.name])
+            assert unprobed.official.resolved, ("the exploit did not work: nothing to show", unprobed.message)
     assert not leftover_containers(docker_client, pool)

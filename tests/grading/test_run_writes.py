@@ -1,0 +1,93 @@
+"""Files the test run writes (`swe_rl.grading.run_writes`): the marker and listing run by real bash around a
+test command that writes modules (one with a back-dated mtime), and the records the scan makes of them."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import subprocess
+
+from swe_rl.grading.run_writes import (
+    WRITES_MARK,
+    WrittenFiles,
+    plan_writes,
+    read_listing,
+    written_records,
+    written_sources_wanted,
+)
+from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
+
+RUN = """\
+mkdir -p pkg/__pycache__ .pytest_cache
+printf 'import os\\n' > pkg/_generated.py
+printf 'x = 1\\n' > pkg/old.py && touch -d '2001-01-01' pkg/old.py
+printf 'junk' > pkg/__pycache__/mod.cpython-311.pyc
+printf 'junk' > .pytest_cache/v
+printf 'import pkg._generated\\n' > extra.pth
+printf 'data' > out.txt
+"""
+
+
+def _script(run: str) -> str:
+    return (
+        f"#!/bin/bash\nset -uxo pipefail\n: '{START_TEST_OUTPUT}'\n{run}\n: '{END_TEST_OUTPUT}'\necho after\n"
+    )
+
+
+def test_listing_finds_what_the_run_wrote_and_skips_artefacts(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "before.py").write_text("y = 2\n")  # there before the run: not listed
+    plan = plan_writes(_script(RUN), str(repo), python=False, rng=random.Random(3))
+    assert not plan.skipped
+    try:
+        done = subprocess.run(
+            ["bash", "-c", plan.script], cwd=repo, capture_output=True, text=True, timeout=60
+        )
+        log = done.stdout + done.stderr
+        text = open(plan.listing).read()
+    finally:
+        subprocess.run(["rm", "-rf", f"/tmp/.swe-rl-writes-{plan.tag}"], check=True)
+    written = read_listing(log, text, plan)
+    assert not written.error, written.error
+    rel = sorted(p.removeprefix(f"{repo}/") for p in written.paths)
+    assert rel == [
+        "extra.pth",
+        "out.txt",
+        "pkg/_generated.py",
+        "pkg/old.py",
+    ]  # back-dated mtime: ctime is new
+    wanted = written_sources_wanted(written, str(repo), {"pkg/old.py"})
+    assert sorted(p.removeprefix(f"{repo}/") for p in wanted) == ["extra.pth", "pkg/_generated.py"]
+    assert log.count(WRITES_MARK) == 1  # tracing off: the line is printed once
+
+
+def test_listing_must_match_the_hash_in_the_log():
+    plan = plan_writes(_script("true"), "/testbed", python=True)
+    good = "/testbed/a.py\n"
+    line = f"{WRITES_MARK} {plan.tag} {hashlib.sha256(good.encode()).hexdigest()}"
+    assert read_listing(line, good, plan).paths == ["/testbed/a.py"]
+    assert read_listing(line, "", plan).error
+    assert read_listing("", good, plan).error
+    assert "sys.path" in plan.script and "python3 -c" in plan.script
+
+
+def test_records():
+    files = {
+        "/testbed/pkg/_gen.py": (None, b"import os\nexec(os.environ['X'])\n"),
+        "/testbed/pkg/plain.py": (None, b"def f():\n    return 1\n"),
+        "/usr/lib/python3/dist-packages/zz.pth": (None, b"import os\n"),
+        "/testbed/conftest.py": (None, b"x = 1\n"),
+        "/testbed/pkg/mod.py": (b"exec(input())\n", b"exec(input())\nY = 2\n"),  # its old capability: not new
+        "/testbed/gone.py": (None, None),
+    }
+    records = written_records("/testbed", files)
+    voided = {(r.path, r.action) for r in records if r.action == "voided"}
+    assert ("pkg/_gen.py", "voided") in voided
+    assert ("/usr/lib/python3/dist-packages/zz.pth", "voided") in voided
+    assert ("conftest.py", "voided") in voided
+    assert not any(r.path in ("pkg/plain.py", "pkg/mod.py") for r in records), records
+    assert any(r.path == "gone.py" and r.action == "noted" for r in records)
+    assert all(r.rule == "run_written_file" for r in records)
+    assert written_records("/testbed", {}) == []
+    assert WrittenFiles().paths == []
