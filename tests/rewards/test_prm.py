@@ -90,7 +90,12 @@ def test_enabled_without_url_and_bad_values_are_clear_errors():
         PluginConfig.from_sources(SimpleNamespace(swe_prm={"coef": 1.0}), env={})
 
 
-def test_shipped_yaml_documents_every_prm_key_with_its_default_and_the_key_is_never_written():
+def test_shipped_yaml_documents_every_prm_key_with_its_default_and_the_key_is_never_written(
+    tmp_path, monkeypatch
+):
+    # The shipped file names its prompt template by a relative path; from another checkout's folder it would
+    # name that checkout's copy (two checkouts sharing one Python: two CI runs side by side).
+    monkeypatch.chdir(tmp_path)
     data = yaml.safe_load(config_text("plugin_swe.yaml"))
     assert set(data["swe_prm"]) == set(PRMConfig.model_fields)
     assert PRMConfig(**data["swe_prm"]) == PRMConfig()

@@ -107,7 +107,10 @@ def test_router_url():
         PluginConfig.router_url(SimpleNamespace())
 
 
-def test_shipped_yaml_documents_every_key_with_its_default():
+def test_shipped_yaml_documents_every_key_with_its_default(tmp_path, monkeypatch):
+    # The shipped file names its prompt template by a relative path; from another checkout's folder it would
+    # name that checkout's copy (two checkouts sharing one Python: two CI runs side by side).
+    monkeypatch.chdir(tmp_path)
     from swe_rl.configs import config_text
 
     data = yaml.safe_load(config_text("plugin_swe.yaml"))
