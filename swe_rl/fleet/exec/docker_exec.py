@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import signal
 import socket
@@ -227,15 +228,20 @@ class DockerExecutor:
                 except (ProcessLookupError, PermissionError):
                     pass
             with self._kill_locks[hash(container_id) % len(self._kill_locks)]:
-                if not self._kill_inside(container_id, tag, f"kill-{tag}", cutoff, started):
-                    return  # the container is gone: nothing left to kill
+                used = self._kill_inside(container_id, tag, f"kill-{tag}", cutoff, started)
+            if used is None:
+                return  # the container is gone: nothing left to kill
+            cutoff = cutoff or used  # later passes keep the start found while the command was alive
             time.sleep(min(0.05 * 2**attempt, 1.0))  # the daemon records the exit a moment later
         log.error(
             "timed-out command in %s reported no exit after %d kill passes", container_id[:12], KILL_PASSES
         )
 
-    def _kill_inside(self, container_id: str, tag: str, kill_tag: str, cutoff: str, started: float) -> bool:
-        """One `KILLER` run in the container; False when the container cannot run it any more."""
+    def _kill_inside(
+        self, container_id: str, tag: str, kill_tag: str, cutoff: str, started: float
+    ) -> str | None:
+        """One `KILLER` run in the container: the cutoff it used ('' when unknown), or None when the
+        container cannot run it any more."""
         age = int((time.monotonic() - started) * TICKS) + TICKS // 5  # a little before the start
         self._running[kill_tag] = (container_id, time.monotonic())
         keep = " ".join(t for t, (cid, _) in list(self._running.items()) if cid == container_id and t != tag)
@@ -246,10 +252,11 @@ class DockerExecutor:
                 environment={MARKER_VAR: kill_tag},
                 user="0",
             )["Id"]  # whoever ran it
-            self.api.exec_start(kill_id)
+            said = self.api.exec_start(kill_id)
         except docker.errors.APIError as exc:  # container died meanwhile: nothing left to kill
             log.warning("kill of timed-out command in %s failed: %s", container_id[:12], exc)
-            return False
+            return None
         finally:
             self._running.pop(kill_tag, None)
-        return True
+        match = re.search(rb"^cutoff (\d+)$", said or b"", re.M)
+        return match.group(1).decode() if match else ""

@@ -89,6 +89,13 @@ else
   procs | while read -r p _ _ c; do [ "$c" = 0 ] && echo "$p"; done
 fi
 }
+# The cutoff is fixed once, before anything dies, and printed for the next pass: recomputed after the
+# command's tagged processes were killed it fell back to the age, which took a process started a moment
+# before the command (a fresh container's `sleep infinity`) for an escapee and stopped the container.
+if [ -z "$cutoff" ] && command -v awk >/dev/null 2>&1; then
+  cutoff=$(procs | awk -v fb="$fallback" '$4 == 0 && (low == "" || $3 < low) { low = $3 } END { print (low != "") ? low : fb }')
+fi
+echo "cutoff $cutoff"
 # Again while a pass finds something: a process may fork between being listed and being killed (a
 # fork loop is bounded by the container's pids limit, so the passes end).
 n=0

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from swe_rl.fleet.exec.docker_exec import DockerExecutor
+from swe_rl.fleet.exec.executor import MARKER_VAR
 from tests.conftest import BASE_IMAGE, TEST_ID_PREFIX
 
 BOUND = 120  # far above a kill's time: only a hang reaches it
@@ -121,3 +123,35 @@ def test_deadline_before_the_command_started(box):
         res = run(ex, cid, f"env -i setsid sleep 37{i} & sleep 300", timeout=0.001)
         assert res["timed_out"] is True
     assert sleeps(ex, cid) == []
+
+
+def test_later_passes_keep_the_commands_start(box):
+    """The killer fixes its cutoff (the start of the command's oldest live process) before killing and
+    keeps it for every later round: recomputed once the tagged processes were dead it fell back to the
+    command's age, and a process started before the command but inside that age died with it (seen in CI:
+    a fresh container's `sleep infinity`, so the container stopped and the next exec got 409)."""
+    ex, cid = box
+    api = ex.api
+
+    def start(argv: list[str], env: dict[str, str] | None = None) -> None:
+        api.exec_start(api.exec_create(cid, argv, environment=env)["Id"], detach=True)
+
+    def alive() -> list[str]:
+        return sleeps(ex, cid)
+
+    start(["sleep", "501"])  # a bystander: no tag, started before the command
+    while alive() != ["sleep 501"]:
+        pass
+    ticks_before = run(ex, cid, "cut -d' ' -f22 /proc/self/stat")["output"]
+    while run(ex, cid, "cut -d' ' -f22 /proc/self/stat")["output"] == ticks_before:
+        pass  # the command starts at least one clock tick after the bystander
+    start(["sleep", "502"], {MARKER_VAR: "the-command"})
+    while alive() != ["sleep 501", "sleep 502"]:
+        pass
+    # The command "started" a minute ago by the server's clock: the age fallback reaches the bystander.
+    used = ex._kill_inside(cid, "the-command", "kill-the-command", "", time.monotonic() - 60)
+    assert used and used.isdigit()
+    assert alive() == ["sleep 501"]
+    # A later pass with the cutoff kept spares it too.
+    assert ex._kill_inside(cid, "the-command", "kill-the-command", used, time.monotonic() - 60) == used
+    assert alive() == ["sleep 501"]
