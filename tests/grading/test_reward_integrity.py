@@ -25,6 +25,7 @@ from adversarial_patches import (
     rotation,
 )
 from agent_fixtures import FIXTURES_JSONL, leftover_containers
+from twin_checks import PYTHON_FIXTURES, assert_twins_planted_and_silent
 
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader
@@ -140,7 +141,11 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
 
 
 async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, pool, fixture_instances):
+    """Gold on every fixture under the default grader (every stage on): resolved, nothing recorded, the
+    official verdict from the same run, the twins planted, failed and counted for nothing (the one sweep
+    of gold over every fixture through `FleetGrader`); then the conftest hacks are voided."""
     grader = FleetGrader(client)
+    assert set(PYTHON_FIXTURES) <= set(fixture_instances)
     names = {"conftest_makereport_pass", "conftest_makereport_xfail"}
 
     async def check(instance) -> None:
@@ -152,6 +157,7 @@ async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, poo
         )
         assert gold.tamper is not None and not gold.tamper.records, (instance.instance_id, gold.tamper)
         assert gold.official.source == "same_run", instance.instance_id
+        assert_twins_planted_and_silent(instance, gold)
         patches = await exploit_patches(
             client, instance, [e for e in EXPLOITS if e.name in names], concurrency=2
         )

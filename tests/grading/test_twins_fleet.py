@@ -1,14 +1,14 @@
 """Twins in real grading runs on the fixture images (`swe_rl.grading.twins` through `FleetGrader`).
 
-Gold on every Python fixture: twins planted, none tripped, the verdicts and the FAIL_TO_PASS/PASS_TO_PASS
-reports exactly what they are without twins. Then each behaviour no canary sees, on a fixture where the
+Gold on every Python fixture (twins planted, none tripped, the verdicts and the FAIL_TO_PASS/PASS_TO_PASS
+reports exactly what they are without twins) is checked in the one gold sweep,
+`tests/grading/test_reward_integrity.py` (`tests/twin_checks.py`). Here: each behaviour no canary sees, on a fixture where the
 naive grader pays for it: always-equal results, an oracle reading the expectation from the test's
 source, a report forger that spares tests not using the package (canaries come out as planted).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 
@@ -18,49 +18,6 @@ from agent_fixtures import leftover_containers
 
 from swe_rl.grading import GradeStatus
 from swe_rl.grading.fleet import FleetGrader
-from swe_rl.grading.log_audit import status_lines
-
-PYTHON_FIXTURES = [
-    "jpvanhal__inflection-9001",
-    "jpvanhal__inflection-9002",
-    "more-itertools__more-itertools-9001",
-    "more-itertools__more-itertools-9002",
-    "more-itertools__more-itertools-9003",
-    "pytoolz__toolz-9001",
-    "pytoolz__toolz-9002",
-    "pytoolz__toolz-9003",
-    "pytoolz__toolz-9004",
-    "pytoolz__toolz-9005",
-]
-
-
-async def test_gold_trips_no_twin_on_any_fixture(client, pool, fixture_instances, docker_client):
-    grader = FleetGrader(client)
-    gate = asyncio.Semaphore(2)
-    assert set(PYTHON_FIXTURES) <= set(fixture_instances)
-
-    async def check(instance_id: str) -> tuple[str, int, list[str]]:
-        instance = fixture_instances[instance_id]
-        async with gate:
-            gold = await grader.grade(instance, instance.patch)
-        assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, (instance_id, gold.message)
-        assert gold.tamper is not None and not gold.tamper.records, (instance_id, gold.tamper)
-        assert gold.official.source == "same_run", instance_id
-        assert gold.twins is not None and gold.twins.twins, (instance_id, gold.twins)
-        # the twins ran and failed, and count for nothing
-        assert sorted(gold.fail_to_pass.success) == sorted(instance.fail_to_pass), instance_id
-        assert sorted(gold.pass_to_pass.success) == sorted(instance.pass_to_pass), instance_id
-        assert not any(
-            t.test_id.split("::", 1)[1] in test for t in gold.twins.twins for test in gold.tests_status
-        )
-        ran = {(line.test.split("[")[0], line.status) for line in status_lines(gold.test_log)}
-        for twin in gold.twins.twins:  # each twin ran and failed
-            assert (twin.test_id, "FAILED") in ran, (instance_id, twin)
-        return instance_id, len(gold.twins.twins), [s.reason for s in gold.twins.skipped]
-
-    results = await asyncio.gather(*(check(i) for i in PYTHON_FIXTURES))
-    print("twins planted / skipped per fixture:", results)
-    assert not leftover_containers(docker_client, pool)
 
 
 def _record(instance_id: str, name: str, result) -> None:
