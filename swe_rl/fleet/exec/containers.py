@@ -41,8 +41,8 @@ from swe_rl.fleet.protocol import (
 )
 
 if TYPE_CHECKING:
+    from swe_rl.fleet.exec.claimed_state import ClaimedState
     from swe_rl.fleet.exec.images import ImageStore
-    from swe_rl.fleet.exec.warm import ClaimedState
 
 log = logging.getLogger("swe_exec_server")
 
