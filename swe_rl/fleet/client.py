@@ -12,7 +12,8 @@ Why it is built this way:
   fleet's fault: the plugin removes such samples instead of scoring them.
 - One contract with the servers: bodies are built from the request models of `swe_rl.fleet.protocol`
   (a mistake is the `BadRequest` the server would answer, before any round trip) and answers are
-  parsed into the models of `swe_rl.fleet.responses` (`ExecResult.from_response`, ...).
+  parsed into the models of `swe_rl.fleet.responses` (`ExecResult.from_response`, ...; the results
+  and the settings live in `client_results` and `client_config`).
 - Retries (exponential backoff with jitter) only where repeating is safe:
   allocate (a client-made request id makes it idempotent), heartbeat, diff,
   read_file, close. exec, write_file and evaluate change the container, so they
@@ -32,7 +33,6 @@ import logging
 import random
 import secrets
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -42,6 +42,7 @@ from swe_rl.fleet import protocol, responses
 from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
 from swe_rl.fleet.client_config import CLIENT_ENV as CLIENT_ENV  # re-exported: callers import it from here
 from swe_rl.fleet.client_config import EnvClientConfig
+from swe_rl.fleet.client_results import EvalResult, ExecResult
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
@@ -49,55 +50,6 @@ from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds
 from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots
 
 log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- results (settings: client_config)
-
-
-@dataclass
-class ExecResult:
-    """A command's result as the caller sees it (the wire's `ExecResponse`, decoded)."""
-
-    returncode: int
-    output: str
-    """stdout and stderr interleaved (stdout alone with `separate_stderr`); head and tail kept when truncated."""
-    timed_out: bool
-    truncated: bool
-    output_bytes: int
-    """Bytes the command printed in all, kept or not."""
-    duration: float
-    stderr: str | None = None
-    """stderr, when asked for separately (`separate_stderr=True`); None otherwise."""
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    @classmethod
-    def from_response(cls, data: dict[str, Any]) -> ExecResult:
-        r = responses.ExecResponse.model_validate(data)
-        return cls(r.returncode, r.output, r.timed_out, r.truncated, r.output_bytes, r.duration, r.stderr)
-
-
-@dataclass
-class EvalResult:
-    """An evaluate call's result (the wire's `EvaluateResponse`, decoded; the test log is not judged here)."""
-
-    apply_status: str
-    """"applied", "failed" (no strategy applied the patch) or "empty" (no patch)."""
-    apply_strategy: str | None
-    apply_output: str
-    returncode: int | None
-    """Exit code of the eval script; None when the patch did not apply."""
-    test_log: str
-    timed_out: bool
-    truncated: bool
-    duration: float
-
-    @classmethod
-    def from_response(cls, data: dict[str, Any]) -> EvalResult:
-        answer = responses.EvaluateResponse.model_validate(data)
-        return cls(**answer.model_dump(include=set(cls.__dataclass_fields__)))
 
 
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
