@@ -20,7 +20,7 @@ import statistics
 import time
 from collections import Counter
 
-from swe_rl.rewards import pivot as pivot_reward
+from swe_rl.rewards import argument_match
 from swe_rl.rewards.pivot import ExpertAction, PivotRewardConfig, score_turn
 
 THINK = (
@@ -107,7 +107,7 @@ def main() -> None:
     rates: list[float] = []
     categories: Counter[str] = Counter()
     for r in range(args.repeat):
-        pivot_reward._tokens.cache_clear()  # cold: every pivot's strings tokenized afresh
+        argument_match._tokens.cache_clear()  # cold: every pivot's strings tokenized afresh
         started = time.perf_counter()
         for expert, (_, turn) in zip(experts, pairs):
             result = score_turn(turn["text"], expert, cfg, harness=turn["harness"])
@@ -115,7 +115,7 @@ def main() -> None:
                 categories[result.category.value] += 1
         rates.append(args.pivots / (time.perf_counter() - started))
     # warm: 8 policy turns per pivot, as GRPO groups and the profiler score them (the expert's tokens cached)
-    pivot_reward._tokens.cache_clear()
+    argument_match._tokens.cache_clear()
     subset = list(zip(experts, pairs))[:250]
     started = time.perf_counter()
     for expert, (_, turn) in subset:
@@ -125,7 +125,7 @@ def main() -> None:
     by_kind: dict[str, float] = {}
     for kind in ("bash_block", "tool_call"):
         of_kind = [(x, t) for x, (_, t) in zip(experts, pairs) if t["harness"] == kind]
-        pivot_reward._tokens.cache_clear()
+        argument_match._tokens.cache_clear()
         started = time.perf_counter()
         for expert, turn in of_kind:
             score_turn(turn["text"], expert, cfg, harness=turn["harness"])

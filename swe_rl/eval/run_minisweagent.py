@@ -27,7 +27,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import secrets
 import subprocess
 import sys
@@ -40,6 +39,9 @@ from typing import Any
 
 from swe_rl.configs import config_path, resolve_config
 from swe_rl.eval.mini_baseline import agent_patch, record_baseline
+from swe_rl.eval.mini_instances import SUBSETS, select_instances
+from swe_rl.eval.mini_instances import shard_instances as shard_instances  # re-exported: tests call them here
+from swe_rl.eval.mini_instances import slice_instances as slice_instances
 
 log = logging.getLogger("run_minisweagent")
 
@@ -47,11 +49,6 @@ DEFAULT_CONFIG = config_path("minisweagent_sglang_swebench.yaml")
 # The text-based SWE-bench prompts shipped with the pinned mini-swe-agent; our config is layered on them.
 PROMPTS_CONFIG = "swebench_backticks.yaml"
 LABEL_KEY = "swe-rl.minisweagent-run"
-SUBSETS = {
-    "verified": "princeton-nlp/SWE-bench_Verified",
-    "lite": "princeton-nlp/SWE-bench_Lite",
-    "full": "princeton-nlp/SWE-bench",
-}
 # Written into each trajectory's info so that grading can tell infrastructure failures from the model's.
 FAILED_IN_ENVIRONMENT = "environment"
 # Exit statuses of a run that ended on the agent's terms; any other (an exception's name, an
@@ -114,59 +111,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-label", default=None, help="value of the container label (default: random)")
     p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "WARNING"))
     return p.parse_args(argv)
-
-
-# ---------------------------------------------------------------------------- instances
-
-
-def slice_instances(items: list[Any], spec: str) -> list[Any]:
-    """``a:b`` / ``a:`` / ``:b`` / ``a:b:c`` over the list, as Python slicing."""
-    if not spec:
-        return items
-    parts = spec.split(":")
-    if len(parts) not in (2, 3):
-        raise ValueError(f"--slice {spec!r}: expected start:stop[:step]")
-    try:
-        bounds = [int(x) if x.strip() else None for x in parts]
-    except ValueError:
-        raise ValueError(f"--slice {spec!r}: bounds must be integers") from None
-    return items[slice(*bounds)]
-
-
-def shard_instances(items: list[Any], spec: str) -> list[Any]:
-    """``I/N``: the I-th of N contiguous, near-equal parts (0-based), so N nodes cover the list exactly once."""
-    if not spec:
-        return items
-    try:
-        index, count = (int(x) for x in spec.split("/"))
-    except ValueError:
-        raise ValueError(f"--shard {spec!r}: expected I/N, e.g. 0/4") from None
-    if count < 1 or not 0 <= index < count:
-        raise ValueError(f"--shard {spec!r}: need 0 <= I < N")
-    size, extra = divmod(len(items), count)
-    start = index * size + min(index, extra)
-    return items[start : start + size + (index < extra)]
-
-
-def select_instances(args: argparse.Namespace) -> list[Any]:
-    from swe_rl.tasks import load_instances
-
-    source = args.data or SUBSETS.get(args.subset, args.subset)
-    ids = None
-    if args.instance_ids:
-        spec = args.instance_ids
-        ids = (
-            [x.strip() for x in Path(spec[1:]).read_text().splitlines() if x.strip()]
-            if spec.startswith("@")
-            else [x.strip() for x in spec.split(",") if x.strip()]
-        )
-    loaded = load_instances(source, image_template=args.image_template, instance_ids=ids, split=args.split)
-    for err in loaded.errors:
-        print(f"warning: skipped bad row: {err}", file=sys.stderr)
-    instances = loaded.instances
-    if args.filter_spec:
-        instances = [i for i in instances if re.match(args.filter_spec, i.instance_id)]
-    return shard_instances(slice_instances(instances, args.slice_spec), args.shard)
 
 
 # ---------------------------------------------------------------------------- config

@@ -12,7 +12,8 @@ Why it is built this way:
   fleet's fault: the plugin removes such samples instead of scoring them.
 - One contract with the servers: bodies are built from the request models of `swe_rl.fleet.protocol`
   (a mistake is the `BadRequest` the server would answer, before any round trip) and answers are
-  parsed into the models of `swe_rl.fleet.responses` (`ExecResult.from_response`, ...).
+  parsed into the models of `swe_rl.fleet.responses` (`ExecResult.from_response`, ...; the results
+  and the settings live in `client_results` and `client_config`).
 - Retries (exponential backoff with jitter) only where repeating is safe:
   allocate (a client-made request id makes it idempotent), heartbeat, diff,
   read_file, close. exec, write_file and evaluate change the container, so they
@@ -32,120 +33,23 @@ import logging
 import random
 import secrets
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from swe_rl.fleet import protocol, responses
 from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
+from swe_rl.fleet.client_config import CLIENT_ENV as CLIENT_ENV  # re-exported: callers import it from here
+from swe_rl.fleet.client_config import EnvClientConfig
+from swe_rl.fleet.client_results import EvalResult, ExecResult
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
-from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots
 
 log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- config and results
-
-
-class EnvClientConfig(BaseModel):
-    """How to reach the pool; `from_env()` reads `SWE_POOL_URL`, `SWE_POOL_TOKEN` and `SWE_CLIENT_<FIELD>`."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
-
-    pool_url: str = "http://127.0.0.1:18090"
-    """Pool server URL (`SWE_POOL_URL`)."""
-    token: str = Field(default="", repr=False)
-    """Bearer token of the pool (`SWE_POOL_TOKEN`, or the file named by `SWE_POOL_TOKEN_FILE`)."""
-    connect_timeout: float = 10.0
-    """Seconds to connect to the pool."""
-    read_timeout: float = 120.0
-    """Seconds to wait for the answer to a short call (allocate, heartbeat, diff, files, close)."""
-    call_margin: float = 60.0
-    """Seconds added to a command's own timeout for the HTTP call carrying it (above the pool's margin)."""
-    exec_timeout: float = 180.0
-    """Command timeout when exec() is given none."""
-    eval_timeout: float = 1800.0
-    """Test-run timeout when evaluate() is given none."""
-    retries: int = 4
-    """Retries after the first attempt, for calls that are safe to repeat."""
-    backoff: float = 0.5
-    """First retry delay in seconds; doubles each retry (with jitter) up to backoff_max."""
-    backoff_max: float = 10.0
-    """Longest delay between two retries."""
-    heartbeat_interval: float = 30.0
-    """Seconds between background heartbeats of a `lease()`; keep it well under the pool's lease TTL."""
-    allocate_deadline: float = 600.0
-    """Seconds allocate keeps retrying a full or unavailable fleet before giving up."""
-    restart_grace: float = 30.0
-    """Seconds a call keeps trying, about twice a second, while the pool refuses connections (a pool
-    restarting); such attempts never reached the pool, so they do not count against `retries`. 0: off."""
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> EnvClientConfig:
-        """Defaults < the variables of `CLIENT_ENV` (from `env`, default the process environment) < overrides."""
-        return cls(**{**read_env(CLIENT_ENV, field_types(cls), env), **overrides})
-
-
-CLIENT_ENV: dict[str, EnvVar] = prefixed(
-    "SWE_CLIENT_",
-    EnvClientConfig.model_fields,
-    pool_url=EnvVar("SWE_POOL_URL"),
-    token=EnvVar("SWE_POOL_TOKEN", file="SWE_POOL_TOKEN_FILE", parse=str.strip),
-)
-"""The variable of each `EnvClientConfig` field: `SWE_CLIENT_<FIELD>`, and the pool's address and token
-under the names the pool's own settings use (`SWE_POOL_URL`, `SWE_POOL_TOKEN` / `SWE_POOL_TOKEN_FILE`)."""
-
-
-@dataclass
-class ExecResult:
-    """A command's result as the caller sees it (the wire's `ExecResponse`, decoded)."""
-
-    returncode: int
-    output: str
-    """stdout and stderr interleaved (stdout alone with `separate_stderr`); head and tail kept when truncated."""
-    timed_out: bool
-    truncated: bool
-    output_bytes: int
-    """Bytes the command printed in all, kept or not."""
-    duration: float
-    stderr: str | None = None
-    """stderr, when asked for separately (`separate_stderr=True`); None otherwise."""
-
-    @property
-    def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
-
-    @classmethod
-    def from_response(cls, data: dict[str, Any]) -> ExecResult:
-        r = responses.ExecResponse.model_validate(data)
-        return cls(r.returncode, r.output, r.timed_out, r.truncated, r.output_bytes, r.duration, r.stderr)
-
-
-@dataclass
-class EvalResult:
-    """An evaluate call's result (the wire's `EvaluateResponse`, decoded; the test log is not judged here)."""
-
-    apply_status: str
-    """"applied", "failed" (no strategy applied the patch) or "empty" (no patch)."""
-    apply_strategy: str | None
-    apply_output: str
-    returncode: int | None
-    """Exit code of the eval script; None when the patch did not apply."""
-    test_log: str
-    timed_out: bool
-    truncated: bool
-    duration: float
-
-    @classmethod
-    def from_response(cls, data: dict[str, Any]) -> EvalResult:
-        answer = responses.EvaluateResponse.model_validate(data)
-        return cls(**answer.model_dump(include=set(cls.__dataclass_fields__)))
 
 
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)

@@ -6,8 +6,9 @@ the eval script pays for a ``conftest.py`` that turns failures into passes, a
 ``addopts`` in ``setup.cfg``/``pyproject.toml``/``tox.ini``, skip markers, a collection
 error that makes the expected tests vanish. `neutralise` removes, before the run, every
 change to tests and test infrastructure and records each removed piece with its reason
-(a `TamperReport`); `strict_report` judges FAIL_TO_PASS / PASS_TO_PASS so that a test that
-did not run (missing, skipped, contradicting itself in the log) is a failure.
+(a `TamperReport`); `strict_report` (`swe_rl.grading.strict_verdict`, re-exported here) judges
+FAIL_TO_PASS / PASS_TO_PASS so that a test that did not run (missing, skipped, contradicting itself
+in the log) is a failure.
 
 Rules, by path (the whole file diff is dropped):
 
@@ -19,9 +20,9 @@ Rules, by path (the whole file diff is dropped):
   unless the gold patch touches the same file (the fix itself needs it);
 - ``setup.py`` diffs that mention ``pytest`` (a ``pytest11`` entry point).
 
-By line (only those lines are removed; a removed line becomes context again): in ``setup.cfg`` and
-``pyproject.toml``, lines inside pytest sections (``[tool:pytest]``, ``[pytest]``, ``[tool.pytest.*]``)
-and any line mentioning ``pytest``. The section a line is in is read from the file at the base
+By line (`swe_rl.grading.config_lines`; only those lines are removed, a removed line becomes context
+again): in ``setup.cfg`` and ``pyproject.toml``, lines inside pytest sections (``[tool:pytest]``,
+``[pytest]``, ``[tool.pytest.*]``) and any line mentioning ``pytest``. The section a line is in is read from the file at the base
 commit (``originals``); a file whose original is unknown is handled as if every line were a test line.
 
 Dropped too: a file or package named like the test runner's modules at an import root (``pytest.py``,
@@ -43,14 +44,16 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.grading.capabilities import CapabilityConfig
-from swe_rl.grading.log_audit import status_lines
-from swe_rl.grading.patch_split import DiffHunk, FileDiff, join_patch, split_patch
+from swe_rl.grading.config_lines import trim_sectioned
+from swe_rl.grading.patch_split import FileDiff, join_patch, split_patch
+from swe_rl.grading.strict_verdict import contradicted_tests, strict_report
 
 __all__ = [
     "IntegrityConfig",
     "OfficialVerdict",
     "TamperRecord",
     "TamperReport",
+    "contradicted_tests",
     "neutralise",
     "section_files",
     "strict_report",
@@ -239,91 +242,6 @@ def _path_rule(
     return None
 
 
-# ----------------------------------------------------------------------------- line rules
-
-_SECTION = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:[#;].*)?$")
-
-
-def _test_section(name: str | None) -> bool:
-    if name is None:
-        return True  # unknown: treat as a test section (conservative)
-    return (
-        "pytest" in name.lower()
-    )  # [pytest], [tool:pytest], [tool.pytest.*], [project.entry-points.pytest11]
-
-
-def _section_at(original: list[str] | None, line_no: int) -> str | None:
-    """The section in effect after the first `line_no` lines of the original file ('' before any header)."""
-    if original is None:
-        return None
-    current = ""
-    for text in original[: max(0, line_no)]:
-        m = _SECTION.match(text)
-        if m:
-            current = m.group(1)
-    return current
-
-
-def _trim_sectioned(fd: FileDiff, original: str | None, known: bool) -> list[str]:
-    """Remove test-config lines from a setup.cfg / pyproject.toml diff in place; returns removed hunks' texts."""
-    orig_lines: list[str] | None = None  # unknown base content: every line counts as a test line
-    if fd.is_new or original is not None or known:
-        orig_lines = original.split("\n") if original is not None and not fd.is_new else []
-    trimmed: list[str] = []
-    kept_hunks: list[DiffHunk] = []
-    shift = 0  # new-side offset of later hunks after lines were removed
-    for hunk in fd.hunks:
-        before = hunk.text()
-        old_sec = new_sec = _section_at(orig_lines, hunk.old_start - 1 if hunk.old_len else hunk.old_start)
-        out: list[str] = []
-        touched = dropped_last = False
-        for line in hunk.lines:
-            mark, body = line[:1], line[1:]
-            m = _SECTION.match(body)
-            if mark == "\\":  # "\ No newline at end of file" goes with the line before it
-                if not dropped_last:
-                    out.append(line)
-                continue
-            dropped_last = False
-            if mark == " " or line == "":
-                if m:
-                    old_sec = new_sec = m.group(1)
-                out.append(line)
-            elif mark == "-":
-                if m:
-                    old_sec = m.group(1)
-                if _test_section(old_sec) or "pytest" in body.lower():
-                    out.append(" " + body)  # keep the original line
-                    if m:
-                        new_sec = old_sec
-                    touched = True
-                else:
-                    out.append(line)
-            else:  # "+"
-                sec = m.group(1) if m else new_sec
-                new_sec = sec
-                if _test_section(sec) or "pytest" in body.lower():
-                    touched = dropped_last = (
-                        True  # drop the added line (a header too: its keys follow it out)
-                    )
-                    continue
-                out.append(line)
-        if touched:
-            trimmed.append(before)
-            hunk.lines = out
-            new_len_before = hunk.new_len
-            hunk.recount()
-            hunk.new_start += shift
-            shift += hunk.new_len - new_len_before
-            if hunk.changes:
-                kept_hunks.append(hunk)
-            continue
-        hunk.new_start += shift
-        kept_hunks.append(hunk)
-    fd.hunks = kept_hunks
-    return trimmed
-
-
 # ----------------------------------------------------------------------------- source scan
 
 _RUNNER_HOOK = re.compile(
@@ -420,7 +338,7 @@ def neutralise(
             continue
         if posixpath.basename(fd.path) in _SECTIONED and fd.hunks:
             known = fd.old_path in originals or fd.is_new
-            for text in _trim_sectioned(fd, originals.get(fd.old_path or ""), known):
+            for text in trim_sectioned(fd, originals.get(fd.old_path or ""), known):
                 report.records.append(
                     TamperRecord(
                         path=fd.path,
@@ -449,63 +367,3 @@ def neutralise(
     out = join_patch(preamble, kept)
     report.kept_bytes = len(out.encode())
     return out, report
-
-
-# ----------------------------------------------------------------------------- strict verdict
-
-_OK = ("PASSED", "XFAIL")
-
-
-def contradicted_tests(log: str, tests: set[str]) -> set[str]:
-    """Expected tests that the log reports with more than one status (printed lines forging a result),
-    and those of a test file whose collection failed (``ERROR path/to/test_file.py``).
-
-    Every line the official pytest parser reads counts, whatever whitespace separates its words
-    (`swe_rl.grading.log_audit.status_lines`): a line printed after pytest's own with a tab or a
-    Unicode space would flip the official last-line-wins reading, so it must be seen here too."""
-    seen: dict[str, set[str]] = {}
-    broken_files = set()
-    for line in status_lines(log):
-        if line.test in tests:
-            seen.setdefault(line.test, set()).add(line.status)
-        elif line.status == "ERROR" and "::" not in line.test:
-            broken_files.add(line.test)
-    bad = {t for t, s in seen.items() if len(s) > 1}
-    return bad | {t for t in tests if t.split("::", 1)[0] in broken_files}
-
-
-def strict_report(
-    statuses: Mapping[str, str],
-    fail_to_pass: list[str],
-    pass_to_pass: list[str],
-    log: str = "",
-    also_contradicted: set[str] | None = None,
-) -> tuple[list[str], list[str], list[str], list[str], str]:
-    """(F2P success, F2P failure, P2P success, P2P failure, note): an expected test passes only when the log
-    says PASSED (or XFAIL, as SWE-bench counts it) and nothing contradicts it; missing, skipped, errored and
-    contradicted tests fail. ``also_contradicted``: tests another language's parser saw twice."""
-    contradicted = contradicted_tests(log, set(fail_to_pass) | set(pass_to_pass)) if log else set()
-    contradicted |= also_contradicted or set()
-
-    def split(tests: list[str]) -> tuple[list[str], list[str]]:
-        ok: list[str] = []
-        bad: list[str] = []
-        for t in tests:
-            (ok if statuses.get(t) in _OK and t not in contradicted else bad).append(t)
-        return ok, bad
-
-    f_ok, f_bad = split(fail_to_pass)
-    p_ok, p_bad = split(pass_to_pass)
-    expected = list(fail_to_pass) + list(pass_to_pass)
-    missing = sum(1 for t in expected if t not in statuses)
-    skipped = sum(1 for t in expected if statuses.get(t) == "SKIPPED")
-    notes = []
-    if missing:
-        notes.append(f"{missing} expected test(s) did not run")
-    if skipped:
-        notes.append(f"{skipped} skipped")
-    if contradicted:
-        notes.append(
-            f"{len(contradicted)} contradicted in the log (two statuses, or their file failed to collect)"
-        )
-    return f_ok, f_bad, p_ok, p_bad, "; ".join(notes)

@@ -128,7 +128,7 @@ def language_contradictions(instance: TaskInstance, log: str, tests: set[str]) -
 
     The parsers read the last line of a test; a line printed by the code under test (a panic message, a
     ``println!``, a ``fmt.Println`` of ``--- PASS: TestX (0.00s)``) after the runner's own would flip
-    it. Strict grading fails such a test whichever line came last, as `integrity.contradicted_tests`
+    it. Strict grading fails such a test whichever line came last, as `strict_verdict.contradicted_tests`
     does for pytest."""
     named = row_parser(instance)
     if named is None or not tests:

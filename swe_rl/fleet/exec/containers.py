@@ -3,7 +3,8 @@
 Containers carry labels (managed-by, server id, lease id, owner, deadline, idle TTL; see
 `swe_rl.fleet.protocol`), so a restarted server adopts its own containers and never touches
 anything else. A failed create removes what it started. Warm containers (`warm.py`) live in
-the same registry: they count against the node's cap and are evicted for a lease.
+the same registry: they count against the node's cap and are evicted for a lease. The records
+(`ContainerRecord`, `CreateSpec`) are in `container_records`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from swe_rl.fleet.checks import scrub
@@ -27,6 +27,7 @@ from swe_rl.fleet.exec.backend import (
     Refused,
 )
 from swe_rl.fleet.exec.config import ExecConfig, parse_bytes
+from swe_rl.fleet.exec.container_records import ContainerRecord, CreateSpec
 from swe_rl.fleet.protocol import (
     LABEL_CREATED,
     LABEL_DEADLINE,
@@ -41,81 +42,12 @@ from swe_rl.fleet.protocol import (
 )
 
 if TYPE_CHECKING:
+    from swe_rl.fleet.exec.claimed_state import ClaimedState
     from swe_rl.fleet.exec.images import ImageStore
-    from swe_rl.fleet.exec.warm import ClaimedState
 
 log = logging.getLogger("swe_exec_server")
 
 CONTAINER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-@dataclass
-class ContainerRecord:
-    id: str
-    name: str
-    image: str
-    lease_id: str
-    owner: str
-    workdir: str
-    created: float
-    deadline: float
-    idle_ttl: float
-    last_activity: float
-    in_flight: int = 0
-    warm: bool = False
-    """Started ahead and not claimed yet: no lease, evictable, destroyed on stop."""
-    from_warm: bool = False
-    """Claimed from the warm pool: its labels carry no lease, the state file does."""
-    baseline: bool = False
-    """An episode-start baseline was recorded: diffs leave out what was there before."""
-    baseline_ahead: bool = False
-    """Warm with `CreateSpec.baseline`: this node recorded the baseline when it started the container,
-    before any lease (a restore checks its tree id against the snapshot's and skips recording one)."""
-
-    def public(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["idle_seconds"] = round(time.time() - self.last_activity, 3)
-        return d
-
-    def lease_state(self) -> dict[str, Any]:
-        return {
-            "lease_id": self.lease_id,
-            "owner": self.owner,
-            "deadline": self.deadline,
-            "idle_ttl": self.idle_ttl,
-            "created": self.created,
-            "workdir": self.workdir,
-            "image": self.image,
-        }
-
-
-@dataclass(frozen=True)
-class CreateSpec:
-    """Everything a container gets from a create request: a warm one must match it exactly to be claimed."""
-
-    image: str
-    memory: str
-    cpus: float
-    pids_limit: int
-    network: bool | str
-    """False: none; True: Docker's default network; a name: that (allowlisted) Docker network."""
-    workdir: str
-    env: tuple[tuple[str, str], ...]
-    baseline: bool = False
-    """For restores: warm ones get the baseline recorded ahead (a warm pool apart from the plain one)."""
-
-    @property
-    def key(self) -> tuple[Any, ...]:
-        return (
-            self.image,
-            parse_bytes(self.memory),
-            self.cpus,
-            self.pids_limit,
-            self.network,
-            self.workdir,
-            self.env,
-            self.baseline,
-        )
 
 
 class Registry:

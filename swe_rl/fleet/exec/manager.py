@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from swe_rl.fleet.exec.backend import NodeBackend, open_backend
+from swe_rl.fleet.exec.claimed_state import ClaimedState
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
 from swe_rl.fleet.exec.images import ImageStore
@@ -18,7 +19,7 @@ from swe_rl.fleet.exec.operations import Operations
 from swe_rl.fleet.exec.reaper import Reaper
 from swe_rl.fleet.exec.snapshot_ops import SnapshotOps
 from swe_rl.fleet.exec.snapshots import SnapshotConfig, SnapshotStore
-from swe_rl.fleet.exec.warm import ClaimedState, WarmPool
+from swe_rl.fleet.exec.warm import WarmPool
 from swe_rl.fleet.protocol import CreateRequest, WarmRequest
 
 log = logging.getLogger("swe_exec_server")

@@ -4,33 +4,26 @@
 and limits); a background refiller keeps it filled within bounds (`max_warm`,
 `max_containers`, a free-memory floor), and a matching create claims one with no Docker
 call. Labels cannot change, so a claimed container's lease lives in memory and in a small
-state file (`ClaimedState`); a restart adopts claimed ones and destroys unclaimed ones, a
+state file (`claimed_state`); a restart adopts claimed ones and destroys unclaimed ones, a
 graceful stop destroys the unclaimed ones, and the reaper expires them past their TTL.
+One start (its handle, labels and baseline ahead) is `warm_start`'s.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from swe_rl.fleet import patch_baseline
+from swe_rl.fleet.exec.claimed_state import ClaimedState
 from swe_rl.fleet.exec.config import ExecConfig, node_memory, parse_bytes
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, CreateSpec, Registry
-from swe_rl.fleet.protocol import (
-    LABEL_DEADLINE,
-    LABEL_IDLE_TTL,
-    LABEL_LEASE,
-    LABEL_OWNER,
-    LABEL_WARM,
-    ApiError,
-)
+from swe_rl.fleet.exec.warm_start import WarmStart, record_baseline_ahead, warm_labels
+from swe_rl.fleet.protocol import ApiError
 
 log = logging.getLogger("swe_exec_server")
 
@@ -46,62 +39,6 @@ class WarmTarget:
     last_error: str = ""
     failures: int = 0
     """Failed starts in a row."""
-
-
-@dataclass(eq=False)
-class WarmStart:
-    """A warm container being started; a create may be promised it before it is up."""
-
-    spec: CreateSpec
-    deadline: float
-    ttl: float
-    promised: bool = False
-    abandoned: bool = False
-    rec: ContainerRecord | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class ClaimedState:
-    """The state file of claimed warm containers (their labels carry no lease): lease id, owner, deadline."""
-
-    def __init__(self, config: ExecConfig, registry: Registry) -> None:
-        self.config, self.registry = config, registry
-        self._lock = threading.Lock()
-
-    def path(self) -> str:
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "-", self.config.server_id)
-        return os.path.join(os.path.expanduser(self.config.state_dir), f"{safe}.json")
-
-    def load(self) -> dict[str, Any]:
-        try:
-            with open(self.path(), encoding="utf-8") as fh:
-                data = json.load(fh)
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable state file %s: %s", self.path(), exc)
-            return {}
-        containers = data.get("containers") if isinstance(data, dict) else None
-        return containers if isinstance(containers, dict) else {}
-
-    def save(self) -> None:
-        """Atomically replace the state file with the claimed warm containers (removed when none)."""
-        path = self.path()
-        with self._lock:
-            with self.registry.lock:
-                entries = {r.id: r.lease_state() for r in self.registry.records.values() if r.from_warm}
-            try:
-                if not entries:
-                    if os.path.exists(path):
-                        os.unlink(path)
-                    return
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                tmp = f"{path}.{os.getpid()}.tmp"
-                with open(tmp, "w", encoding="utf-8") as fh:
-                    json.dump({"server_id": self.config.server_id, "containers": entries}, fh)
-                os.replace(tmp, path)
-            except OSError as exc:
-                log.error("could not write state file %s: %s", path, exc)
 
 
 class WarmPool:
@@ -352,25 +289,6 @@ class WarmPool:
             self._pool = ThreadPoolExecutor(self.parallel(), thread_name_prefix="warm")
         return self._pool
 
-    def _record_baseline(self, container_id: str, workdir: str) -> bool:
-        """Record the episode baseline in a just-started warm container of a `baseline` spec. Why: a
-        restore's largest part was recording it (`git add -A` over the whole tree); done here it is off
-        the restore's path. Whether it worked: when not (not a git work tree), the restore records one."""
-        try:
-            res = self.containers.backend.exec_run(
-                container_id,
-                patch_baseline.BASELINE_CORE,
-                timeout=600.0,
-                workdir=workdir,
-                env=None,
-                max_output=64 << 10,
-                merge_stderr=False,
-            )
-        except Exception as exc:  # noqa: BLE001 - the container is still a good warm one, without it
-            log.debug("baseline ahead in %s failed: %s", container_id[:12], exc)
-            return False
-        return res.returncode == 0 and not res.timed_out
-
     def _start_one(self, start: WarmStart) -> None:
         spec, key, reg = start.spec, start.spec.key, self.registry
         now = time.time()
@@ -378,15 +296,8 @@ class WarmPool:
         error = ""
         refused = ahead = False
         try:
-            labels = {
-                LABEL_WARM: "1",
-                LABEL_LEASE: "",
-                LABEL_OWNER: "",
-                LABEL_DEADLINE: f"{start.deadline:.3f}",
-                LABEL_IDLE_TTL: f"{start.ttl:.3f}",
-            }
-            container = self.containers.start_container(spec, labels, now)
-            ahead = spec.baseline and self._record_baseline(container.id, spec.workdir)
+            container = self.containers.start_container(spec, warm_labels(start), now)
+            ahead = spec.baseline and record_baseline_ahead(self.containers, container.id, spec.workdir)
         except ApiError as exc:
             error, refused = exc.message, exc.status == 400  # the spec itself: it will never start
         except Exception as exc:  # noqa: BLE001 - a failed warm start must never take the refiller down

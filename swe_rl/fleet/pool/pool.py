@@ -9,7 +9,7 @@ Why it is built this way:
   start and whenever a node comes back: containers labelled with our owner id that no lease knows are
   destroyed (a restart leaks nothing), leases whose container vanished are marked lost.
 - Each allocate (or `POST /warm`) tells the nodes, fire-and-forget, how many containers of that exact
-  request to keep started ahead (`placement` decides where); a full fleet answers 429 with Retry-After
+  request to keep started ahead (`placement` decides where, `warm_demand` tells them); a full fleet answers 429 with Retry-After
   (back-pressure, not failure).
 - Scale: per-node lease counts and indexes are kept incrementally, so an allocate or a routed call
   costs the same with 10 leases or 10,000.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import secrets
 import sys
@@ -34,18 +33,18 @@ from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.liveness import LeaseLiveness
 from swe_rl.fleet.pool.metrics import Metrics
 from swe_rl.fleet.pool.nodes import Node, NodeSet
-from swe_rl.fleet.pool.placement import WARM_OPTIONS, Demand, WarmKey, warm_key
+from swe_rl.fleet.pool.placement import Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
 from swe_rl.fleet.pool.snapshots import Prepare, Snapshots
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
+from swe_rl.fleet.pool.warm_demand import CREATE_OPTIONS, WarmDemand
 from swe_rl.fleet.protocol import (
     FORWARDING,
     ROUTED_CALLS,
     AllocateRequest,
     ApiError,
     CloseRequest,
-    PoolWarmRequest,
     parse,
     wire,
 )
@@ -53,11 +52,7 @@ from swe_rl.fleet.protocol import (
 log = logging.getLogger("swe_pool_server")
 
 
-CREATE_OPTIONS = set(WARM_OPTIONS)
-"""The fields of an allocate or warm request the pool passes on to a node's create or warm."""
-
-
-class Pool(LeaseLiveness):
+class Pool(LeaseLiveness, WarmDemand):
     """Leases over the nodes: allocate, route, heartbeat, close, reap, reconcile."""
 
     def __init__(self, config: PoolConfig) -> None:
@@ -170,16 +165,6 @@ class Pool(LeaseLiveness):
             await self.destroys.drain(max(30.0, self.cfg.shutdown_grace))
         self.store.close()
         await self.calls.aclose()
-
-    async def _cancel_warm_targets(self) -> None:
-        """Tell the nodes to stop refilling what we asked for (what is warm still expires with its TTL)."""
-        calls = []
-        for node in self.nodes.healthy():
-            for (image, options), _ in list(node.warm_targets.items()):
-                body = {"image": image, **json.loads(options), "count": 0}
-                calls.append(self._post(node, "/warm", body, 5.0))
-            node.warm_targets.clear()
-        await asyncio.gather(*calls, return_exceptions=True)
 
     async def _every(self, interval: float, fn: Any) -> None:
         while True:
@@ -393,92 +378,10 @@ class Pool(LeaseLiveness):
             raise ApiError(503, f"no healthy exec server (of {len(self.nodes.nodes)})", node_down=True)
         raise ApiError(503, "allocation failed on every healthy node: " + "; ".join(errors), node_down=True)
 
-    # ---- warm pools (placement.py decides, this tells the nodes)
-
-    def _plan_warm(
-        self, key: WarmKey, payload: dict[str, Any], expected: int | None, *, override: bool = False
-    ) -> dict[str, int]:
-        """Update the demand of one exact request and spread its warm target over the nodes.
-
-        Never waits: the nodes are told in the background. An allocate consumes one expected lease;
-        `expected` (default warm_min) raises the demand; `override` (POST /warm) sets it.
-        """
-        now = time.monotonic()
-        d = self.demand.get(key)
-        previous = d.remaining if d is not None and d.expires > now else 0
-        remaining = placement.next_demand(previous, expected, self.cfg.warm_min, override=override)
-        if remaining <= 0:
-            self.demand.pop(key, None)
-        else:
-            self.demand[key] = Demand(remaining, now + self.cfg.warm_ttl)
-        if remaining <= 0 and previous <= 0 and not any(key in n.warm_targets for n in self.nodes):
-            return {}
-        return self._spread(key, payload, min(remaining, self.cfg.warm_per_image), now)
-
-    def _spread(self, key: WarmKey, payload: dict[str, Any], desired: int, now: float) -> dict[str, int]:
-        """Move the per-node targets of key towards a total of `desired`, by free capacity; send the changes."""
-        nodes = list(self.nodes)
-        for n in nodes:
-            t = n.warm_targets.get(key)
-            if t is not None and t[1] <= now:
-                del n.warm_targets[key]
-        old = placement.current_targets(nodes, key, now)
-        new = placement.spread(
-            nodes, old, desired, max_per_node=self.cfg.max_per_node, warm_per_image=self.cfg.warm_per_image
-        )
-        body = {**payload, "ttl": self.cfg.warm_ttl}
-        body.pop("lease_id", None), body.pop("owner", None), body.pop("idle_ttl", None)
-        for n in nodes:
-            count = new[n.url]
-            previous = n.warm_targets.get(key)
-            renew = previous is not None and previous[1] - now < self.cfg.warm_ttl / 2
-            if count == old[n.url] and not renew:
-                continue
-            if count == 0:
-                n.warm_targets.pop(key, None)
-            else:
-                n.warm_targets[key] = (count, now + self.cfg.warm_ttl)
-            if n.healthy:
-                self._spawn(self._send_warm(n, key, {**body, "count": count}))
-        return {url: c for url, c in new.items() if c}
-
-    async def _send_warm(self, node: Node, key: tuple[str, str], body: dict[str, Any]) -> None:
-        try:
-            resp = await self._post(node, "/warm", body, 30.0)
-            ok = resp.status_code == 200
-            if not ok:
-                log.info("warm request to %s answered %d: %s", node.url, resp.status_code, resp.text[:200])
-        except ApiError as exc:
-            ok = False
-            log.info("warm request to %s failed: %s", node.url, exc.message)
-        self.metrics.inc("swe_pool_warm_requests_total", outcome="ok" if ok else "error")
-        if not ok:  # forget it: the next allocate of the request asks again
-            node.warm_targets.pop(key, None)
-
-    def _cancel_warm(self, key: tuple[str, str], payload: dict[str, Any]) -> None:
-        """Withdraw the warm targets of a request that failed as a client error (sent to the nodes at once)."""
-        self.demand.pop(key, None)
-        if any(key in n.warm_targets for n in self.nodes):
-            self._spread(key, payload, 0, time.monotonic())
-            self.metrics.inc("swe_pool_warm_cancelled_total")
-
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    async def warm(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Ask the fleet to keep `count` containers of this exact request started ahead (0 cancels)."""
-        await self.whole_fleet_checked()
-        req: PoolWarmRequest = parse(PoolWarmRequest, body)
-        payload: dict[str, Any] = {"image": req.image, **wire(req, include=CREATE_OPTIONS)}
-        nodes = self._plan_warm(warm_key(req.image, payload), payload, req.count, override=True)
-        return {
-            "ok": True,
-            "image": req.image,
-            "count": min(req.count, self.cfg.warm_per_image),
-            "nodes": nodes,
-        }
 
     # ---- routed calls
 

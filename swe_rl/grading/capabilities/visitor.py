@@ -34,6 +34,15 @@ from swe_rl.grading.capabilities.catalogue import (
 )
 from swe_rl.grading.capabilities.foreign import ForeignObjects
 from swe_rl.grading.capabilities.names import NameTable, fold
+from swe_rl.grading.capabilities.node_shapes import (
+    ends_with_py,
+    is_compound,
+    is_import_path,
+    is_proc,
+    mentions_code,
+    root_name,
+    words_of,
+)
 
 __all__ = ["Site", "find_sites"]
 
@@ -84,7 +93,7 @@ class _Visitor(ast.NodeVisitor):
             self.sites.append(Site(line, capability, detail, self.anchor if anchor is None else anchor))
 
     def visit(self, node: ast.AST) -> None:
-        if isinstance(node, ast.stmt) and not _compound(node):  # a simple statement anchors its sites
+        if isinstance(node, ast.stmt) and not is_compound(node):  # a simple statement anchors its sites
             saved, self.anchor = self.anchor, ast.dump(node)
             try:
                 super().visit(node)
@@ -94,7 +103,7 @@ class _Visitor(ast.NodeVisitor):
             super().visit(node)
 
     def generic_visit(self, node: ast.AST) -> None:
-        if not (isinstance(node, ast.stmt) and _compound(node)):
+        if not (isinstance(node, ast.stmt) and is_compound(node)):
             return super().generic_visit(node)
         saved = self.anchor  # a compound statement: its sites anchor on the header expression they are in
         for field, value in ast.iter_fields(node):
@@ -116,7 +125,7 @@ class _Visitor(ast.NodeVisitor):
 
     # ---------------------------------------------------------------- writes
     def check_write(self, node: ast.AST, base: ast.AST, attr: str | None, how: str) -> None:
-        if attr == "__path__" or _is_import_path(base) or self.qualnames(base) & IMPORT_PATHS:
+        if attr == "__path__" or is_import_path(base) or self.qualnames(base) & IMPORT_PATHS:
             return self.add(
                 node, "import_path", f"{how} {ast.unparse(base)[:50]}" + (f".{attr}" if attr else "")
             )
@@ -138,7 +147,7 @@ class _Visitor(ast.NodeVisitor):
                 return self.add(node, "runner_patch", detail)
         if self.foreign.holds(base):
             self.add(node, "foreign_patch", f"{how} {ast.unparse(base)}" + (f".{attr}" if attr else ""))
-        elif (root := _root_name(base)) is not None and root in self.names.imported:
+        elif (root := root_name(base)) is not None and root in self.names.imported:
             self.add(node, "imported_patch", f"{how} {ast.unparse(base)}" + (f".{attr}" if attr else ""))
 
     def visit_target(self, target: ast.AST, how: str) -> None:
@@ -252,7 +261,7 @@ class _Visitor(ast.NodeVisitor):
                 self.add(node, capability, f"string {text[:60]!r}")
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if isinstance(node.op, ast.Div) and any(_is_proc(side) for side in (node.left, node.right)):
+        if isinstance(node.op, ast.Div) and any(is_proc(side) for side in (node.left, node.right)):
             self.add(node, "proc_fs", f"path {ast.unparse(node)[:60]}")
         self.check_folded(node)
         self.generic_visit(node)
@@ -272,8 +281,8 @@ class _Visitor(ast.NodeVisitor):
             return
         if any(marker.rstrip("/") in folded.text for marker, _ in PATH_MARKERS):
             self.check_text(node, folded.text)
-        for word in _words(folded.text) & SENSITIVE_WORDS:
-            if folded.disguised or not any(word in _words(piece) for piece in folded.pieces):
+        for word in words_of(folded.text) & SENSITIVE_WORDS:
+            if folded.disguised or not any(word in words_of(piece) for piece in folded.pieces):
                 self.add(node, "obfuscated_name", f"{word!r} built from pieces")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
@@ -288,7 +297,7 @@ class _Visitor(ast.NodeVisitor):
                 self.check_dynamic(node, q)
             if q in FD_CALLS and node.args and self.std_descriptor(node.args[0]):
                 self.add(node, "descriptor_write", f"{q} on {ast.unparse(node.args[0])}")
-            if q in _PATH_JOINERS and any(_is_proc(a) for a in node.args):
+            if q in _PATH_JOINERS and any(is_proc(a) for a in node.args):
                 self.add(node, "proc_fs", f"{q} of 'proc'")
             if q == "builtins.getattr" and len(node.args) >= 2:
                 self.check_computed_attribute(node, node.args[0], node.args[1])
@@ -310,17 +319,17 @@ class _Visitor(ast.NodeVisitor):
             elif func.attr in {"update", "__setitem__", "setdefault", "pop", "clear", "__delitem__"}:
                 self.check_write(node, func.value, None, f"{func.attr} of")
             elif func.attr in _LIST_GROWERS and (
-                _is_import_path(func.value) or self.qualnames(func.value) & IMPORT_PATHS
+                is_import_path(func.value) or self.qualnames(func.value) & IMPORT_PATHS
             ):
                 self.add(node, "import_path", f"{ast.unparse(func)[:60]}")
-            elif func.attr == "replace" and _mentions_code(func.value):
+            elif func.attr == "replace" and mentions_code(func.value):
                 self.add(node, "code_from_data", f"{ast.unparse(func)[:60]}: a code object rebuilt")
             elif func.attr == "join" and isinstance(func.value, ast.Constant) and func.value.value == "/":
-                if any(_is_proc(e) for a in node.args for e in getattr(a, "elts", [a])):
+                if any(is_proc(e) for a in node.args for e in getattr(a, "elts", [a])):
                     self.add(node, "proc_fs", "'/'.join of 'proc'")
         if isinstance(func, ast.Call) and self.qualnames(func.func) & {"builtins.type"} and func.args:
             made = func.args[0]  # type(f)(code, globals): a function built from a code object
-            if _mentions_code(made) or isinstance(made, ast.Lambda):
+            if mentions_code(made) or isinstance(made, ast.Lambda):
                 self.add(
                     node, "code_from_data", f"{ast.unparse(func)[:60]}(...): a function built at run time"
                 )
@@ -341,7 +350,7 @@ class _Visitor(ast.NodeVisitor):
             if len(node.args) > index
             else keywords.get("location", keywords.get("path_name"))
         )
-        if _ends_with_py(arg):
+        if ends_with_py(arg):
             return None  # only import_machinery (CALLS): a .py file of the repository
         return self.add(node, "code_loader", f"{qualname} of {ast.unparse(arg)[:50] if arg else 'no path'}")
 
@@ -396,59 +405,3 @@ class _Visitor(ast.NodeVisitor):
                 & self.qualnames(arg.func.value)
             )
         return False
-
-
-def _root_name(node: ast.AST) -> str | None:
-    """``a`` of ``a.b.c`` / ``a[k].b``; None when the chain starts elsewhere (a call, ``self``...)."""
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _is_import_path(node: ast.AST) -> bool:
-    """``__path__`` or ``x.__path__``: a package's own import path."""
-    return (
-        isinstance(node, ast.Name)
-        and node.id == "__path__"
-        or (isinstance(node, ast.Attribute) and node.attr == "__path__")
-    )
-
-
-def _mentions_code(node: ast.AST) -> bool:
-    return any(isinstance(sub, ast.Attribute) and sub.attr == "__code__" for sub in ast.walk(node))
-
-
-def _ends_with_py(node: ast.AST | None) -> bool:
-    """A path whose last literal piece ends in ``.py`` (``os.path.join(d, "x.py")``, ``d / "x.py"``,
-    ``f"{d}/x.py"``); an absolute literal path is not one (a file written at run time elsewhere)."""
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str) and node.value.endswith(".py") and not node.value.startswith("/")
-    if isinstance(node, ast.JoinedStr) and node.values:
-        return _ends_with_py(node.values[-1])
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Div)):
-        return _ends_with_py(node.right)
-    if isinstance(node, ast.Call) and node.args:
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        return name in {"join", "Path", "PurePath", "PosixPath"} and _ends_with_py(node.args[-1])
-    return False
-
-
-def _compound(node: ast.stmt) -> bool:
-    """A statement with a body of statements (def, class, if, for, while, with, try, match)."""
-    return any(isinstance(v, list) and v and isinstance(v[0], ast.stmt) for _, v in ast.iter_fields(node))
-
-
-def _is_proc(node: ast.AST) -> bool:
-    folded = fold(node)
-    return folded is not None and folded.text.strip("/") == "proc"
-
-
-def _words(text: str) -> set[str]:
-    word, words = [], set()
-    for ch in text + " ":
-        if ch.isalnum() or ch == "_":
-            word.append(ch)
-        elif word:
-            words.add("".join(word))
-            word = []
-    return words

@@ -1,5 +1,5 @@
 """The restore's empty directories and staging area, run by sh on a local git repository (fast tier: the
-shortcuts of the usual case must give what the full path gives; swe_rl/fleet/exec/snapshot_ops.py)."""
+shortcuts of the usual case must give what the full path gives; swe_rl/fleet/exec/snapshot_scripts.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from swe_rl.fleet.exec.snapshot_ops import _restore_git_state
+from swe_rl.fleet.exec.snapshot_scripts import restore_git_state
 
 EMPTY = hashlib.sha256(b"").hexdigest()
 
@@ -30,7 +30,7 @@ def repo(tmp_path: Path) -> tuple[Path, Path]:
 def restore(top: Path, scratch: Path, dirs: str, staged: str = EMPTY) -> dict[str, str]:
     (scratch / "dirs").write_text(dirs)
     res = subprocess.run(
-        ["sh", "-c", f"S={scratch}\n" + _restore_git_state(staged)], cwd=top, capture_output=True, text=True
+        ["sh", "-c", f"S={scratch}\n" + restore_git_state(staged)], cwd=top, capture_output=True, text=True
     )
     assert res.returncode == 0, res.stderr
     return {line.split()[0]: line.split()[1] for line in res.stdout.splitlines()}
