@@ -41,6 +41,36 @@ def _raw_socket(sock: Any) -> socket.socket:
     return getattr(sock, "_sock", sock)
 
 
+def _split_frames(buf: bytearray, out: HeadTailBuffer, err: HeadTailBuffer) -> None:
+    """Move every whole multiplexed frame (8-byte header: stream, length) from `buf` to its output."""
+    while len(buf) >= 8:
+        stream, length = struct.unpack(">BxxxL", bytes(buf[:8]))
+        if len(buf) < 8 + length:
+            return
+        payload = bytes(buf[8 : 8 + length])
+        del buf[: 8 + length]
+        (err if stream == 2 else out).write(payload)
+
+
+def _read_with_the_headers(sock: Any) -> bytes:
+    """The stream's bytes the HTTP client already took while reading the exec's answer headers.
+
+    Why: the headers are read through a buffered reader, which takes whatever else the daemon has written
+    by then (a fast command's frames, even all of them); reading only the raw socket afterwards lost them
+    (seen under load: `echo err >&2` answered '' with exit 0). Takes what is buffered, never waits.
+    """
+    response = getattr(sock, "_response", None)
+    reader = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+    if reader is None or not hasattr(reader, "read1"):
+        return b""
+    raw = _raw_socket(sock)
+    raw.setblocking(False)  # an empty buffer then reads nothing more than is already on the socket
+    try:
+        return reader.read1(65536) or b""
+    except (BlockingIOError, OSError, ValueError):
+        return b""
+
+
 KILL_WAIT = 300.0
 """Upper bound on the wait for a timed-out command's kill before its answer leaves anyway (logged as an
 error). Far above the kill's own time (one `docker exec` per pass, even on a loaded node)."""
@@ -114,7 +144,10 @@ class DockerExecutor:
                     self.awaiting_kill(tag)
 
             try:
-                timed_out = self._pump(_raw_socket(sock), out, err, start + timeout, start_kill, killed)
+                early = _read_with_the_headers(sock)
+                timed_out = self._pump(
+                    _raw_socket(sock), out, err, start + timeout, start_kill, killed, bytearray(early)
+                )
             finally:
                 if timed_out:
                     self._await_kill(tag, killed, container_id)
@@ -159,11 +192,13 @@ class DockerExecutor:
         deadline: float,
         kill: Callable[[], None],
         killed: threading.Event,
+        buf: bytearray,
     ) -> bool:
-        """Read multiplexed frames until EOF; on deadline start the kill and drain until it is done."""
-        buf = bytearray()
+        """Read multiplexed frames (after those already in `buf`) until EOF; on deadline start the kill
+        and drain until it is done."""
         timed_out = False
         hard_stop = None
+        _split_frames(buf, out, err)
         raw.settimeout(0.2)
         while True:
             now = time.monotonic()
@@ -183,13 +218,7 @@ class DockerExecutor:
             if not chunk:
                 break
             buf += chunk
-            while len(buf) >= 8:
-                stream, length = struct.unpack(">BxxxL", bytes(buf[:8]))
-                if len(buf) < 8 + length:
-                    break
-                payload = bytes(buf[8 : 8 + length])
-                del buf[: 8 + length]
-                (err if stream == 2 else out).write(payload)
+            _split_frames(buf, out, err)
         return timed_out
 
     def kill_group(self, container_id: str, tag: str, exec_id: str, started: float) -> None:

@@ -155,3 +155,48 @@ def test_later_passes_keep_the_commands_start(box):
     # A later pass with the cutoff kept spares it too.
     assert ex._kill_inside(cid, "the-command", "kill-the-command", used, time.monotonic() - 60) == used
     assert alive() == ["sleep 501"]
+
+
+def test_output_read_with_the_answers_headers_is_kept(box, monkeypatch):
+    """Output that reached the socket before the HTTP client read the exec's answer headers is kept. The
+    client reads the headers through a buffer that takes whatever else is already there (the command's
+    first frames, even its end); reading the raw socket after it lost them (seen under load: `echo err >&2`
+    answered '' with exit 0). Forced here: the headers are read only once the command has exited."""
+    import http.client
+
+    ex, cid = box
+    real_begin = http.client.HTTPResponse.begin
+    waited: list[bool] = []
+
+    def begin_after_the_exit(self) -> None:
+        if not waited:  # the exec_start's answer (the calls made here read theirs normally)
+            waited.append(True)
+            for exec_id in ex.api.inspect_container(cid)["ExecIDs"] or []:
+                for _ in range(BOUND * 100):
+                    if not ex.api.exec_inspect(exec_id)["Running"]:
+                        break
+                    threading.Event().wait(0.01)
+        real_begin(self)
+
+    def run_once(command: str) -> dict:
+        waited.clear()
+        original_start = ex.api.exec_start
+
+        def start(exec_id, *args, **kwargs):
+            if kwargs.get("socket"):
+                monkeypatch.setattr(http.client.HTTPResponse, "begin", begin_after_the_exit)
+            try:
+                return original_start(exec_id, *args, **kwargs)
+            finally:
+                monkeypatch.setattr(http.client.HTTPResponse, "begin", real_begin)
+
+        monkeypatch.setattr(ex.api, "exec_start", start)
+        try:
+            return run(ex, cid, command)
+        finally:
+            monkeypatch.setattr(ex.api, "exec_start", original_start)
+
+    assert run_once("echo err >&2") == {"timed_out": False, "output": "err\n", "returncode": 0}
+    assert waited == [True]
+    many = run_once("seq 1 3000; echo done >&2")
+    assert many["output"] == "".join(f"{i}\n" for i in range(1, 3001)) + "done\n"
