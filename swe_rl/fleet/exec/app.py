@@ -12,6 +12,7 @@ The work itself is in the sibling modules: `validation` (bodies into the protoco
 from __future__ import annotations
 
 import argparse
+import gc
 import hmac
 import logging
 import os
@@ -251,6 +252,9 @@ def serve(cfg: ExecConfig) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, _term)
+    # What the start made (modules, the app, adopted containers) out of the collector's reach: its full
+    # collections stop every request's thread, and would otherwise rescan all of it each time.
+    gc.freeze()
     waitress.serve(
         app,
         host=cfg.host,
