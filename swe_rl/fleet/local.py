@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swe_rl.fleet.local_networks import allowed_networks, make_networks, remove_networks
+from swe_rl.fleet.local_networks import allowed_networks, make_networks, new_user, remove_networks
 from swe_rl.fleet.protocol import LABEL_MANAGED, LABEL_SERVER, MANAGED_VALUE
 
 EXEC_SERVER_ARGS = ["-m", "swe_rl.fleet.exec.app"]
@@ -149,6 +149,8 @@ class LocalFleet:
     _procs: list[subprocess.Popen] = field(default_factory=list, repr=False)
     _tmp: Any = field(default=None, repr=False)
     _owned_networks: list[str] = field(default_factory=list, repr=False)
+    _network_user: str = field(default_factory=new_user, repr=False)
+    """This fleet's name in the shared networks' users files (`local_networks`)."""
 
     def client_env(self) -> dict[str, str]:
         return {"SWE_POOL_URL": self.pool_url, "SWE_POOL_TOKEN": self.token}
@@ -182,7 +184,7 @@ class LocalFleet:
         if self.python == sys.executable:
             check_server_modules()
         if self.networks:
-            self._owned_networks = self._docker(make_networks, self.networks)
+            self._owned_networks = self._docker(make_networks, self.networks, self._network_user)
         if self.log_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="swe-rl-fleet-")
             self.log_dir = Path(self._tmp.name)
@@ -241,7 +243,7 @@ class LocalFleet:
         self._procs.clear()
         self._sweep()
         if self._owned_networks:
-            kept = self._docker(remove_networks, self._owned_networks)
+            kept = self._docker(remove_networks, self._owned_networks, self._network_user)
             if kept:
                 print(
                     f"local fleet: networks still in use by others, kept: {', '.join(kept)}", file=sys.stderr

@@ -11,7 +11,7 @@ import pytest
 
 from swe_rl.fleet import local
 from swe_rl.fleet.local import LocalFleet
-from swe_rl.fleet.local_networks import LABEL_CREATOR, allowed_networks
+from swe_rl.fleet.local_networks import LABEL_CREATOR, allowed_networks, users_dir
 from tests.conftest import TEST_ID_PREFIX
 
 
@@ -52,6 +52,28 @@ def test_a_missing_network_is_made_internal_allowed_and_removed_after(docker_cli
             other = create_on(fleet, base_image, f"{TEST_ID_PREFIX}not-asked-for")
             assert other.status_code == 403, other.text  # only the named ones are allowed
         assert not network_exists(docker_client, name)
+    finally:
+        for net in docker_client.networks.list(names=[name]):
+            net.remove()
+
+
+@pytest.mark.docker
+def test_a_network_two_fleets_share_is_removed_by_the_last_to_stop(docker_client, base_image):
+    """The defect a side-by-side pair of test runs found: the fleet that made the network removed it at
+    its stop while another fleet still used it (between two episodes: no container on it), whose next
+    allocate then failed with "network not found"."""
+    name = f"{TEST_ID_PREFIX}net-shared"
+    try:
+        first = LocalFleet(exec_servers=1, max_containers_per_node=2, networks=[name])
+        with first:
+            with LocalFleet(exec_servers=1, max_containers_per_node=2, networks=[name]) as second:
+                assert docker_client.networks.get(name).attrs["Labels"][LABEL_CREATOR]  # the first made it
+                first.stop()  # the maker stops first, the other goes on
+                assert network_exists(docker_client, name)
+                r = create_on(second, base_image, name)
+                assert r.status_code == 200, r.text
+            assert not network_exists(docker_client, name)  # the last one removed it
+        assert not (users_dir() / f"{name}.users").exists()  # and its users file
     finally:
         for net in docker_client.networks.list(names=[name]):
             net.remove()
