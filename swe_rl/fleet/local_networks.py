@@ -5,8 +5,8 @@ An instance row may name a network its tests need (the bundled `pytoolz__toolz-9
 creates it (``docker network create --internal NAME``) and allows it (``SWE_EXEC_NETWORKS``); a
 local fleet does both itself. A network it creates is internal (no egress: the tests get the
 network trait, not the internet) and labelled with the creating process's pid. Several local fleets
-on one machine share it (two eval runs, two test runs side by side): each one using it writes its pid
-in the network's users file (`users_dir`, under a lock), and the last one to stop removes it, whoever
+on one machine share it (two eval runs, two test runs side by side): each one using it writes its name
+(pid and token) in the network's users file (`users_dir`, under a lock), and the last one to stop removes it, whoever
 made it. Why: the maker removed it at its stop while another fleet was between two episodes on it, and
 that fleet's next allocate found no network (seen in a side-by-side pair of test runs). A network no
 local fleet made (no label) is used as it is and kept; pids of fleets that died are dropped.
