@@ -114,12 +114,11 @@ def make_networks(client: Any, names: Iterable[str], user: str) -> list[str]:
                     if exc.status_code != 409:
                         raise
                     continue  # made just now by a process that does not share our lock: theirs
-                users.add(user)
-                used.append(name)
-                continue
-            if LABEL_CREATOR in (net.attrs.get("Labels") or {}):
-                users.add(user)  # a local fleet's: shared, the last user removes it
-                used.append(name)
+            else:
+                if LABEL_CREATOR not in (net.attrs.get("Labels") or {}):
+                    continue  # no local fleet made it: used as it is and kept
+            users.add(user)  # a local fleet's: shared, the last user removes it
+            used.append(name)
     return used
 
 
