@@ -22,6 +22,7 @@ import docker
 import docker.errors
 
 from swe_rl.fleet.exec.executor import (
+    BOOT_ID,
     KILLER,
     MARKER_VAR,
     MERGED_WRAPPER,
@@ -29,6 +30,7 @@ from swe_rl.fleet.exec.executor import (
     TIMEOUT_RETURNCODE,
     WRAPPER,
     CommandOutcome,
+    CommandStart,
     pid_in_container,
     start_ticks,
 )
@@ -97,6 +99,8 @@ class DockerExecutor:
         """Test hook: called with the command's tag in the kill thread, before any kill (forces orders)."""
         self.awaiting_kill: Callable[[str], None] | None = None
         """Test hook: called with the command's tag once its kill started (its answer now waits for it)."""
+        self.boot_id = BOOT_ID
+        """This kernel's boot id: a container that reads the same runs on this kernel (tests change it)."""
 
     def run(
         self,
@@ -111,7 +115,8 @@ class DockerExecutor:
         user: str | None = None,
     ) -> CommandOutcome:
         tag = secrets.token_hex(8)
-        start = time.monotonic()
+        began = CommandStart.now()
+        start = began.monotonic
         self._running[tag] = (container_id, start)
         killed = threading.Event()
         out = HeadTailBuffer(max_output)
@@ -133,7 +138,7 @@ class DockerExecutor:
 
             def kill() -> None:
                 try:
-                    self.kill_group(container_id, tag, exec_id, start)
+                    self.kill_group(container_id, tag, exec_id, began)
                 finally:
                     killed.set()
 
@@ -221,7 +226,7 @@ class DockerExecutor:
             _split_frames(buf, out, err)
         return timed_out
 
-    def kill_group(self, container_id: str, tag: str, exec_id: str, started: float) -> None:
+    def kill_group(self, container_id: str, tag: str, exec_id: str, started: CommandStart) -> None:
         """Kill the timed-out command's whole process group, and what escaped it, until its exec ended.
 
         Each pass kills first from the host when this server shares the daemon's PID namespace (needs
@@ -245,9 +250,10 @@ class DockerExecutor:
             host_pid = int(info.get("Pid") or 0)
             if info and not host_pid and info.get("ExitCode") is None:
                 # Not started yet (the daemon says Running with Pid 0 for a moment): nothing of the
-                # command may exist, and a kill now could only go by the age fallback, which takes a
-                # process started just before the command for its own (seen: the `sleep infinity` of
-                # a container started a moment before, which stopped the container).
+                # command may exist, and a kill now could only go by the start fallback, which (as an
+                # age, for a remote daemon) takes a process started just before the command for its
+                # own (seen: the `sleep infinity` of a container started a moment before, which
+                # stopped the container).
                 time.sleep(min(0.05 * 2**attempt, 1.0))
                 continue
             if host_pid > 0 and pid_in_container(host_pid, container_id):
@@ -267,17 +273,22 @@ class DockerExecutor:
         )
 
     def _kill_inside(
-        self, container_id: str, tag: str, kill_tag: str, cutoff: str, started: float
+        self, container_id: str, tag: str, kill_tag: str, cutoff: str, started: CommandStart
     ) -> str | None:
         """One `KILLER` run in the container: the cutoff it used ('' when unknown), or None when the
-        container cannot run it any more."""
-        age = int((time.monotonic() - started) * TICKS) + TICKS // 5  # a little before the start
+        container cannot run it any more.
+
+        Without a cutoff (nothing of the command alive to date it) the killer takes the command's start
+        on the boot clock when the container's kernel is this one (exact), else the age measured here
+        less a margin for the killer reading its clock later (which can reach a process started just
+        before the command: seen, a container's own `sleep infinity`, which stopped the container)."""
+        age = int((time.monotonic() - started.monotonic) * TICKS) + TICKS // 5
         self._running[kill_tag] = (container_id, time.monotonic())
         keep = " ".join(t for t, (cid, _) in list(self._running.items()) if cid == container_id and t != tag)
         try:
             kill_id = self.api.exec_create(
                 container_id,
-                ["/bin/sh", "-c", KILLER, tag, cutoff, str(age), keep],
+                ["/bin/sh", "-c", KILLER, tag, cutoff, str(age), keep, self.boot_id, str(started.boot_tick)],
                 environment={MARKER_VAR: kill_tag},
                 user="0",
             )["Id"]  # whoever ran it

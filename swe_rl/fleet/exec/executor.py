@@ -12,6 +12,7 @@ output is the backend's own (`docker_exec.py` for Docker).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 TIMEOUT_RETURNCODE = 124  # GNU timeout's convention
@@ -47,13 +48,16 @@ stream separately, so under load a line of one can land inside a line of the oth
 gold patch). One pipe keeps the order the processes wrote in."""
 # Run inside the container on a timeout ($0 tag, $1 the command's start in clock ticks since boot or
 # empty, $2 its age in ticks, $3 the tags of the other commands running in the container and of the
-# killers, space-separated). It kills every process carrying the tag, and every process without the
+# killers, space-separated, $4 the server's boot id, $5 the first boot-clock tick the command could
+# have started in: used instead of the age when the container's kernel has that boot id). It kills every process carrying the tag, and every process without the
 # tag of another running command (no tag, or a stale or forged one) that started after the command
 # did and descends from no other running command: so `env -i setsid`, double forks and the like die
 # with their command, while a command running beside it and what earlier commands left survive.
 KILLER = r"""
-tag=$0 cutoff=$1 age=$2 keep=$3
+tag=$0 cutoff=$1 age=$2 keep=$3 boot=$4 since=$5
 read -r up _ < /proc/uptime; up=${up%%.*}${up#*.}; fallback=$((up - age))
+b=; read -r b 2>/dev/null < /proc/sys/kernel/random/boot_id
+[ -n "$boot" ] && [ "$b" = "$boot" ] && [ -n "$since" ] && fallback=$since
 procs() {
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
@@ -108,6 +112,36 @@ exit 0
 
 
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+BOOT_ID = _boot_id()
+"""This kernel's boot id ('' when unknown); a container on the same kernel reads the same one."""
+
+
+@dataclass(frozen=True)
+class CommandStart:
+    """When the server started a command, on two clocks. Why: a kill that finds nothing of the command
+    alive (only an escapee that cleared its environment) kills what started after the command, so it
+    needs the command's start. `boot_tick` is exact for a daemon on this kernel (process starts in
+    `/proc/<pid>/stat` count ticks on the same boot clock); `monotonic` gives an age for a remote one."""
+
+    monotonic: float
+    boot_tick: int
+    """The first boot-clock tick the command's processes can have started in: the tick after the one
+    `run` was called in, so a process started in that same tick (before the call) is never taken for one."""
+
+    @classmethod
+    def now(cls) -> CommandStart:
+        boot = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+        return cls(time.monotonic(), int(time.clock_gettime(boot) * TICKS) + 1)
 
 
 def start_ticks(pid: int) -> str:

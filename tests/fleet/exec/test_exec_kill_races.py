@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from swe_rl.fleet.exec.docker_exec import DockerExecutor
-from swe_rl.fleet.exec.executor import MARKER_VAR
+from swe_rl.fleet.exec.executor import MARKER_VAR, TICKS, CommandStart
 from tests.conftest import BASE_IMAGE, TEST_ID_PREFIX
 
 BOUND = 120  # far above a kill's time: only a hang reaches it
@@ -148,13 +148,53 @@ def test_later_passes_keep_the_commands_start(box):
     start(["sleep", "502"], {MARKER_VAR: "the-command"})
     while alive() != ["sleep 501", "sleep 502"]:
         pass
-    # The command "started" a minute ago by the server's clock: the age fallback reaches the bystander.
-    used = ex._kill_inside(cid, "the-command", "kill-the-command", "", time.monotonic() - 60)
+    # The command "started" a minute ago by the server's clocks: the start fallback reaches the bystander.
+    a_minute_ago = CommandStart(time.monotonic() - 60, CommandStart.now().boot_tick - 60 * TICKS)
+    used = ex._kill_inside(cid, "the-command", "kill-the-command", "", a_minute_ago)
     assert used and used.isdigit()
     assert alive() == ["sleep 501"]
     # A later pass with the cutoff kept spares it too.
-    assert ex._kill_inside(cid, "the-command", "kill-the-command", used, time.monotonic() - 60) == used
+    assert ex._kill_inside(cid, "the-command", "kill-the-command", used, a_minute_ago) == used
     assert alive() == ["sleep 501"]
+
+
+def _start_tick(ex: DockerExecutor, cid: str, args: str) -> int:
+    out = run(ex, cid, f"for p in $(pgrep -fx '{args}'); do cut -d' ' -f22 /proc/$p/stat; done")["output"]
+    (tick,) = out.split()
+    return int(tick)
+
+
+@pytest.mark.parametrize("same_kernel", [True, False])
+def test_with_nothing_of_the_command_alive_its_start_is_the_cutoff(box, same_kernel):
+    """A kill pass that finds nothing of the command alive (no tagged process, no host pid: only an escapee
+    that cleared its environment) kills what started after the command, and spares a process started the
+    tick before it. On this kernel the killer reads the command's start on the boot clock, exact; the
+    age the server measured (here one that reaches back a minute, what a late killer clock does to a
+    margin) is for a remote daemon only, and there it reaches the bystander. Before the boot clock, the
+    age with a 0.2 s margin was the only fallback (suspected in a side-by-side CI run: a container's own
+    `sleep infinity` killed, the container stopped)."""
+    ex, cid = box
+    api = ex.api
+    if not same_kernel:
+        ex.boot_id = "another-kernel"
+
+    def start(argv: list[str]) -> None:
+        api.exec_start(api.exec_create(cid, argv)["Id"], detach=True)
+
+    start(["sleep", "511"])  # a bystander, no tag
+    while sleeps(ex, cid) != ["sleep 511"]:
+        pass
+    before = _start_tick(ex, cid, "sleep 511")
+    while int(run(ex, cid, "cut -d' ' -f22 /proc/self/stat")["output"]) <= before:
+        pass  # the escapee starts at least one tick after the bystander
+    start(["sleep", "512"])  # the escapee: no tag, started after the command
+    while sleeps(ex, cid) != ["sleep 511", "sleep 512"]:
+        pass
+    assert _start_tick(ex, cid, "sleep 512") > before
+    command = CommandStart(time.monotonic() - 60, before + 1)  # started in the tick after the bystander
+    used = ex._kill_inside(cid, "the-command", "kill-the-command", "", command)
+    assert used and (int(used) == before + 1 if same_kernel else int(used) <= before), used
+    assert sleeps(ex, cid) == (["sleep 511"] if same_kernel else [])
 
 
 def test_output_read_with_the_answers_headers_is_kept(box, monkeypatch):
