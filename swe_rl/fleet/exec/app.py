@@ -27,6 +27,7 @@ from werkzeug.exceptions import HTTPException
 from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER
 from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.exec import validation as v
+from swe_rl.fleet.exec.arrival import arrival, stamp_arrivals
 from swe_rl.fleet.exec.backend import BackendError, backend_class
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.manager import ContainerManager
@@ -48,7 +49,7 @@ def create_app(manager: ContainerManager) -> Flask:
 
     @app.before_request
     def _auth() -> Any:
-        g.t0 = time.monotonic()
+        g.t0 = arrival(request.environ)
         if request.path == "/healthz":
             return None
         header = request.headers.get("Authorization", "")
@@ -231,7 +232,7 @@ def parse_config(argv: list[str] | None = None) -> ExecConfig:
 
 def serve(cfg: ExecConfig) -> None:
     """Adopt and reap this node's containers, start the background threads, serve until SIGTERM."""
-    import waitress
+    import waitress.server
 
     manager = ContainerManager(cfg)
     reaped = manager.reap_once()
@@ -255,7 +256,7 @@ def serve(cfg: ExecConfig) -> None:
     # What the start made (modules, the app, adopted containers) out of the collector's reach: its full
     # collections stop every request's thread, and would otherwise rescan all of it each time.
     gc.freeze()
-    waitress.serve(
+    server = waitress.server.create_server(
         app,
         host=cfg.host,
         port=cfg.port,
@@ -264,8 +265,9 @@ def serve(cfg: ExecConfig) -> None:
         connection_limit=max(1000, cfg.threads * 4),
         ident="swe-exec-server",
         clear_untrusted_proxy_headers=True,
-        asyncore_use_poll=True,
-    )  # select() cannot watch descriptors past 1024
+        asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
+    )
+    stamp_arrivals(server).run()
 
 
 def main(argv: list[str] | None = None) -> None:

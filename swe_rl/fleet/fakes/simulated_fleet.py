@@ -62,6 +62,7 @@ def serve_nodes(
     import waitress.server
 
     from swe_rl.fleet.exec.app import create_app
+    from swe_rl.fleet.exec.arrival import stamp_arrivals
     from swe_rl.fleet.exec.backend import open_backend
     from swe_rl.fleet.exec.config import ExecConfig
     from swe_rl.fleet.exec.manager import ContainerManager
@@ -102,6 +103,7 @@ def serve_nodes(
         ident="swe-exec-memory",
         asyncore_use_poll=True,  # select() stops at fd 1024
     )
+    stamp_arrivals(server)  # each node's time starts when it read the request, as a real node's does
     threading.Thread(target=server.run, name="exec-nodes", daemon=True).start()
     return nodes, server
 
