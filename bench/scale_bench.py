@@ -1,7 +1,7 @@
 """Pool at scale on a simulated fleet: routing overhead, allocate burst, heartbeat cost, memory, restart.
 
 Runs `--nodes` in-memory exec servers (swe_rl/fleet/exec/memory_backend.py: the real exec server app,
-no Docker; commands are not run; all in one helper process) and a real pool server process on
+no Docker; commands are not run; in one helper process, or `--node-processes` of them) and a real pool server process on
 loopback. For each number of leases (default 1,000, 5,000, 20,000) a fresh pool holds that many at
 once, every one of them allocated, used, heartbeated and closed, and the bench measures in the same run:
 - allocate burst: the allocates opening every lease (`--burst` in flight at once), p50/p99;
@@ -95,15 +95,18 @@ class Phases:
         self.rows: list[tuple[str, float, float, float, float]] = []
 
     async def run(self, name: str, fn: Callable[[], Awaitable[Any]]) -> Any:
-        assert self.fleet.pool is not None and self.fleet.helper is not None
-        pool, helper = self.fleet.pool.pid, self.fleet.helper.pid
-        t, p, h, w = time.perf_counter(), cpu_s(pool), cpu_s(helper), runqueue_wait_s(pool)
+        assert self.fleet.pool is not None and self.fleet.helpers
+        pool, helpers = self.fleet.pool.pid, [h.pid for h in self.fleet.helpers]
+        t, p, w = time.perf_counter(), cpu_s(pool), runqueue_wait_s(pool)
+        h = sum(cpu_s(pid) for pid in helpers)
         result = await fn()
         assert self.fleet.pool is not None
         same = self.fleet.pool.pid == pool
         pool_cpu = cpu_s(self.fleet.pool.pid) - (p if same else 0.0)
         wait = runqueue_wait_s(self.fleet.pool.pid) - (w if same else 0.0)
-        self.rows.append((name, time.perf_counter() - t, pool_cpu, cpu_s(helper) - h, wait))
+        self.rows.append(
+            (name, time.perf_counter() - t, pool_cpu, sum(cpu_s(pid) for pid in helpers) - h, wait)
+        )
         return result
 
 
@@ -179,8 +182,8 @@ def pin(fleet: MemoryFleet, cpu: int | None) -> None:
     others = (os.sched_getaffinity(0) | {cpu}) - {cpu} or {cpu}
     os.sched_setaffinity(fleet.pool.pid, {cpu})
     os.sched_setaffinity(0, others)
-    if fleet.helper is not None:
-        os.sched_setaffinity(fleet.helper.pid, others)
+    for helper in fleet.helpers:
+        os.sched_setaffinity(helper.pid, others)
 
 
 async def pool_status(fleet: MemoryFleet) -> dict[str, Any]:
@@ -403,6 +406,7 @@ async def main_async(args: argparse.Namespace) -> None:
         max_per_node=top // args.nodes + 20,
         latency_ms=args.latency_ms,
         threads=args.threads,
+        node_processes=args.node_processes,
         pool_env={"SWE_POOL_LEASE_TTL": "900", **({} if args.warm else {"SWE_POOL_WARM_MIN": "0"})},
         # The nodes reap on their default interval: a create being recorded is never unknown to the reaper.
         exec_env={} if args.warm else {"SWE_EXEC_WARM_BURST_WINDOW": "0"},
@@ -449,6 +453,13 @@ def main() -> None:
         help="after the restart, exec on the sample only (every lease is still heartbeated)",
     )
     p.add_argument("--threads", type=int, default=4, help="WSGI threads per simulated exec server")
+    p.add_argument(
+        "--node-processes",
+        type=int,
+        default=1,
+        help="helper processes the simulated nodes are split over (a helper's loop polls all its sockets "
+        "each turn, so its CPU per request grows with the nodes it serves)",
+    )
     p.add_argument(
         "--warm",
         action="store_true",

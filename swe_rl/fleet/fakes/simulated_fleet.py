@@ -189,12 +189,18 @@ TAIL_LINES = 80
 
 @dataclass
 class MemoryFleet:
-    """`nodes` in-memory exec servers (one helper process) and a pool server process, on loopback."""
+    """`nodes` in-memory exec servers (in `node_processes` helper processes) and a pool server process,
+    on loopback."""
 
     nodes: int = 20
     max_per_node: int = 100
     latency_ms: str = "0"
     threads: int = 8
+    node_processes: int = 1
+    """Helper processes the nodes are split over. Why more than one at scale: each helper's waitress loop
+    polls every socket it holds on each turn (the nodes' listeners and every connection to them), so its
+    CPU per request grows with the nodes it serves; 200 nodes in one helper cost ~7 ms of CPU per exec,
+    and what the pool's overhead measured was that helper's queue (docs/fleet.md, round six)."""
     images: list[str] = field(default_factory=list)
     pool_env: dict[str, str] = field(default_factory=dict)
     exec_env: dict[str, str] = field(default_factory=dict)
@@ -205,6 +211,8 @@ class MemoryFleet:
     pool_url: str = ""
     exec_urls: list[str] = field(default_factory=list)
     helper: subprocess.Popen | None = None
+    """The first helper process (the only one by default)."""
+    more_helpers: list[subprocess.Popen] = field(default_factory=list)
     pool: subprocess.Popen | None = None
     _own_dir: Path | None = field(default=None, repr=False)
     """The temporary log directory this fleet made (removed by `stop` unless something failed)."""
@@ -227,36 +235,24 @@ class MemoryFleet:
             self._own_dir = self.log_dir = Path(tempfile.mkdtemp(prefix="swe-rl-memory-fleet-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "SWE_EXEC_TOKEN": self.token, **self.exec_env}
-        self.helper = subprocess.Popen(
-            [
-                self.python,
-                "-m",
-                "swe_rl.fleet.fakes.simulated_fleet",
-                "--nodes",
-                str(self.nodes),
-                "--max-containers",
-                str(self.max_per_node * 2),
-                "--latency-ms",
-                self.latency_ms,
-                "--threads",
-                str(self.threads),
-                "--images",
-                ",".join(self.images),
-                "--state-dir",
-                str(self.log_dir / "exec-state"),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=open(self.log_dir / "exec-nodes.log", "ab"),
-            start_new_session=True,
-            preexec_fn=killed_with_parent,
-            text=True,
-        )
-        assert self.helper.stdout is not None
-        line = self.helper.stdout.readline()
-        if not line:
-            raise RuntimeError(f"memory exec servers did not start; see {self.log_dir / 'exec-nodes.log'}")
-        self.exec_urls = json.loads(line)["urls"]
+        parts = max(1, min(self.node_processes, self.nodes))
+        shares = [self.nodes // parts + (1 if i < self.nodes % parts else 0) for i in range(parts)]
+        started = []
+        for i, share in enumerate(shares):
+            started.append(self._start_helper(env, share, f"exec-state-{i}" if i else "exec-state"))
+            if i == 0:
+                self.helper = started[0]
+            else:
+                self.more_helpers.append(started[-1])
+        self.exec_urls = []
+        for helper in started:
+            assert helper.stdout is not None
+            line = helper.stdout.readline()
+            if not line:
+                raise RuntimeError(
+                    f"memory exec servers did not start; see {self.log_dir / 'exec-nodes.log'}"
+                )
+            self.exec_urls += json.loads(line)["urls"]
         port = free_port()
         self._pool_env = {
             **os.environ,
@@ -273,6 +269,39 @@ class MemoryFleet:
         }
         self.pool_url = f"http://127.0.0.1:{port}"
         self.start_pool()
+
+    @property
+    def helpers(self) -> list[subprocess.Popen]:
+        """Every helper process serving nodes."""
+        return [h for h in [self.helper, *self.more_helpers] if h is not None]
+
+    def _start_helper(self, env: dict[str, str], nodes: int, state: str) -> subprocess.Popen:
+        assert self.log_dir is not None
+        return subprocess.Popen(
+            [
+                self.python,
+                "-m",
+                "swe_rl.fleet.fakes.simulated_fleet",
+                "--nodes",
+                str(nodes),
+                "--max-containers",
+                str(self.max_per_node * 2),
+                "--latency-ms",
+                self.latency_ms,
+                "--threads",
+                str(self.threads),
+                "--images",
+                ",".join(self.images),
+                "--state-dir",
+                str(self.log_dir / state),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=open(self.log_dir / "exec-nodes.log", "ab"),
+            start_new_session=True,
+            preexec_fn=killed_with_parent,
+            text=True,
+        )
 
     def start_pool(self, *, wait: bool = True) -> float:
         """Start the pool server (again: same port, owner id and lease store); seconds until it is ready
@@ -309,7 +338,7 @@ class MemoryFleet:
         the exec servers died before being told to stop or did not exit cleanly when told.
         """
         problems = ["the code using the fleet raised"] if failed else []
-        for name, proc in (("pool server", self.pool), ("exec servers", self.helper)):
+        for name, proc in (("pool server", self.pool), *(("exec servers", h) for h in self.helpers)):
             if proc is None:
                 continue
             if proc.poll() is not None:
@@ -324,8 +353,9 @@ class MemoryFleet:
                 problems.append(f"the {name} did not stop within 60 s of SIGTERM")
             if code not in (0, -signal.SIGTERM):  # uvicorn re-raises SIGTERM after a clean shutdown
                 problems.append(f"the {name} exited with code {code} when told to stop")
-        if self.helper is not None and self.helper.stdout is not None:
-            self.helper.stdout.close()
+        for helper in self.helpers:
+            if helper.stdout is not None:
+                helper.stdout.close()
         if problems:
             self.report(problems)
         elif self._own_dir is not None:
