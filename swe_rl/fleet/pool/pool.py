@@ -127,7 +127,7 @@ class Pool(LeaseLiveness, WarmDemand):
             time.monotonic() - t1,
         )
         for loop, interval in (
-            (self.check_health, self.cfg.health_interval),
+            (self.check_health_spread, self.cfg.health_interval / 2),  # a node every health_interval
             (self.reap_expired, self.cfg.reap_interval),
             (self.touch_live, self.cfg.effective_touch_interval),
             (self.snapshots.reap, self.cfg.reap_interval),
