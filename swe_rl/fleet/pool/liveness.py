@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from swe_rl.fleet.pool.nodes import Node, NodeSet, fetch_health, refresh_images
+from swe_rl.fleet.pool.nodes import Node, NodeSet, fetch_health, health_timeout, refresh_images
 from swe_rl.fleet.pool.routing import json_of
 from swe_rl.fleet.protocol import MAX_HEARTBEAT_BATCH, ApiError, HeartbeatRequest, parse
 
@@ -124,8 +124,9 @@ class LeaseLiveness:
             node.checked.set()  # calls on its leases held since the start go on (or fail fast: node down)
 
     async def _check_node_once(self, node: Node) -> None:
+        wire = self.calls.health_wire_of(node.url, health_timeout(self.cfg.health_interval))
+        ok, reason, timed_out = await fetch_health(wire, node, self.cfg.health_interval)
         http = self.calls.health_of(node.url)
-        ok, reason, timed_out = await fetch_health(http, node, self.cfg.health_interval)
         if not ok:
             self.nodes.failed(node, reason, slow=timed_out)
             return

@@ -107,7 +107,14 @@ class NodeWire:
     async def post(self, path: str, payload: dict[str, Any], timeout: float) -> NodeAnswer:
         """POST payload as JSON to path; the answer, or WireConnectTimeout / WireTimeout / WireError."""
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        head = f"POST {self.base}{path} HTTP/1.1\r\n{self._headers}Content-Length: {len(body)}\r\n\r\n"
+        return await self._request("POST", path, body, timeout)
+
+    async def get(self, path: str, timeout: float) -> NodeAnswer:
+        """GET path; the answer, or WireConnectTimeout / WireTimeout / WireError."""
+        return await self._request("GET", path, b"", timeout)
+
+    async def _request(self, method: str, path: str, body: bytes, timeout: float) -> NodeAnswer:
+        head = f"{method} {self.base}{path} HTTP/1.1\r\n{self._headers}Content-Length: {len(body)}\r\n\r\n"
         conn = self._reuse() or await self._connect()
         try:
             conn.writer.write(head.encode("latin-1") + body)

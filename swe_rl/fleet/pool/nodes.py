@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from swe_rl.fleet.pool.node_wire import NodeWire, WireConnectTimeout, WireError, WireTimeout
 from swe_rl.fleet.pool.routing import json_of
 from swe_rl.fleet.protocol import ApiError
 
@@ -114,16 +115,22 @@ class NodeSet:
         node.healthy, node.failures, node.last_health, node.slow = True, 0, time.time(), False
 
 
-async def fetch_health(http: httpx.AsyncClient, node: Node, health_interval: float) -> tuple[bool, str, bool]:
+def health_timeout(health_interval: float) -> float:
+    """Seconds a health check may take (connecting included)."""
+    return min(5.0, max(1.0, health_interval))
+
+
+async def fetch_health(wire: NodeWire, node: Node, health_interval: float) -> tuple[bool, str, bool]:
     """GET the node's /healthz: ok, the reason when not, and whether it only timed out. On success its
     figures are taken into `node` (up/down is the caller's)."""
     try:
-        resp = await http.get(node.url + "/healthz", timeout=min(5.0, max(1.0, health_interval)))
+        resp = await wire.get("/healthz", timeout=health_timeout(health_interval))
         health = json_of(resp)
         ok = resp.status_code == 200 and health.get("ok") is True
         reason = "" if ok else f"/healthz answered {resp.status_code}"
-    except (httpx.HTTPError, ApiError) as exc:
-        return False, f"/healthz failed: {type(exc).__name__}: {exc}", isinstance(exc, httpx.TimeoutException)
+    except (WireError, ApiError) as exc:
+        timed_out = isinstance(exc, (WireTimeout, WireConnectTimeout))
+        return False, f"/healthz failed: {type(exc).__name__}: {exc}", timed_out
     if ok:
         node.report(health)
     return ok, reason, False

@@ -90,6 +90,8 @@ class NodeCalls:
         pass quadratic in the number of nodes (most of the pool's CPU at 200 nodes)."""
         self.wires: dict[str, NodeWire] = {}
         """The lean client of each node's routed calls (`route_post`)."""
+        self.health_wires: dict[str, NodeWire] = {}
+        """The lean client of each node's health checks (`health_wire_of`)."""
         self._shard_counter = itertools.count()
         self._ssl: ssl.SSLContext | None = None
 
@@ -109,7 +111,7 @@ class NodeCalls:
         for client in [self.http, *shards, *self.health_http.values()]:
             if client is not None:
                 await client.aclose()
-        for wire in self.wires.values():
+        for wire in [*self.wires.values(), *self.health_wires.values()]:
             wire.close()
 
     def shards_of(self, url: str) -> list[httpx.AsyncClient]:
@@ -120,11 +122,22 @@ class NodeCalls:
         return shards
 
     def health_of(self, url: str) -> httpx.AsyncClient:
-        """The client of a node's health checks and image lists."""
+        """The client of a node's image lists and reconciliation (its health checks: `health_wire_of`)."""
         client = self.health_http.get(url)
         if client is None:
             client = self.health_http[url] = self._new_client()
         return client
+
+    def health_wire_of(self, url: str, timeout: float) -> NodeWire:
+        """The lean client of a node's health checks (connecting within the check's own timeout). Why not
+        httpx: a check over httpx cost ~3 ms of the pool's CPU, and 200 nodes every 5 s were three
+        quarters of an idle pool's time (sampled: 17% of a core holding 20,000 leases)."""
+        wire = self.health_wires.get(url)
+        if wire is None:
+            wire = self.health_wires[url] = NodeWire(
+                url, self.token, ssl_context=self._ssl, connect_timeout=timeout
+            )
+        return wire
 
     def _new_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
