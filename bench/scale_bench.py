@@ -406,7 +406,7 @@ async def main_async(args: argparse.Namespace) -> None:
         max_per_node=top // args.nodes + 20,
         latency_ms=args.latency_ms,
         threads=args.threads,
-        node_processes=args.node_processes,
+        node_processes=args.node_processes or -(-args.nodes // 25),
         pool_env={"SWE_POOL_LEASE_TTL": "900", **({} if args.warm else {"SWE_POOL_WARM_MIN": "0"})},
         # The nodes reap on their default interval: a create being recorded is never unknown to the reaper.
         exec_env={} if args.warm else {"SWE_EXEC_WARM_BURST_WINDOW": "0"},
@@ -456,9 +456,9 @@ def main() -> None:
     p.add_argument(
         "--node-processes",
         type=int,
-        default=1,
-        help="helper processes the simulated nodes are split over (a helper's loop polls all its sockets "
-        "each turn, so its CPU per request grows with the nodes it serves)",
+        default=None,
+        help="helper processes the simulated nodes are split over (default: one per 25 nodes; a helper's "
+        "loop polls all its sockets each turn, so its CPU per request grows with the nodes it serves)",
     )
     p.add_argument(
         "--warm",
