@@ -49,8 +49,8 @@ gold patch). One pipe keeps the order the processes wrote in."""
 # Run inside the container on a timeout ($0 tag, $1 the command's start in clock ticks since boot or
 # empty, $2 its age in ticks, $3 the tags of the other commands running in the container and of the
 # killers, space-separated, $4 the server's boot id, $5 the first boot-clock tick the command could
-# have started in: used instead of the age when the container's kernel has that boot id). It kills every process carrying the tag, and every process without the
-# tag of another running command (no tag, or a stale or forged one) that started after the command
+# have started in: used instead of the age when the container's kernel has that boot id). It kills
+# every process carrying the tag, and every process without the tag of another running command (no tag, or a stale or forged one) that started after the command
 # did and descends from no other running command: so `env -i setsid`, double forks and the like die
 # with their command, while a command running beside it and what earlier commands left survive.
 KILLER = r"""
