@@ -52,7 +52,10 @@ gold patch). One pipe keeps the order the processes wrote in."""
 # have started in: used instead of the age when the container's kernel has that boot id). It kills
 # every process carrying the tag, and every process without the tag of another running command (no tag, or a stale or forged one) that started after the command
 # did and descends from no other running command: so `env -i setsid`, double forks and the like die
-# with their command, while a command running beside it and what earlier commands left survive.
+# with their command, while a command running beside it and what earlier commands left survive. The
+# container's own processes (its init's session, 1: a command comes in by exec in a session of its own
+# and no process can join another session) are never listed: the main process is forked by the init a
+# moment after `start` answers, so on a loaded machine it can start after a command exec'd at once.
 KILLER = r"""
 tag=$0 cutoff=$1 age=$2 keep=$3 boot=$4 since=$5
 read -r up _ < /proc/uptime; up=${up%%.*}${up#*.}; fallback=$((up - age))
@@ -66,6 +69,7 @@ procs() {
     st=${st##*) }
     set -- $st
     [ "$1" = Z ] && continue
+    [ "$4" = 1 ] && continue
     e=$(tr '\000' '\n' < "$d/environ" 2>/dev/null | grep '^SWE_RL_EXEC_TAG=')
     v=${e#SWE_RL_EXEC_TAG=}
     if [ -z "$e" ]; then c=2

@@ -240,3 +240,42 @@ def test_output_read_with_the_answers_headers_is_kept(box, monkeypatch):
     assert waited == [True]
     many = run_once("seq 1 3000; echo done >&2")
     assert many["output"] == "".join(f"{i}\n" for i in range(1, 3001)) + "done\n"
+
+
+@pytest.mark.parametrize("init", [True, False])
+def test_the_containers_own_process_started_after_the_command_survives(docker_client, base_image, init):
+    """The container's own processes (its init's session) never die with a command, even one started after
+    the command did. Why: the container's main process is forked by its init a moment after `start`
+    answers, and on a loaded machine a command exec'd at once can start first; the kill then took that
+    `sleep infinity` for the command's escapee and the container stopped (seen in side-by-side CI runs:
+    409 on the next exec). Forced here: the main process starts only once the command made a file."""
+    main = "until [ -e /tmp/go ]; do sleep 0.05; done; sleep infinity & wait"
+    c = docker_client.containers.run(
+        BASE_IMAGE,
+        ["sh", "-c", main],
+        name=f"{TEST_ID_PREFIX}kill-{secrets.token_hex(4)}",
+        labels={"swe-rl.managed-by": "swe-rl", "swe-rl.exec-server": f"{TEST_ID_PREFIX}kill"},
+        init=init,
+        detach=True,
+        network_mode="none",
+    )
+    try:
+        ex = DockerExecutor(docker_client)
+
+        def main_started(tag: str) -> None:
+            for _ in range(BOUND * 20):
+                if "sleep infinity" in run(ex, c.id, "ps -eo args --no-headers")["output"]:
+                    return
+                threading.Event().wait(0.05)
+            raise AssertionError("the container's main process never started")
+
+        ex.before_kill = main_started
+        res = run(ex, c.id, "touch /tmp/go; env -i setsid sleep 381 & sleep 300", timeout=1)
+        ex.before_kill = None
+        assert res["timed_out"] is True
+        c.reload()
+        assert c.status == "running"
+        out = run(ex, c.id, "ps -eo args --no-headers")["output"]
+        assert "sleep infinity" in out and "sleep 381" not in out and "sleep 300" not in out
+    finally:
+        c.remove(force=True)
