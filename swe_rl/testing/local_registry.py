@@ -45,8 +45,11 @@ def _free_port() -> int:
 class LocalRegistry:
     """`docker-registry serve` on a free loopback port; `stop()` ends it and deletes its storage."""
 
-    def __init__(self, binary: str = "docker-registry", storage: str | None = None) -> None:
-        """`storage`: a directory kept across runs (pushed layers need not be pushed again); default temporary."""
+    def __init__(
+        self, binary: str = "docker-registry", storage: str | None = None, start_timeout: float = 30.0
+    ) -> None:
+        """`storage`: a directory kept across runs (pushed layers need not be pushed again); default temporary.
+        A registry that exits or does not answer within `start_timeout` is stopped and its dir removed."""
         path = shutil.which(binary) or shutil.which("registry")
         if path is None:
             raise FileNotFoundError("docker-registry not installed (apt-get install docker-registry)")
@@ -58,9 +61,13 @@ class LocalRegistry:
         self.log = open(self.dir / "registry.log", "wb")
         self.proc = subprocess.Popen([path, "serve", str(config)], stdout=self.log, stderr=subprocess.STDOUT)
         self.host = f"127.0.0.1:{self.port}"
-        self._wait()
+        try:
+            self._wait(start_timeout)
+        except BaseException:
+            self.stop()
+            raise
 
-    def _wait(self, timeout: float = 30.0) -> None:
+    def _wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
