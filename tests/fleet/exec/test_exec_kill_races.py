@@ -23,18 +23,23 @@ from tests.conftest import BASE_IMAGE, TEST_ID_PREFIX
 BOUND = 120  # far above a kill's time: only a hang reaches it
 
 
-@pytest.fixture
-def box(docker_client, base_image) -> Iterator[tuple[DockerExecutor, str]]:
-    """An executor in this process and one container of the session's prefix (removed even on failure)."""
-    c = docker_client.containers.run(
+def start_container(docker_client, command: list[str], init: bool = True):
+    """A container of the session's prefix (the end-of-session sweep finds it) running `command`."""
+    return docker_client.containers.run(
         BASE_IMAGE,
-        ["sleep", "infinity"],
+        command,
         name=f"{TEST_ID_PREFIX}kill-{secrets.token_hex(4)}",
         labels={"swe-rl.managed-by": "swe-rl", "swe-rl.exec-server": f"{TEST_ID_PREFIX}kill"},
-        init=True,
+        init=init,
         detach=True,
         network_mode="none",
     )
+
+
+@pytest.fixture
+def box(docker_client, base_image) -> Iterator[tuple[DockerExecutor, str]]:
+    """An executor in this process and one container of the session's prefix (removed even on failure)."""
+    c = start_container(docker_client, ["sleep", "infinity"])
     try:
         yield DockerExecutor(docker_client), c.id
     finally:
@@ -250,15 +255,7 @@ def test_the_containers_own_process_started_after_the_command_survives(docker_cl
     `sleep infinity` for the command's escapee and the container stopped (seen in side-by-side CI runs:
     409 on the next exec). Forced here: the main process starts only once the command made a file."""
     main = "until [ -e /tmp/go ]; do sleep 0.05; done; sleep infinity & wait"
-    c = docker_client.containers.run(
-        BASE_IMAGE,
-        ["sh", "-c", main],
-        name=f"{TEST_ID_PREFIX}kill-{secrets.token_hex(4)}",
-        labels={"swe-rl.managed-by": "swe-rl", "swe-rl.exec-server": f"{TEST_ID_PREFIX}kill"},
-        init=init,
-        detach=True,
-        network_mode="none",
-    )
+    c = start_container(docker_client, ["sh", "-c", main], init=init)
     try:
         ex = DockerExecutor(docker_client)
 
