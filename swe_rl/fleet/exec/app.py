@@ -30,6 +30,8 @@ from swe_rl.fleet.exec import validation as v
 from swe_rl.fleet.exec.arrival import arrival, stamp_arrivals
 from swe_rl.fleet.exec.backend import BackendError, backend_class
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
+from swe_rl.fleet.exec.health import HealthMonitor
+from swe_rl.fleet.exec.health_lane import health_lane
 from swe_rl.fleet.exec.manager import ContainerManager
 from swe_rl.fleet.exec.snapshot_routes import add_snapshot_routes
 from swe_rl.fleet.image_protocol import NodePrefetchAnswer, NodePrefetchRequest
@@ -104,14 +106,12 @@ def create_app(manager: ContainerManager) -> Flask:
         total, available = node_memory()
         return {"memory_total": total, "memory_available": available, "cpus": os.cpu_count() or 1}
 
-    @app.get("/healthz")
-    def healthz() -> Any:
+    def health_snapshot() -> tuple[bool, dict[str, Any]]:
         healthy = manager.backend.health()
         managed = manager.count()
         leased = manager.leased_count()
         # Warm containers are evicted for a lease, so they are not taken from `free`.
-        return jsonify(
-            ok=healthy,
+        return healthy, dict(
             docker=healthy,  # the field's old name, kept on the wire
             server_id=cfg.server_id,
             version=__version__,
@@ -126,7 +126,16 @@ def create_app(manager: ContainerManager) -> Flask:
             **manager.warm_pool.counts(),
             **resources(),
             images=manager.images.counts(),
-        ), (200 if healthy else 503)
+        )
+
+    monitor = HealthMonitor(health_snapshot)
+    app.extensions["swe_health"] = monitor
+
+    @app.get("/healthz")
+    def healthz() -> Any:
+        """The last snapshot of `monitor` (health.py): answered at once, never behind a Docker call."""
+        healthy, figures = monitor.current()
+        return jsonify(ok=healthy, **figures), (200 if healthy else 503)
 
     @app.get("/images")
     def images() -> Any:
@@ -246,6 +255,7 @@ def serve(cfg: ExecConfig) -> None:
     )
     manager.start_background()
     app = create_app(manager)
+    app.extensions["swe_health"].start()
 
     def _term(signum: int, frame: Any) -> None:
         destroyed = manager.stop()
@@ -267,7 +277,8 @@ def serve(cfg: ExecConfig) -> None:
         clear_untrusted_proxy_headers=True,
         asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
     )
-    stamp_arrivals(server).run()
+    health_lane(stamp_arrivals(server))
+    server.run()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -39,6 +39,9 @@ from swe_rl.fleet.exec.image_disk import LocalImage
 if TYPE_CHECKING:
     from swe_rl.fleet.exec.config import ExecConfig
 
+PING_TIMEOUT = 3
+"""Seconds the health ping waits for the daemon (the node's health is stale after 4 s: `health.py`)."""
+
 # A start the runtime refuses because of what the request asked for (workdir, limits), not a broken node.
 _START_REFUSED = re.compile(
     r"OCI runtime create failed|error during container init|not a directory|"
@@ -128,13 +131,18 @@ class DockerBackend:
 
     name = "docker"
 
-    def __init__(self, client: docker.DockerClient) -> None:
+    def __init__(self, client: docker.DockerClient, pinger: docker.DockerClient | None = None) -> None:
         self.client = client
+        self._pinger = pinger
+        """A client of its own for the health ping, with a short timeout (`PING_TIMEOUT`): the main
+        client's 600 s would let a hung daemon hold the node's health check for ten minutes."""
         self._executor = DockerExecutor(client)
 
     @classmethod
     def from_config(cls, config: ExecConfig, env: Mapping[str, str]) -> DockerBackend:
-        return cls(docker.from_env(max_pool_size=max(16, config.threads), timeout=600, environment=dict(env)))
+        client = docker.from_env(max_pool_size=max(16, config.threads), timeout=600, environment=dict(env))
+        pinger = docker.from_env(max_pool_size=1, timeout=PING_TIMEOUT, environment=dict(env))
+        return cls(client, pinger)
 
     # containers
 
@@ -292,7 +300,7 @@ class DockerBackend:
 
     def health(self) -> bool:
         try:
-            return bool(self.client.ping())
+            return bool((self._pinger or self.client).ping())
         except Exception:  # noqa: BLE001 - any failure means "not healthy"
             return False
 
@@ -304,6 +312,8 @@ class DockerBackend:
 
     def close(self) -> None:
         self.client.close()
+        if self._pinger is not None:
+            self._pinger.close()
 
 
 class DockerImages:
