@@ -10,7 +10,9 @@ for reuse (at most `keep`, for `expiry` seconds: under the exec server's 120 s i
 one is still open).
 Errors keep the httpx split `routing.NodeCalls` maps: a connect timeout (`WireConnectTimeout`,
 retried there: nothing was sent), a read timeout (`WireTimeout`, 504), anything else (`WireError`:
-refused, reset, malformed; the node is marked down).
+refused, reset, malformed; the node is marked down). A kept-alive connection that breaks before one byte
+of its answer (the node closed it while idle) is first tried once more on a fresh connection: one stale
+connection does not mark a whole node down.
 """
 
 from __future__ import annotations
@@ -46,6 +48,20 @@ class WireTimeout(WireError):
 
 class WireConnectTimeout(WireError):
     """The node accepted no connection within the connect timeout (nothing was sent)."""
+
+
+class _StaleConnection(Exception):
+    """A kept-alive connection the node had closed: reset or ended before one byte of an answer."""
+
+
+def _nothing_answered(exc: BaseException) -> bool:
+    """The connection broke before any byte of the answer: an idle connection the node closed (its idle
+    timeout, a restart) just as it was reused. The node closed it before reading the request, so the call
+    is sent once more on a fresh connection rather than marking the node down (HTTP clients retry a
+    reused connection's first failure the same way). A break after part of an answer is never retried."""
+    if isinstance(exc, asyncio.IncompleteReadError):
+        return not exc.partial
+    return isinstance(exc, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError))
 
 
 class NodeAnswer:
@@ -115,15 +131,28 @@ class NodeWire:
 
     async def _request(self, method: str, path: str, body: bytes, timeout: float) -> NodeAnswer:
         head = f"{method} {self.base}{path} HTTP/1.1\r\n{self._headers}Content-Length: {len(body)}\r\n\r\n"
-        conn = self._reuse() or await self._connect()
+        request = head.encode("latin-1") + body
+        conn = self._reuse()
+        if conn is not None:
+            try:
+                return await self._exchange(conn, request, timeout)
+            except _StaleConnection:
+                pass  # closed by the node while idle: the request never reached it; once more, fresh
+        return await self._exchange(await self._connect(), request, timeout, reused=False)
+
+    async def _exchange(
+        self, conn: _Conn, request: bytes, timeout: float, *, reused: bool = True
+    ) -> NodeAnswer:
         try:
-            conn.writer.write(head.encode("latin-1") + body)
+            conn.writer.write(request)
             answer, reusable = await _within(_read_answer(conn.reader), timeout)
         except TimeoutError as exc:
             conn.close()
             raise WireTimeout(f"no answer within {timeout:g}s") from exc
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             conn.close()
+            if reused and _nothing_answered(exc):
+                raise _StaleConnection from exc
             raise WireError(f"{type(exc).__name__}: {exc}") from exc
         except BaseException:  # cancelled mid-call: the connection's state is unknown
             conn.close()

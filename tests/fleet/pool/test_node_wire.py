@@ -218,3 +218,53 @@ async def test_routing_maps_wire_failures_like_httpx_ones(serve):
         assert err.value.status == 504 and node.healthy
     finally:
         await calls.aclose()
+
+
+class StaleCloser(Server):
+    """Answers the first request of each connection, then closes it when the next request arrives, without
+    reading or answering it: an idle connection closed by the node just as the client reused it."""
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            self.requests.append(head)
+            writer.write(ok({"n": len(self.requests)}))
+            await writer.drain()
+            await reader.read(1)  # the next request started: close under it, unread
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def test_a_reused_connection_closed_before_answering_is_sent_once_more_on_a_fresh_one():
+    """One stale kept-alive connection is not a down node: the call goes again on a fresh connection, and
+    the node saw it once (it closed the stale one without reading the request)."""
+    server = StaleCloser(lambda req: None)
+    await server.start()
+    wire = wire_to(server.url)
+    try:
+        assert (await wire.post("/x", {}, 5)).json() == {"n": 1}
+        assert len(wire.idle) == 1
+        assert (await wire.post("/x", {}, 5)).json() == {"n": 2}  # the stale one, then a fresh one
+    finally:
+        wire.close()
+        assert server.server is not None
+        server.server.close()
+    assert server.connections == 2 and len(server.requests) == 2
+
+
+async def test_a_break_after_part_of_an_answer_is_never_sent_again(serve):
+    """Bytes of an answer came: the call reached the node and may have run, so it is an error, not a retry."""
+    answers = iter([ok({}), b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nsho"])
+    server = await serve(lambda req: next(answers))
+    wire = wire_to(server.url)
+    try:
+        await wire.post("/x", {}, 5)
+        server.close_after = True
+        with pytest.raises(WireError):
+            await wire.post("/x", {}, 5)
+    finally:
+        wire.close()
+    assert len(server.requests) == 2
