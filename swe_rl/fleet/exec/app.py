@@ -106,13 +106,22 @@ def create_app(manager: ContainerManager) -> Flask:
         total, available = node_memory()
         return {"memory_total": total, "memory_available": available, "cpus": os.cpu_count() or 1}
 
-    def health_snapshot() -> tuple[bool, dict[str, Any]]:
-        healthy = manager.backend.health()
+    # The backend's ping runs on a thread of its own (health.py): a hung daemon never holds the answer.
+    monitor = HealthMonitor(lambda: (manager.backend.health(), {}))
+    app.extensions["swe_health"] = monitor
+
+    @app.get("/healthz")
+    def healthz() -> Any:
+        """The last ping of `monitor` (stale after 4 s: unhealthy) and the node's figures, taken now
+        (registry and image-store locks are never held across a backend call)."""
+        healthy, health = monitor.current()
         managed = manager.count()
         leased = manager.leased_count()
         # Warm containers are evicted for a lease, so they are not taken from `free`.
-        return healthy, dict(
+        return jsonify(
+            ok=healthy,
             docker=healthy,  # the field's old name, kept on the wire
+            **health,
             server_id=cfg.server_id,
             version=__version__,
             backend=cfg.backend,
@@ -126,16 +135,7 @@ def create_app(manager: ContainerManager) -> Flask:
             **manager.warm_pool.counts(),
             **resources(),
             images=manager.images.counts(),
-        )
-
-    monitor = HealthMonitor(health_snapshot)
-    app.extensions["swe_health"] = monitor
-
-    @app.get("/healthz")
-    def healthz() -> Any:
-        """The last snapshot of `monitor` (health.py): answered at once, never behind a Docker call."""
-        healthy, figures = monitor.current()
-        return jsonify(ok=healthy, **figures), (200 if healthy else 503)
+        ), (200 if healthy else 503)
 
     @app.get("/images")
     def images() -> Any:

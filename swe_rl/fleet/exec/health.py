@@ -4,7 +4,7 @@ Why: `/healthz` is how the pool tells a live node from a dead one, within its he
 used to ask the backend on the request's thread: a hung Docker daemon held the answer for the SDK's
 600 s timeout (the pool saw a "slow" node and kept routing to it), and every registry lock a Docker call
 held delayed it too. Here one thread takes a snapshot every `interval` (the backend's own short-timeout
-ping, the counts) and `/healthz` answers the last one at once. A snapshot older than `stale_after` (the
+ping) and `/healthz` answers the last one at once, with the node's figures taken on the spot. A snapshot older than `stale_after` (the
 thread stuck on a lock or a call) is itself the answer: not ok, with its age. So a hung daemon makes the
 node unhealthy within `stale_after` whatever it hangs on, and nothing a command does delays the answer.
 """

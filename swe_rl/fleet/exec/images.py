@@ -114,6 +114,11 @@ class ImageStore:
         self.config, self.backend = config, backend
         self.budget = disk.parse_budget(config.image_disk_budget, disk.disk_total(docker_root))
         self.lock = threading.Lock()
+        """Guards the store's own state only: never held across a call to the engine (a 3 s removal
+        under it made every create wait)."""
+        self._evicted = threading.Condition(self.lock)
+        self.evicting: dict[str, LocalImage] = {}
+        """Images being removed now (id -> image): a hold of one of them waits for its removal to end."""
         self.pulls: dict[str, Pull] = {}
         self.last_used: dict[str, float] = {}
         """Wall time each image id was last asked for."""
@@ -192,8 +197,11 @@ class ImageStore:
 
     @contextlib.contextmanager
     def hold(self, ref: str) -> Iterator[None]:
-        """Marks `ref` as used by a container being created: eviction leaves it alone meanwhile."""
+        """Marks `ref` as used by a container being created: eviction leaves it alone meanwhile. Only a
+        hold of an image being removed right now waits (for that removal); every other one is at once."""
         with self.lock:
+            while any(disk.matches(i, (ref,)) for i in self.evicting.values()):
+                self._evicted.wait()
             self.holds[ref] = self.holds.get(ref, 0) + 1
         try:
             yield
@@ -304,14 +312,20 @@ class ImageStore:
                 return
             used = self.bytes_used
             self.unclaimed.pop(ref, None)
-            try:
-                self.backend.remove(info)
-            except BackendError as exc:  # a container took it meanwhile: it stays, it is in use
-                log.info("could not remove %s over the budget: %s", ref, exc)
-                return
+            self.evicting[info.id] = info
+        try:
+            self.backend.remove(info)
+        except BackendError as exc:  # a container took it meanwhile: it stays, it is in use
+            log.info("could not remove %s over the budget: %s", ref, exc)
+            return
+        finally:
+            with self.lock:
+                self.evicting.pop(info.id, None)
+                self._evicted.notify_all()
+        with self.lock:
             self.last_used.pop(info.id, None)
             self.stats["disk_full"] += 1
-            self.refresh()
+        self.refresh()
         raise ApiError(
             507,
             f"disk budget full: {ref} took the images to {used} of {self.budget} bytes and nothing idle "
@@ -328,36 +342,45 @@ class ImageStore:
         if not self.budget:
             return []
         target = self.budget if target is None else max(1, target)
-        with self.lock:  # holds cannot change while the victims are chosen and removed
-            images = self.refresh()
-            in_use = self.backend.images_in_use()
+        images = self.refresh()  # the engine is asked outside the lock: a slow daemon delays only this
+        in_use = self.backend.images_in_use()
+        with self.lock:  # the victims are marked under the lock: a hold taken after waits for their removal
             keep = {
                 i.id
                 for i in images
                 if i.id in in_use
                 or set(i.tags) & in_use
                 or any(t.startswith(SNAPSHOT_IMAGES) for t in i.tags)  # container snapshots: theirs to remove
+                or i.id in self.evicting  # another pass removes it now
                 or disk.matches(i, self.config.pinned_images)
                 or disk.matches(i, self.holds)
                 or disk.matches(i, self.pulls)
                 or disk.matches(i, self._unclaimed_locked())
             }
-            removed = []
-            for image in disk.victims(images, target, keep=keep, last_used=self.last_used):
-                try:
-                    self.backend.remove(image)
-                except BackendError as exc:  # a container took it meanwhile: keep it
-                    log.info("could not evict %s: %s", image.tags or image.id, exc)
-                    continue
-                log.info("evicted image %s (%d bytes)", ",".join(image.tags) or image.id, image.size)
+            chosen = disk.victims(images, target, keep=keep, last_used=self.last_used)
+            self.evicting.update((image.id, image) for image in chosen)
+        removed = []
+        for image in chosen:
+            try:
+                self.backend.remove(image)
+            except BackendError as exc:  # a container took it meanwhile: keep it
+                log.info("could not evict %s: %s", image.tags or image.id, exc)
+                continue
+            finally:
+                with self.lock:
+                    self.evicting.pop(image.id, None)
+                    self._evicted.notify_all()
+            log.info("evicted image %s (%d bytes)", ",".join(image.tags) or image.id, image.size)
+            with self.lock:
                 self.last_used.pop(image.id, None)
                 self.stats["evictions"] += 1
-                removed.append(image.id)
-            if removed:
-                before = self.bytes_used
-                self.refresh()
+            removed.append(image.id)
+        if removed:
+            before = self.bytes_used
+            self.refresh()
+            with self.lock:
                 self.stats["evicted_bytes"] += max(0, before - self.bytes_used)
-            return removed
+        return removed
 
     def _unclaimed_locked(self) -> set[str]:
         cutoff = time.monotonic() - self.config.image_prefetch_keep
