@@ -11,12 +11,14 @@ The work itself is in the sibling modules: `validation` (bodies into the protoco
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import gc
 import hmac
 import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +32,7 @@ from swe_rl.fleet.exec import validation as v
 from swe_rl.fleet.exec.arrival import arrival, stamp_arrivals
 from swe_rl.fleet.exec.backend import BackendError, backend_class
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
+from swe_rl.fleet.exec.drain import Drain
 from swe_rl.fleet.exec.health import HealthMonitor
 from swe_rl.fleet.exec.health_lane import health_lane
 from swe_rl.fleet.exec.manager import ContainerManager
@@ -49,6 +52,9 @@ def create_app(manager: ContainerManager) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
     app.json.sort_keys = False  # type: ignore[attr-defined]
 
+    drain = Drain()
+    app.extensions["swe_drain"] = drain
+
     @app.before_request
     def _auth() -> Any:
         g.t0 = arrival(request.environ)
@@ -58,7 +64,16 @@ def create_app(manager: ContainerManager) -> Flask:
         supplied = header[7:] if header.startswith("Bearer ") else ""
         if not cfg.token or not hmac.compare_digest(supplied.encode(), cfg.token.encode()):
             return jsonify(error="unauthorized: missing or wrong bearer token"), 401
+        if drain.refuses(request.path):
+            return jsonify(error="node draining: it takes no new container (stopping)", draining=True), 503
+        drain.enter()
+        g.in_flight = True
         return None
+
+    @app.teardown_request
+    def _left(exc: BaseException | None) -> None:
+        if g.pop("in_flight", False):
+            drain.leave()
 
     @app.after_request
     def _node_seconds(response: Any) -> Any:
@@ -122,6 +137,7 @@ def create_app(manager: ContainerManager) -> Flask:
             ok=healthy,
             docker=healthy,  # the field's old name, kept on the wire
             **health,
+            draining=drain.draining,
             server_id=cfg.server_id,
             version=__version__,
             backend=cfg.backend,
@@ -257,10 +273,25 @@ def serve(cfg: ExecConfig) -> None:
     app = create_app(manager)
     app.extensions["swe_health"].start()
 
-    def _term(signum: int, frame: Any) -> None:
+    drain: Drain = app.extensions["swe_drain"]
+
+    def _drained() -> None:
+        """Wait for the calls in flight (up to `drain_seconds`), then stop the server's loop."""
+        left = drain.wait(cfg.drain_seconds)
+        if left:
+            log.warning("stopping with %d call(s) still running after %gs", left, cfg.drain_seconds)
         destroyed = manager.stop()
-        log.info("stopping: destroyed %d unclaimed warm containers", destroyed)
-        raise SystemExit(0)
+        log.info(
+            "stopped: destroyed %d unclaimed warm containers; leased ones stay for the next start", destroyed
+        )
+        _thread.interrupt_main()  # the loop runs on the main thread: it ends there (below)
+
+    def _term(signum: int, frame: Any) -> None:
+        if drain.draining:
+            return
+        drain.begin()
+        log.info("SIGTERM: draining (%d call(s) in flight; new containers go elsewhere)", drain.in_flight)
+        threading.Thread(target=_drained, name="swe-drain", daemon=True).start()
 
     signal.signal(signal.SIGTERM, _term)
     # What the start made (modules, the app, adopted containers) out of the collector's reach: its full
@@ -278,7 +309,12 @@ def serve(cfg: ExecConfig) -> None:
         asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
     )
     health_lane(stamp_arrivals(server))
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # the drain's end (or Ctrl-C)
+        if not drain.draining:
+            manager.stop()
+    log.info("exec server %s stopped", cfg.server_id)
 
 
 def main(argv: list[str] | None = None) -> None:

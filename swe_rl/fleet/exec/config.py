@@ -52,6 +52,9 @@ class ExecConfig:
     max_lifetime: float = 12 * 3600.0
     """Hard deadline after creation; also the upper bound of a request's ttl."""
     reap_interval: float = 30.0
+    drain_seconds: float = 600.0
+    """On SIGTERM, seconds the calls in flight get to finish before the server exits (no new container
+    lands meanwhile; leased containers stay for the next start). The unit's TimeoutStopSec is above it."""
     threads: int = 128
     """WSGI worker threads: long calls (an evaluation) each hold one."""
     allow_pull: bool = False

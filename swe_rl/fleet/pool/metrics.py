@@ -145,6 +145,7 @@ def status_of(pool: Pool) -> dict[str, Any]:
         {
             "url": n.url,
             "healthy": n.healthy,
+            "draining": n.draining,
             "load": pool.load(n),
             "pending": n.pending,
             "cap": pool.cap(n),

@@ -46,6 +46,10 @@ class WireTimeout(WireError):
     """The node did not answer within the call's time (the request may have been sent)."""
 
 
+class WireRefused(WireError):
+    """The node refused the connection (nothing listens: stopped, restarting): nothing was sent."""
+
+
 class WireConnectTimeout(WireError):
     """The node accepted no connection within the connect timeout (nothing was sent)."""
 
@@ -188,6 +192,8 @@ class NodeWire:
             )
         except TimeoutError as exc:
             raise WireConnectTimeout(f"no connection within {self.connect_timeout:g}s") from exc
+        except ConnectionRefusedError as exc:
+            raise WireRefused(f"{type(exc).__name__}: {exc}") from exc
         except (OSError, ssl.SSLError) as exc:
             raise WireError(f"{type(exc).__name__}: {exc}") from exc
         return _Conn(reader, writer)

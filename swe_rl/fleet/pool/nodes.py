@@ -37,6 +37,9 @@ class Node:
     calls of its leases are still tried, and a refused or reset connection fails them at once."""
     last_health: float = 0.0
     """Wall time of the last successful health check."""
+    draining: bool = False
+    """The node said it is stopping (SIGTERM, an update): no new container goes there, its leases' calls
+    go on, and while it restarts they wait for it (`routing.forward`) instead of failing."""
     active: int = 0
     """Leases on this node whose container is not lost (kept incrementally by the pool)."""
     capacity: int = 0
@@ -78,6 +81,7 @@ class Node:
             num("memory_available"),
         )
         self.cpus, self.max_warm, self.warm_dropped = num("cpus"), num("max_warm"), num("warm_dropped")
+        self.draining = health.get("draining") is True
         images = health.get("images")
         self.image_stats = images if isinstance(images, dict) else {}
         warm = health.get("warm")
@@ -101,6 +105,10 @@ class NodeSet:
 
     def healthy(self) -> list[Node]:
         return [n for n in self if n.healthy]
+
+    def placeable(self) -> list[Node]:
+        """Up and not draining: where a new container (or a warm one) may go."""
+        return [n for n in self if n.healthy and not n.draining]
 
     def failed(self, node: Node, reason: str, *, immediately: bool = False, slow: bool = False) -> None:
         node.failures += 1

@@ -138,13 +138,13 @@ def spread(
     Down nodes get none; what is added goes to the node with the most room (free slots under its cap
     and its own warm limit), what is taken comes from the node holding the most.
     """
-    new = {n.url: old.get(n.url, 0) if n.healthy else 0 for n in nodes}
+    new = {n.url: old.get(n.url, 0) if n.healthy and not n.draining else 0 for n in nodes}
 
     def room(n: Node) -> int:  # warm slots this node can still take
         limit = n.max_warm if n.max_warm > 0 else warm_per_image
         return min(cap(n, max_per_node) - load(n), limit) - new[n.url]
 
-    healthy = [n for n in nodes if n.healthy]
+    healthy = [n for n in nodes if n.healthy and not n.draining]
     total = sum(new.values())
     while total < desired:
         open_nodes = [n for n in healthy if room(n) > 0]

@@ -299,7 +299,9 @@ class Pool(LeaseLiveness, WarmDemand):
         full: set[str] = set()
         missing_network = ""
         while True:
-            candidates = [n for n in self.nodes.healthy() if n.url not in tried and node_url in (None, n.url)]
+            candidates = [
+                n for n in self.nodes.placeable() if n.url not in tried and node_url in (None, n.url)
+            ]
             full.update(n.url for n in candidates if self.load(n) >= self.cap(n))
             candidates = [n for n in candidates if self.load(n) < self.cap(n)]
             if not candidates:

@@ -7,6 +7,7 @@ so a caller never hangs on a dead node. A routed call's HTTP timeout is the comm
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import ssl
@@ -18,7 +19,14 @@ import httpx
 from starlette.responses import Response
 
 from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER, NODE_WAIT_HEADER
-from swe_rl.fleet.pool.node_wire import NodeAnswer, NodeWire, WireConnectTimeout, WireError, WireTimeout
+from swe_rl.fleet.pool.node_wire import (
+    NodeAnswer,
+    NodeWire,
+    WireConnectTimeout,
+    WireError,
+    WireRefused,
+    WireTimeout,
+)
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ROUTED_CALLS, ApiError
 
 if TYPE_CHECKING:
@@ -217,11 +225,40 @@ class NodeCalls:
                 node=node.url,
                 node_down=True,
             ) from exc
+        except WireRefused as exc:
+            if not node.draining:
+                self.nodes.failed(node, f"{type(exc).__name__}: {exc}", immediately=True)
+                raise ApiError(
+                    503, f"node {node.url} is down ({exc})", node=node.url, node_down=True
+                ) from exc
+            raise NodeRestarting(node.url) from exc  # it said it was stopping: nothing was sent
         except _FAILURES as exc:
             self.nodes.failed(node, f"{type(exc).__name__}: {exc}", immediately=True)
             raise ApiError(
                 503, f"node {node.url} is down ({type(exc).__name__}: {exc})", node=node.url, node_down=True
             ) from exc
+
+
+RESTART_WAIT = 300.0
+"""Seconds a call on a lease of a node that drained and stopped waits for it to come back (an update)."""
+
+
+class NodeRestarting(ApiError):
+    """A draining node refused the connection: it stopped to restart; the call was not sent. A 503 to any
+    caller but `forward`, whose calls on a lease wait for the node to come back."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(503, f"node {url} is restarting after draining", node=url, node_restarting=True)
+
+
+async def _restarted(node: Node, seconds: float) -> bool:
+    """Wait until a node that drained is up again and no longer draining (its health checks tell)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if node.healthy and not node.draining:
+            return True
+        await asyncio.sleep(0.5)
+    return False
 
 
 async def forward(
@@ -244,6 +281,8 @@ async def forward(
     """
     if not node.checked.is_set():
         await node.checked.wait()
+    if not node.healthy and node.draining:  # stopped after draining: an update restarts it
+        await _restarted(node, RESTART_WAIT)
     if not node.healthy and not node.slow:  # a slow node's calls are tried: the call is the better probe
         raise ApiError(
             503,
@@ -265,7 +304,21 @@ async def forward(
         lease.touch()
         t0 = time.monotonic()
         try:
-            return await calls.route_post(node, f"/container/{op}", payload, timeout + call_margin)
+            for attempt in (1, 2):
+                try:
+                    return await calls.route_post(node, f"/container/{op}", payload, timeout + call_margin)
+                except NodeRestarting:
+                    if attempt == 2 or not await _restarted(node, RESTART_WAIT):
+                        raise ApiError(
+                            503,
+                            f"node {node.url} drained and did not come back within {RESTART_WAIT:.0f}s",
+                            node=node.url,
+                            node_down=True,
+                        ) from None
+                    log.info(
+                        "node %s is back after draining: the call on lease %s goes", node.url, lease.lease_id
+                    )
+            raise AssertionError("unreachable")
         finally:
             waited += time.monotonic() - t0
             lease.in_flight -= 1
