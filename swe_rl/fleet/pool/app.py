@@ -65,6 +65,20 @@ def outcome_of(exc: ApiError) -> str:
     return "client_error" if exc.status < 500 else "error"
 
 
+STATUS_PAGE = 1000
+"""Leases on one page of GET /status by default (and at most 10 times as many)."""
+
+
+def _count(query: dict[str, str], name: str, default: int) -> int:
+    text = query.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or (name == "limit" and not 0 < int(text) <= 10 * STATUS_PAGE):
+        top = f" from 1 to {10 * STATUS_PAGE}" if name == "limit" else ""
+        raise ApiError(400, f"query parameter {name!r} must be a whole number{top} (got {text!r})")
+    return int(text)
+
+
 def create_app(pool: Pool) -> Starlette:
     """The pool's routes; the lifespan starts and stops the pool."""
     token = pool.cfg.pool_token.encode()
@@ -112,8 +126,9 @@ def create_app(pool: Pool) -> Starlette:
                     supplied = header[7:].encode() if header.startswith("Bearer ") else b""
                     if not hmac.compare_digest(supplied, token):
                         raise ApiError(401, "unauthorized: missing or wrong bearer token")
-                if not json_body:
-                    response, outcome = await answer(handler)
+                if not json_body:  # a GET: its query parameters are its arguments
+                    query = dict(request.query_params)
+                    response, outcome = await answer(lambda: handler(query))
                 else:
                     body = {**await body_of(request), **request.path_params}
                     call_id = request.headers.get(CALL_ID_HEADER)
@@ -153,7 +168,7 @@ def create_app(pool: Pool) -> Starlette:
 
         return view
 
-    async def healthz() -> Response:
+    async def healthz(query: dict[str, str]) -> Response:
         healthy = len(pool.nodes.healthy())
         if not pool.ready:  # serving already (calls wait for their node), not every node checked yet
             checked = sum(1 for n in pool.nodes if n.checked.is_set())
@@ -179,10 +194,11 @@ def create_app(pool: Pool) -> Starlette:
             }
         )
 
-    async def status() -> dict[str, Any]:
-        return status_of(pool)
+    async def status(query: dict[str, str]) -> dict[str, Any]:
+        """Every node, and one page of the leases (`offset`, `limit`): 50,000 leases are 9 MB."""
+        return status_of(pool, offset=_count(query, "offset", 0), limit=_count(query, "limit", STATUS_PAGE))
 
-    async def metrics() -> Response:
+    async def metrics(query: dict[str, str]) -> Response:
         return PlainTextResponse(metrics_text(pool), media_type="text/plain; version=0.0.4")
 
     async def heartbeat(body: dict[str, Any]) -> dict[str, Any]:

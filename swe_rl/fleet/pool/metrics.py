@@ -5,6 +5,7 @@ Counters are kept incrementally by `Metrics`; gauges are read off the pool when 
 
 from __future__ import annotations
 
+import itertools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -138,8 +139,9 @@ IMAGE_GAUGES = ("bytes_used", "budget", "pulls", "pulls_failed", "pulls_joined",
 """Image figures of each node's /healthz shown as `swe_pool_node_image_<key>` (node counters as gauges)."""
 
 
-def status_of(pool: Pool) -> dict[str, Any]:
-    """The pool's /status answer."""
+def status_of(pool: Pool, *, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+    """The pool's /status answer: every node, and the leases from `offset` (at most `limit`), in the
+    order they were allocated; `leases_page` says where the next page starts (None after the last)."""
     now = time.monotonic()
     nodes = [
         {
@@ -176,16 +178,23 @@ def status_of(pool: Pool) -> dict[str, Any]:
             "in_flight": lease.in_flight,
             "lost": lease.lost,
         }
-        for lease in pool.leases.values()
+        for lease in itertools.islice(pool.leases.values(), offset, None if limit is None else offset + limit)
     ]
+    total = len(pool.leases)
+    following = offset + len(leases)
     return {
         "pool_id": pool.cfg.pool_id,
         "version": __version__,
         "lease_ttl": pool.cfg.lease_ttl,
         "nodes": nodes,
         "leases": leases,
+        "leases_page": {
+            "offset": offset,
+            "count": len(leases),
+            "next": following if following < total else None,
+        },
         "totals": {
-            "leases": len(leases),
+            "leases": total,
             "nodes_healthy": len(pool.nodes.healthy()),
             "nodes_total": len(nodes),
             "capacity": sum(n["cap"] for n in nodes),

@@ -94,3 +94,37 @@ def test_client_heartbeats_all_its_leases_in_one_request(fleet):
             assert await client.heartbeat_all() == 0
 
     asyncio.run(run())
+
+
+def test_status_pages_its_leases_and_refuses_a_bad_page(fleet):
+    """GET /status gives every node and one page of the leases (`offset`, `limit`); the pages cover every
+    lease once; a bad page is a clear 400."""
+
+    def status(query: str) -> httpx.Response:
+        return httpx.get(
+            fleet.pool_url + "/status" + query, headers={"Authorization": f"Bearer {fleet.token}"}, timeout=30
+        )
+
+    async def run() -> None:
+        async with client_of(fleet) as client:
+            leases = [await client.allocate(f"img:{i}") for i in range(5)]
+            try:
+                seen: list[str] = []
+                query = "?limit=2"
+                while True:
+                    page = status(query).json()
+                    assert page["totals"]["leases"] == 5 and len(page["nodes"]) == 2
+                    assert len(page["leases"]) <= 2
+                    seen += [lease["lease_id"] for lease in page["leases"]]
+                    if page["leases_page"]["next"] is None:
+                        break
+                    query = f"?limit=2&offset={page['leases_page']['next']}"
+                assert seen == [lease.lease_id for lease in leases]
+                for bad in ("?limit=0", "?limit=x", "?offset=-1", "?limit=100000"):
+                    answer = status(bad)
+                    assert answer.status_code == 400 and "must be a whole number" in answer.json()["error"]
+            finally:
+                for lease in leases:
+                    await lease.close()
+
+    asyncio.run(run())
