@@ -334,7 +334,7 @@ class Pool(LeaseLiveness, WarmDemand):
                         owner=req.owner or "",
                     )
                     self._add(lease)
-                    self.store.put(lease)
+                    await asyncio.wrap_future(self.store.put(lease))  # written on the store's thread
                     if lease.warm:
                         self.metrics.inc("swe_pool_allocations_warm_total")
                     log.info("lease %s: %s on %s (warm=%s)", lease_id, image, node.url, lease.warm)

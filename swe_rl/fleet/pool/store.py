@@ -6,6 +6,7 @@ matters while the pool runs (last heartbeat, calls in flight, why its container 
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import sqlite3
 import sys
@@ -80,6 +81,9 @@ class LeaseStore:
     )
 
     def __init__(self, path: str) -> None:
+        # Every write runs on this one thread, in the order it was asked for: never on the pool's event
+        # loop, where a write took p99 8-18 ms (143 ms at worst) from every call in flight.
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="swe-lease-store")
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -92,7 +96,8 @@ class LeaseStore:
         )
 
     def load(self) -> list[LeaseRecord]:
-        rows = self.db.execute(f"SELECT {', '.join(self.COLUMNS[:-1])} FROM leases").fetchall()
+        query = f"SELECT {', '.join(self.COLUMNS[:-1])} FROM leases"
+        rows = self._writer.submit(lambda: self.db.execute(query).fetchall()).result()
         leases = []
         for lid, rid, node, cid, image, instance, workdir, created in rows:  # repeated strings: one each
             leases.append(
@@ -103,9 +108,24 @@ class LeaseStore:
         return leases
 
     def count(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0])
+        return int(
+            self._writer.submit(lambda: self.db.execute("SELECT COUNT(*) FROM leases").fetchone()[0]).result()
+        )
 
-    def put(self, lease: LeaseRecord) -> None:
+    def put(self, lease: LeaseRecord) -> concurrent.futures.Future[None]:
+        """Record the lease on the writer thread; the future is done once it is written (an allocate
+        answers only then: a lease the pool handed out survives a SIGKILL of the pool)."""
+        return self._writer.submit(self._put, lease)
+
+    def delete(self, lease_id: str) -> concurrent.futures.Future[None]:
+        """Forget the lease on the writer thread (after any earlier put of it)."""
+        return self._writer.submit(self._delete, lease_id)
+
+    def flush(self) -> None:
+        """Wait until every write asked for so far is done."""
+        self._writer.submit(lambda: None).result()
+
+    def _put(self, lease: LeaseRecord) -> None:
         self.db.execute(
             f"INSERT OR REPLACE INTO leases VALUES ({', '.join('?' * len(self.COLUMNS))})",
             (
@@ -121,13 +141,14 @@ class LeaseStore:
             ),
         )
 
-    def delete(self, lease_id: str) -> None:
+    def _delete(self, lease_id: str) -> None:
         self.db.execute("DELETE FROM leases WHERE lease_id = ?", (lease_id,))
 
     def clear(self) -> None:
-        self.db.execute("DELETE FROM leases")
+        self._writer.submit(self.db.execute, "DELETE FROM leases").result()
 
     def close(self) -> None:
+        self._writer.shutdown(wait=True)  # every write asked for lands before the file closes
         self.db.close()
 
 

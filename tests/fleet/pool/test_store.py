@@ -75,3 +75,21 @@ def test_lookup_errors(table):
     with pytest.raises(ApiError) as exc:
         table.of({"lease_id": "nope"})
     assert exc.value.status == 404 and exc.value.extra["lease_lost"] is True
+
+
+def test_writes_run_on_the_stores_thread_in_order(tmp_path):
+    """No write runs on the caller's thread (the pool's event loop); they land in the order asked."""
+    import threading
+
+    store = LeaseStore(str(tmp_path / "leases.db"))
+    writes: list[tuple[str, int]] = []
+    store.db.set_trace_callback(lambda sql: writes.append((sql.split()[0], threading.get_ident())))
+    done = store.put(lease("one"))
+    store.delete("one")
+    store.put(lease("two"))
+    done.result()
+    store.flush()
+    assert [verb for verb, _ in writes] == ["INSERT", "DELETE", "INSERT"]
+    assert threading.get_ident() not in {thread for _, thread in writes}
+    assert [x.lease_id for x in store.load()] == ["two"]
+    store.close()
