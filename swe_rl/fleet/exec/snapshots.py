@@ -13,6 +13,7 @@ empty folder per exec server start, 1,518 in 50 minutes of tests).
 from __future__ import annotations
 
 import hashlib
+import heapq
 import json
 import logging
 import os
@@ -63,6 +64,12 @@ class SnapshotStore:
         self.dir = os.path.join(os.path.expanduser(config.dir), _safe(server_id))
         self.lock = threading.Lock()
         self._stop = threading.Event()
+        # The live records, kept in memory: a write checks existence and the budget against this index
+        # and reaps what fell due from a heap, O(log n), where it used to read every record on disk
+        # twice under the lock (64 ms at 100 snapshots, 158 ms at 1,000).
+        self._index: dict[str, SnapshotMeta] = {}
+        self._due: list[tuple[float, str]] = []
+        self._used = 0
         self.reap()
 
     def start(self, interval: float, reap: Callable[[], object] | None = None) -> None:
@@ -107,23 +114,25 @@ class SnapshotStore:
                 413, f"snapshot of {len(data)} bytes, more than the limit {self.config.max_snapshot_bytes}"
             )
         with self.lock:
-            self._reap_locked()
-            if os.path.exists(self._path(meta.snapshot_id, "json")):
+            self._reap_due_locked()
+            if meta.snapshot_id in self._index or os.path.exists(self._path(meta.snapshot_id, "json")):
                 raise ApiError(409, f"snapshot {meta.snapshot_id} exists")
             self._check_budget_locked(len(data))
             self._write(self._path(meta.snapshot_id, "tar"), data)
             self._write(self._path(meta.snapshot_id, "json"), meta.model_dump_json().encode())
+            self._indexed_locked(meta)
         return meta
 
     def put_record(self, meta: SnapshotMeta) -> SnapshotMeta:
         """Keep a container snapshot's record (its image is on the node): the same budget, `meta.bytes`
         being the image's size; 409 if the id exists, 507 / 429 past the budget."""
         with self.lock:
-            self._reap_locked()
-            if os.path.exists(self._path(meta.snapshot_id, "json")):
+            self._reap_due_locked()
+            if meta.snapshot_id in self._index or os.path.exists(self._path(meta.snapshot_id, "json")):
                 raise ApiError(409, f"snapshot {meta.snapshot_id} exists")
             self._check_budget_locked(meta.bytes)
             self._write(self._path(meta.snapshot_id, "json"), meta.model_dump_json().encode())
+            self._indexed_locked(meta)
         return meta
 
     def get(self, snapshot_id: str) -> tuple[SnapshotMeta, bytes]:
@@ -150,25 +159,25 @@ class SnapshotStore:
 
     def listing(self) -> list[SnapshotMeta]:
         with self.lock:
-            self._reap_locked()
-            return self._metas_locked()
+            self._reap_due_locked()
+            return [self._index[sid] for sid in sorted(self._index)]
 
     def reap(self) -> list[str]:
-        """Delete expired snapshots (and leftovers of interrupted writes); returns their ids."""
+        """Delete expired snapshots (and leftovers of interrupted writes); returns their ids. The periodic
+        pass: it lists the folder (records written before this process started are read once)."""
         with self.lock:
             return self._reap_locked()
 
     # ---- internals (under the lock)
 
     def _check_budget_locked(self, size: int) -> None:
-        metas = self._metas_locked()
-        if len(metas) >= self.config.max_count:
+        if len(self._index) >= self.config.max_count:
             raise ApiError(
                 429,
-                f"node holds {len(metas)} snapshots, its limit (SWE_EXEC_SNAPSHOT_MAX_COUNT)",
+                f"node holds {len(self._index)} snapshots, its limit (SWE_EXEC_SNAPSHOT_MAX_COUNT)",
                 budget="count",
             )
-        used = sum(m.bytes for m in metas)
+        used = self._used
         if used + size > self.config.max_bytes:
             raise ApiError(
                 507,
@@ -176,32 +185,42 @@ class SnapshotStore:
                 budget="bytes",
             )
 
-    def _reap_locked(self) -> list[str]:
+    def _indexed_locked(self, meta: SnapshotMeta) -> None:
+        self._index[meta.snapshot_id] = meta
+        self._used += meta.bytes
+        heapq.heappush(self._due, (meta.expires_at, meta.snapshot_id))
+
+    def _reap_due_locked(self) -> list[str]:
+        """Delete the indexed snapshots whose time is up (a heap: only those are looked at)."""
         now, gone = time.time(), []
+        while self._due and self._due[0][0] < now:
+            expires_at, sid = heapq.heappop(self._due)
+            meta = self._index.get(sid)
+            if meta is not None and meta.expires_at == expires_at:
+                self._delete_locked(sid)
+                gone.append(sid)
+        return gone
+
+    def _reap_locked(self) -> list[str]:
+        gone = self._reap_due_locked()
+        now = time.time()
         for name in self._names_locked():
             path = os.path.join(self.dir, name)
             if name.endswith(".tmp"):
                 _remove(path)
-            elif name.endswith(".json"):
-                meta = self._read_meta(path)
-                if meta is None or meta.expires_at < now:
-                    sid = name[: -len(".json")]
+            elif name.endswith(".json") and name[: -len(".json")] not in self._index:
+                meta = self._read_meta(path)  # a record this process did not write (an earlier run's)
+                sid = name[: -len(".json")]
+                if meta is None or meta.expires_at < now or meta.snapshot_id != sid:
                     self._delete_locked(sid)
                     gone.append(sid)
+                else:
+                    self._indexed_locked(meta)
             elif name.endswith(".tar") and not os.path.exists(path[: -len(".tar")] + ".json"):
                 _remove(path)  # a tarball whose record was never written
         if gone:
             log.info("reaped %d expired snapshots", len(gone))
         return gone
-
-    def _metas_locked(self) -> list[SnapshotMeta]:
-        metas = []
-        for name in sorted(self._names_locked()):
-            if name.endswith(".json"):
-                meta = self._read_meta(os.path.join(self.dir, name))
-                if meta is not None:
-                    metas.append(meta)
-        return metas
 
     def _names_locked(self) -> list[str]:
         try:
@@ -210,6 +229,9 @@ class SnapshotStore:
             return []
 
     def _delete_locked(self, snapshot_id: str) -> bool:
+        meta = self._index.pop(snapshot_id, None)
+        if meta is not None:
+            self._used -= meta.bytes
         found = False
         for ext in ("json", "tar"):
             found = _remove(self._path(snapshot_id, ext)) or found
