@@ -145,3 +145,40 @@ def test_what_the_policy_says_of_the_committed_real_rows():
         "more-itertools__more-itertools-c9e45b1957",
         "uuidjs__uuid-32e386da92",
     ], {k: v for k, v in judged.items() if v}
+
+
+def test_candidates_are_built_and_validated_by_jobs_threads_at_once(tmp_path, monkeypatch):
+    """Item 5: ``--jobs 2`` runs two candidates' build-and-validate at the same time. A barrier of two
+    parties stands in for Docker (fast tier): one at a time, the first would wait for the second
+    forever (the barrier's timeout breaks it and the test fails)."""
+    import threading
+
+    from swe_rl.eval.mining import cli
+    from swe_rl.eval.mining.validate import NoFailToPass, Validation
+    from tests.eval.mining_repos import make_python_repo
+
+    repo = tmp_path / "calc"
+    shas = make_python_repo(repo)
+    barrier = threading.Barrier(2, timeout=120)
+
+    def build(repo, parent, language, image, iid, *, timeout):
+        barrier.wait()
+        return "0" * 40
+
+    def validate(language, cand, image, base, *, name_prefix, timeout):
+        if cand.commit != shas[1]:
+            raise NoFailToPass("no test fails before the gold patch and passes after it")
+        f2p, p2p = ["tests/test_calc.py::test_add"], ["tests/test_calc.py::test_mul"]
+        before = {p2p[0]: "PASSED", f2p[0]: "FAILED"}
+        return Validation(before=before, after={}, fail_to_pass=f2p, pass_to_pass=p2p, logs={"before": ""})
+
+    monkeypatch.setattr(cli, "build_task_image", build)
+    monkeypatch.setattr(cli, "validate", validate)
+    out = tmp_path / "tasks.jsonl"
+    args = [str(repo), "--output", str(out), "--no-certify", "--no-progress", "--jobs", "2"]
+    stats = Miner(parse_args(args)).run()
+    assert stats["counts"] == {"commits": 5, "candidates": 2, "built": 2, "validated": 1, "certified": 0}
+    assert stats["jobs"] == 2 and not barrier.broken
+    (row,) = [json.loads(line) for line in out.with_suffix(".validated.jsonl").read_text().splitlines()]
+    assert row["mined_commit"] == shas[1] and row["statement_source"] == "tests"
+    assert cli.main([str(repo), "--output", str(out), "--jobs", "0"]) == 2
