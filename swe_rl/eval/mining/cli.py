@@ -38,6 +38,7 @@ from swe_rl.eval.mining.build import BuildFailed, build_task_image
 from swe_rl.eval.mining.history import Candidate, Skipped, commits_in_range, git, split_commit
 from swe_rl.eval.mining.languages import LANGUAGES, UnknownLanguage, detect_language
 from swe_rl.eval.mining.policy import RowPolicy, after_validation, before_build
+from swe_rl.eval.mining.recipes import REPO_RECIPE, Recipe, RecipeError, load_recipe
 from swe_rl.eval.mining.statements import SOURCES, StatementSettings, split_provenance, write_statement
 from swe_rl.eval.mining.validate import NoFailToPass, task_row, test_section, validate
 from swe_rl.eval.progress import StatusBar
@@ -72,6 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--code-only-ok", action="store_true",
         help="commits that change code only are candidates too, judged by the tests already there "
         "(histories of injected bugs, SWE-smith's method)",
+    )  # fmt: skip
+    p.add_argument(
+        "--recipe", type=Path, default=None,
+        help=f"a recipe file (TOML: test_command, log_parser, ...; default: the repository's {REPO_RECIPE})",
     )  # fmt: skip
     p.add_argument("--jobs", type=int, default=2, help="candidates built and validated at once")
     p.add_argument("--certify-concurrency", type=int, default=2, help="certification runs at once")
@@ -134,6 +139,7 @@ def build_images_for(args: argparse.Namespace) -> int:
             if row.get("language") in LANGUAGES
             else detect_language(set(git(repo, "ls-tree", "--name-only", commit).split()))
         )
+        language = recipe_at(repo, commit, args.recipe).language(language)
         base = build_task_image(
             repo, parent, language, row["image_name"], row["instance_id"], timeout=args.timeout
         )
@@ -143,6 +149,14 @@ def build_images_for(args: argparse.Namespace) -> int:
         bad += status != "ok"
         print(f"{row['instance_id']}: {row['image_name']} {status}", flush=True)
     return 1 if bad else 0
+
+
+def recipe_at(repo: Path, commit: str, given: Path | None) -> Recipe:
+    """The recipe file given, else the repository's own at ``commit``, else none (the defaults)."""
+    if given is not None:
+        return load_recipe(given.read_text(), where=str(given))
+    own = git(repo, "show", f"{commit}:{REPO_RECIPE}", check=False)
+    return load_recipe(own, where=f"{commit[:10]}:{REPO_RECIPE}") if own else Recipe()
 
 
 def _has_commit(repo: Path, commit: str) -> bool:
@@ -225,9 +239,12 @@ class Miner:
         return False
 
     def language(self, commit: str) -> Any:
+        """The language's way of building and testing, with the recipe's test command and parser."""
         if self.args.language:
-            return LANGUAGES[self.args.language]
-        return detect_language(set(git(self.repo, "ls-tree", "--name-only", commit).split()))
+            base = LANGUAGES[self.args.language]
+        else:
+            base = detect_language(set(git(self.repo, "ls-tree", "--name-only", commit).split()))
+        return recipe_at(self.repo, commit, self.args.recipe).language(base)
 
     def split(self, commit: str) -> tuple[Candidate, Any, str, list[str]] | None:
         """Split one commit and judge what the commit alone tells; None when it is dropped."""
@@ -235,7 +252,7 @@ class Miner:
         t0 = time.perf_counter()
         try:
             language = self.language(commit)
-        except UnknownLanguage as exc:
+        except (UnknownLanguage, RecipeError) as exc:
             self.drop(commit, iid, "split", str(exc))
             return None
         found = split_commit(self.repo, commit, language, code_only_ok=self.args.code_only_ok)
@@ -374,6 +391,12 @@ def main(argv: list[str] | None = None) -> int:
     if "{id}" not in args.image_template:
         print("error: --image-template must contain {id}", file=sys.stderr)
         return 2
+    if args.recipe is not None:
+        try:
+            load_recipe(args.recipe.read_text(), where=str(args.recipe))
+        except (OSError, RecipeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.jobs < 1 or args.certify_concurrency < 1:
         print("error: --jobs and --certify-concurrency must be at least 1", file=sys.stderr)
         return 2
