@@ -139,7 +139,6 @@ def build_images_for(args: argparse.Namespace) -> int:
             if row.get("language") in LANGUAGES
             else detect_language(set(git(repo, "ls-tree", "--name-only", commit).split()))
         )
-        language = recipe_at(repo, commit, args.recipe).language(language)
         base = build_task_image(
             repo, parent, language, row["image_name"], row["instance_id"], timeout=args.timeout
         )
