@@ -89,6 +89,12 @@ def test_log_lines_that_would_give_the_fix_away_are_left_out(fix):
     log = BEFORE_LOG + "E       hint: return a + b\n"
     assert "E       hint: return a + b" in error_lines(log)
     assert "return a + b" not in from_tests(fix, PY, F2P, P2P, log)
+    # a new test whose code has the fix's line in it is not shown either
+    quoting = Candidate(
+        **{**fix.__dict__, "test_patch": fix.test_patch + "+def test_add():\n+    return a + b\n"}
+    )
+    text = from_tests(quoting, PY, F2P, P2P, BEFORE_LOG)
+    assert "`test_add` checks" not in text and "return a + b" not in text
 
 
 def test_the_commit_source_drops_how_the_task_was_made_and_keeps_it_as_provenance(fix):

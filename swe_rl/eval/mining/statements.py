@@ -188,7 +188,11 @@ def from_tests(
         [f for f in candidate.test_files]
     ), "```"]  # fmt: skip
     snippets = [(t, new_test_code(candidate.test_patch, t)) for t in shown]
-    snippets = [(t, code) for t, code in snippets if code][:2]
+    snippets = [
+        (t, code)
+        for t, code in snippets
+        if code and not leaks("\n".join(code), candidate.gold_patch, known=known)
+    ][:2]
     for test, code in snippets:
         parts += ["", f"`{_leaf(test)}` checks:", "```", *code, "```"]
     n = len(pass_to_pass)
