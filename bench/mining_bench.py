@@ -19,13 +19,10 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from swe_rl.eval.mining.cli import Miner, parse_args
 from swe_rl.fleet.local import LocalFleet
