@@ -69,6 +69,10 @@ def test_the_leak_check_refuses_quoted_new_code_its_tokens_and_names_only_the_fi
     assert leaks("something like tally_helper is missing", GOLD) == [
         "names what only the fix adds: tally_helper"
     ]
+    # a new name as code is a leak, the same word in prose is not
+    gold = GOLD.replace("tally_helper", "current")
+    assert leaks("On the current code, these tests fail", gold) == []
+    assert leaks("set `current` first", gold) == ["names what only the fix adds: current"]
     # a name the tests use is told anyway; code that was there before is no leak
     assert leaks("tally_helper is missing", GOLD, known="+    assert tally_helper") == []
     assert leaks("in `def frequencies(seq):` ... for item in seq", GOLD) == []
@@ -90,9 +94,7 @@ def test_log_lines_that_would_give_the_fix_away_are_left_out(fix):
     assert "E       hint: return a + b" in error_lines(log)
     assert "return a + b" not in from_tests(fix, PY, F2P, P2P, log)
     # a new test whose code has the fix's line in it is not shown either
-    quoting = Candidate(
-        **{**fix.__dict__, "test_patch": fix.test_patch + "+def test_add():\n+    return a + b\n"}
-    )
+    quoting = Candidate(**{**fix.__dict__, "test_patch": "+def test_add():\n+    return a + b\n"})
     text = from_tests(quoting, PY, F2P, P2P, BEFORE_LOG)
     assert "`test_add` checks" not in text and "return a + b" not in text
 
@@ -136,3 +138,14 @@ def test_no_committed_row_says_how_it_was_made_or_leaks():
         assert "SWE-smith" not in statement and "injected" not in statement, row["instance_id"]
         known = row["test_patch"] + "\n" + "\n".join(row["FAIL_TO_PASS"])
         assert leaks(statement, row["patch"], known=known) == [], row["instance_id"]
+
+
+def test_a_new_tests_code_is_its_own_definition_in_its_own_class():
+    from swe_rl.eval.mining.statements import new_test_code
+
+    patch = "+class A:\n+    def test_x(self):\n+        assert 1\n+\n+\n+class B:\n+    def test_x(self):\n+        assert 2\n+\n+    def test_y(self):\n+        pass\n"
+    assert new_test_code(patch, "t.py::B::test_x") == ["    def test_x(self):", "        assert 2"]
+    assert new_test_code(patch, "t.py::A::test_x") == ["    def test_x(self):", "        assert 1"]
+    js = "+test('adds', () => {\n+  assert.equal(add(1, 2), 3);\n+});\n+test('other', () => {});\n"
+    assert new_test_code(js, "adds") == ["test('adds', () => {", "  assert.equal(add(1, 2), 3);", "});"]
+    assert new_test_code(patch, "t.py::test_missing") == []

@@ -87,9 +87,9 @@ def leaks(statement: str, gold_patch: str, *, known: str = "") -> list[str]:
     statement leaks when it contains (1) such a line verbatim, when it is at least
     `MIN_QUOTED_LINE` characters, (2) a run of `LEAK_NGRAM` consecutive tokens of such a line
     (identifiers, numbers, single punctuation characters) that no removed or context line of the
-    patch has, or (3) an identifier (3+ characters) that appears in added lines only: not in the
-    patch's removed or context lines, nor in ``known`` (the test patch, the test names: what the
-    agent is told anyway).
+    patch has, or (3) names as code (`code_names`) an identifier (3+ characters) that appears in
+    added lines only: not in the patch's removed or context lines, nor in ``known`` (the test patch,
+    the test names: what the agent is told anyway).
     """
     removed = {s.strip() for s in _patch_lines(gold_patch, "-")}
     context = _patch_lines(gold_patch, " ")
@@ -111,7 +111,7 @@ def leaks(statement: str, gold_patch: str, *, known: str = "") -> list[str]:
                 reasons.append(f"has {LEAK_NGRAM} tokens of an added line: {' '.join(gram)!r}")
                 break
     only_new = set(_IDENT.findall("\n".join(new))) - set(_IDENT.findall(old_text + "\n" + known))
-    named = sorted(only_new & set(_IDENT.findall(statement)))
+    named = sorted(only_new & code_names(statement))
     if named:
         reasons.append(f"names what only the fix adds: {', '.join(named)}")
     return reasons
@@ -127,6 +127,15 @@ def split_provenance(message: str) -> tuple[str, str]:
     for paragraph in re.split(r"\n\s*\n", message.strip()):
         (how if _PROVENANCE.match(paragraph.strip()) else issue).append(paragraph.strip())
     return "\n\n".join(issue).strip(), "\n\n".join(how).strip()
+
+
+def code_names(text: str) -> set[str]:
+    """The identifiers ``text`` uses as code: inside backticks or a fenced block, or shaped like code
+    anywhere (an ``_``, a digit, or a capital after a lower-case letter: ``tally_helper``, ``i128``,
+    ``isValid``). Plain words of prose ("the current code") are not names of code."""
+    quoted = "\n".join(re.findall(r"```.*?```|`[^`\n]+`", text, flags=re.DOTALL))
+    shaped = {w for w in _IDENT.findall(text) if re.search(r"_|\d|[a-z][A-Z]", w)}
+    return set(_IDENT.findall(quoted)) | shaped
 
 
 def provenance_removed(message: str) -> str:
@@ -152,12 +161,30 @@ def _leaf(test: str) -> str:
 
 
 def new_test_code(test_patch: str, test: str, *, limit: int = 25) -> list[str]:
-    """The test patch's added lines from the definition of ``test`` on (how to reproduce a new test)."""
+    """The test patch's added definition of ``test`` (how to reproduce a new test): from its ``def``
+    (``func``, ``fn``, ``test(``, ``it(``; after its class when the id names one) to the next line
+    indented as little, a closing bracket included, at most ``limit`` lines."""
     leaf = _leaf(test)
     added = _patch_lines(test_patch, "+")
-    for i, line in enumerate(added):
-        if leaf and re.search(rf"(def|func|fn|test\(|it\()\s*['\"]?{re.escape(leaf)}\b", line):
-            return added[i : i + limit]
+    parts = test.split("::")
+    start = 0
+    if len(parts) > 2:  # file::Class::test
+        start = next(
+            (i for i, ln in enumerate(added) if re.match(rf"\s*class {re.escape(parts[-2])}\b", ln)), 0
+        )
+    for i in range(start, len(added)):
+        if leaf and re.search(rf"(def|func|fn|test\(|it\()\s*['\"]?{re.escape(leaf)}\b", added[i]):
+            indent = len(added[i]) - len(added[i].lstrip())
+            body = [added[i]]
+            for line in added[i + 1 : i + limit]:
+                if line.strip() and len(line) - len(line.lstrip()) <= indent:
+                    if line.strip()[0] in ")}]":
+                        body.append(line)
+                    break
+                body.append(line)
+            while body and not body[-1].strip():
+                body.pop()
+            return body
     return []
 
 
