@@ -88,7 +88,7 @@ while IFS=$'\t' read -r -u 3 name registry package repo versions mutations; do
   if ((MINE)); then
     out="$CACHE/mined/$name/tasks.jsonl"
     "$PYTHON" -m swe_rl.eval.mining.cli "$history" --repo-name "$repo" --output "$out" --local-fleet \
-      --runs 2 --image-template 'swe-rl/real.{id}:latest' ${patches[@]:+--code-only-ok}
+      --runs 2 --image-template 'swe-rl/real.{id}:latest' ${patches[@]:+--code-only-ok --statement commit}
     mined+=("$out")
   else
     [[ -f "$ROWS" ]] || die "$ROWS is missing: run with --mine first"

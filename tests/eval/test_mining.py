@@ -103,7 +103,8 @@ def test_mining_the_calc_history_end_to_end_keeps_the_fix_and_resumes(calc_repo,
     template = f"swe-rl/test-mined-{tag}.{{id}}:latest"
     out = tmp_path / "tasks.jsonl"
     argv = [str(repo), "--output", str(out), "--repo-name", "swe-rl/calc", "--runs", "2",
-            "--image-template", template, "--name-prefix", f"swe-rl-test-{tag}", "--no-progress"]  # fmt: skip
+            "--image-template", template, "--name-prefix", f"swe-rl-test-{tag}", "--no-progress",
+            "--jobs", "2", "--certify-concurrency", "2"]  # fmt: skip
     try:
         with LocalFleet(exec_servers=1, max_containers_per_node=4) as fleet:
             stats = Miner(parse_args(argv), fleet.client_env()).run()
@@ -118,7 +119,15 @@ def test_mining_the_calc_history_end_to_end_keeps_the_fix_and_resumes(calc_repo,
             assert row["mined_commit"] == shas[1] and row["FAIL_TO_PASS"] == ["tests/test_calc.py::test_add"]
             assert row["PASS_TO_PASS"] == ["tests/test_calc.py::test_mul"]
             assert row["log_parser"] == "parse_log_pytest" and row["eval_type"] == "pass_and_fail"
-            assert row["image_name"] == template.format(id=row["instance_id"].lower())
+            assert row["image_name"] == row["image"] == template.format(id=row["instance_id"].lower())
+            assert row["statement_source"] == "tests" and "test_add" in row["problem_statement"]
+            assert "a + b" not in row["problem_statement"] and "assert -1 == 5" in row["problem_statement"]
+            try:  # swebench 5.x loads the mined row as it is
+                from swebench.harness.utils import make_test_spec
+
+                assert make_test_spec(row).image == row["image"]
+            except ImportError:
+                pass  # swebench 4.x or none: tests/eval/test_mining_rows.py skips too
             inst = instance_from_row(row)
             assert inst.eval_script and "tests/test_calc.py" in inst.eval_script
             drops = {

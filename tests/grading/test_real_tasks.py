@@ -32,8 +32,9 @@ def test_the_real_rows_load_and_name_a_registered_parser():
         assert inst.fail_to_pass and inst.eval_type == "pass_and_fail" and inst.log_parser in PARSERS
         assert inst.image.startswith("swe-rl/real.") and inst.problem_statement.strip()
         assert row["mined_commit"] and len(inst.base_commit) == 40
-        if not row["test_patch"]:  # an injected bug (one release only): the row says so
-            assert "SWE-smith method" in row["problem_statement"], row["instance_id"]
+        if not row["test_patch"]:  # an injected bug (one release only): the row says so, the statement not
+            assert "SWE-smith method" in row["provenance"], row["instance_id"]
+            assert "SWE-smith" not in row["problem_statement"] and "inject" not in row["problem_statement"]
 
 
 @pytest.fixture(scope="module")

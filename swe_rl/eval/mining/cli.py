@@ -25,19 +25,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from swe_rl.eval.mining.build import BuildFailed, build_task_image
 from swe_rl.eval.mining.history import Candidate, Skipped, commits_in_range, git, split_commit
 from swe_rl.eval.mining.languages import LANGUAGES, UnknownLanguage, detect_language
-from swe_rl.eval.mining.validate import NoFailToPass, task_row, validate
+from swe_rl.eval.mining.policy import RowPolicy, after_validation, before_build
+from swe_rl.eval.mining.recipes import REPO_RECIPE, Recipe, RecipeError, load_recipe
+from swe_rl.eval.mining.statements import SOURCES, StatementSettings, split_provenance, write_statement
+from swe_rl.eval.mining.validate import NoFailToPass, task_row, test_section, validate
 from swe_rl.eval.progress import StatusBar
 
 STAGES = ("split", "build", "validate", "certify")
+API_KEY_ENV = "SWE_MINE_STATEMENT_API_KEY"
+"""The statement model's API key (never a command-line argument: it would show in ``ps``)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,6 +74,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="commits that change code only are candidates too, judged by the tests already there "
         "(histories of injected bugs, SWE-smith's method)",
     )  # fmt: skip
+    p.add_argument(
+        "--recipe", type=Path, default=None,
+        help=f"a recipe file (TOML: test_command, log_parser, ...; default: the repository's {REPO_RECIPE})",
+    )  # fmt: skip
+    p.add_argument("--jobs", type=int, default=2, help="candidates built and validated at once")
+    p.add_argument("--certify-concurrency", type=int, default=2, help="certification runs at once")
+    g = p.add_argument_group("row policy (docs/datasets.md, 'Row policy')")
+    g.add_argument(
+        "--max-files", type=int, default=RowPolicy.max_files, help="source files a gold patch may touch"
+    )
+    g.add_argument("--max-lines", type=int, default=RowPolicy.max_lines, help="lines a gold patch may change")
+    g.add_argument(
+        "--max-fail-to-pass",
+        type=int,
+        default=RowPolicy.max_fail_to_pass,
+        help="FAIL_TO_PASS tests a row may have",
+    )
+    g.add_argument("--allow-no-pass-to-pass", action="store_true", help="keep rows without PASS_TO_PASS")
+    g.add_argument(
+        "--keep-import-failures", action="store_true", help="keep rows whose FAIL_TO_PASS failed to import"
+    )
+    g.add_argument(
+        "--keep-copyable", action="store_true", help="keep rows whose fix is in another file already"
+    )
+    g.add_argument(
+        "--flag-only", action="store_true", help="drop nothing: reasons go to the row's policy_flags"
+    )
+    g = p.add_argument_group("problem statements (docs/datasets.md, 'Statements')")
+    g.add_argument(
+        "--statement", choices=SOURCES, default="tests", help="source tried first (fallback: tests)"
+    )
+    g.add_argument(
+        "--statement-model-url",
+        default=None,
+        help="OpenAI-compatible base URL (.../v1); key in $" + API_KEY_ENV,
+    )
+    g.add_argument("--statement-model", default=StatementSettings.model, help="the model's name at that URL")  # fmt: skip
     p.add_argument("--no-certify", action="store_true", help="stop after validation (rows stay pending)")
     p.add_argument("--local-fleet", action="store_true", help="certify on exec + pool servers started here")
     p.add_argument("--name-prefix", default="swe-rl-mine", help="prefix of the miner's container names")
@@ -103,6 +148,14 @@ def build_images_for(args: argparse.Namespace) -> int:
         bad += status != "ok"
         print(f"{row['instance_id']}: {row['image_name']} {status}", flush=True)
     return 1 if bad else 0
+
+
+def recipe_at(repo: Path, commit: str, given: Path | None) -> Recipe:
+    """The recipe file given, else the repository's own at ``commit``, else none (the defaults)."""
+    if given is not None:
+        return load_recipe(given.read_text(), where=str(given))
+    own = git(repo, "show", f"{commit}:{REPO_RECIPE}", check=False)
+    return load_recipe(own, where=f"{commit[:10]}:{REPO_RECIPE}") if own else Recipe()
 
 
 def _has_commit(repo: Path, commit: str) -> bool:
@@ -146,35 +199,74 @@ class Miner:
         self.stats_path = out.with_suffix(".stats.json")
         self.repo = args.repo.resolve()
         self.repo_name = args.repo_name or self.repo.name
+        self.policy = RowPolicy(
+            max_files=args.max_files, max_lines=args.max_lines, max_fail_to_pass=args.max_fail_to_pass,
+            require_pass_to_pass=not args.allow_no_pass_to_pass, drop_import_failures=not args.keep_import_failures,
+            drop_copyable=not args.keep_copyable, flag_only=args.flag_only,
+        )  # fmt: skip
+        self.statements = StatementSettings(
+            source=args.statement, model_url=args.statement_model_url, model=args.statement_model,
+            api_key=os.environ.get(API_KEY_ENV),
+        )  # fmt: skip
+        self.lock = threading.Lock()
+        """Guards the files and counters: candidates are built and validated by ``--jobs`` threads."""
         self.seconds = dict.fromkeys(STAGES, 0.0)
         self.counts = {"commits": 0, "candidates": 0, "built": 0, "validated": 0, "certified": 0}
 
     def drop(self, commit: str, instance_id: str, stage: str, reason: str) -> None:
-        _append(self.drops, {"commit": commit, "instance_id": instance_id, "stage": stage, "reason": reason})
+        with self.lock:
+            _append(
+                self.drops, {"commit": commit, "instance_id": instance_id, "stage": stage, "reason": reason}
+            )
+
+    def add(self, what: dict[str, float], key: str, amount: float) -> None:
+        with self.lock:
+            what[key] += amount
+
+    def count(self, key: str) -> None:
+        with self.lock:
+            self.counts[key] += 1
+
+    def judged(self, cand: Candidate, iid: str, reasons: list[str], flags: list[str]) -> bool:
+        """True when the row goes on: the policy found nothing, or only flags (``--flag-only``)."""
+        if not reasons:
+            return True
+        if self.policy.flag_only:
+            flags.extend(reasons)
+            return True
+        self.drop(cand.commit, iid, "policy", "; ".join(reasons))
+        return False
 
     def language(self, commit: str) -> Any:
+        """The language's way of building and testing, with the recipe's test command and parser."""
         if self.args.language:
-            return LANGUAGES[self.args.language]
-        return detect_language(set(git(self.repo, "ls-tree", "--name-only", commit).split()))
+            base = LANGUAGES[self.args.language]
+        else:
+            base = detect_language(set(git(self.repo, "ls-tree", "--name-only", commit).split()))
+        return recipe_at(self.repo, commit, self.args.recipe).language(base)
 
-    def mine_commit(self, commit: str) -> str:
-        """Split, build and validate one commit; the returned word is its progress status."""
+    def split(self, commit: str) -> tuple[Candidate, Any, str, list[str]] | None:
+        """Split one commit and judge what the commit alone tells; None when it is dropped."""
         iid = _instance_id(self.repo_name, commit)
         t0 = time.perf_counter()
         try:
             language = self.language(commit)
-        except UnknownLanguage as exc:
+        except (UnknownLanguage, RecipeError) as exc:
             self.drop(commit, iid, "split", str(exc))
-            return "dropped"
+            return None
         found = split_commit(self.repo, commit, language, code_only_ok=self.args.code_only_ok)
-        self.seconds["split"] += time.perf_counter() - t0
         if isinstance(found, Skipped):
+            self.seconds["split"] += time.perf_counter() - t0
             self.drop(commit, iid, "split", found.reason)
-            return "dropped"
+            return None
         self.counts["candidates"] += 1
-        return self.build_and_validate(found, language, iid)
+        flags: list[str] = []
+        keep = self.judged(found, iid, before_build(self.repo, found, self.policy), flags)
+        self.seconds["split"] += time.perf_counter() - t0
+        return (found, language, iid, flags) if keep else None
 
-    def build_and_validate(self, cand: Candidate, language: Any, iid: str) -> str:
+    def build_and_validate(self, cand: Candidate, language: Any, iid: str, flags: list[str]) -> str:
+        """Build, validate and judge one candidate (in a worker thread); the word is its status."""
         image = self.args.image_template.format(id=iid.lower())
         t0 = time.perf_counter()
         try:
@@ -183,8 +275,8 @@ class Miner:
             self.drop(cand.commit, iid, "build", str(exc))
             return "dropped"
         finally:
-            self.seconds["build"] += time.perf_counter() - t0
-        self.counts["built"] += 1
+            self.add(self.seconds, "build", time.perf_counter() - t0)
+        self.count("built")
         t0 = time.perf_counter()
         try:
             found = validate(
@@ -194,13 +286,26 @@ class Miner:
             self.drop(cand.commit, iid, "validate", str(exc))
             return "dropped"
         finally:
-            self.seconds["validate"] += time.perf_counter() - t0
-        self.counts["validated"] += 1
+            self.add(self.seconds, "validate", time.perf_counter() - t0)
+        f2p, p2p = found["fail_to_pass"], found["pass_to_pass"]
+        if not self.judged(cand, iid, after_validation(f2p, p2p, found["before"], self.policy), flags):
+            return "dropped"
+        self.count("validated")
+        statement, source = write_statement(
+            self.statements, cand, language, f2p, p2p, test_section(found["logs"]["before"])
+        )
+        extra: dict[str, Any] = {"statement_source": source}
+        provenance = split_provenance(cand.message)[1]
+        if provenance:
+            extra["provenance"] = provenance
+        if flags:
+            extra["policy_flags"] = flags
         row = task_row(
             repo_name=self.repo_name, instance_id=iid, language=language, candidate=cand, image=image,
-            base_commit=base, fail_to_pass=found["fail_to_pass"], pass_to_pass=found["pass_to_pass"],
+            base_commit=base, fail_to_pass=f2p, pass_to_pass=p2p, problem_statement=statement, extra=extra,
         )  # fmt: skip
-        _append(self.validated, row)
+        with self.lock:
+            _append(self.validated, row)
         return "validated"
 
     def certify(self) -> None:
@@ -219,13 +324,13 @@ class Miner:
         todo = self.output.with_suffix(".certify-input.jsonl")
         todo.write_text("".join(json.dumps(r) + "\n" for r in pending))
         argv = ["run", "--data", str(todo), "--ledger", str(self.ledger), "--runs", str(self.args.runs),
-                "--max-concurrent", "2", "--eval-timeout", str(self.args.timeout), "--no-progress"]  # fmt: skip
+                "--max-concurrent", str(self.args.certify_concurrency), "--eval-timeout", str(self.args.timeout), "--no-progress"]  # fmt: skip
         args = certify.parse_args(argv)
         if self.pool_env is not None:  # a fleet the caller runs
             asyncio.run(certify.run(args, self.pool_env))
         else:  # a local one started here, or the pool the environment names
             run_graders(lambda *env: certify.run(args, *env), local_fleet=self.args.local_fleet,
-                        max_concurrent=2, networks=[])  # fmt: skip
+                        max_concurrent=self.args.certify_concurrency, networks=[])  # fmt: skip
         todo.unlink()
         ledger = read_ledger(self.ledger)
         for row in pending:
@@ -247,14 +352,30 @@ class Miner:
         commits = [c for c in commits_in_range(self.repo, self.args.rev_range) if c not in done]
         if self.args.limit is not None:
             commits = commits[: self.args.limit]
+        t_start = time.perf_counter()
         bar = StatusBar(len(commits), disabled=self.args.no_progress, use_tqdm=sys.stdout.isatty())
-        for commit in commits:
+        todo = []
+        for commit in commits:  # git only: quick, one at a time
             self.counts["commits"] += 1
-            bar.update(self.mine_commit(commit))
+            found = self.split(commit)
+            if found is None:
+                bar.update("dropped")
+            else:
+                todo.append(found)
+        with ThreadPoolExecutor(max_workers=max(1, self.args.jobs)) as pool:
+            futures = [pool.submit(self.build_and_validate, *item) for item in todo]
+            for future in as_completed(futures):
+                bar.update(future.result())
         bar.close()
         if not self.args.no_certify:
             self.certify()
-        stats = {"counts": self.counts, "seconds": {k: round(v, 1) for k, v in self.seconds.items()}}
+        stats = {
+            "counts": self.counts,
+            "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+            "wall_seconds": round(time.perf_counter() - t_start, 1),
+            "jobs": self.args.jobs,
+            "certify_concurrency": self.args.certify_concurrency,
+        }
         self.stats_path.write_text(json.dumps(stats, indent=1) + "\n")
         return stats
 
@@ -269,12 +390,25 @@ def main(argv: list[str] | None = None) -> int:
     if "{id}" not in args.image_template:
         print("error: --image-template must contain {id}", file=sys.stderr)
         return 2
+    if args.recipe is not None:
+        try:
+            load_recipe(args.recipe.read_text(), where=str(args.recipe))
+        except (OSError, RecipeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.jobs < 1 or args.certify_concurrency < 1:
+        print("error: --jobs and --certify-concurrency must be at least 1", file=sys.stderr)
+        return 2
+    if args.statement == "model" and not args.statement_model_url:
+        print("error: --statement model needs --statement-model-url", file=sys.stderr)
+        return 2
     stats = Miner(args).run()
     c, s = stats["counts"], stats["seconds"]
     print(
         f"mined {c['commits']} commit(s): {c['candidates']} candidates -> {c['built']} built -> "
         f"{c['validated']} validated -> {c['certified']} certified; seconds: "
         + ", ".join(f"{k} {v}" for k, v in s.items())
+        + f" (summed over {args.jobs} worker(s)); wall {stats['wall_seconds']} s"
     )
     return 0
 

@@ -131,15 +131,24 @@ def task_row(
     fail_to_pass: list[str],
     pass_to_pass: list[str],
     version: str = "",
+    problem_statement: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The swebench 5.x row (``eval_script``, ``log_parser``, ``eval_type``, ``image_name``) plus ours."""
-    problem = candidate.message or f"Make the tests of {', '.join(candidate.test_files)} pass."
-    return {
+    """The swebench 5.x row plus ours.
+
+    swebench 5.x's ``make_test_spec`` reads ``instance_id``, ``image``, ``eval_script``, ``repo``,
+    ``version``, ``FAIL_TO_PASS``, ``PASS_TO_PASS``, ``log_parser`` and ``eval_type`` (its grading
+    looks the parser up in its ``PARSER_REGISTRY``); ``image_name`` is the same image under the name
+    this project's loaders and older tools read."""
+    problem = (
+        problem_statement or candidate.message or f"Make the tests of {', '.join(candidate.test_files)} pass."
+    )
+    return {**(extra or {}),
         "instance_id": instance_id, "repo": repo_name, "base_commit": base_commit,
         "problem_statement": problem, "patch": candidate.gold_patch, "test_patch": candidate.test_patch,
         "FAIL_TO_PASS": fail_to_pass, "PASS_TO_PASS": pass_to_pass, "version": version,
         "environment_setup_commit": base_commit, "created_at": candidate.created_at,
-        "image_name": image, "eval_script": eval_script(language, candidate, base_commit),
+        "image": image, "image_name": image, "eval_script": eval_script(language, candidate, base_commit),
         "log_parser": language.log_parser, "eval_type": "pass_and_fail", "workdir": WORKDIR,
         "language": language.name, "data_source": DATA_SOURCE, "mined_commit": candidate.commit,
     }  # fmt: skip
