@@ -128,7 +128,7 @@ class LeaseLiveness:
         ok, reason, timed_out = await fetch_health(wire, node, self.cfg.health_interval)
         http = self.calls.health_of(node.url)
         if not ok:
-            self.nodes.failed(node, reason, slow=timed_out)
+            self.nodes.failed(node, reason, slow=timed_out, cut_calls=not timed_out)
             return
         images_due = time.monotonic() - node.images_at > self.cfg.images_interval or not node.healthy
         if not node.healthy:

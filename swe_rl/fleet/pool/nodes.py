@@ -59,6 +59,10 @@ class Node:
     """Warm target we last sent per request key: (count, monotonic expiry)."""
     image_stats: dict[str, Any] = field(default_factory=dict)
     """The node's image figures (bytes used, budget, pulls, evictions), as of the last health check."""
+    calls: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
+    """The tasks of routed calls waiting on this node now (cut when it is found down: `NodeSet.failed`)."""
+    cut: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
+    """Those of `calls` cancelled because the node went down: they answer 503 node_down at once."""
     checked: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
     """Set once the node's first check since the pool started is over (up and reconciled, or found down).
     The pool serves before every node is checked; a call on one of this node's leases waits for it."""
@@ -110,12 +114,31 @@ class NodeSet:
         """Up and not draining: where a new container (or a warm one) may go."""
         return [n for n in self if n.healthy and not n.draining]
 
-    def failed(self, node: Node, reason: str, *, immediately: bool = False, slow: bool = False) -> None:
+    def failed(
+        self,
+        node: Node,
+        reason: str,
+        *,
+        immediately: bool = False,
+        slow: bool = False,
+        cut_calls: bool = False,
+    ) -> None:
+        """Count a failed check or call; the node is down after `down_after` (or at once). `cut_calls`:
+        a node found down by an answer (its /healthz says it is unhealthy, or refuses the connection),
+        not by a timeout, fails the calls waiting on it now: a hung daemon holds them until their own
+        timeout otherwise (an exec of 20 s answered 504 after 50 s)."""
         node.failures += 1
         node.last_error, node.slow = reason, slow
         if node.healthy and (immediately or node.failures >= self.down_after):
             node.healthy = False
             log.warning("node %s is down: %s", node.url, reason)
+            if cut_calls and not slow and not node.draining and node.calls:
+                log.warning(
+                    "node %s: failing its %d call(s) in flight (node_down)", node.url, len(node.calls)
+                )
+                for task in list(node.calls):
+                    node.cut.add(task)
+                    task.cancel()
 
     def succeeded(self, node: Node) -> None:
         if not node.healthy:

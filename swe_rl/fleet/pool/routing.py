@@ -303,6 +303,9 @@ async def forward(
         lease.in_flight += 1
         lease.touch()
         t0 = time.monotonic()
+        task = asyncio.current_task()
+        if task is not None:
+            node.calls.add(task)
         try:
             for attempt in (1, 2):
                 try:
@@ -319,7 +322,23 @@ async def forward(
                         "node %s is back after draining: the call on lease %s goes", node.url, lease.lease_id
                     )
             raise AssertionError("unreachable")
+        except asyncio.CancelledError:
+            if task is None or task not in node.cut:
+                raise
+            uncancel = getattr(task, "uncancel", None)  # Python 3.11+: the cancel was ours, not the caller's
+            if uncancel is not None:
+                uncancel()  # cut by the node's health check (`NodeSet.failed`)
+            raise ApiError(
+                503,
+                f"node {node.url} went down during the call ({node.last_error}); lease {lease.lease_id} is unusable",
+                node=node.url,
+                node_down=True,
+                lease_id=lease.lease_id,
+            ) from None
         finally:
+            if task is not None:
+                node.calls.discard(task)
+                node.cut.discard(task)
             waited += time.monotonic() - t0
             lease.in_flight -= 1
             lease.touch()

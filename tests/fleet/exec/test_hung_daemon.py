@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import socket
-import tempfile
-import threading
 import time
 
 import pytest
@@ -22,58 +18,19 @@ from swe_rl.fleet.exec.backend import open_backend
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.health import HealthMonitor
 from swe_rl.fleet.exec.manager import ContainerManager
+from tests.fleet.hanging_docker import HangingProxy, hanging_daemon
 
 pytestmark = pytest.mark.docker
 
 BOUND = 120.0  # only a hang of the check reaches it (the old ping waited 600 s)
-DAEMON = "/var/run/docker.sock"
-
-
-class HangingProxy:
-    """Forwards a unix socket to the Docker daemon until `hang` is set; then answers nothing."""
-
-    def __init__(self, path: str) -> None:
-        self.path, self.hang, self.closed = path, threading.Event(), threading.Event()
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(path)
-        self.listener.listen(64)
-        self.sockets: list[socket.socket] = [self.listener]
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            upstream.connect(DAEMON)
-            self.sockets += [client, upstream]
-            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                if self.hang.is_set():
-                    continue  # swallowed: the caller waits for an answer that never comes
-                dst.sendall(data)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self.closed.set()
-        for s in self.sockets:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
 
 
 def test_a_hung_daemon_makes_the_node_unhealthy_and_the_check_comes_back(docker_client, tmp_path):
-    sock_dir = tempfile.mkdtemp(prefix="swe-hung-")  # short: a unix socket path has ~100 bytes
-    proxy = HangingProxy(os.path.join(sock_dir, "d.sock"))
+    with hanging_daemon() as proxy:
+        _check(proxy, tmp_path)
+
+
+def _check(proxy: HangingProxy, tmp_path) -> None:
     cfg = ExecConfig(token=secrets.token_hex(8), backend="docker", max_warm=0, state_dir=str(tmp_path))
     env = {**os.environ, "DOCKER_HOST": f"unix://{proxy.path}"}
     backend = open_backend(cfg, env)
@@ -100,7 +57,6 @@ def test_a_hung_daemon_makes_the_node_unhealthy_and_the_check_comes_back(docker_
         assert answer.status_code == 503
     finally:
         monitor.stop()
-        proxy.close()
+        proxy.hang.clear()
         manager.stop()
         backend.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
