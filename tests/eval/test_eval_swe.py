@@ -191,7 +191,7 @@ def test_chat_model_through_an_openai_endpoint(fleet, tmp_path):
         ChatReply(f"Fix it.\n\n```bash\n{fix}\n```", reasoning_content="the cycle is lost"),
         ChatReply(f"Submit.\n\n```bash\n{submit}\n```"),
     ]
-    with FakeOpenAI(script) as server:
+    with FakeOpenAI(script, models=["fake-policy"]) as server:
         summary = run_eval(
             fleet,
             tmp_path,
