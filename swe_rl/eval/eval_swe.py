@@ -49,11 +49,12 @@ from swe_rl.eval.eval_args import instance_ids, make_policy, parse_args
 from swe_rl.eval.grading_hooks import grade_extras, local_fleet_networks
 from swe_rl.eval.progress import StatusBar
 from swe_rl.eval.report import summarize, write_report
+from swe_rl.eval.run_data import load_run_instances
 from swe_rl.eval.run_history import RunHistory
 from swe_rl.eval.tool_call_watch import ToolCallWatch
 from swe_rl.metrics.integrity import rollout_integrity
 from swe_rl.metrics.rollout import episode_stats
-from swe_rl.tasks.swebench4 import ConversionUnavailable, convert_instances
+from swe_rl.tasks.swebench4 import ConversionUnavailable
 
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
@@ -152,26 +153,15 @@ async def run(
     from swe_rl.grading.config import GraderConfig
     from swe_rl.grading.integrity import IntegrityConfig
     from swe_rl.harnesses.registry import harness_by_name
-    from swe_rl.tasks import load_instances
 
-    loaded = load_instances(
+    loaded = load_run_instances(  # 4.x-schema rows converted (ConversionUnavailable: main says how)
         args.data,
-        image_template=args.image_template,
-        limit=None,
-        instance_ids=instance_ids(args.instance_ids),
         split=args.split,
+        image_template=args.image_template,
+        instance_ids=instance_ids(args.instance_ids),
+        limit=args.max_instances,
     )
-    for err in loaded.errors:
-        print(f"warning: skipped bad row: {err}", file=sys.stderr)
-    instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
-    # 4.x-schema rows (no eval_script) converted with swebench 4.1.0 first (ConversionUnavailable: main)
-    instances, unconverted = convert_instances(instances, sys.stderr)
-    if unconverted:
-        print(
-            f"warning: {len(unconverted)} row(s) could not be converted (above); they run without an "
-            "eval script and end in env_error",
-            file=sys.stderr,
-        )
+    instances = loaded.instances
     ledger = None
     if args.certified_only:
         from swe_rl.eval.grading_hooks import keep_certified
@@ -291,7 +281,7 @@ async def run(
         [i.instance_id for i in instances],
         meta,
         wall_seconds=time.monotonic() - started,
-        load_errors=len(loaded.errors),
+        load_errors=loaded.load_errors,
     )
     summary["warnings"] = watch.warnings
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -357,17 +347,27 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    return env_error_exit(summary, args)
+
+
+def env_error_exit(summary: dict[str, Any], args: argparse.Namespace) -> int:
+    """The exit code of a finished run: 3 when more than ``--max-env-error-rate`` of its instances
+    ended in env_error (an outage, not a score: said on stderr with the first reasons), else 0."""
     errors = summary["status_counts"].get("env_error", 0)
-    if errors:
-        over = errors > args.max_env_error_rate * summary["total"]
-        note = env_error_note(
-            errors, summary["total"], args.output_dir / "results.jsonl", local_fleet=args.local_fleet
+    if not errors:
+        return 0
+    over = errors > args.max_env_error_rate * summary["total"]
+    note = env_error_note(
+        errors, summary["total"], args.output_dir / "results.jsonl", local_fleet=args.local_fleet
+    )
+    if not over:
+        note = (
+            "warning"
+            + note.removeprefix("error")
+            + (f"\n(within --max-env-error-rate {args.max_env_error_rate}: exit 0)")
         )
-        if not over:
-            note = f"{note}\n(within --max-env-error-rate {args.max_env_error_rate}: exit 0)"
-        print(note if over else note.replace("error: ", "warning: ", 1), file=sys.stderr)
-        return EXIT_ENV_ERROR if over else 0
-    return 0
+    print(note, file=sys.stderr)
+    return EXIT_ENV_ERROR if over else 0
 
 
 def final_printout(summary: dict[str, Any]) -> dict[str, Any]:

@@ -198,7 +198,10 @@ async def test_policy_endpoint_outage_is_an_env_error_not_graded(
         )
     assert result.agent.exit_reason is ExitReason.POLICY_ERROR and result.agent.stop_reason == "unreachable"
     assert result.status is GradeStatus.ENV_ERROR and result.infra_failure
-    assert result.grade.message.startswith("policy endpoint: PolicyUnreachable") and "overloaded" in result.grade.message
+    assert (
+        result.grade.message.startswith("policy endpoint: PolicyUnreachable")
+        and "overloaded" in result.grade.message
+    )
     assert not result.grade.method and not result.grade.test_log  # never sent to a grading container
     assert not leftover_containers(docker_client, pool)
 

@@ -45,7 +45,9 @@ def test_a_rejected_key_is_a_problem():
 
 def test_a_model_not_listed_is_a_problem_naming_what_is_served():
     with FakeOpenAI([], models=["Qwen/Qwen3-8B"]) as server:
-        with pytest.raises(EndpointProblem, match=r"does not serve the model 'Qwen3-8B'.*lists: Qwen/Qwen3-8B"):
+        with pytest.raises(
+            EndpointProblem, match=r"does not serve the model 'Qwen3-8B'.*lists: Qwen/Qwen3-8B"
+        ):
             check_endpoint(server.base_url, "openai/Qwen3-8B", "EMPTY")
 
 
@@ -87,6 +89,10 @@ def test_swe_eval_stops_before_the_first_instance(case, tmp_path, capsys, keep_s
         assert main(argv) == EXIT_ENDPOINT
         assert server.calls == 0
     err = capsys.readouterr().err
-    expected = {"dead": "does not answer", "model": "does not serve the model 'typo'", "key": "rejects the API key"}
+    expected = {
+        "dead": "does not answer",
+        "model": "does not serve the model 'typo'",
+        "key": "rejects the API key",
+    }
     assert f"error: the endpoint {base}" in err and expected[case] in err and "nothing was run" in err
     assert not (tmp_path / "run").exists()
