@@ -43,10 +43,11 @@ from swe_rl.eval.clean_stop import (
     CleanStop,
     command_line,
     resume_line,
+    say_stopping,
     sigterm_as_interrupt,
 )
 from swe_rl.eval.eval_args import instance_ids, make_policy, parse_args
-from swe_rl.eval.grading_hooks import grade_extras, local_fleet_networks
+from swe_rl.eval.grading_hooks import LOCAL_FLEET_STOP, grade_extras, local_fleet_networks
 from swe_rl.eval.progress import StatusBar
 from swe_rl.eval.report import summarize, write_report
 from swe_rl.eval.run_data import load_run_instances
@@ -323,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
                 networks=local_fleet_networks(args, args.grading_network, args.agent_network),
             ) as fleet:
                 summary = asyncio.run(run(args, fleet.client_env()))
+                if summary.get("interrupted"):
+                    say_stopping(LOCAL_FLEET_STOP)
         else:
             summary = asyncio.run(run(args))
     except ConversionUnavailable as exc:
