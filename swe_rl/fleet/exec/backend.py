@@ -63,7 +63,7 @@ class Refused(BackendError):
     status = 400
 
 
-class NetworkFull(BackendError):
+class NoFreeAddress(BackendError):
     """The container's network has no free address left (Docker: "no available IPv4 addresses"):
     the node cannot start it there until a container on that network goes; never retried."""
 

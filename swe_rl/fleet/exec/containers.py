@@ -22,8 +22,8 @@ from swe_rl.fleet.exec.backend import (
     BackendError,
     ContainerInfo,
     ContainerSpec,
-    NetworkFull,
     NodeBackend,
+    NoFreeAddress,
     NotFound,
     Refused,
 )
@@ -321,7 +321,7 @@ class Containers:
             self.backend.start_container(container.id)
             started = True
             return container
-        except NetworkFull as exc:  # no free address on the network: a clear 507 at once, not a retry
+        except NoFreeAddress as exc:  # no free address on the network: a clear 507 at once, not a retry
             self._remove_half_created(container)
             raise ApiError(
                 507,

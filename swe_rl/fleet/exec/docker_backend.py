@@ -27,7 +27,7 @@ from swe_rl.fleet.exec.backend import (
     ContainerSpec,
     ImageInfo,
     ImageMissing,
-    NetworkFull,
+    NoFreeAddress,
     NotFound,
     PathStat,
     Refused,
@@ -83,7 +83,7 @@ def _errors(refused: Callable[[int | None, str], bool] = _bad_request) -> Iterat
         if exc.status_code == 409:
             raise Conflict(reason) from None
         if _NETWORK_FULL.search(reason):
-            raise NetworkFull(reason) from None
+            raise NoFreeAddress(reason) from None
         if refused(exc.status_code, reason):
             raise Refused(reason) from None
         raise BackendError(reason) from None
