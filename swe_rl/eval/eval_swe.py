@@ -20,7 +20,8 @@ and one line saying how to resume; `runs.jsonl` keeps every invocation, so the s
 wall time and per-run breakdown add up across resumes (`clean_stop.py`, `run_history.py`).
 Before the first instance, the model endpoint is checked (`endpoint_check.py`): it answers, serves
 `--model` and takes the key. An instance whose endpoint failed mid-run (no answer, 5xx, key or model
-refused) is `env_error` and is not graded.
+refused) is `env_error` and is not graded; the endpoint is then checked again, and when it fails
+the run stops there (exit 3, the rest left for a resume) instead of playing every instance into env_error.
 Exit codes: 0; 2 when `--local-fleet` lacks the `server` extra; 3 when more than `--max-env-error-rate`
 (default 0: any) of the instances ended in `env_error` (their figures are no score: the reasons are
 printed, a resume runs those instances again); 4 when the endpoint check failed; 130 interrupted.
@@ -61,8 +62,33 @@ log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
 EXIT_ENV_ERROR = 3
 """Exit code of a run where instances ended in env_error: the figures are not a score of the policy."""
+ENDPOINT_LOST = "endpoint lost"
+"""The stop reason (``summary.json`` ``interrupted``) of a run stopped because its endpoint went away."""
 EXIT_ENDPOINT = 4
 """Exit code when the model endpoint failed its check before the first instance (nothing ran)."""
+
+
+class EndpointWatch:
+    """After an instance lost to the policy endpoint, check the endpoint again (one check at a time):
+    when it fails now, stop the run (``ENDPOINT_LOST``) instead of playing every remaining instance
+    into env_error; a resume runs them once the endpoint is back."""
+
+    def __init__(self, api_base: str | None, model: str, api_key: str) -> None:
+        self.api_base, self.model, self.api_key = api_base, model, api_key
+        self._lock = asyncio.Lock()
+
+    async def recheck(self, stop: CleanStop) -> None:
+        from swe_rl.eval.endpoint_check import EndpointProblem, check_endpoint
+
+        if self.api_base is None or stop.stopped or self._lock.locked():
+            return
+        async with self._lock:
+            try:
+                await asyncio.to_thread(check_endpoint, self.api_base, self.model, self.api_key)
+            except EndpointProblem as exc:
+                if not stop.stopped:
+                    print(f"\nerror: the endpoint failed mid-run: {exc}", file=sys.stderr, flush=True)
+                    stop.request(ENDPOINT_LOST)
 
 
 def finished_ids(results_path: Path) -> set[str]:
@@ -229,6 +255,7 @@ async def run(
         harness, chat_policy=args.policy == "chat", after=args.tool_call_check, endpoint=args.api_base
     )
     finished_now = 0
+    endpoint_watch = EndpointWatch(args.api_base, args.model, args.api_key)
 
     async with open_fleet(fleet_config) as fleet:
         hints = PrefetchHints(
@@ -269,6 +296,8 @@ async def run(
             nonlocal finished_now
             finished_now += 1
             progress.update(row["status"])
+            if "PolicyUnreachable" in str(row.get("error")) and args.policy == "chat":
+                await endpoint_watch.recheck(stop)
 
         try:
             await stop.run_all(one(i) for i in todo)
@@ -339,6 +368,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     print(json.dumps(final_printout(summary), indent=1))
     print(f"report: {args.output_dir / 'report.html'}")
+    if summary.get("interrupted") == ENDPOINT_LOST:  # an outage: never a result, whatever the threshold
+        env_error_exit(summary, args)
+        print(
+            resume_line(
+                ENDPOINT_LOST,
+                summary["finished"],
+                summary["total"],
+                command_line("swe_rl.eval.eval_swe", args.argv),
+            ),
+            file=sys.stderr,
+        )
+        return EXIT_ENV_ERROR
     if summary.get("interrupted"):
         print(
             resume_line(

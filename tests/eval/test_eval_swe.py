@@ -217,27 +217,23 @@ def test_chat_model_through_an_openai_endpoint(fleet, tmp_path):
 
 
 def test_an_unreachable_endpoint_is_env_error_never_no_patch(fleet, tmp_path):
-    """The endpoint gone (nothing listens): each instance is env_error (policy/PolicyUnreachable), not
-    graded, counted in the summary; before, every instance was a graded empty patch (no_patch)."""
+    """The endpoint gone (nothing listens; `run` skips main's check before the first instance): the
+    instance is env_error (policy/PolicyUnreachable), not graded, counted in the summary (before, every
+    instance was a graded empty patch: no_patch, exit 0); the endpoint checked again fails, so the run
+    stops there (the rest left for a resume) and exits 3."""
     from swe_rl.testing.fake_openai import FakeOpenAI
 
     with FakeOpenAI([]) as server:
         dead = server.base_url  # stopped on leaving the block: connections are refused
-    summary = run_eval(
-        fleet,
-        tmp_path,
-        "--model",
-        "openai/fake",
-        "--api-base",
-        dead,
-        "--instance-ids",
-        "pytoolz__toolz-9001,pytoolz__toolz-9002",
-    )
-    assert summary["status_counts"]["env_error"] == 2 and summary["status_counts"]["no_patch"] == 0
-    assert summary["error_rate"] == 1.0 and summary["env_error_kinds"] == {"policy/PolicyUnreachable": 2}
-    for row in rows(tmp_path):
-        assert row["status"] == "env_error" and "PolicyUnreachable" in row["error"]
-        assert row["grade_message"].startswith("policy endpoint:")
-        assert row["apply_strategy"] is None and not row["eval_log"]  # nothing was graded
+    ids = "pytoolz__toolz-9001,pytoolz__toolz-9002,more-itertools__more-itertools-9001"
+    extra = ["--model", "openai/fake", "--api-base", dead, "--instance-ids", ids, "--max-concurrent", "1"]
+    summary = run_eval(fleet, tmp_path, *extra)
+    assert summary["status_counts"]["env_error"] == 1 and summary["status_counts"]["no_patch"] == 0
+    assert summary["env_error_kinds"] == {"policy/PolicyUnreachable": 1}
+    assert summary["interrupted"] == eval_swe.ENDPOINT_LOST and summary["missing"] == 2
+    (row,) = rows(tmp_path)
+    assert row["status"] == "env_error" and "PolicyUnreachable" in row["error"]
+    assert row["grade_message"].startswith("policy endpoint:")
+    assert row["apply_strategy"] is None and not row["eval_log"]  # nothing was graded
     args = eval_swe.parse_args(["--data", "x", "--output-dir", str(tmp_path), "--policy", "noop"])
     assert eval_swe.env_error_exit(summary, args) == eval_swe.EXIT_ENV_ERROR
