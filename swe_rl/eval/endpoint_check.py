@@ -76,7 +76,7 @@ def check_endpoint(api_base: str, model: str, api_key: str, timeout: float = 20.
     base = api_base.rstrip("/")
     name = served_name(model)
     headers = {"Authorization": f"Bearer {api_key}"}
-    with httpx.Client(timeout=timeout, headers=headers, trust_env=False) as http:
+    with httpx.Client(timeout=timeout, headers=headers) as http:  # env proxies, as litellm uses
         try:
             resp = http.get(f"{base}/models")
         except httpx.HTTPError as exc:
