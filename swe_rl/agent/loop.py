@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.agent.errors import FormatError, PolicyError
+from swe_rl.agent.errors import FormatError, PolicyError, PolicyUnreachable
 from swe_rl.agent.fleet_environment import fleet_env_factory
 from swe_rl.agent.fork import EpisodeFork, ForkablePolicy, drop_snapshot, take_fork
 from swe_rl.agent.git_hygiene import GitHygieneResult, clean_history
@@ -358,16 +358,21 @@ async def run_instance(
     grader: Grader | None = None,
     env_factory: EnvFactory | None = None,
 ) -> InstanceResult:
-    """Play an episode, then grade its patch in a fresh container (`FleetGrader` by default)."""
+    """Play an episode, then grade its patch in a fresh container (`FleetGrader` by default).
+
+    An episode lost to the infrastructure (its container, or a policy endpoint that could not be
+    reached, `PolicyUnreachable`) is not graded: its result is ``env_error``, never a score."""
     started = time.monotonic()
     agent = await run_agent(instance, policy, harness, env_factory=env_factory, client=client, config=config)
     agent_done = time.monotonic()
-    if agent.infra_failure:
+    if agent.infra_failure or agent.stop_reason == PolicyUnreachable.stop_reason:
+        # the container or the policy's endpoint failed: nothing of the policy's to grade (env_error)
+        where = "agent environment" if agent.infra_failure else "policy endpoint"
         grade = GradeResult(
             instance_id=instance.instance_id,
             status=GradeStatus.ENV_ERROR,
             resolved=False,
-            message=f"agent environment: {agent.error}",
+            message=f"{where}: {agent.error}",
         )
     else:
         grade = await (grader or FleetGrader(client)).grade(instance, agent.patch)

@@ -14,6 +14,11 @@ the flake rate.
 Resume is on by default (instances with a ledger row are skipped, except rows that failed on
 the fleet); ``--no-resume`` certifies everything again (the newest row of an instance counts).
 Use the ledger with ``swe_require_certified`` (plugin) and ``--certified-only`` (eval_swe.py).
+Rows are read as eval_swe.py reads them (`run_data.py`: public 4.x-schema rows converted first).
+Ctrl-C (or SIGTERM) stops cleanly: the gradings in flight are cancelled and their containers released,
+nothing half-written; the summary covers what finished. Exit codes: 0; 2 when 4.x rows cannot be
+converted (the message gives the command that makes it possible); 3 when none of the instances given
+was certified; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -28,9 +33,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from swe_rl.eval.clean_stop import (
+    EXIT_INTERRUPTED,
+    CleanStop,
+    command_line,
+    resume_line,
+    sigterm_as_interrupt,
+)
 from swe_rl.grading.certification import LedgerEntry, read_ledger
 
 log = logging.getLogger("certify")
+EXIT_NOTHING_CERTIFIED = 3
+"""Exit code when none of the instances given was certified (a dead fleet, rows that cannot be graded)."""
 MISSING = "MISSING"
 """Status of a test absent from a run's log."""
 
@@ -137,8 +151,14 @@ async def certify_instance(grader: Any, instance: Any, runs: int, sem: asyncio.S
 
 
 def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[str, Any]:
-    ledger = read_ledger(ledger_path)
-    entries = [e for i, e in ledger.entries.items() if instance_ids is None or i in instance_ids]
+    """The figures of a ledger (of ``instance_ids`` only, when given: a run with nothing graded has
+    no ledger yet, and its figures are all 0)."""
+    if instance_ids is not None and not ledger_path.exists():
+        entries: list[LedgerEntry] = []
+    else:
+        wanted = None if instance_ids is None else set(instance_ids)
+        ledger = read_ledger(ledger_path)
+        entries = [e for i, e in ledger.entries.items() if wanted is None or i in wanted]
     total = len(entries)
     certified = sum(1 for e in entries if e.certified)
     flaky = sum(1 for e in entries if e.flaky_tests)
@@ -160,22 +180,36 @@ def summarize(ledger_path: Path, instance_ids: list[str] | None = None) -> dict[
     }
 
 
-async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) -> dict[str, Any]:
-    from swe_rl.agent.fleet_session import FleetConfig, open_fleet
-    from swe_rl.eval.eval_swe import _end_torn_line, instance_ids
-    from swe_rl.eval.progress import StatusBar
-    from swe_rl.grading.config import GraderConfig
-    from swe_rl.tasks import load_instances
+def load_given(args: argparse.Namespace) -> list[Any]:
+    """The instances named by --data/--instance-ids/--max-instances, read as swe-eval reads them
+    (`run_data.load_run_instances`: 4.x-schema rows converted; `ConversionUnavailable` before any run)."""
+    from swe_rl.eval.eval_args import instance_ids
+    from swe_rl.eval.run_data import load_run_instances
 
-    loaded = load_instances(
+    return load_run_instances(
         args.data,
+        split=args.split,
         image_template=args.image_template,
         instance_ids=instance_ids(args.instance_ids),
-        split=args.split,
-    )
-    for err in loaded.errors:
-        print(f"warning: skipped bad row: {err}", file=sys.stderr)
-    instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
+        limit=args.max_instances,
+    ).instances
+
+
+async def run(
+    args: argparse.Namespace,
+    pool_env: dict[str, str] | None = None,
+    instances: list[Any] | None = None,
+    stop: CleanStop | None = None,
+) -> dict[str, Any]:
+    """Certify ``instances`` (default: `load_given`); a SIGINT/SIGTERM cancels the gradings in flight
+    (their containers released, no ledger row: a resume certifies them) and the summary says so."""
+    from swe_rl.agent.fleet_session import FleetConfig, open_fleet
+    from swe_rl.eval.eval_swe import _end_torn_line
+    from swe_rl.eval.progress import StatusBar
+    from swe_rl.grading.config import GraderConfig
+
+    if instances is None:
+        instances = load_given(args)
     args.ledger.parent.mkdir(parents=True, exist_ok=True)
     _end_torn_line(args.ledger)  # an interrupted run may have left half a line
     done: set[str] = set()
@@ -195,31 +229,52 @@ async def run(args: argparse.Namespace, pool_env: dict[str, str] | None = None) 
     )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = StatusBar(len(todo), disabled=args.no_progress)
-    async with open_fleet(fleet_config) as fleet:
-        grader = fleet.grader
+    stop = stop or CleanStop()
+    finished = 0
 
-        async def one(instance: Any) -> None:
-            try:
-                entry = await certify_instance(grader, instance, args.runs, sem)
-            except Exception as exc:
-                log.exception("certifying %s failed", instance.instance_id)
-                entry = LedgerEntry(
-                    instance_id=instance.instance_id,
-                    certified=False,
-                    env_error=True,
-                    image=instance.image,
-                    reason=f"env_error: {type(exc).__name__}: {exc}",
-                    certified_at=time.time(),
-                )
-            with args.ledger.open("a") as fh:  # one whole line per instance: resume-safe
-                fh.write(entry.model_dump_json() + "\n")
-            progress.update(
-                "certified" if entry.certified else "env_error" if entry.env_error else "rejected"
+    async def one(instance: Any, grader: Any) -> None:
+        nonlocal finished
+        try:
+            entry = await certify_instance(grader, instance, args.runs, sem)
+        except Exception as exc:
+            log.exception("certifying %s failed", instance.instance_id)
+            entry = LedgerEntry(
+                instance_id=instance.instance_id,
+                certified=False,
+                env_error=True,
+                image=instance.image,
+                reason=f"env_error: {type(exc).__name__}: {exc}",
+                certified_at=time.time(),
             )
+        with args.ledger.open("a") as fh:  # one whole line per instance: resume-safe
+            fh.write(entry.model_dump_json() + "\n")
+        finished += 1
+        progress.update("certified" if entry.certified else "env_error" if entry.env_error else "rejected")
 
-        await asyncio.gather(*(one(i) for i in todo))
+    if todo:  # nothing to grade: no fleet needed
+        async with open_fleet(fleet_config) as fleet:
+            stop.install()
+            try:
+                await stop.run_all(one(i, fleet.grader) for i in todo)
+            finally:
+                stop.uninstall()
     progress.close()
-    return summarize(args.ledger, [i.instance_id for i in instances])
+    summary = summarize(args.ledger, [i.instance_id for i in instances])
+    summary["given"] = len(instances)
+    if stop.signal_name:
+        summary["interrupted"] = stop.signal_name
+        summary["finished_now"], summary["todo"] = finished, len(todo)
+    return summary
+
+
+def certify_exit(summary: dict[str, Any]) -> int:
+    """0 when something given was certified; 3 (said on stderr, with the reasons) when nothing was."""
+    if summary["certified"]:
+        return 0
+    given, reasons = summary.get("given", summary["instances"]), summary["not_certified_reasons"]
+    why = ", ".join(f"{k}: {v}" for k, v in reasons.items()) or "no instance could be certified"
+    print(f"error: certified none of the {given} instance(s) given ({why})", file=sys.stderr)
+    return EXIT_NOTHING_CERTIFIED
 
 
 def filter_rows(ledger_path: Path, data: Path, output: Path) -> tuple[int, int]:
@@ -256,16 +311,31 @@ def main(argv: list[str] | None = None) -> int:
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     from swe_rl.eval.grading_hooks import local_fleet_networks, run_graders
+    from swe_rl.tasks.swebench4 import ConversionUnavailable
 
-    summary = run_graders(
-        lambda *env: run(args, *env),
-        local_fleet=args.local_fleet,
-        max_concurrent=args.max_concurrent,
-        networks=local_fleet_networks(args, args.network) if args.local_fleet else [],
-    )
+    sigterm_as_interrupt()  # start-up: a SIGTERM still lets the local fleet clean up
+    command = command_line("swe_rl.eval.certify", list(sys.argv[1:] if argv is None else argv))
+    try:
+        instances = load_given(args)  # before any fleet starts: a conversion that cannot run says so
+        summary = run_graders(
+            lambda *env: run(args, env[0] if env else None, instances),
+            local_fleet=args.local_fleet,
+            max_concurrent=args.max_concurrent,
+            networks=local_fleet_networks(args, args.network) if args.local_fleet else [],
+        )
+    except ConversionUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # before the run's own handler was in place, or a repeated signal
+        print(f"\ninterrupted; run the same command again to resume: {command}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(json.dumps(summary, indent=1))
     print(f"ledger: {args.ledger}")
-    return 0
+    if summary.get("interrupted"):
+        line = resume_line(summary["interrupted"], summary["finished_now"], summary["todo"], command)
+        print(line, file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return certify_exit(summary)
 
 
 if __name__ == "__main__":

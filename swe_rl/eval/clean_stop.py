@@ -13,6 +13,10 @@ The first SIGINT or SIGTERM stops scheduling and cancels the running instances: 
 and an instance cancelled midway writes no row, so a resume runs it again. The caller then
 writes its summary for what finished. A second signal while that happens gives the default
 behaviour back (a third Ctrl-C raises KeyboardInterrupt at once).
+
+While it waits, it says for what: ``stopping: releasing the containers of 2 cancelled instances
+...`` at once and every few seconds until they are released (`say_stopping` for the steps after,
+e.g. the local fleet's shutdown), so a slow stop under load never looks like a hang.
 """
 
 from __future__ import annotations
@@ -24,7 +28,14 @@ import sys
 from collections.abc import Awaitable, Iterable
 from typing import Any
 
-__all__ = ["EXIT_INTERRUPTED", "CleanStop", "command_line", "resume_line", "sigterm_as_interrupt"]
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "CleanStop",
+    "command_line",
+    "resume_line",
+    "say_stopping",
+    "sigterm_as_interrupt",
+]
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT: what a shell reports for a job stopped by Ctrl-C
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -33,9 +44,14 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 class CleanStop:
     """Turns the first SIGINT/SIGTERM into "cancel the running work and return normally"."""
 
-    def __init__(self) -> None:
+    def __init__(self, what: str = "instances", report_every: float = 3.0) -> None:
         self.signal_name: str | None = None
         """SIGINT / SIGTERM once one arrived, else None."""
+        self.what = what
+        """What one coroutine of `run_all` is, in the stop's messages."""
+        self.report_every = report_every
+        """Seconds between the "still releasing" lines while cancelled work winds down."""
+        self._reporter: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._installed: list[signal.Signals] = []
@@ -86,6 +102,20 @@ class CleanStop:
         )
         for task in running:
             task.cancel()
+        if running and self._loop is not None and not self._loop.is_closed():
+            self._reporter = self._loop.create_task(self._report_waiting())
+
+    async def _report_waiting(self) -> None:
+        """Say what the stop waits for until the cancelled work has released its containers."""
+        assert self._loop is not None
+        started = self._loop.time()
+        while left := sum(1 for t in self._tasks if not t.done()):
+            waited = self._loop.time() - started
+            say_stopping(
+                f"releasing the containers of {left} cancelled {self.what}"
+                + (f" (waiting {waited:.0f}s)" if waited >= 1 else "")
+            )
+            await asyncio.sleep(self.report_every)
 
     async def run_all(self, coros: Iterable[Awaitable[Any]]) -> list[Any]:
         """Run the coroutines concurrently until all are done or a stop cancels the rest.
@@ -103,6 +133,14 @@ class CleanStop:
             results = await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             self._tasks.difference_update(tasks)
+            if self._reporter is not None:
+                self._reporter.cancel()
+                self._reporter = None
+                print(
+                    f"stopping: the cancelled {self.what} released their containers",
+                    file=sys.stderr,
+                    flush=True,
+                )
         done = []
         for result in results:
             if isinstance(result, asyncio.CancelledError):
@@ -116,6 +154,11 @@ class CleanStop:
 
     def resume_line(self, finished: int, total: int, command: str, what: str = "instances") -> str:
         return resume_line(self.signal_name or "stop", finished, total, command, what)
+
+
+def say_stopping(what: str) -> None:
+    """One ``stopping: <what> ...`` line on stderr: what a stop is waiting for now."""
+    print(f"stopping: {what} ...", file=sys.stderr, flush=True)
 
 
 def resume_line(signal_name: str, finished: int, total: int, command: str, what: str = "instances") -> str:

@@ -114,6 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-resume", action="store_true", help="run every instance again")
     p.add_argument(
+        "--no-endpoint-check",
+        action="store_true",
+        help="skip the check of --api-base before the first instance (it answers, serves --model, takes "
+        "the key; docs/eval.md)",
+    )
+    p.add_argument(
+        "--max-env-error-rate",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="exit 3 when more than this fraction of the instances ended in env_error (an outage of the "
+        "fleet or the model endpoint; default 0: any)",
+    )
+    p.add_argument(
         "--local-fleet",
         action="store_true",
         help="start exec + pool servers on loopback for this run (else use SWE_POOL_URL)",
@@ -139,6 +153,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.policy = args.model if args.model in ("gold", "noop") else "chat"
     if args.policy == "chat" and not args.api_base:
         p.error("--policy chat needs --api-base (or SWE_API_BASE)")
+    if not 0.0 <= args.max_env_error_rate <= 1.0:
+        p.error("--max-env-error-rate is a fraction between 0 and 1")
     from swe_rl.harnesses.registry import canonical_harness_name
 
     try:

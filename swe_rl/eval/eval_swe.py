@@ -18,8 +18,13 @@ Ctrl-C (or SIGTERM) stops cleanly: no new instances, the running ones are cancel
 containers released), summary.json/report.html are written for what finished, exit code 130
 and one line saying how to resume; `runs.jsonl` keeps every invocation, so the summary's
 wall time and per-run breakdown add up across resumes (`clean_stop.py`, `run_history.py`).
-Exit codes: 0; 2 when `--local-fleet` lacks the `server` extra; 3 when an instance ended in `env_error`
-(its figures are no score: the reasons are printed, a resume runs those instances again); 130 interrupted.
+Before the first instance, the model endpoint is checked (`endpoint_check.py`): it answers, serves
+`--model` and takes the key. An instance whose endpoint failed mid-run (no answer, 5xx, key or model
+refused) is `env_error` and is not graded; the endpoint is then checked again, and when it fails
+the run stops there (exit 3, the rest left for a resume) instead of playing every instance into env_error.
+Exit codes: 0; 2 when `--local-fleet` lacks the `server` extra; 3 when more than `--max-env-error-rate`
+(default 0: any) of the instances ended in `env_error` (their figures are no score: the reasons are
+printed, a resume runs those instances again); 4 when the endpoint check failed; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -39,22 +44,51 @@ from swe_rl.eval.clean_stop import (
     CleanStop,
     command_line,
     resume_line,
+    say_stopping,
     sigterm_as_interrupt,
 )
 from swe_rl.eval.eval_args import instance_ids, make_policy, parse_args
-from swe_rl.eval.grading_hooks import grade_extras, local_fleet_networks
+from swe_rl.eval.grading_hooks import LOCAL_FLEET_STOP, grade_extras, local_fleet_networks
 from swe_rl.eval.progress import StatusBar
 from swe_rl.eval.report import summarize, write_report
+from swe_rl.eval.run_data import load_run_instances
 from swe_rl.eval.run_history import RunHistory
 from swe_rl.eval.tool_call_watch import ToolCallWatch
 from swe_rl.metrics.integrity import rollout_integrity
 from swe_rl.metrics.rollout import episode_stats
-from swe_rl.tasks.swebench4 import ConversionUnavailable, convert_instances
+from swe_rl.tasks.swebench4 import ConversionUnavailable
 
 log = logging.getLogger("eval_swe")
 RETRY_STATUSES = {"env_error"}  # infrastructure failures are run again on resume
 EXIT_ENV_ERROR = 3
-"""Exit code of a run where an instance ended in env_error: the figures are not a score of the policy."""
+"""Exit code of a run where instances ended in env_error: the figures are not a score of the policy."""
+ENDPOINT_LOST = "endpoint lost"
+"""The stop reason (``summary.json`` ``interrupted``) of a run stopped because its endpoint went away."""
+EXIT_ENDPOINT = 4
+"""Exit code when the model endpoint failed its check before the first instance (nothing ran)."""
+
+
+class EndpointWatch:
+    """After an instance lost to the policy endpoint, check the endpoint again (one check at a time):
+    when it fails now, stop the run (``ENDPOINT_LOST``) instead of playing every remaining instance
+    into env_error; a resume runs them once the endpoint is back."""
+
+    def __init__(self, api_base: str | None, model: str, api_key: str) -> None:
+        self.api_base, self.model, self.api_key = api_base, model, api_key
+        self._lock = asyncio.Lock()
+
+    async def recheck(self, stop: CleanStop) -> None:
+        from swe_rl.eval.endpoint_check import EndpointProblem, check_endpoint
+
+        if self.api_base is None or stop.stopped or self._lock.locked():
+            return
+        async with self._lock:
+            try:
+                await asyncio.to_thread(check_endpoint, self.api_base, self.model, self.api_key)
+            except EndpointProblem as exc:
+                if not stop.stopped:
+                    print(f"\nerror: the endpoint failed mid-run: {exc}", file=sys.stderr, flush=True)
+                    stop.request(ENDPOINT_LOST)
 
 
 def finished_ids(results_path: Path) -> set[str]:
@@ -146,26 +180,15 @@ async def run(
     from swe_rl.grading.config import GraderConfig
     from swe_rl.grading.integrity import IntegrityConfig
     from swe_rl.harnesses.registry import harness_by_name
-    from swe_rl.tasks import load_instances
 
-    loaded = load_instances(
+    loaded = load_run_instances(  # 4.x-schema rows converted (ConversionUnavailable: main says how)
         args.data,
-        image_template=args.image_template,
-        limit=None,
-        instance_ids=instance_ids(args.instance_ids),
         split=args.split,
+        image_template=args.image_template,
+        instance_ids=instance_ids(args.instance_ids),
+        limit=args.max_instances,
     )
-    for err in loaded.errors:
-        print(f"warning: skipped bad row: {err}", file=sys.stderr)
-    instances = loaded.instances[: args.max_instances] if args.max_instances else loaded.instances
-    # 4.x-schema rows (no eval_script) converted with swebench 4.1.0 first (ConversionUnavailable: main)
-    instances, unconverted = convert_instances(instances, sys.stderr)
-    if unconverted:
-        print(
-            f"warning: {len(unconverted)} row(s) could not be converted (above); they run without an "
-            "eval script and end in env_error",
-            file=sys.stderr,
-        )
+    instances = loaded.instances
     ledger = None
     if args.certified_only:
         from swe_rl.eval.grading_hooks import keep_certified
@@ -232,6 +255,7 @@ async def run(
         harness, chat_policy=args.policy == "chat", after=args.tool_call_check, endpoint=args.api_base
     )
     finished_now = 0
+    endpoint_watch = EndpointWatch(args.api_base, args.model, args.api_key)
 
     async with open_fleet(fleet_config) as fleet:
         hints = PrefetchHints(
@@ -272,6 +296,8 @@ async def run(
             nonlocal finished_now
             finished_now += 1
             progress.update(row["status"])
+            if "PolicyUnreachable" in str(row.get("error")) and args.policy == "chat":
+                await endpoint_watch.recheck(stop)
 
         try:
             await stop.run_all(one(i) for i in todo)
@@ -285,7 +311,7 @@ async def run(
         [i.instance_id for i in instances],
         meta,
         wall_seconds=time.monotonic() - started,
-        load_errors=len(loaded.errors),
+        load_errors=loaded.load_errors,
     )
     summary["warnings"] = watch.warnings
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1))
@@ -300,6 +326,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.policy == "chat" and not args.no_endpoint_check:
+        from swe_rl.eval.endpoint_check import EndpointProblem, check_endpoint
+
+        try:
+            for warning in check_endpoint(args.api_base, args.model, args.api_key):
+                print(f"warning: {warning}", file=sys.stderr)
+        except EndpointProblem as exc:
+            print(f"error: {exc}; nothing was run", file=sys.stderr)
+            return EXIT_ENDPOINT
     if args.local_fleet:
         from swe_rl.fleet.local import MissingServerExtra, check_server_modules
 
@@ -318,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                 networks=local_fleet_networks(args, args.grading_network, args.agent_network),
             ) as fleet:
                 summary = asyncio.run(run(args, fleet.client_env()))
+                if summary.get("interrupted"):
+                    say_stopping(LOCAL_FLEET_STOP)
         else:
             summary = asyncio.run(run(args))
     except ConversionUnavailable as exc:
@@ -331,6 +368,18 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     print(json.dumps(final_printout(summary), indent=1))
     print(f"report: {args.output_dir / 'report.html'}")
+    if summary.get("interrupted") == ENDPOINT_LOST:  # an outage: never a result, whatever the threshold
+        env_error_exit(summary, args)
+        print(
+            resume_line(
+                ENDPOINT_LOST,
+                summary["finished"],
+                summary["total"],
+                command_line("swe_rl.eval.eval_swe", args.argv),
+            ),
+            file=sys.stderr,
+        )
+        return EXIT_ENV_ERROR
     if summary.get("interrupted"):
         print(
             resume_line(
@@ -342,14 +391,27 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
+    return env_error_exit(summary, args)
+
+
+def env_error_exit(summary: dict[str, Any], args: argparse.Namespace) -> int:
+    """The exit code of a finished run: 3 when more than ``--max-env-error-rate`` of its instances
+    ended in env_error (an outage, not a score: said on stderr with the first reasons), else 0."""
     errors = summary["status_counts"].get("env_error", 0)
-    if errors:
-        note = env_error_note(
-            errors, summary["total"], args.output_dir / "results.jsonl", local_fleet=args.local_fleet
+    if not errors:
+        return 0
+    over = errors > args.max_env_error_rate * summary["total"]
+    note = env_error_note(
+        errors, summary["total"], args.output_dir / "results.jsonl", local_fleet=args.local_fleet
+    )
+    if not over:
+        note = (
+            "warning"
+            + note.removeprefix("error")
+            + (f"\n(within --max-env-error-rate {args.max_env_error_rate}: exit 0)")
         )
-        print(note, file=sys.stderr)
-        return EXIT_ENV_ERROR
-    return 0
+    print(note, file=sys.stderr)
+    return EXIT_ENV_ERROR if over else 0
 
 
 def final_printout(summary: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from swe_rl.eval.clean_stop import say_stopping
 from swe_rl.grading.artifacts import write_grade_artifacts
 from swe_rl.grading.certification import Ledger, flaky_only_failure, read_ledger
 
@@ -74,4 +75,11 @@ def run_graders(
     with LocalFleet(
         exec_servers=1, max_containers_per_node=max(4, 2 * max_concurrent), networks=networks
     ) as fleet:
-        return asyncio.run(main(fleet.client_env()))
+        result = asyncio.run(main(fleet.client_env()))
+        if isinstance(result, dict) and result.get("interrupted"):
+            say_stopping(LOCAL_FLEET_STOP)
+        return result
+
+
+LOCAL_FLEET_STOP = "shutting down the local fleet (its pool and exec servers; any container left is removed)"
+"""What an interrupted --local-fleet run says it waits for after its own work was released."""

@@ -43,7 +43,7 @@ from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
 from swe_rl.fleet.client_config import CLIENT_ENV as CLIENT_ENV  # re-exported: callers import it from here
 from swe_rl.fleet.client_config import EnvClientConfig
 from swe_rl.fleet.client_results import EvalResult, ExecResult
-from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, error_for
+from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, NetworkFull, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
@@ -360,7 +360,7 @@ class EnvClient(ClientSnapshots):
             if retry is Retry.ALLOCATE:
                 if resp.status_code == 429:
                     raise TryAgain(error, retry_after_seconds(resp.headers.get("retry-after")))
-                if resp.status_code >= 500:
+                if resp.status_code >= 500 and not isinstance(error, NetworkFull):  # that one: at once
                     raise TryAgain(error)
             elif retry is Retry.SAFE and resp.status_code in (502, 503, 504) and not data.get("node_down"):
                 failures += 1

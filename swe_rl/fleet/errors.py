@@ -16,6 +16,7 @@ __all__ = [
     "LeaseLost",
     "FleetFull",
     "ImageNotFound",
+    "NetworkFull",
     "BadRequest",
     "FileNotFound",
     "IsADirectory",
@@ -49,6 +50,11 @@ class FleetFull(FleetUnavailable):
 
 class ImageNotFound(FleetUnavailable):
     """No healthy node has the image."""
+
+
+class NetworkFull(FleetUnavailable):
+    """The container's network has no free address on any node that could take it (a subnet too
+    small for the containers on it): allocate fails at once with that reason, it is not retried."""
 
 
 class BadRequest(FleetError):
@@ -89,6 +95,8 @@ def error_for(op: str, status: int, body: dict[str, Any]) -> FleetError:
         return LeaseLost(message, status=status, body=body)
     if status == 429:
         return FleetFull(message, status=status, body=body)
+    if body.get("network_full"):
+        return NetworkFull(message, status=status, body=body)
     if status >= 500:
         return FleetUnavailable(message, status=status, body=body)
     return BadRequest(message, status=status, body=body)

@@ -10,14 +10,14 @@ from typing import Any
 __all__ = ["env_error_kind"]
 
 _ERROR_TYPE = re.compile(
-    r"\b([A-Z][A-Za-z]*(?:Error|Lost|Unavailable|Failed|NotFound|Missing|Exception|Timeout))\b"
+    r"\b([A-Z][A-Za-z]*(?:Error|Lost|Unavailable|Failed|NotFound|Missing|Exception|Timeout|Unreachable))\b"
 )
 
 
 def env_error_kind(reason: Any) -> str:
     """The fault kind of an ``env_error``: where it struck and the typed error the code raised, as in
-    ``agent/FleetUnavailable`` (the node went down under the agent) or ``grading/LeaseLost`` (the grading
-    container died); ``<stage>/unknown`` when the reason names no error type. The reasons are the ones
+    ``agent/FleetUnavailable`` (the node went down under the agent), ``grading/LeaseLost`` (the grading
+    container died) or ``policy/PolicyUnreachable`` (the model's endpoint did not answer); ``<stage>/unknown`` when the reason names no error type. The reasons are the ones
     our own code builds (``[grading container: ]<ErrorType>: <message>``), so the figure is per fault,
     not per message."""
     text = str(reason or "")
@@ -25,4 +25,6 @@ def env_error_kind(reason: Any) -> str:
         text = text[len("env_error:") :].lstrip()
     stage = "grading" if text.startswith("grading container") else "agent"
     found = _ERROR_TYPE.search(text)
+    if found and found.group(1).startswith("Policy"):  # the policy's endpoint, not the fleet
+        stage = "policy"
     return f"{stage}/{found.group(1) if found else 'unknown'}"

@@ -9,6 +9,13 @@ chat template on the server sees earlier thinking. ``top_k`` and other non-OpenA
 sampling parameters go in the request body (``extra_body``). The model is registered
 with litellm at zero cost, so models without a price entry work. litellm is imported
 on the first policy built (it is slow to import and only the ``eval`` extra has it).
+
+A failed call is raised as the agent's typed `PolicyError` (`policy_error_for`), so the loop and eval
+tell an outage from the policy's own failure: no answer, a timeout, a 5xx or 429 after litellm's
+retries, a rejected key (401/403) or a model the endpoint does not serve (404) are
+`PolicyUnreachable` (the endpoint or its set-up failed: eval records the instance as ``env_error``
+and grades nothing); a prompt over the context window is `ContextExhausted`; any other refusal
+(4xx) is `PolicyBadResponse`.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swe_rl.agent.errors import ContextExhausted, PolicyBadResponse, PolicyError, PolicyUnreachable
 from swe_rl.agent.protocols import Message, PolicyTurn, TokenUsage
 
-__all__ = ["OpenAIChatConfig", "OpenAIChatPolicy"]
+__all__ = ["OpenAIChatConfig", "OpenAIChatPolicy", "policy_error_for"]
 
 
 class OpenAIChatConfig(BaseModel):
@@ -124,7 +132,13 @@ class OpenAIChatPolicy:
         """One chat completion; kwargs (e.g. ``tools``, a tool-calling harness's schemas) are passed to litellm,
         and the answer's ``tool_calls`` come back on the turn."""
         started = time.monotonic()
-        response = await self._litellm.acompletion(**self.request_kwargs(messages, **kwargs))
+        try:
+            response = await self._litellm.acompletion(**self.request_kwargs(messages, **kwargs))
+        except Exception as exc:
+            typed = policy_error_for(exc, self._litellm)
+            if typed is None:
+                raise
+            raise typed from exc
         choice = response.choices[0]
         message = choice.message
         usage = getattr(response, "usage", None)
@@ -146,3 +160,25 @@ class OpenAIChatPolicy:
             latency=time.monotonic() - started,
             extra={"response_id": getattr(response, "id", None)},
         )
+
+
+# status codes of an endpoint that cannot serve this run at all (key, model): its set-up, not the policy
+_SETUP_STATUSES = (401, 403, 404)
+
+
+def policy_error_for(exc: Exception, litellm: Any) -> PolicyError | None:
+    """The agent's typed error for a failed litellm call (None: not a call failure, raised as it is).
+
+    litellm reports a refused connection as ``InternalServerError`` (and its retries are done by
+    then), so every 5xx, 429, timeout and connection failure is `PolicyUnreachable`, as are a
+    rejected key and an unknown model: the run's infrastructure, not a turn the policy got wrong."""
+    what = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return ContextExhausted(what)
+    status = getattr(exc, "status_code", None)
+    outage = (litellm.APIConnectionError, litellm.Timeout, litellm.RateLimitError)
+    if isinstance(exc, outage) or (isinstance(status, int) and (status >= 500 or status in _SETUP_STATUSES)):
+        return PolicyUnreachable(f"policy endpoint failed: {what}")
+    if isinstance(exc, litellm.APIError) or isinstance(status, int):
+        return PolicyBadResponse(what)
+    return None

@@ -6,7 +6,7 @@
         server.requests[1]["messages"]      # what the client sent on the second call
 
 It is a real HTTP server (Starlette under uvicorn, in a thread) speaking
-``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models``. Each call takes
+``POST /v1/chat/completions`` (non-streaming) and ``GET /v1/models`` (``models``; None: a 404). Each call takes
 the next scripted reply; a reply can be a string (the content), a `ChatReply`, or a
 callable that gets the request body and returns either. Every request body is kept
 in ``requests``. When the script runs out, the server answers 500.
@@ -55,6 +55,8 @@ class FakeOpenAI(LoopbackServer):
     script: list[Script] = field(default_factory=list)
     api_key: str | None = None
     """When set, requests must carry ``Authorization: Bearer <api_key>``."""
+    models: list[str] | None = field(default_factory=lambda: ["fake"])
+    """The ids ``GET /v1/models`` lists; None: the server has no such route (404), as some do not."""
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -124,9 +126,12 @@ class FakeOpenAI(LoopbackServer):
         )
 
     async def _models(self, request: Request) -> JSONResponse:
-        return JSONResponse(
-            {"object": "list", "data": [{"id": "fake", "object": "model", "owned_by": "tests"}]}
-        )
+        if self.api_key and request.headers.get("authorization") != f"Bearer {self.api_key}":
+            return JSONResponse({"error": {"message": "bad api key", "type": "invalid_request_error"}}, 401)
+        if self.models is None:
+            return JSONResponse({"detail": "Not Found"}, 404)
+        data = [{"id": m, "object": "model", "owned_by": "tests"} for m in self.models]
+        return JSONResponse({"object": "list", "data": data})
 
     def routes(self) -> list[Route]:
         return [

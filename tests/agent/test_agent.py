@@ -178,12 +178,31 @@ async def test_deadline_ends_the_episode_and_keeps_the_diff(client, pool, fixtur
 
 
 async def test_policy_failure_is_a_policy_error(client, pool, fixture_instances, docker_client):
-    with FakeOpenAI([bash("true"), ChatReply("overloaded", status=500)]) as server:
+    with FakeOpenAI([bash("true"), ChatReply("no such parameter", status=400)]) as server:
         result = await run_instance(
             fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client
         )
-    assert result.agent.exit_reason is ExitReason.POLICY_ERROR and "overloaded" in result.agent.error
+    assert result.agent.exit_reason is ExitReason.POLICY_ERROR and "no such parameter" in result.agent.error
+    assert result.agent.stop_reason == "bad_response"
     assert result.status is GradeStatus.NO_PATCH and not result.infra_failure
+    assert not leftover_containers(docker_client, pool)
+
+
+async def test_policy_endpoint_outage_is_an_env_error_not_graded(
+    client, pool, fixture_instances, docker_client
+):
+    """A 5xx (or no answer) from the model's endpoint is an outage: env_error, and the patch is not graded."""
+    with FakeOpenAI([bash("echo x > OUTAGE.txt"), ChatReply("overloaded", status=500)]) as server:
+        result = await run_instance(
+            fixture_instances[TOOLZ], policy_for(server), BashBlockHarness(), client=client
+        )
+    assert result.agent.exit_reason is ExitReason.POLICY_ERROR and result.agent.stop_reason == "unreachable"
+    assert result.status is GradeStatus.ENV_ERROR and result.infra_failure
+    assert (
+        result.grade.message.startswith("policy endpoint: PolicyUnreachable")
+        and "overloaded" in result.grade.message
+    )
+    assert not result.grade.method and not result.grade.test_log  # never sent to a grading container
     assert not leftover_containers(docker_client, pool)
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from swe_rl.data.convert_rows import main as convert_main
 from swe_rl.data.preprocess_swe_dataset import main as preprocess_main
+from swe_rl.eval.certify import main as certify_main
 from swe_rl.eval.eval_swe import main as eval_main
 from swe_rl.tasks.swebench4 import install_command
 from tests.swebench_versions import side_folder
@@ -80,6 +81,11 @@ def test_a_conversion_that_cannot_run_names_the_command_and_writes_nothing(
     )
     assert shlex.join(install_command(folder)) in capsys.readouterr().err
     assert not run_dir.exists()
+    # swe-certify reads rows the same way: exit 2, the same command, no ledger
+    ledger = tmp_path / "ledger.jsonl"
+    assert certify_main(["run", "--data", str(src), "--ledger", str(ledger), "--no-progress"]) == 2
+    assert shlex.join(install_command(folder)) in capsys.readouterr().err
+    assert not ledger.exists()
 
 
 @needs_side
@@ -91,6 +97,20 @@ def test_swe_convert_rows_converts_4x_rows_in_one_step(tmp_path, capsys, as_unde
     assert "test_requests.py" in old["eval_script"] and old["log_parser"] == "parse_log_requests"
     assert old["image"] == "swebench/sweb.eval.x86_64.psf_1776_requests-2317:latest"
     assert fixture["eval_script"] == fixture_row()["eval_script"]
+
+
+@needs_side
+def test_swe_certify_reads_4x_rows_as_swe_eval_does(tmp_path, capsys, as_under_5x):
+    """One code path (`swe_rl.eval.run_data`): certify's instances are eval's, 4.x rows converted."""
+    from swe_rl.eval import certify
+
+    src = rows_file(tmp_path / "verified.jsonl", [swebench_row(), fixture_row()])
+    given = certify.load_given(certify.parse_args(["run", "--data", str(src), "--ledger", "l.jsonl"]))
+    assert "converting them with swebench==4.1.0" in capsys.readouterr().err
+    old, fixture = given
+    assert "test_requests.py" in old.eval_script and old.log_parser == "parse_log_requests"
+    assert old.image == "swebench/sweb.eval.x86_64.psf_1776_requests-2317:latest"
+    assert fixture.eval_script == fixture_row()["eval_script"]
 
 
 @needs_side

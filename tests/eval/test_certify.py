@@ -140,6 +140,25 @@ def test_missing_network_is_an_env_error_row_not_a_rejection(fleet, tmp_path):
     entry = read_ledger(ledger).entries["pytoolz__toolz-9004"]
     assert entry.env_error and not entry.certified and "swe-rl-internal" in entry.reason
     assert summary["env_errors"] == 1
+    assert certify.certify_exit(summary) == certify.EXIT_NOTHING_CERTIFIED  # nothing given was certified
+
+
+def test_nothing_certifiable_given_exits_non_zero(tmp_path, capsys):
+    """Rows without a gold patch: nothing to grade (no fleet needed), nothing certified, exit 3."""
+    row = json.loads(FIXTURES.read_text().splitlines()[0])
+    data = tmp_path / "no-gold.jsonl"
+    data.write_text(json.dumps({**row, "patch": ""}) + "\n")
+    argv = ["run", "--data", str(data), "--ledger", str(tmp_path / "l.jsonl"), "--no-progress"]
+    assert certify.main(argv) == certify.EXIT_NOTHING_CERTIFIED
+    err = capsys.readouterr().err
+    assert "have no gold patch" in err and "error: certified none of the 1 instance(s) given" in err
+
+
+def test_certify_exit_codes():
+    assert certify.certify_exit({"certified": 1, "instances": 3, "not_certified_reasons": {}}) == 0
+    assert (
+        certify.certify_exit({"certified": 0, "instances": 2, "not_certified_reasons": {"env_error": 2}}) == 3
+    )
 
 
 def entry_from(statuses: list[dict[str, str]], empty: dict[str, str] | None = None) -> LedgerEntry:

@@ -84,7 +84,7 @@ def test_chat_model_with_tool_calls_under_codex(fleet, tmp_path):
             "Submit.", finish_reason="tool_calls", tool_calls=[call("b", "shell_command", command=submit)]
         ),
     ]
-    with FakeOpenAI(script) as server:
+    with FakeOpenAI(script, models=["fake-policy"]) as server:
         summary = run_eval(
             fleet,
             tmp_path,

@@ -191,7 +191,7 @@ def test_chat_model_through_an_openai_endpoint(fleet, tmp_path):
         ChatReply(f"Fix it.\n\n```bash\n{fix}\n```", reasoning_content="the cycle is lost"),
         ChatReply(f"Submit.\n\n```bash\n{submit}\n```"),
     ]
-    with FakeOpenAI(script) as server:
+    with FakeOpenAI(script, models=["fake-policy"]) as server:
         summary = run_eval(
             fleet,
             tmp_path,
@@ -214,3 +214,26 @@ def test_chat_model_through_an_openai_endpoint(fleet, tmp_path):
     traj = json.loads((tmp_path / row["dir"] / "traj.json").read_text())
     assert traj["messages"][2]["reasoning_content"] == "the cycle is lost"
     assert json.loads((tmp_path / row["dir"] / "meta.json").read_text())["model"] == "openai/fake-policy"
+
+
+def test_an_unreachable_endpoint_is_env_error_never_no_patch(fleet, tmp_path):
+    """The endpoint gone (nothing listens; `run` skips main's check before the first instance): the
+    instance is env_error (policy/PolicyUnreachable), not graded, counted in the summary (before, every
+    instance was a graded empty patch: no_patch, exit 0); the endpoint checked again fails, so the run
+    stops there (the rest left for a resume) and exits 3."""
+    from swe_rl.testing.fake_openai import FakeOpenAI
+
+    with FakeOpenAI([]) as server:
+        dead = server.base_url  # stopped on leaving the block: connections are refused
+    ids = "pytoolz__toolz-9001,pytoolz__toolz-9002,more-itertools__more-itertools-9001"
+    extra = ["--model", "openai/fake", "--api-base", dead, "--instance-ids", ids, "--max-concurrent", "1"]
+    summary = run_eval(fleet, tmp_path, *extra)
+    assert summary["status_counts"]["env_error"] == 1 and summary["status_counts"]["no_patch"] == 0
+    assert summary["env_error_kinds"] == {"policy/PolicyUnreachable": 1}
+    assert summary["interrupted"] == eval_swe.ENDPOINT_LOST and summary["missing"] == 2
+    (row,) = rows(tmp_path)
+    assert row["status"] == "env_error" and "PolicyUnreachable" in row["error"]
+    assert row["grade_message"].startswith("policy endpoint:")
+    assert row["apply_strategy"] is None and not row["eval_log"]  # nothing was graded
+    args = eval_swe.parse_args(["--data", "x", "--output-dir", str(tmp_path), "--policy", "noop"])
+    assert eval_swe.env_error_exit(summary, args) == eval_swe.EXIT_ENV_ERROR

@@ -84,7 +84,7 @@ def test_tool_harness_against_an_endpoint_that_ignores_tools(fleet, tmp_path, ca
     N episodes naming the likely cause, and format-error totals that show it."""
     from swe_rl.testing.fake_openai import FakeOpenAI
 
-    with FakeOpenAI(["I would look at the code first."] * 40) as server:
+    with FakeOpenAI(["I would look at the code first."] * 40, models=["prose"]) as server:
         summary = run_eval(
             fleet,
             tmp_path,

@@ -113,6 +113,28 @@ async def test_errors_and_timeouts_raise():
         assert time.monotonic() - started < 2.5
 
 
+async def test_failures_are_typed_outages_apart_from_the_policys_own():
+    """An endpoint that cannot serve the run (5xx, no answer, key or model refused) is PolicyUnreachable
+    (eval: env_error, not graded); a refused request is PolicyBadResponse; an over-long prompt ContextExhausted."""
+    from swe_rl.agent.errors import ContextExhausted, PolicyBadResponse, PolicyUnreachable
+
+    for status in (500, 503, 401, 403, 404, 429):
+        with FakeOpenAI([ChatReply(f"said {status}", status=status)]) as server:
+            with pytest.raises(PolicyUnreachable, match=f"said {status}"):
+                await policy(server).act(HELLO)
+    with FakeOpenAI([ChatReply("no such field", status=400)]) as server:
+        with pytest.raises(PolicyBadResponse, match="no such field") as info:
+            await policy(server).act(HELLO)
+        assert not isinstance(info.value, PolicyUnreachable)
+    with FakeOpenAI([ChatReply("This model's maximum context length is 10 tokens", status=400)]) as server:
+        with pytest.raises(ContextExhausted):
+            await policy(server).act(HELLO)
+    with FakeOpenAI([]) as server:
+        dead = server.base_url
+    with pytest.raises(PolicyUnreachable, match="policy endpoint failed"):
+        await policy(server, api_base=dead).act(HELLO)
+
+
 def test_litellm_is_imported_only_when_a_chat_policy_is_built():
     code = (
         "import sys, swe_rl.agent, swe_rl.policies, swe_rl.harnesses; "

@@ -63,6 +63,13 @@ class Refused(BackendError):
     status = 400
 
 
+class NoFreeAddress(BackendError):
+    """The container's network has no free address left (Docker: "no available IPv4 addresses"):
+    the node cannot start it there until a container on that network goes; never retried."""
+
+    status = 507
+
+
 class Unavailable(BackendError):
     """The backend cannot be reached (daemon down)."""
 

@@ -23,6 +23,7 @@ from swe_rl.fleet.exec.backend import (
     ContainerInfo,
     ContainerSpec,
     NodeBackend,
+    NoFreeAddress,
     NotFound,
     Refused,
 )
@@ -320,6 +321,14 @@ class Containers:
             self.backend.start_container(container.id)
             started = True
             return container
+        except NoFreeAddress as exc:  # no free address on the network: a clear 507 at once, not a retry
+            self._remove_half_created(container)
+            raise ApiError(
+                507,
+                f"no free address on network {spec.network!r} of this node: {self.scrub(exc.message)}",
+                network=spec.network,
+                network_full=True,
+            ) from None
         except Refused as exc:  # what the request asked for (a limit, a workdir through a file, ...)
             self._remove_half_created(container)
             reason = self.scrub(exc.message)

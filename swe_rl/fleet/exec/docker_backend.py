@@ -27,6 +27,7 @@ from swe_rl.fleet.exec.backend import (
     ContainerSpec,
     ImageInfo,
     ImageMissing,
+    NoFreeAddress,
     NotFound,
     PathStat,
     Refused,
@@ -49,6 +50,8 @@ _START_REFUSED = re.compile(
     re.I,
 )
 # A path Docker cannot follow (a symlink loop, a path through a file): the path's fault.
+# The container's network ran out of addresses (a small subnet full of containers): said at start.
+_NETWORK_FULL = re.compile(r"no available IPv[46] addresses|no available IP addresses", re.I)
 _PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
 _GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27  # Go's os.ModeDir, os.ModeSymlink in Docker's path stat
 
@@ -82,6 +85,8 @@ def _errors(refused: Callable[[int | None, str], bool] = _bad_request) -> Iterat
         reason = _reason(exc)
         if exc.status_code == 409:
             raise Conflict(reason) from None
+        if _NETWORK_FULL.search(reason):
+            raise NoFreeAddress(reason) from None
         if refused(exc.status_code, reason):
             raise Refused(reason) from None
         raise BackendError(reason) from None

@@ -298,6 +298,7 @@ class Pool(LeaseLiveness, WarmDemand):
         errors: list[str] = []
         full: set[str] = set()
         missing_network = ""
+        network_full: list[str] = []  # nodes whose network for it has no free address
         while True:
             candidates = [
                 n for n in self.nodes.placeable() if n.url not in tried and node_url in (None, n.url)
@@ -352,12 +353,21 @@ class Pool(LeaseLiveness, WarmDemand):
                     missing_network = message
             elif resp.status_code == 429:
                 full.add(node.url)
+            elif data.get("network_full"):
+                network_full.append(f"{node.url}: {message}")
             elif 400 <= resp.status_code < 500:  # the request's fault: same on every node
                 self._cancel_warm(key, payload)  # nothing may keep starting for a spec that cannot start
                 extra = {k: v for k, v in data.items() if k not in ("error", "node", "node_down")}
                 raise ApiError(resp.status_code, message, node=node.url, **extra)
             else:
                 errors.append(f"{node.url}: {resp.status_code} {message}")
+        if network_full and not full and not errors:  # a clear reason at once, not retries to a deadline
+            raise ApiError(
+                507,
+                "no free address on the container's network: " + "; ".join(network_full),
+                network_full=True,
+                nodes=[n.split(": ", 1)[0] for n in network_full],
+            )
         if full:
             raise ApiError(
                 429,
