@@ -484,13 +484,15 @@ swe_print_env() {  # this role's settings, each with where its value came from
 # ---------------------------------------------------------------- roles
 
 swe_ray_head() {
+  local extra=()
+  read -r -a extra <<<"${RAY_HEAD_ARGS:-}"  # more `ray start --head` options (ports, --temp-dir, ...)
   swe_run ray start --head --node-ip-address "$MASTER_ADDR" --port "$RAY_PORT" --num-gpus "$GPUS_PER_NODE" \
-    --disable-usage-stats --dashboard-host 0.0.0.0 --dashboard-port "$RAY_DASHBOARD_PORT"
+    --disable-usage-stats --dashboard-host 0.0.0.0 --dashboard-port "$RAY_DASHBOARD_PORT" "${extra[@]}"
   [[ "$DRY_RUN" == "1" ]] || SWE_RAY_STARTED=1
   local want=$((TRAIN_NODES * GPUS_PER_NODE)) i have=0
   if [[ "$DRY_RUN" == "1" ]]; then echo "+ wait until ray has $want GPUs ($TRAIN_NODES nodes)"; return 0; fi
   for ((i = 0; i < ${RAY_JOIN_TIMEOUT:-1800}; i += 5)); do
-    have="$("$PYTHON" -c 'import ray; ray.init(address="auto", logging_level="ERROR"); print(int(ray.cluster_resources().get("GPU", 0)))' 2>/dev/null || echo 0)"
+    have="$("$PYTHON" -c 'import ray, sys; ray.init(address=sys.argv[1], logging_level="ERROR"); print(int(ray.cluster_resources().get("GPU", 0)))' "$MASTER_ADDR:$RAY_PORT" 2>/dev/null || echo 0)"
     (( have >= want )) && { swe_log "ray cluster has $have GPUs"; return 0; }
     sleep 5
   done

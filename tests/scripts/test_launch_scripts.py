@@ -134,6 +134,10 @@ def installed_stubs(folder: Path) -> str:
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
+    return launch_env(tmp_path)
+
+
+def launch_env(tmp_path: Path) -> dict[str, str]:
     """Dummy inputs: a fake slime and Megatron checkout, an HF checkpoint, a prompts file."""
     slime, megatron, ref = (tmp_path / n for n in ("slime", "Megatron-LM", "torch_dist"))
     for d in (slime, megatron / "megatron" / "core", ref):
