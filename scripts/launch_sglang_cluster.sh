@@ -41,7 +41,8 @@ elif [[ ! -d "$MODEL_PATH" ]]; then problem "$(shown MODEL_PATH) is not a direct
 elif [[ ! -f "$MODEL_PATH/config.json" ]]; then problem "$(shown MODEL_PATH) has no config.json: it must be a Hugging Face checkpoint"
 fi
 [[ -n "${SGLANG_NODE_ADDRS:-}" ]] || problem "set SGLANG_NODE_ADDRS in .env.swe or the environment (comma-separated node addresses, head first)"
-IFS=, read -r -a addrs <<<"${SGLANG_NODE_ADDRS// /}"
+node_addrs="${SGLANG_NODE_ADDRS:-}"
+IFS=, read -r -a addrs <<<"${node_addrs// /}"
 if (( ${#addrs[@]} > 1 )) && [[ "${addrs[0]}" =~ ^(127\.|localhost$) ]]; then
   problem "$(shown SGLANG_NODE_ADDRS): the head's address is loopback but there are ${#addrs[@]} nodes: give addresses the head's router reaches"
 fi
