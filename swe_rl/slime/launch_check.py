@@ -101,8 +101,16 @@ def check_rows(name: str, path: str, input_key: str, metadata_key: str) -> list[
 
     where = f"{name}={path}"
     fix = "convert the rows with swe-preprocess (docs/datasets.md)"
-    with open(path, encoding="utf-8") as fh:
-        lines = [(n, line) for n, line in enumerate(fh, 1) if line.strip()][:ROWS_CHECKED]
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = []
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    lines.append((n, line))
+                if len(lines) == ROWS_CHECKED:
+                    break
+    except (OSError, UnicodeDecodeError) as exc:
+        return [(name, f"{where} is not a readable UTF-8 text file ({exc}): slime reads JSONL")]
     if not lines:
         return [(name, f"{where} holds no rows: {fix}")]
     for n, line in lines:

@@ -145,3 +145,10 @@ def test_the_entry_point_prints_one_line_per_problem(capsys):
     assert launch_check.main(["--", *BASE, "--use-opsm"]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("TRAIN_ARGS\t")]
     assert len(lines) == 1 and "--use-opsm" in lines[0]
+
+
+def test_a_binary_prompt_file_is_a_problem_not_a_crash(tmp_path):
+    path = tmp_path / "train.parquet"
+    path.write_bytes(b"PAR1\xff\xfe\x00")
+    ((name, message),) = launch_check.check_rows("PROMPT_DATA", str(path), "text", "metadata")
+    assert name == "PROMPT_DATA" and "not a readable UTF-8 text file" in message
