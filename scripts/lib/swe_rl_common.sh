@@ -559,7 +559,15 @@ swe_prm_server() {  # the PRM judge's own SGLang, on the prm node
 swe_submit() {
   local env_json
   env_json="$(swe_runtime_env_json)"
-  swe_run ray job submit --address "http://127.0.0.1:$RAY_DASHBOARD_PORT" --runtime-env-json "$env_json" \
+  # in a file only the user reads: the environment holds secrets (tokens, WANDB_API_KEY), never on a command line
+  local env_file="$LOG_DIR/ray_runtime_env.json"
+  if [[ "$DRY_RUN" == "1" ]]; then
+    local shown; shown="$(swe_mask "$env_json")"
+    echo "+ write $env_file (mode 600): $shown$(swe_mark "$shown")"
+  else
+    (umask 077 && printf '%s\n' "$env_json" >"$env_file")
+  fi
+  swe_run ray job submit --address "http://127.0.0.1:$RAY_DASHBOARD_PORT" --runtime-env "$env_file" \
     -- python3 "$SLIME_DIR/$TRAIN_SCRIPT" "${TRAIN_ARGS[@]}"
 }
 

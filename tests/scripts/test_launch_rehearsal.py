@@ -199,6 +199,9 @@ def test_the_head_launches_for_real_from_a_filled_env_file(rehearsal, tmp_path):
     # the full argument list and the user's environment (set only in .env.swe) reached the job
     assert job["argv"] == planned and "--custom-generate-function-path" in job["argv"]
     assert job["env"]["WANDB_API_KEY"] == "rehearsal-wandb-key"
+    # given in a file only its owner reads, not on ray's command line
+    env_json = tmp_path / "output/logs/swe-rl-8b-remote-2nodes_20260101_000000/ray_runtime_env.json"
+    assert env_json.stat().st_mode & 0o077 == 0 and "--runtime-env-json" not in log
     assert job["env"]["SWE_PRM_URL"] == "http://127.0.0.1:9/v1"
     assert job["env"]["SWE_POOL_URL"] == f"http://127.0.0.1:{env['POOL_PORT']}"
     # the pool the head started (with the file's token) answers the job with that token, refuses another,

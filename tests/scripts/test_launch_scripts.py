@@ -192,7 +192,9 @@ def submitted(stdout: str) -> tuple[list[str], dict[str, str], str]:
     """The train script's arguments, the ray job's environment and the script path, from a dry run."""
     line = next(ln for ln in stdout.splitlines() if ln.startswith("+ ray job submit"))
     words = shlex.split(line[2:])
-    runtime_env = json.loads(words[words.index("--runtime-env-json") + 1])["env_vars"]
+    env_file = words[words.index("--runtime-env") + 1]
+    written = next(ln for ln in stdout.splitlines() if ln.startswith(f"+ write {env_file} (mode 600): "))
+    runtime_env = json.loads(written.split(" (mode 600): ", 1)[1])["env_vars"]
     sep = words.index("--")
     assert words[sep + 1] == "python3"
     return words[sep + 3 :], runtime_env, words[sep + 2]
@@ -419,9 +421,11 @@ def test_dry_run_reports_every_problem_at_once_with_its_origin_and_fix(env, tmp_
     assert "+ ray job submit" in head and "--prompt-data MISSING_PROMPT_DATA" in head
     assert "# env: PROMPT_DATA is not set" in head and "# env: MEGATRON_DIR is not set" in head
     submit = next(ln for ln in head.splitlines() if ln.startswith("+ ray job submit"))
-    assert submit.split("# <- problem:")[1].split() and {"SLIME_DIR", "PROMPT_DATA", "MEGATRON_DIR"} <= set(
-        submit.split("# <- problem:")[1].split()
+    assert {"SLIME_DIR", "PROMPT_DATA"} <= set(submit.split("# <- problem:")[1].split())
+    env_line = next(
+        ln for ln in head.splitlines() if ln.startswith("+ write ") and "ray_runtime_env.json" in ln
     )
+    assert {"SLIME_DIR", "MEGATRON_DIR"} <= set(env_line.split("# <- problem:")[1].split())  # in PYTHONPATH
     assert "+ ray start --address" in worker
 
 
