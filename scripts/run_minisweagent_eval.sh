@@ -33,7 +33,10 @@ root="$(dirname "$here")"
 source "$root/scripts/lib/env_file.sh"
 swe_env_file_load "$root"
 
-usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
+usage() {
+  echo "usage: bash scripts/run_minisweagent_eval.sh --sglang-url URL [--workers N] [--slice A:B | --shard I/N] [options]"
+  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+}
 die() { echo "error: $*" >&2; exit 2; }
 
 sglang_url="" workers=4 slice="" shard="" subset="verified" data="" output="" model="" filter=""

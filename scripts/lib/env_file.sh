@@ -2,6 +2,8 @@
 # Loading .env.swe with the usual precedence: a variable given on the command line or in the
 # environment wins over the file, and the file wins over the scripts' defaults. Sourced by every
 # script that reads .env.swe (lib/swe_rl_common.sh, launch_sglang_cluster.sh, the eval scripts).
+# Every name the file sets is exported: the processes a script starts (the pool server, the Ray job,
+# SGLang) read their settings (SWE_EXEC_TOKEN, WANDB_API_KEY, ...) from the environment.
 #
 #   swe_env_file_load ROOT   # sources ${SWE_ENV_FILE:-ROOT/.env.swe} when present
 #   swe_origin NAME          # "environment", ".env.swe (<path>)" or "default": where NAME came from
@@ -33,6 +35,7 @@ swe_env_file_load() {
       export "${_swe_name?}"
     else
       SWE_FILE_NAMES+="$_swe_name "
+      export "${_swe_name?}"
     fi
   done
   SWE_ENV_FILE_USED="$_swe_file"

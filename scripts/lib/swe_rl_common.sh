@@ -31,6 +31,8 @@ declare -A SWE_BAD=()
 # shellcheck source-path=SCRIPTDIR source=env_file.sh
 source "$SWE_ROOT/scripts/lib/env_file.sh"
 swe_env_file_load "$SWE_ROOT"
+# shellcheck source-path=SCRIPTDIR source=launch_checks.sh
+source "$SWE_ROOT/scripts/lib/launch_checks.sh"
 DRY_RUN="${DRY_RUN:-0}"
 
 swe_die() { echo "error: $*" >&2; exit 2; }
@@ -75,6 +77,8 @@ swe_run_bg() {  # swe_run_bg LOG CMD...: start in the background; stopped by the
   SWE_PIDS+=("$!")
 }
 
+swe_last_pid() { (( ${#SWE_PIDS[@]} )) && echo "${SWE_PIDS[-1]}"; return 0; }
+
 swe_cleanup() {
   local rc=$? pid
   for pid in "${SWE_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -87,7 +91,7 @@ swe_wait_http() {  # swe_wait_http URL SECONDS [WHAT]
   local url="$1" secs="$2" what="${3:-$1}" i
   if [[ "$DRY_RUN" == "1" ]]; then echo "+ wait for $url (up to ${secs}s)"; return 0; fi
   for ((i = 0; i < secs; i += 2)); do
-    curl -fsS -o /dev/null --max-time 5 "$url" && return 0
+    curl -fs -o /dev/null --max-time 5 "$url" && return 0
     sleep 2
   done
   swe_die "$what did not answer at $url within ${secs}s"
@@ -95,12 +99,17 @@ swe_wait_http() {  # swe_wait_http URL SECONDS [WHAT]
 
 # ---------------------------------------------------------------- inputs
 
+swe_usage() {  # the usage line, then the script's header comment (without shellcheck directives)
+  echo "usage: [NAME=value ...] bash scripts/$(basename "$0") [--dry-run] [--help]   (settings: the environment, .env.swe)"
+  sed -n '2,/^set -euo/p' "$0" | sed '/^# shellcheck/d; /^set -euo/d; s/^# \{0,1\}//'
+}
+
 swe_parse_args() {
   local a
   for a in "$@"; do
     case "$a" in
       --dry-run) DRY_RUN=1 ;;
-      -h|--help) sed -n '2,/^set -euo/p' "$0" | sed 's/^# \{0,1\}//; /^set -euo/d'; exit 0 ;;
+      -h|--help) swe_usage; exit 0 ;;
       *) swe_die "unknown argument: $a (only --dry-run and --help; settings come from the environment)" ;;
     esac
   done
@@ -227,6 +236,11 @@ swe_validate() {
     swe_require SWE_PRM_URL "OpenAI-compatible base URL of the PRM judge, e.g. http://<prm-node>:${PRM_PORT}/v1" || true
   fi
   if declare -F swe_validate_extra >/dev/null; then swe_validate_extra; fi  # a configuration script's own checks
+  swe_check_launch_inputs
+  # slime's full argument list, as the Ray job would get it (a missing input empty, for these checks only)
+  local HF_CKPT="${HF_CKPT:-}" PROMPT_DATA="${PROMPT_DATA:-}" REF_LOAD="${REF_LOAD:-}"
+  swe_train_args
+  swe_check_with_plugin
   return 0
 }
 
@@ -432,17 +446,21 @@ swe_train_args() {
 
 # Environment of the ray job (reaches the rollout manager, wherever ray places it).
 swe_runtime_env_json() {
-  local extra_names=() pythonpath="$SWE_ROOT:$SLIME_DIR:$MEGATRON_DIR" names=(
+  local extra_names=() file_names=() swe_names=() pythonpath="$SWE_ROOT:$SLIME_DIR:$MEGATRON_DIR" names=(
     SWE_POOL_URL SWE_POOL_TOKEN SWE_POOL_TOKEN_FILE SWE_SAVE_TRAJ_DIR SWE_MAX_CONCURRENT
     SWE_PRM_ENABLE SWE_PRM_URL SWE_PRM_MODEL SWE_PRM_M SWE_PRM_STEP_COEF
     WANDB_API_KEY HF_HOME TOKENIZERS_PARALLELISM)
   read -r -a extra_names <<<"${EXTRA_RUNTIME_ENV:-}"  # more variable names a configuration script forwards
-  names+=("${extra_names[@]}")
+  # the user's settings: every name .env.swe set, every SWE_* of the environment (the plugin's config)
+  read -r -a file_names <<<"$SWE_FILE_NAMES"
+  mapfile -t swe_names < <(compgen -e | grep '^SWE_' || true)
+  names+=("${extra_names[@]}" "${file_names[@]}" "${swe_names[@]}")
   "$PYTHON" - "$pythonpath" "${names[@]}" <<'PY'
 import json, os, sys
 env = {"PYTHONPATH": sys.argv[1], "CUDA_DEVICE_MAX_CONNECTIONS": "1", "PYTHONUNBUFFERED": "1",
        "NCCL_NVLS_ENABLE": os.environ.get("HAS_NVLINK", "0")}
-env.update({k: os.environ[k] for k in sys.argv[2:] if os.environ.get(k)})
+# the launch's own PYTHONPATH first; a PYTHONPATH of the user's after it
+env.update({k: os.environ[k] for k in sys.argv[2:] if os.environ.get(k) and k != "PYTHONPATH"})
 print(json.dumps({"env_vars": env}))
 PY
 }
@@ -466,13 +484,15 @@ swe_print_env() {  # this role's settings, each with where its value came from
 # ---------------------------------------------------------------- roles
 
 swe_ray_head() {
+  local extra=()
+  read -r -a extra <<<"${RAY_HEAD_ARGS:-}"  # more `ray start --head` options (ports, --temp-dir, ...)
   swe_run ray start --head --node-ip-address "$MASTER_ADDR" --port "$RAY_PORT" --num-gpus "$GPUS_PER_NODE" \
-    --disable-usage-stats --dashboard-host 0.0.0.0 --dashboard-port "$RAY_DASHBOARD_PORT"
+    --disable-usage-stats --dashboard-host 0.0.0.0 --dashboard-port "$RAY_DASHBOARD_PORT" "${extra[@]}"
   [[ "$DRY_RUN" == "1" ]] || SWE_RAY_STARTED=1
   local want=$((TRAIN_NODES * GPUS_PER_NODE)) i have=0
   if [[ "$DRY_RUN" == "1" ]]; then echo "+ wait until ray has $want GPUs ($TRAIN_NODES nodes)"; return 0; fi
   for ((i = 0; i < ${RAY_JOIN_TIMEOUT:-1800}; i += 5)); do
-    have="$("$PYTHON" -c 'import ray; ray.init(address="auto", logging_level="ERROR"); print(int(ray.cluster_resources().get("GPU", 0)))' 2>/dev/null || echo 0)"
+    have="$("$PYTHON" -c 'import ray, sys; ray.init(address=sys.argv[1], logging_level="ERROR"); print(int(ray.cluster_resources().get("GPU", 0)))' "$MASTER_ADDR:$RAY_PORT" 2>/dev/null || echo 0)"
     (( have >= want )) && { swe_log "ray cluster has $have GPUs"; return 0; }
     sleep 5
   done
@@ -522,7 +542,7 @@ swe_start_pool() {  # the pool server on the head, reachable from every ray node
     SWE_POOL_DB="$SWE_POOL_DB" SWE_POOL_ID="$SWE_POOL_ID" SWE_POOL_MAX_PER_NODE="$SWE_POOL_MAX_PER_NODE" \
     "$PYTHON" "$SWE_ROOT/server/pool_server.py"
   export SWE_POOL_URL="http://$SWE_POOL_HOST:$POOL_PORT"
-  swe_wait_http "$SWE_POOL_URL/healthz" "${POOL_START_TIMEOUT:-120}" "pool server"
+  swe_wait_service "$SWE_POOL_URL/healthz" "${POOL_START_TIMEOUT:-120}" "pool server" "$(swe_last_pid)" "$LOG_DIR/pool_server.log"
 }
 
 swe_prm_server() {  # the PRM judge's own SGLang, on the prm node
@@ -530,7 +550,7 @@ swe_prm_server() {  # the PRM judge's own SGLang, on the prm node
   swe_run_bg "$LOG_DIR/prm_sglang.log" "$PYTHON" -m sglang.launch_server --model-path "$PRM_MODEL_PATH" \
     --served-model-name "${SWE_PRM_MODEL:-prm}" --host 0.0.0.0 --port "$PRM_PORT" \
     --tp-size "$PRM_TP" --dp-size "$dp" --mem-fraction-static 0.85
-  swe_wait_http "http://127.0.0.1:$PRM_PORT/health" "${SGLANG_START_TIMEOUT:-1800}" "PRM SGLang"
+  swe_wait_service "http://127.0.0.1:$PRM_PORT/health" "${SGLANG_START_TIMEOUT:-1800}" "PRM SGLang" "$(swe_last_pid)" "$LOG_DIR/prm_sglang.log"
   if [[ "$DRY_RUN" == "1" ]]; then echo "+ wait for the PRM server to exit"; return 0; fi
   swe_log "PRM judge serving on :$PRM_PORT; Ctrl-C or the end of training stops it"
   wait "${SWE_PIDS[-1]}"
@@ -539,7 +559,15 @@ swe_prm_server() {  # the PRM judge's own SGLang, on the prm node
 swe_submit() {
   local env_json
   env_json="$(swe_runtime_env_json)"
-  swe_run ray job submit --address "http://127.0.0.1:$RAY_DASHBOARD_PORT" --runtime-env-json "$env_json" \
+  # in a file only the user reads: the environment holds secrets (tokens, WANDB_API_KEY), never on a command line
+  local env_file="$LOG_DIR/ray_runtime_env.json"
+  if [[ "$DRY_RUN" == "1" ]]; then
+    local shown; shown="$(swe_mask "$env_json")"
+    echo "+ write $env_file (mode 600): $shown$(swe_mark "$shown")"
+  else
+    (umask 077 && printf '%s\n' "$env_json" >"$env_file")
+  fi
+  swe_run ray job submit --address "http://127.0.0.1:$RAY_DASHBOARD_PORT" --runtime-env "$env_file" \
     -- python3 "$SLIME_DIR/$TRAIN_SCRIPT" "${TRAIN_ARGS[@]}"
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -78,18 +79,77 @@ CODING_AGENT_SCRIPT = "run_coding_agent_qwen3_30b_a3b_fleet.sh"
 TOKEN = "s3cret-token-value"
 
 
+# the public config.json shapes of the scripts' models (test_model_args_match_the_public_configs)
+MODEL_SHAPES = {
+    "qwen3-8B": {"num_hidden_layers": 36, "hidden_size": 4096, "num_attention_heads": 32},
+    "qwen3-32B": {"num_hidden_layers": 64, "hidden_size": 5120, "num_attention_heads": 64},
+    "qwen3-30B-A3B": {
+        "num_hidden_layers": 48,
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "num_experts": 128,
+        "moe_intermediate_size": 768,
+        "num_experts_per_tok": 8,
+    },
+}
+
+
+def hf_checkpoint(folder: Path, model: str) -> Path:
+    """A checkpoint directory the dry run accepts for `model`: config.json of its shape, weights, tokenizer."""
+    folder.mkdir(parents=True)
+    config = {"rope_theta": 1000000, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936}
+    (folder / "config.json").write_text(json.dumps({**config, **MODEL_SHAPES[model]}))
+    (folder / "model.safetensors").write_bytes(b"")
+    (folder / "tokenizer.json").write_text("{}")
+    return folder
+
+
+def slime_rows(path: Path) -> Path:
+    """Prompt rows as swe-preprocess writes them: {"text", "metadata": {"instance"}} (the fixture tasks)."""
+    rows = [
+        json.loads(line) for line in (ROOT / "data/fixtures/instances.jsonl").read_text().splitlines()[:2]
+    ]
+    path.write_text(
+        "".join(
+            json.dumps({"text": r["problem_statement"], "metadata": {"instance": r}}) + "\n" for r in rows
+        )
+    )
+    return path
+
+
+def installed_stubs(folder: Path) -> str:
+    """Empty packages for what slime's train script imports and this machine lacks (SGLang): the dry run
+    checks that they are found, which it may be here; `ray` and the rest are the real ones."""
+    import importlib.util
+
+    from swe_rl.slime.launch_check import HEAD_MODULES
+
+    for name in HEAD_MODULES:
+        if importlib.util.find_spec(name) is None:
+            (folder / name).mkdir(parents=True)
+            (folder / name / "__init__.py").write_text("")
+    return str(folder)
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
+    return launch_env(tmp_path)
+
+
+def launch_env(tmp_path: Path) -> dict[str, str]:
     """Dummy inputs: a fake slime and Megatron checkout, an HF checkpoint, a prompts file."""
-    slime, megatron, hf, ref = (tmp_path / n for n in ("slime", "Megatron-LM", "hf", "torch_dist"))
-    for d in (slime, megatron, hf, ref):
-        d.mkdir()
+    slime, megatron, ref = (tmp_path / n for n in ("slime", "Megatron-LM", "torch_dist"))
+    for d in (slime, megatron / "megatron" / "core", ref):
+        d.mkdir(parents=True)
+    for model in MODEL_SHAPES:
+        hf_checkpoint(tmp_path / "hf" / model, model)
     (slime / "train.py").write_text("")
     (slime / "train_async.py").write_text("")
-    (hf / "config.json").write_text(json.dumps({"rope_theta": 1000000}))
-    (tmp_path / "train.jsonl").write_text("{}\n")
+    slime_rows(tmp_path / "train.jsonl")
     (tmp_path / "empty.env").write_text("")
     return {
+        "PYTHONPATH": installed_stubs(tmp_path / "site"),
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
         # never the checkout's .env.swe: a user's settings must not reach the tests
@@ -97,7 +157,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         "SWE_ENV_FILE": str(tmp_path / "empty.env"),
         "SLIME_DIR": str(slime),
         "MEGATRON_DIR": str(megatron),
-        "HF_CKPT": str(hf),
+        "HF_CKPT": str(tmp_path / "hf" / "qwen3-8B"),  # dry_run() gives each script its model's
         "REF_LOAD": str(ref),
         "PROMPT_DATA": str(tmp_path / "train.jsonl"),
         "EXPORT_ROOT": str(tmp_path / "output"),
@@ -105,7 +165,7 @@ def env(tmp_path: Path) -> dict[str, str]:
         "SWE_EXEC_TOKEN": TOKEN,
         "MASTER_ADDR": "10.0.0.1",
         "RUN_TS": "20260101_000000",
-        "PRM_MODEL_PATH": str(hf),
+        "PRM_MODEL_PATH": str(tmp_path / "hf" / "qwen3-32B"),
         "SWE_PRM_URL": "http://10.0.0.5:30010/v1",
     }
 
@@ -113,6 +173,11 @@ def env(tmp_path: Path) -> dict[str, str]:
 def dry_run(
     script: str, env: dict[str, str], *args: str, root: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
+    """The script's --dry-run; the fixture's checkpoint becomes the one of the script's own model."""
+    model = re.search(r"^MODEL_NAME=(\S+)", (root / "scripts" / script).read_text(), re.M)
+    hf = Path(env.get("HF_CKPT", ""))
+    if model and hf.parent.name == "hf" and hf.name in MODEL_SHAPES:
+        env = {**env, "HF_CKPT": str(hf.parent / model.group(1))}
     return subprocess.run(
         ["bash", str(root / "scripts" / script), "--dry-run", *args],
         env=env,
@@ -127,7 +192,9 @@ def submitted(stdout: str) -> tuple[list[str], dict[str, str], str]:
     """The train script's arguments, the ray job's environment and the script path, from a dry run."""
     line = next(ln for ln in stdout.splitlines() if ln.startswith("+ ray job submit"))
     words = shlex.split(line[2:])
-    runtime_env = json.loads(words[words.index("--runtime-env-json") + 1])["env_vars"]
+    env_file = words[words.index("--runtime-env") + 1]
+    written = next(ln for ln in stdout.splitlines() if ln.startswith(f"+ write {env_file} (mode 600): "))
+    runtime_env = json.loads(written.split(" (mode 600): ", 1)[1])["env_vars"]
     sep = words.index("--")
     assert words[sep + 1] == "python3"
     return words[sep + 3 :], runtime_env, words[sep + 2]
@@ -204,7 +271,8 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert v["--num-layers"] == [str(want["layers"])]
     assert v["--lr"] == ["1e-6"] and v["--eps-clip"] == ["0.2"] and v["--eps-clip-high"] == ["0.28"]
     assert "--use-kl-loss" not in v
-    assert v["--hf-checkpoint"] == [env["HF_CKPT"]] and v["--prompt-data"] == [env["PROMPT_DATA"]]
+    hf = v["--hf-checkpoint"]  # the fixture's checkpoint of the script's model (dry_run)
+    assert Path(hf[0]).parent == Path(env["HF_CKPT"]).parent and v["--prompt-data"] == [env["PROMPT_DATA"]]
     assert v["--rotary-base"] == ["1000000"]  # read from the checkpoint's config.json
     if "30b_a3b" in script:
         assert v["--moe-aux-loss-coeff"] == ["0"] and v["--freeze-params-name-list"] == [r"mlp\.router\."]
@@ -222,7 +290,7 @@ def test_dry_run_prints_the_slime_command(script, env):
         assert v["--ref-load"] == [env["REF_LOAD"]]
     else:
         assert v["--save"] == [str(out / f"ckpt/{run}_20260101_000000")] and "--load" not in v
-        assert v["--ref-load"] == [env["HF_CKPT"]]
+        assert v["--ref-load"] == hf
     traj = runtime_env["SWE_SAVE_TRAJ_DIR"]
     assert traj.startswith(str(out / "swe_rollouts")) and traj.endswith("_20260101_000000")
     # the rollout manager reaches the pool on the head; slime, Megatron and swe_rl are importable
@@ -263,7 +331,9 @@ def test_prm_node_serves_the_judge(env):
     prm = section(p.stdout, "prm")
     assert "# role: prm" in prm and "ray " not in prm and "<- this node" in prm.splitlines()[0]
     line = next(ln for ln in prm.splitlines() if "sglang.launch_server" in ln)
-    assert f"--model-path {env['HF_CKPT']}" in line and "--port 30010" in line and "--dp-size 8" in line
+    assert (
+        f"--model-path {env['PRM_MODEL_PATH']}" in line and "--port 30010" in line and "--dp-size 8" in line
+    )
 
 
 @pytest.mark.parametrize(
@@ -292,7 +362,13 @@ def test_a_real_launch_runs_the_same_checks_and_nothing_else(env, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("ray", "curl", "python3"):  # would leave a trace if the launch went on
-        (bin_dir / tool).write_text(f"#!/bin/sh\necho ran >> {tmp_path}/ran\n")
+        # python3 also runs the launch's checks (python3 -m swe_rl.slime.launch_check): those are let through
+        real = (
+            f'case "$*" in *launch_check*) exec {shutil.which(tool)} "$@";; esac\n'
+            if tool == "python3"
+            else ""
+        )
+        (bin_dir / tool).write_text(f"#!/bin/sh\n{real}echo ran >> {tmp_path}/ran\n")
         (bin_dir / tool).chmod(0o755)
     bad = {**env, "PATH": f"{bin_dir}:{env['PATH']}", "SLIME_DIR": str(tmp_path / "nope")}
     del bad["HF_CKPT"]
@@ -316,7 +392,7 @@ def test_dry_run_reports_every_problem_at_once_with_its_origin_and_fix(env, tmp_
     hf_without_config.mkdir()
     env_file = tmp_path / "user.env"
     env_file.write_text(f"SLIME_DIR=/nonexistent/slime\nHF_CKPT={hf_without_config}\n")
-    keep = ("PATH", "HOME", "EXPORT_ROOT", "RUN_TS")
+    keep = ("PATH", "HOME", "EXPORT_ROOT", "RUN_TS", "PYTHONPATH")
     bare = {k: v for k, v in env.items() if k in keep}
     p = dry_run(
         "run_swe_rl_8b_remote_2nodes.sh",
@@ -329,21 +405,27 @@ def test_dry_run_reports_every_problem_at_once_with_its_origin_and_fix(env, tmp_
     )
     assert p.returncode == 2 and "Traceback" not in p.stderr
     err = p.stderr
-    assert "6 problem(s)" in err
+    assert "9 problem(s)" in err
     assert f"SLIME_DIR=/nonexistent/slime [from .env.swe ({env_file})] is not a directory" in err
     assert "third_party/slime.md" in err  # how to fix it
     assert "set MEGATRON_DIR" in err and "set PROMPT_DATA" in err and "swe-preprocess" in err
     assert f"HF_CKPT={hf_without_config} [from .env.swe ({env_file})] has no config.json" in err
     assert f"SWE_EXEC_TOKEN_FILE={token_file} [from environment] is not a readable, non-empty file" in err
     assert "'node1' is not an exec server URL" in err
+    # what only the cluster would have found: a loopback head for two nodes, a checkpoint without weights
+    assert "MASTER_ADDR=127.0.0.1 [from default] is a loopback address but the plan has 2 nodes" in err
+    assert f"HF_CKPT={hf_without_config} [from .env.swe ({env_file})] has no weights" in err
+    assert f"HF_CKPT={hf_without_config} [from .env.swe ({env_file})] has no tokenizer" in err
     # the full plan, every role, the problems marked where they are
     head, worker = section(p.stdout, "head"), section(p.stdout, "worker")
     assert "+ ray job submit" in head and "--prompt-data MISSING_PROMPT_DATA" in head
     assert "# env: PROMPT_DATA is not set" in head and "# env: MEGATRON_DIR is not set" in head
     submit = next(ln for ln in head.splitlines() if ln.startswith("+ ray job submit"))
-    assert submit.split("# <- problem:")[1].split() and {"SLIME_DIR", "PROMPT_DATA", "MEGATRON_DIR"} <= set(
-        submit.split("# <- problem:")[1].split()
+    assert {"SLIME_DIR", "PROMPT_DATA"} <= set(submit.split("# <- problem:")[1].split())
+    env_line = next(
+        ln for ln in head.splitlines() if ln.startswith("+ write ") and "ray_runtime_env.json" in ln
     )
+    assert {"SLIME_DIR", "MEGATRON_DIR"} <= set(env_line.split("# <- problem:")[1].split())  # in PYTHONPATH
     assert "+ ray start --address" in worker
 
 
@@ -384,7 +466,9 @@ def test_a_users_env_file_in_the_checkout_never_reaches_the_tests(env, tmp_path)
         p = dry_run(script, env, root=copy)
         assert p.returncode == 0, (script, p.stderr)
         v = flag_values(submitted(p.stdout)[0])
-        assert "99" not in v["--rollout-batch-size"] and v["--hf-checkpoint"] == [env["HF_CKPT"]]
+        assert "99" not in v["--rollout-batch-size"] and v["--hf-checkpoint"][0].startswith(
+            env["HF_CKPT"][:-8]
+        )
         assert "172.16.0.10" not in p.stdout
     p = dry_run(
         "run_swe_rl_8b_remote_2nodes.sh", {k: v for k, v in env.items() if k != "SWE_ENV_FILE"}, root=copy
