@@ -26,7 +26,7 @@
 # repository root next to server/. DRY_RUN=1 prints the steps and writes nothing.
 #
 # What it does, each step only when needed: installs what is missing (Docker as Debian's docker.io,
-# python3, python3-venv: each checked on its own), a venv in /opt/swe-rl/venv with the package (the
+# python3, python3-venv, ca-certificates: each checked on its own, without recommended extras), a venv in /opt/swe-rl/venv with the package (the
 # package itself reinstalled every run, so a new wheel of the same version replaces the old), the token
 # and settings, the systemd unit; then restarts the service and waits until /healthz answers and the
 # token is accepted. Running it again updates the node and keeps its token and settings.
@@ -65,6 +65,7 @@ token=""
 if [[ -n "${SWE_EXEC_TOKEN:-}" ]]; then
   [[ -z "$token_from" ]] || die "SWE_EXEC_TOKEN is set and $token_from gives a token too: give it one way"
   token="$SWE_EXEC_TOKEN"; token_from="env"
+  echo "note: SWE_EXEC_TOKEN written inline (ssh NODE 'SWE_EXEC_TOKEN=... bash ...') shows in process lists: prefer --token-stdin" >&2
 elif [[ "$token_from" == stdin ]]; then
   IFS= read -r token || [[ -n "$token" ]] || die "--token-stdin: nothing on standard input"
 elif [[ "$token_from" == file ]]; then
@@ -85,16 +86,43 @@ if [[ -z "${SWE_FLEET_PACKAGE:-}" && ! -f "$package/pyproject.toml" ]]; then
 fi
 [[ "$dry_run" == "1" ]] || command -v systemctl >/dev/null 2>&1 || die "no systemd on this node (the exec server runs as a systemd service)"
 
+# Settings (checked before anything is installed): defaults < the last run's file < SWE_EXEC_* given now.
+# The token is only ever in its own file.
+declare -A setting=(
+  [SWE_EXEC_HOST]=127.0.0.1 [SWE_EXEC_PORT]=5000 [SWE_EXEC_SERVER_ID]="$HOSTNAME"
+  [SWE_EXEC_MAX_CONTAINERS]=32 [SWE_EXEC_MEMORY]=4g [SWE_EXEC_CPUS]=2 [SWE_EXEC_PIDS_LIMIT]=1024
+)
+if [[ -f "$env_file" ]]; then
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]] || continue
+    key="${BASH_REMATCH[1]}"
+    if [[ "$key" == SWE_EXEC_TOKEN ]]; then
+      say "dropping SWE_EXEC_TOKEN from $env_file (it would override the token file)"
+      continue
+    fi
+    setting[$key]="${BASH_REMATCH[2]}"
+  done < "$env_file"
+fi
+for key in $(compgen -e); do
+  [[ "$key" == SWE_EXEC_* && "$key" != SWE_EXEC_TOKEN* ]] || continue
+  [[ "${!key}" != *$'\n'* ]] || die "$key holds a newline"
+  setting[$key]="${!key}"
+done
+setting[SWE_EXEC_TOKEN_FILE]="$token_file"
+host="${setting[SWE_EXEC_HOST]}"
+port="${setting[SWE_EXEC_PORT]}"
+
 # What is missing, each checked on its own (a node that runs Docker may still lack python3-venv).
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+[[ -s /etc/ssl/certs/ca-certificates.crt ]] || need+=(ca-certificates)  # Docker's pulls over TLS
 if ((${#need[@]})); then
   command -v apt-get >/dev/null 2>&1 || die "missing ${need[*]} and no apt-get to install them: install them, then run this again"
   say "installing ${need[*]}"
   run apt-get update -qq
-  run env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1 apt-get install -y -qq "${need[@]}"
+  run env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1 apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 run systemctl enable --now docker
 
@@ -128,31 +156,6 @@ else
 fi
 token=""
 [[ "$dry_run" == "1" ]] || chmod 0600 "$token_file"
-
-# Settings: defaults < the last run's file < SWE_EXEC_* given now. The token is only ever in its file.
-declare -A setting=(
-  [SWE_EXEC_HOST]=127.0.0.1 [SWE_EXEC_PORT]=5000 [SWE_EXEC_SERVER_ID]="$HOSTNAME"
-  [SWE_EXEC_MAX_CONTAINERS]=32 [SWE_EXEC_MEMORY]=4g [SWE_EXEC_CPUS]=2 [SWE_EXEC_PIDS_LIMIT]=1024
-)
-if [[ -f "$env_file" ]]; then
-  while IFS= read -r line || [[ -n "$line" ]]; do
-    [[ "$line" =~ ^[[:space:]]*([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]] || continue
-    key="${BASH_REMATCH[1]}"
-    if [[ "$key" == SWE_EXEC_TOKEN ]]; then
-      say "dropping SWE_EXEC_TOKEN from $env_file (it would override the token file)"
-      continue
-    fi
-    setting[$key]="${BASH_REMATCH[2]}"
-  done < "$env_file"
-fi
-for key in $(compgen -e); do
-  [[ "$key" == SWE_EXEC_* && "$key" != SWE_EXEC_TOKEN* ]] || continue
-  [[ "${!key}" != *$'\n'* ]] || die "$key holds a newline"
-  setting[$key]="${!key}"
-done
-setting[SWE_EXEC_TOKEN_FILE]="$token_file"
-host="${setting[SWE_EXEC_HOST]}"
-port="${setting[SWE_EXEC_PORT]}"
 
 say "writing $env_file"
 if [[ "$dry_run" == "1" ]]; then

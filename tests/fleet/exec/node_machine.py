@@ -5,8 +5,8 @@ daemon (Docker-in-Docker: the node's Docker is not the host's). Two images, buil
 image (debootstrap minbase of Debian bookworm, with python3 but not python3-venv, as on a fresh node):
 
 - `bare`: plus systemd (and strace, which only the test uses): a node without Docker;
-- `docker`: `bare` plus Debian's docker.io as an operator installs it (`apt-get install docker.io`),
-  enabled, so dockerd runs from boot: a node that already runs Docker.
+- `docker`: `bare` plus Debian's docker.io (without its recommended extras, to keep the cache small),
+  enabled as its package does, so dockerd runs from boot: a node that already runs Docker.
 
 Images are tagged by a hash of their recipe and the base image's id (`swe-rl/node-test:<kind>-<hash>`), so a
 second run reuses them; an older recipe's tags are removed when a new one is built. Containers and their
@@ -56,7 +56,7 @@ CMD ["/usr/local/sbin/node-init"]
 DOCKER_DOCKERFILE = """\
 FROM {bare}
 RUN apt-get update -qq \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker.io >/dev/null \\
  && rm -rf /var/lib/apt/lists/*
 """
 
@@ -116,7 +116,8 @@ def node_images(work: Path) -> dict[str, str]:
     tags = {"bare": f"{REPO}:bare-{digest}", "docker": f"{REPO}:docker-{digest}"}
     if all(sh("docker", "image", "inspect", t, check=False).returncode == 0 for t in tags.values()):
         return tags
-    for old in sh("docker", "images", "--format", "{{.Repository}}:{{.Tag}}", REPO).stdout.split():
+    listed = sh("docker", "images", "--format", "{{.Repository}}:{{.Tag}}", REPO).stdout.split()
+    for old in sorted(listed, reverse=True):  # docker-* (a child) before bare-*
         if old not in tags.values():
             sh("docker", "rmi", old, check=False)  # an older recipe's cache
     _build(tags["bare"], BARE_DOCKERFILE, work / "bare")

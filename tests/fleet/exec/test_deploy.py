@@ -149,3 +149,29 @@ def test_systemd_unit_passes_systemd_analyze_verify(tmp_path):
     unit.write_text(text.replace("ExecStart=/opt/", f"ExecStart={tmp_path}/opt/"))
     p = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_setup_docker_node_installs_each_missing_dependency_on_its_own(tmp_path):
+    """A node that runs Docker but lacks python3-venv gets python3-venv (and only it); one without both, both."""
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    real_python = shutil.which("python3")
+    assert real_python
+    (shims / "python3").write_text(
+        f'#!/bin/sh\n[ "$2" = "import ensurepip" ] && exit 1\nexec {real_python} "$@"\n'
+    )  # the python3 of a node without python3-venv
+    (shims / "dockerd").write_text("#!/bin/sh\n")
+    for shim in shims.iterdir():
+        shim.chmod(0o755)
+    for tool in ("bash", "dirname", "id", "sed", "sort", "apt-get"):  # nothing else: not the host's dockerd
+        found = shutil.which(tool)
+        assert found, tool
+        (shims / tool).symlink_to(found)
+    path = str(shims)
+    out = _dry_run(tmp_path, PATH=path)
+    assert "installing python3-venv\n" in out and "docker.io" not in out
+    assert "apt-get install -y -qq --no-install-recommends python3-venv\n" in out
+
+    (shims / "dockerd").unlink()
+    out = _dry_run(tmp_path, PATH=path)
+    assert "installing docker.io python3-venv\n" in out
