@@ -29,7 +29,8 @@
 # python3, python3-venv, ca-certificates: each checked on its own, without recommended extras), a venv in /opt/swe-rl/venv with the package (the
 # package itself reinstalled every run, so a new wheel of the same version replaces the old), the token
 # and settings, the systemd unit; then restarts the service and waits until /healthz answers and the
-# token is accepted. Running it again updates the node and keeps its token and settings.
+# token is accepted (SWE_SETUP_HEALTH_TIMEOUT seconds, 120). Running it again updates the node and
+# keeps its token and settings.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
