@@ -12,29 +12,33 @@ import pytest
 from tests.conftest import ROOT
 
 
-def _dry_run(tmp_path, **env: str) -> str:
+def _script(tmp_path, *args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess:
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not k.startswith("SWE_EXEC_")},
         "DRY_RUN": "1",
         "SWE_PREFIX": str(tmp_path / "opt"),
         "SWE_ETC": str(tmp_path / "etc"),
-        "SWE_EXEC_TOKEN": "secret-token",
         **env,
     }
-    p = subprocess.run(
-        ["bash", str(ROOT / "server/setup_docker_node.sh")],
+    return subprocess.run(
+        ["bash", str(ROOT / "server/setup_docker_node.sh"), *args],
         env=env,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def _dry_run(tmp_path, *args: str, stdin: str | None = None, **env: str) -> str:
+    p = _script(tmp_path, *args, stdin=stdin, **{"SWE_EXEC_TOKEN": "secret-token", **env})
     assert p.returncode == 0, p.stderr
     return p.stdout
 
 
 def test_setup_docker_node_dry_run_lists_every_step(tmp_path):
     out = _dry_run(tmp_path)
-    assert f"python3 -m venv {tmp_path}/opt/venv" in out
+    assert f"python3 -m venv --clear {tmp_path}/opt/venv" in out
     assert (
         f"{tmp_path}/opt/venv/bin/pip install -q --upgrade {ROOT}[server]" in out
     )  # the repository by default
@@ -47,6 +51,71 @@ def test_setup_docker_node_dry_run_lists_every_step(tmp_path):
 def test_setup_docker_node_installs_the_package_it_is_given(tmp_path):
     out = _dry_run(tmp_path, SWE_FLEET_PACKAGE="/root/swe_rl-0.1.0-py3-none-any.whl")
     assert "pip install -q --upgrade /root/swe_rl-0.1.0-py3-none-any.whl[server]" in out
+    # a wheel of the version already installed replaces it (pip alone would call it satisfied)
+    assert "pip install -q --no-deps --force-reinstall /root/swe_rl-0.1.0-py3-none-any.whl" in out
+
+
+def test_setup_docker_node_help_starts_with_its_usage(tmp_path):
+    p = _script(tmp_path, "--help")
+    assert p.returncode == 0
+    assert p.stdout.startswith("Install or update the swe-rl exec server")
+    assert "Usage: setup_docker_node.sh [--token-stdin | --token-file PATH]" in p.stdout
+    assert "--token-stdin' < exec-token" in p.stdout  # the documented way keeps the token off command lines
+
+
+def test_setup_docker_node_takes_the_token_from_stdin_or_a_file(tmp_path):
+    out = _dry_run(tmp_path, "--token-stdin", stdin="tok-from-stdin-0123\n", SWE_EXEC_TOKEN="")
+    assert "token from stdin written to" in out and "tok-from-stdin-0123" not in out
+    (tmp_path / "tok").write_text("tok-from-file-0123\n")
+    out = _dry_run(tmp_path, "--token-file", str(tmp_path / "tok"), SWE_EXEC_TOKEN="")
+    assert "token from file written to" in out and "tok-from-file-0123" not in out
+    out = _dry_run(tmp_path, SWE_EXEC_TOKEN="")
+    assert "no token given: generating one" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "env", "message"),
+    [
+        (["--token-stdin"], "", {}, "--token-stdin: nothing on standard input"),
+        (["--token-stdin"], "two words\n", {}, "the token given (stdin) holds whitespace"),
+        (["--token-stdin"], "tok\n", {"SWE_EXEC_TOKEN": "other"}, "give it one way"),
+        (["--token-stdin", "--token-file", "/x"], "tok\n", {}, "give the token one way"),
+        (["--token-file", "/nonexistent/tok"], None, {}, "--token-file: cannot read /nonexistent/tok"),
+        (["--token-file"], None, {}, "--token-file needs a path"),
+        (["--token"], None, {}, "unknown argument: --token"),
+        ([], None, {"SWE_EXEC_PORT": "1\n2"}, "SWE_EXEC_PORT holds a newline"),
+    ],
+)
+def test_setup_docker_node_refuses_a_bad_token_or_argument(tmp_path, args, stdin, env, message):
+    p = _script(tmp_path, *args, stdin=stdin, **env)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert message in p.stderr
+    assert not (tmp_path / "etc").exists()  # nothing half-done
+
+
+def test_setup_docker_node_keeps_the_last_runs_settings(tmp_path):
+    """A re-run writes what it is given over the last run's file, which keeps the rest (hand-added too)."""
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "exec-server.env").write_text(
+        "# written by an earlier run\nSWE_EXEC_HOST=0.0.0.0\nSWE_EXEC_PORT=5000\nSWE_EXEC_SERVER_ID=node-7\n"
+        "SWE_EXEC_MAX_WARM=2\nSWE_EXEC_TOKEN=in-the-wrong-place\n"
+    )
+    out = _dry_run(tmp_path, SWE_EXEC_PORT="6000", SWE_EXEC_ALLOW_PULL="1")
+    settings = [line.removeprefix("+   ") for line in out.splitlines() if line.startswith("+   ")]
+    assert settings == [
+        "SWE_EXEC_ALLOW_PULL=1",
+        "SWE_EXEC_CPUS=2",
+        "SWE_EXEC_HOST=0.0.0.0",
+        "SWE_EXEC_MAX_CONTAINERS=32",
+        "SWE_EXEC_MAX_WARM=2",
+        "SWE_EXEC_MEMORY=4g",
+        "SWE_EXEC_PIDS_LIMIT=1024",
+        "SWE_EXEC_PORT=6000",
+        "SWE_EXEC_SERVER_ID=node-7",
+        f"SWE_EXEC_TOKEN_FILE={etc}/exec-token",
+    ]
+    assert "dropping SWE_EXEC_TOKEN from" in out and "in-the-wrong-place" not in out
 
 
 def test_console_scripts_point_at_the_fleet_mains():
@@ -80,3 +149,29 @@ def test_systemd_unit_passes_systemd_analyze_verify(tmp_path):
     unit.write_text(text.replace("ExecStart=/opt/", f"ExecStart={tmp_path}/opt/"))
     p = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_setup_docker_node_installs_each_missing_dependency_on_its_own(tmp_path):
+    """A node that runs Docker but lacks python3-venv gets python3-venv (and only it); one without both, both."""
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    real_python = shutil.which("python3")
+    assert real_python
+    (shims / "python3").write_text(
+        f'#!/bin/sh\n[ "$2" = "import ensurepip" ] && exit 1\nexec {real_python} "$@"\n'
+    )  # the python3 of a node without python3-venv
+    (shims / "dockerd").write_text("#!/bin/sh\n")
+    for shim in shims.iterdir():
+        shim.chmod(0o755)
+    for tool in ("bash", "dirname", "id", "sed", "sort", "apt-get"):  # nothing else: not the host's dockerd
+        found = shutil.which(tool)
+        assert found, tool
+        (shims / tool).symlink_to(found)
+    path = str(shims)
+    out = _dry_run(tmp_path, PATH=path)
+    assert "installing python3-venv\n" in out and "docker.io" not in out
+    assert "apt-get install -y -qq --no-install-recommends python3-venv\n" in out
+
+    (shims / "dockerd").unlink()
+    out = _dry_run(tmp_path, PATH=path)
+    assert "installing docker.io python3-venv\n" in out

@@ -1,240 +1,244 @@
-"""server/setup_docker_node.sh for real: a node container with systemd as PID 1 installs the wheel and runs the unit.
+"""server/setup_docker_node.sh, run unmodified on fresh machine-like nodes, as an operator runs it.
 
-The dry-run tests (test_deploy.py) only list the steps; this one runs them. A throwaway image
-(the offline base image plus systemd and python3-venv) boots systemd; the repository's wheel and
-a wheelhouse of its `server` extra (pip download on this host: no index inside the node) are
-bind-mounted in, and the script installs the venv, the token, the env file and the unit, and
-starts it. The node's Docker is the host daemon through the bind-mounted socket (a stand-in
-`docker.service` checks the socket), so the exec server's task containers are host containers
-under a unique test server id. The test then creates, execs in and destroys one container
-through the node's exec server, and removes the node container, the image tag and the temp dir
-whatever happens.
+The dry-run tests (test_deploy.py) only list the steps; these run them on the two nodes an operator
+meets (`node_machine.py`: containers booted like machines, systemd as PID 1, the node's own Docker):
+
+- a node that already runs Docker (Debian's docker.io) and lacks python3-venv, as most Docker nodes do:
+  the script installs python3-venv alone, the package, the token (from a file copied to the node, as
+  with scp) and the unit, and the exec server creates, execs in and destroys a container of the
+  node's own Docker;
+- the same node updated: the script run again with a new wheel of the same version and nothing else
+  serves the new code and keeps the token and every setting, with nothing duplicated;
+- a node without Docker: the script installs Docker too, with the token on standard input, traced
+  (strace): no process it starts gets the token as an argument or in its environment.
+
+The node has no package index (pip reads a wheelhouse of the `server` extra, downloaded on the host and
+mounted read-only); apt reaches Debian's mirror as on a real node. Nodes are removed whatever happens;
+the node images are a cache (node_machine.py).
 """
 
 from __future__ import annotations
 
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import BASE_IMAGE, ROOT, TEST_ID_PREFIX, remove_containers_of
+from tests.conftest import BASE_IMAGE, ROOT, TEST_ID_PREFIX
+from tests.fleet.exec.node_machine import Node, node_images, sh, sweep_dead_nodes
 from tests.package_copy import copy_package_sources
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-NODE_DOCKERFILE = f"""\
-FROM {BASE_IMAGE}
-RUN apt-get update -qq \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd systemd-sysv python3-venv \\
- && rm -rf /var/lib/apt/lists/*
-# The node's Docker is the host daemon behind the bind-mounted socket: this docker.service only checks
-# the socket is there (the unit Requires= it), and the dockerd stand-in keeps the script from apt-getting one.
-COPY docker.service /etc/systemd/system/docker.service
-COPY dockerd /usr/local/bin/dockerd
-STOPSIGNAL SIGRTMIN+3
-CMD ["/sbin/init"]
-"""
-
-DOCKER_SERVICE = """\
-[Unit]
-Description=Docker (the host daemon, through the bind-mounted /var/run/docker.sock)
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/usr/bin/test -S /var/run/docker.sock
-
-[Install]
-WantedBy=multi-user.target
-"""
-
-DOCKERD_STANDIN = "#!/bin/sh\necho 'test node: Docker is the host daemon (bind-mounted socket)' >&2\nexit 1\n"
-
-# systemd as PID 1 in a container: /run and /run/lock on tmpfs, the (v1) cgroup tree read-only. Not
-# --privileged: on this kind of host (dockerd itself in a container short of a capability) runc then fails
-# with "unable to apply caps: operation not permitted", and systemd does not need it.
-SYSTEMD_RUN_FLAGS = ["--tmpfs", "/run", "--tmpfs", "/run/lock", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro"]
+SCRIPT = "/node/server/setup_docker_node.sh"
+NODE_PIP = {
+    "PIP_NO_INDEX": "1",
+    "PIP_FIND_LINKS": "/node/work/wheelhouse",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+}
+UPDATE_VERSION = "0.1.0+node-update"
 
 
-def _sh(*cmd: str, timeout: float = 120, check: bool = True, **kw) -> subprocess.CompletedProcess:
-    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, check=False, **kw)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
-    return p
-
-
-def _wait_for_systemd(name: str, timeout: float = 60) -> str:
-    """Until systemd answers `is-system-running` (running or degraded); its last answer otherwise."""
-    deadline = time.monotonic() + timeout
-    state = ""
-    while time.monotonic() < deadline:
-        p = _sh("docker", "exec", name, "systemctl", "is-system-running", check=False, timeout=30)
-        state = (p.stdout + p.stderr).strip()
-        if state in ("running", "degraded"):
-            return state
-        time.sleep(1)
-    return state
-
-
-def _write_image_context(ctx: Path) -> None:
-    ctx.mkdir()
-    (ctx / "Dockerfile").write_text(NODE_DOCKERFILE)
-    (ctx / "docker.service").write_text(DOCKER_SERVICE)
-    (ctx / "dockerd").write_text(DOCKERD_STANDIN)
-    (ctx / "dockerd").chmod(0o755)
-
-
-def _build_wheel_and_wheelhouse(work: Path) -> Path:
-    """The wheel of this checkout in work/dist, its dependencies' wheels in work/wheelhouse."""
-    dist, wheelhouse, src = work / "dist", work / "wheelhouse", work / "src"
-    copy_package_sources(src)  # a copy: building in the checkout would leave build/ and *.egg-info behind
-    _sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src), timeout=180)
-    (wheel,) = dist.glob("swe_rl-*.whl")
-    # Binary wheels for the node's Python (the base image's Debian bookworm python3: 3.11).
-    _sh(
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "-q",
-        "-d",
-        str(wheelhouse),
-        "--only-binary=:all:",
-        "--python-version",
-        "3.11",
-        f"{wheel}[server]",
-        timeout=180,
-    )
-    (wheelhouse / wheel.name).unlink(missing_ok=True)  # the script installs the wheel from dist/
+def _wheel(src: Path, dest: Path) -> Path:
+    sh(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(src), timeout=300)
+    (wheel,) = dest.glob("swe_rl-*.whl")
     return wheel
 
 
-def _node_logs(name: str) -> str:
-    p = _sh(
-        "docker", "exec", name, "journalctl", "-u", "swe-exec-server", "-n", "40", "--no-pager", check=False
-    )
-    return p.stdout + p.stderr
-
-
-def test_setup_docker_node_runs_for_real_under_systemd(docker_client, base_image):
-    tag = f"swe-rl/node-test:{secrets.token_hex(4)}"
-    name = f"swe-rl-node-test-{secrets.token_hex(4)}"
-    server_id = f"{TEST_ID_PREFIX}node-{secrets.token_hex(3)}"
-    token = secrets.token_hex(16)
-    work = Path(tempfile.mkdtemp(prefix="swe-rl-node-"))
+@pytest.fixture(scope="module")
+def work(docker_client, base_image) -> Iterator[Path]:
+    """A temp dir with the wheel of this checkout (dist/) and its `server` extra's wheels (wheelhouse/)."""
+    sweep_dead_nodes()
+    path = Path(tempfile.mkdtemp(prefix="swe-rl-node-"))
     try:
-        _write_image_context(work / "image")
-        build = subprocess.Popen(
-            ["docker", "build", "-q", "-t", tag, str(work / "image")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:  # the wheels while the image builds
-            wheel = _build_wheel_and_wheelhouse(work)
-        finally:
-            build_out, _ = build.communicate(timeout=600)
-        assert build.returncode == 0, build_out
-        _sh(
-            "docker",
-            "run",
-            "-d",
-            "--name",
-            name,
-            *SYSTEMD_RUN_FLAGS,
-            "--label",
-            "swe-rl.test=1",
-            "-v",
-            "/var/run/docker.sock:/var/run/docker.sock",
-            "-v",
-            f"{ROOT / 'server'}:/node/server:ro",
-            "-v",
-            f"{work / 'dist'}:/node/dist:ro",
-            "-v",
-            f"{work / 'wheelhouse'}:/node/wheelhouse:ro",
-            "-p",
-            "127.0.0.1::5000",
-            tag,
-        )
-        state = _wait_for_systemd(name)
-        if state not in ("running", "degraded"):
-            logs = _sh("docker", "logs", "--tail", "20", name, check=False)
-            pytest.skip(
-                f"systemd as PID 1 does not come up in a container here ({state!r}): "
-                f"{(logs.stdout + logs.stderr).strip()[-400:]}"
-            )
-        setup = _sh(
-            "docker",
-            "exec",
-            "-e",
-            f"SWE_FLEET_PACKAGE=/node/dist/{wheel.name}",
-            "-e",
-            "SWE_EXEC_HOST=0.0.0.0",
-            "-e",
-            f"SWE_EXEC_TOKEN={token}",
-            "-e",
-            f"SWE_EXEC_SERVER_ID={server_id}",
-            "-e",
-            "SWE_EXEC_MAX_CONTAINERS=4",
-            "-e",
-            "PIP_NO_INDEX=1",
-            "-e",
-            "PIP_FIND_LINKS=/node/wheelhouse",
-            name,
-            "bash",
-            "/node/server/setup_docker_node.sh",
-            check=False,
-            timeout=300,
-        )
-        assert setup.returncode == 0, setup.stdout + setup.stderr + _node_logs(name)
-        assert "healthy:" in setup.stdout
-        assert token not in setup.stdout + setup.stderr  # the token is never printed
-
-        active = _sh("docker", "exec", name, "systemctl", "is-active", "swe-exec-server", check=False)
-        assert active.stdout.strip() == "active", active.stdout + _node_logs(name)
-        enabled = _sh("docker", "exec", name, "systemctl", "is-enabled", "swe-exec-server", check=False)
-        assert enabled.stdout.strip() == "enabled"
-        mode = _sh("docker", "exec", name, "stat", "-c", "%a", "/etc/swe-rl/exec-token").stdout.strip()
-        assert mode == "600"
-
-        port = _sh("docker", "port", name, "5000/tcp").stdout.strip().splitlines()[0].rsplit(":", 1)[1]
-        url, headers = f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {token}"}
-        health = httpx.get(f"{url}/healthz", headers=headers, timeout=30)
-        assert health.status_code == 200 and health.json()["ok"], health.text
-        assert (
-            httpx.post(f"{url}/container/create", json={"image": BASE_IMAGE}, timeout=30).status_code == 401
-        )
-
-        created = httpx.post(
-            f"{url}/container/create", json={"image": BASE_IMAGE}, headers=headers, timeout=120
-        )
-        assert created.status_code == 200, created.text
-        cid = created.json()["container_id"]
-        labels = docker_client.containers.get(cid).labels  # a host container, under this node's server id
-        assert labels["swe-rl.exec-server"] == server_id
-        ran = httpx.post(
-            f"{url}/container/exec",
-            json={"container_id": cid, "command": "echo node-$((6*7))"},
-            headers=headers,
-            timeout=120,
-        )
-        assert ran.status_code == 200 and ran.json()["output"].strip() == "node-42", ran.text
-        gone = httpx.post(
-            f"{url}/container/destroy", json={"container_id": cid}, headers=headers, timeout=120
-        )
-        assert gone.status_code == 200, gone.text
-        assert not docker_client.containers.list(
-            all=True, filters={"label": f"swe-rl.exec-server={server_id}"}
-        )
+        wheel = _wheel(copy_package_sources(path / "src"), path / "dist")
+        sh(
+            sys.executable, "-m", "pip", "download", "-q", "-d", str(path / "wheelhouse"),
+            "--only-binary=:all:", "--python-version", "3.11",  # the node's python3 (bookworm)
+            f"{wheel}[server]", timeout=300,
+        )  # fmt: skip
+        (path / "wheelhouse" / wheel.name).unlink(missing_ok=True)  # the script installs the one it is given
+        path.chmod(0o755)
+        yield path
     finally:
-        _sh("docker", "rm", "-f", "-v", name, check=False, timeout=120)
-        remove_containers_of(server_id)
-        _sh("docker", "rmi", "-f", tag, check=False, timeout=120)
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def images(work) -> dict[str, str]:
+    return node_images(work / "images")
+
+
+def _boot(image: str, work: Path) -> Node:
+    return Node.boot(image, {ROOT / "server": "/node/server", work: "/node/work"})
+
+
+def _setup(node: Node, *args: str, env: dict[str, str], under: tuple[str, ...] = (), **kw):
+    """The script as an operator runs it (`under` a tracer, if given); its exit must be 0."""
+    p = node.exec(*under, "bash", SCRIPT, *args, env={**NODE_PIP, **env}, timeout=900, check=False, **kw)
+    assert p.returncode == 0, p.stdout + p.stderr + node.journal()
+    return p
+
+
+def _url(node: Node) -> str:
+    return f"http://127.0.0.1:{node.port()}"
+
+
+def _check_serves_containers(node: Node, token: str, server_id: str) -> None:
+    """Healthy, the token needed and accepted, one container of the node's own Docker created, used, gone."""
+    url, headers = _url(node), {"Authorization": f"Bearer {token}"}
+    health = httpx.get(f"{url}/healthz", timeout=60)
+    assert health.status_code == 200 and health.json()["ok"] and health.json()["server_id"] == server_id
+    assert httpx.get(f"{url}/status", timeout=60).status_code == 401
+    assert (
+        httpx.get(f"{url}/status", headers={"Authorization": "Bearer wrong"}, timeout=60).status_code == 401
+    )
+    assert httpx.get(f"{url}/status", headers=headers, timeout=60).status_code == 200
+
+    node.load_image(BASE_IMAGE)
+    created = httpx.post(f"{url}/container/create", json={"image": BASE_IMAGE}, headers=headers, timeout=300)
+    assert created.status_code == 200, created.text + node.journal()
+    cid = created.json()["container_id"]
+    inner = node.exec("docker", "ps", "-q", "--no-trunc", "--filter", f"label=swe-rl.exec-server={server_id}")
+    assert cid in inner.stdout  # a container of the node's Docker, not the host's
+    ran = httpx.post(
+        f"{url}/container/exec",
+        json={"container_id": cid, "command": "echo node-$((6*7))"},
+        headers=headers,
+        timeout=300,
+    )
+    assert ran.status_code == 200 and ran.json()["output"].strip() == "node-42", ran.text
+    gone = httpx.post(f"{url}/container/destroy", json={"container_id": cid}, headers=headers, timeout=300)
+    assert gone.status_code == 200, gone.text
+    assert not node.exec(
+        "docker", "ps", "-aq", "--filter", f"label=swe-rl.exec-server={server_id}"
+    ).stdout.strip()
+
+
+def _settings(node: Node) -> list[str]:
+    return node.exec("cat", "/etc/swe-rl/exec-server.env").stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def docker_node(images, work) -> Iterator[Node]:
+    node = _boot(images["docker"], work)
+    try:
+        yield node
+    finally:
+        node.remove()
+
+
+@pytest.fixture(scope="module")
+def installed(docker_node, work) -> dict[str, str]:
+    """The first install on the node that runs Docker: the token from a file copied there (as with scp)."""
+    token = secrets.token_hex(32)
+    server_id = f"{TEST_ID_PREFIX}node-a"
+    # Preconditions that hid the old bug: dockerd runs, python3-venv is missing.
+    assert docker_node.exec("systemctl", "is-active", "docker", check=False).stdout.strip() == "active"
+    assert docker_node.exec("python3", "-c", "import ensurepip", check=False).returncode != 0
+    local = work / "exec-token"
+    local.write_text(token + "\n")
+    local.chmod(0o600)
+    sh("docker", "cp", str(local), f"{docker_node.name}:/root/exec-token")
+    local.unlink()
+    env = {
+        "SWE_FLEET_PACKAGE": f"/node/work/dist/{next((work / 'dist').glob('*.whl')).name}",
+        "SWE_EXEC_HOST": "0.0.0.0",
+        "SWE_EXEC_SERVER_ID": server_id,
+        "SWE_EXEC_MAX_CONTAINERS": "4",
+    }
+    p = _setup(docker_node, "--token-file", "/root/exec-token", env=env)
+    return {"token": token, "server_id": server_id, "out": p.stdout + p.stderr}
+
+
+def test_setup_on_a_node_that_already_runs_docker(docker_node, installed):
+    out, token = installed["out"], installed["token"]
+    assert "installing python3-venv" in out and "docker.io" not in out  # only what was missing
+    assert "healthy, token accepted" in out
+    assert token not in out
+    assert docker_node.exec("systemctl", "is-enabled", "swe-exec-server").stdout.strip() == "enabled"
+    assert docker_node.exec("stat", "-c", "%a %U", "/etc/swe-rl/exec-token").stdout.strip() == "600 root"
+    assert docker_node.exec("cat", "/etc/swe-rl/exec-token").stdout.strip() == token
+    settings = _settings(docker_node)
+    assert "SWE_EXEC_HOST=0.0.0.0" in settings and "SWE_EXEC_TOKEN_FILE=/etc/swe-rl/exec-token" in settings
+    assert token not in "\n".join(settings)
+    _check_serves_containers(docker_node, token, installed["server_id"])
+
+
+def test_running_it_again_updates_the_node_and_keeps_token_and_settings(docker_node, installed, work):
+    """A new wheel of the same version and nothing else given: new code served, token and settings kept."""
+    src = copy_package_sources(work / "src-update")
+    app = src / "swe_rl/fleet/exec/app.py"
+    app.write_text(app.read_text().replace('__version__ = "0.1.0"', f'__version__ = "{UPDATE_VERSION}"', 1))
+    wheel = _wheel(src, work / "update")
+    before = _settings(docker_node)
+    pid = docker_node.exec("systemctl", "show", "-p", "MainPID", "--value", "swe-exec-server").stdout
+
+    p = _setup(docker_node, env={"SWE_FLEET_PACKAGE": f"/node/work/update/{wheel.name}"})
+    out = p.stdout + p.stderr
+    assert "keeping the token" in out and "installing python3-venv" not in out
+    health = httpx.get(f"{_url(docker_node)}/healthz", timeout=60).json()
+    assert health["version"] == UPDATE_VERSION, health  # the new wheel installed and the service restarted
+    assert docker_node.exec("systemctl", "show", "-p", "MainPID", "--value", "swe-exec-server").stdout != pid
+    assert docker_node.exec("cat", "/etc/swe-rl/exec-token").stdout.strip() == installed["token"]
+    after = _settings(docker_node)
+    assert after == before  # host, server id, capacity: as the first run left them, each once
+    assert len({line.split("=")[0] for line in after}) == len(after)
+    servers = docker_node.exec("pgrep", "-c", "-f", "swe-exec-server", check=False).stdout.strip()
+    assert servers == "1"
+    units = docker_node.exec("systemctl", "list-unit-files", "--no-legend", "swe-exec-server*").stdout
+    assert len(units.strip().splitlines()) == 1
+    status = httpx.get(
+        f"{_url(docker_node)}/status", headers={"Authorization": f"Bearer {installed['token']}"}, timeout=60
+    )
+    assert status.status_code == 200 and status.json()["capacity"] == 4
+
+
+def test_setup_on_a_node_without_docker_installs_it_token_never_an_argument(images, work):
+    token = secrets.token_hex(32)
+    server_id = f"{TEST_ID_PREFIX}node-b"
+    node = _boot(images["bare"], work)
+    try:
+        assert node.exec("sh", "-c", "command -v dockerd", check=False).returncode != 0
+        wheel = next((work / "dist").glob("*.whl")).name
+        env = {"SWE_FLEET_PACKAGE": f"/node/work/dist/{wheel}", "SWE_EXEC_HOST": "0.0.0.0"}
+        env["SWE_EXEC_SERVER_ID"] = server_id
+        # Every exec of the set-up and its children, with arguments and environment (-v), to a file.
+        strace = (
+            "strace",
+            "-f",
+            "-qq",
+            "--seccomp-bpf",
+            "-e",
+            "trace=execve",
+            "-v",
+            "-s",
+            "4096",
+            "-o",
+            "/tmp/execs",
+        )
+        p = _setup(node, "--token-stdin", env=env, under=strace, input=token + "\n")
+        out = p.stdout + p.stderr
+        assert "installing docker.io python3-venv" in out and "healthy, token accepted" in out
+        assert token not in out
+        execs = node.exec("cat", "/tmp/execs").stdout
+        assert "apt-get" in execs and "/opt/swe-rl/venv/bin/pip" in execs and "systemctl" in execs
+        assert token not in execs  # in no argument and no environment of any process it started
+        assert node.exec("systemctl", "is-active", "docker").stdout.strip() == "active"
+        assert node.exec("cat", "/etc/swe-rl/exec-token").stdout.strip() == token
+        _check_serves_containers(node, token, server_id)
+    finally:
+        node.remove()
+
+
+def test_node_image_recipe_is_as_an_operator_finds_a_node():
+    """The node images carry no python3-venv (a node image with it hid the bug this test exists for)."""
+    from tests.fleet.exec import node_machine
+
+    for recipe in (node_machine.BARE_DOCKERFILE, node_machine.DOCKER_DOCKERFILE):
+        assert "venv" not in recipe
