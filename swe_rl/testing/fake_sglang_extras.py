@@ -16,10 +16,9 @@
 from __future__ import annotations
 
 import base64
+import struct
 from dataclasses import dataclass, field
 from typing import Any
-
-from swe_rl.tokens.replay import int32_bytes
 
 __all__ = ["PrefixCache", "b64_int32", "replay_meta"]
 
@@ -28,7 +27,8 @@ VOCAB = 151643
 
 
 def b64_int32(values: list[int]) -> str:
-    return base64.b64encode(int32_bytes(values)).decode("ascii")
+    """SGLang's encoding of an int32 array in meta_info: base64 of its little-endian bytes."""
+    return base64.b64encode(struct.pack(f"<{len(values)}i", *values)).decode("ascii")
 
 
 @dataclass
