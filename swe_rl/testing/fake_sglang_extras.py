@@ -33,25 +33,36 @@ def b64_int32(values: list[int]) -> str:
 
 @dataclass
 class PrefixCache:
-    """Sequences whose KV (and routing) earlier calls computed: ids and one routing row per id."""
+    """Sequences whose KV (and routing) earlier calls computed: ids and one routing row per id. Holds the
+    newest ``capacity`` sequences (a finite KV cache evicts): a long bench stays linear."""
 
     entries: list[tuple[list[int], list[tuple[int, ...]]]] = field(default_factory=list)
+    capacity: int = 256
 
     def match(self, ids: list[int]) -> tuple[int, list[tuple[int, ...]]]:
         """Longest cached prefix of ``ids`` and the rows of its positions."""
         best, rows = 0, []
         for cached, cached_rows in self.entries:
-            n = 0
-            for a, b in zip(cached, ids):
-                if a != b:
-                    break
-                n += 1
+            n = _common_prefix(cached, ids)
             if n > best:
                 best, rows = n, cached_rows[:n]
         return best, rows
 
     def add(self, ids: list[int], rows: list[tuple[int, ...]]) -> None:
         self.entries.append((list(ids), list(rows)))
+        del self.entries[: -self.capacity]
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the common prefix (binary search over slice comparisons: C speed on long contexts)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _route(call: int, position: int, token: int, layers: int, topk: int, experts: int) -> tuple[int, ...]:

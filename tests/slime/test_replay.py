@@ -181,3 +181,31 @@ def test_a_removed_sample_has_what_slimes_conversion_needs(codec):
     untouched = removed_sample(CompatSample, CompatSample(index=0), codec, {})
     fill_removed(untouched, ReplaySettings())  # neither option: nothing added
     assert untouched.rollout_routed_experts is None and untouched.rollout_top_p_token_ids is None
+
+
+def test_the_fake_servers_prefix_cache_is_sglangs():
+    """A call reuses the KV an earlier call computed (its input and output but the last id), at most its input
+    less one id; cached positions keep the routing of the call that computed them; old entries are evicted."""
+    from swe_rl.testing.fake_sglang_extras import PrefixCache, replay_meta
+
+    cache = PrefixCache(capacity=2)
+    body = {"input_ids": [1, 2, 3], "return_routed_experts": True}
+    first = replay_meta(cache, body, [4, 5], 1, MOE, False)
+    assert first["cached_tokens"] == 0
+    again = replay_meta(cache, {**body, "input_ids": [1, 2, 3, 4, 5, 6]}, [7], 2, MOE, False)
+    assert again["cached_tokens"] == 4  # 1 2 3 4 (5 was never fed back)
+    width = MOE[0] * MOE[1]
+    import base64
+
+    rows_first = base64.b64decode(first["routed_experts"])
+    rows_again = base64.b64decode(again["routed_experts"])
+    assert rows_again[: 4 * width * 4] == rows_first[: 4 * width * 4]  # cached rows: the first call's
+    assert rows_again[4 * width * 4 : 5 * width * 4] != rows_first[4 * width * 4 :]  # recomputed: this call's
+    assert (
+        replay_meta(cache, {"input_ids": [1, 2, 3]}, [9], 3, None, False)["cached_tokens"] == 2
+    )  # input - 1
+    replay_meta(cache, {"input_ids": [8]}, [9], 4, None, False)
+    replay_meta(cache, {"input_ids": [8, 8]}, [9], 5, None, False)  # two newer entries: [1, 2, 3...] evicted
+    assert replay_meta(cache, {"input_ids": [1, 2, 3, 4]}, [9], 6, None, False)["cached_tokens"] == 0
+    refused = replay_meta(cache, {**body, "routed_experts_start_len": 9}, [4], 6, MOE, False)
+    assert isinstance(refused, str) and "routed_experts_start_len" in refused
