@@ -122,6 +122,8 @@ def turn_meta(
         _merge_routing(out, routed, start, context_len + n_ids - 1, previous)
     top_ids = decode_int32(meta.get("top_p_token_ids", meta.get("top_p_kept_token_ids")))
     offsets = decode_int32(meta.get("top_p_token_offsets", meta.get("top_p_kept_token_offsets")))
+    if want_top_p and n_ids == 0 and top_ids is None and offsets is None:
+        top_ids, offsets = b"", int32_bytes([0])  # nothing sampled: SGLang sends no spans, slime needs none
     if want_top_p and (top_ids is None or offsets is None):
         raise ReplayError(
             "the answer has no top_p_token_ids / top_p_token_offsets (return_top_p_token_ids asked): "

@@ -138,6 +138,8 @@ def test_answers_that_do_not_fit_their_ids_are_refused():
         )
     with pytest.raises(ReplayError, match="top_p_token_ids"):
         turn_meta({}, context_len=3, n_ids=2, previous=None, want_routing=False, want_top_p=True)
+    empty = turn_meta({}, context_len=3, n_ids=0, previous=None, want_routing=False, want_top_p=True)
+    assert (empty.top_p_ids, empty.top_p_offsets) == (b"", b"\x00\x00\x00\x00")  # no ids: one offset
     bad_offsets = {"top_p_token_ids": b64_int32([5, 6, 7]), "top_p_token_offsets": b64_int32([0, 2])}
     with pytest.raises(ReplayError, match="top-p offsets"):
         turn_meta(bad_offsets, context_len=3, n_ids=2, previous=None, want_routing=False, want_top_p=True)
