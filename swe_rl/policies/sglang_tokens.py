@@ -23,6 +23,12 @@ smaller than the budget): `ContextExhausted` too, the window it named kept in
 too (`PolicyAborted`), and so does ``should_abort()`` turning true before a call (slime aborting
 its rollout: no new request is started). Every such end is a `PolicyError` (`swe_rl.agent.errors`)
 whose ``stop_reason`` the agent keeps on its result (`AgentResult.stop_reason`).
+
+Each turn also keeps what slime's own path reads from an answer (`swe_rl.tokens.replay.TurnMeta` on the
+turn): the routed experts of every position when ``return_routed_experts`` (MoE routing replay), the top-p
+kept ids when the sampling parameters ask ``custom_params.return_top_p_token_ids`` (slime does below top-p
+1), and the prefix-cache / speculative counts. Asked-for data missing from an answer is a `PolicyBadResponse`
+naming the server flag it needs.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from swe_rl.fleet.retry import RetryPolicy, TryAgain, retry_async
 from swe_rl.policies.server_context import context_overflow
 from swe_rl.tasks.instance import TaskInstance
 from swe_rl.tokens.codec import ChatCodec, split_thinking
+from swe_rl.tokens.replay import ReplayError, TurnMeta, turn_meta
 from swe_rl.tokens.trajectory import TokenTrajectory
 
 __all__ = ["SGLangTokenConfig", "SGLangTokenPolicy"]
@@ -76,6 +83,12 @@ class SGLangTokenConfig(BaseModel):
     """Seconds one /generate call may take."""
     retries: int = 3
     """Retries of a call that failed to connect or got a 5xx, with backoff."""
+    return_routed_experts: bool = False
+    """Ask every call for the routed experts of every position (slime's ``--use-rollout-routing-replay``)."""
+    routing_per_turn: bool = False
+    """Keep every turn's rows (one sample per turn); else only the latest turn of each segment keeps them."""
+    incremental_routing: bool = False
+    """Ask only for the rows a segment lacks (``routed_experts_start_len``; SGLang versions that take it)."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers, e.g. slime's routing key ``X-SMG-Routing-Key: <session_id>`` under consistent hashing
     (every turn of a trajectory then reaches the same engine and reuses its prefix cache)."""
@@ -234,7 +247,13 @@ class SGLangTokenPolicy:
         if self.config.max_context_len is not None:  # never generate past the window
             room = self.config.max_context_len - len(context)
             params["max_new_tokens"] = min(self.max_new_tokens or room, room)
-        output = await self._post({"input_ids": context, "sampling_params": params, "return_logprob": True})
+        payload: dict[str, Any] = {"input_ids": context, "sampling_params": params, "return_logprob": True}
+        previous = self._segment_meta()
+        if self.config.return_routed_experts:
+            payload["return_routed_experts"] = True
+            if self.config.incremental_routing and previous is not None and previous.routed_rows:
+                payload["routed_experts_start_len"] = previous.routed_rows
+        output = await self._post(payload)
         meta = output.get("meta_info") or {}
         finish = (meta.get("finish_reason") or {}).get("type") or "stop"
         if finish == "abort":
@@ -246,7 +265,21 @@ class SGLangTokenPolicy:
             )
         ids = [int(p[1]) for p in pairs]
         logprobs = [float(p[0]) for p in pairs]
-        self.trajectory.add_turn(ids, logprobs, finish)
+        try:
+            kept = turn_meta(
+                meta,
+                context_len=len(context),
+                n_ids=len(ids),
+                previous=previous,
+                want_routing=self.config.return_routed_experts,
+                want_top_p=bool((params.get("custom_params") or {}).get("return_top_p_token_ids")),
+            )
+        except ReplayError as exc:
+            raise PolicyBadResponse(f"/generate: {exc}") from None
+        if previous is not None and not self.config.routing_per_turn:
+            # the new turn's rows cover the whole segment: one copy per segment, not one per turn
+            previous.routed_experts = None
+        self.trajectory.add_turn(ids, logprobs, finish, meta=kept)
         if meta.get("weight_version") is not None:
             self.weight_versions.append(str(meta["weight_version"]))
         self.cached_tokens += int(meta.get("cached_tokens") or 0)
@@ -274,6 +307,13 @@ class SGLangTokenPolicy:
                 "weight_version": meta.get("weight_version"),
             },
         )
+
+    def _segment_meta(self) -> TurnMeta | None:
+        """The replay data of the latest turn of the current segment (None at a segment's first call)."""
+        traj = self.trajectory
+        if traj is None or not traj.segment.turns:
+            return None
+        return traj.segment.turns[-1].meta
 
 
 def _reasoning_tokens(ids: list[int], codec: ChatCodec) -> int:

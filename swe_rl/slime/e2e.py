@@ -57,6 +57,7 @@ from swe_rl.slime.branching import BranchSettings, drop_trunk_turns
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.fork_mode import RetrySettings, play_forked
 from swe_rl.slime.records import SWE_KEY, RolloutRecord
+from swe_rl.slime.replay import ReplaySettings, fill_removed
 from swe_rl.slime.reward import reward_for
 from swe_rl.slime.runtime import ProcessState, shutdown
 from swe_rl.slime.samples import (
@@ -94,6 +95,7 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     mode = runtime.sample_mode(config, evaluation=evaluation)
     single = mode == "last"
     url = PluginConfig.router_url(args)
+    replay = ReplaySettings.from_args(args)
     budget = await state.context.budget(
         state.http, url, config.max_context_len
     )  # clamped to the server's window
@@ -111,6 +113,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             timeout=config.generate_timeout,
             retries=config.generate_retries,
             headers=runtime.routing_headers(args, sample),
+            return_routed_experts=replay.routing,
+            routing_per_turn=mode == "turn",
         ),
         http=state.http,
         should_abort=lambda: runtime.slime_aborting(args),
@@ -231,10 +235,13 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     record = RolloutRecord.model_validate(info).to_metadata()
     if info["removed"] or not (policy.trajectory and policy.trajectory.turns):
         samples = [removed_sample(Sample, sample, codec, {**(sample.metadata or {}), SWE_KEY: record})]
+        fill_removed(samples[0], replay)
         if not aborted:
             samples[0].reward = reward_for(samples[0], config)  # preset: upstream skips the rm for some paths
     else:
-        samples = trajectory_samples(Sample, sample, policy.trajectory, codec, record, mode=mode)
+        samples = trajectory_samples(
+            Sample, sample, policy.trajectory, codec, record, mode=mode, replay=replay
+        )
         samples = drop_trunk_turns(samples, record, mode)
     if aborted:
         for s in samples:

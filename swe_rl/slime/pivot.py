@@ -48,6 +48,7 @@ from swe_rl.rewards.pivot import score_turn
 from swe_rl.slime import pivot_exec, runtime
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.records import PIVOT_RESULT_KEY, PivotRecord, PivotRow
+from swe_rl.slime.replay import ReplaySettings, fill_removed, fill_turn
 from swe_rl.slime.reward import pivot_reward, pivot_row_config, scored_record
 from swe_rl.slime.runtime import shutdown
 from swe_rl.slime.samples import Removed, removed_sample, sample_class_of
@@ -117,6 +118,7 @@ async def _generate(
                 timeout=config.generate_timeout,
                 retries=config.generate_retries,
                 headers=runtime.routing_headers(args, sample),
+                return_routed_experts=ReplaySettings.from_args(args).routing,
             ),
             http=state.http,
             should_abort=lambda: runtime.slime_aborting(args),
@@ -129,6 +131,7 @@ async def _generate(
             sample.tokens, sample.response, sample.response_length = list(prompt), "", 0
             sample.loss_mask, sample.rollout_log_probs, sample.reward = [], [], None
             sample.status = Sample.Status.ABORTED
+            fill_removed(sample, ReplaySettings.from_args(args))
             sample.metadata = {
                 **metadata,
                 PIVOT_RESULT_KEY: PivotRecord(**result, aborted=True).to_metadata(),
@@ -157,6 +160,7 @@ async def _generate(
         out = removed_sample(Sample, sample, codec, {**metadata, PIVOT_RESULT_KEY: record.to_metadata()})
         out.rollout_id = sample.rollout_id  # generate names the trajectory, as for a played sample
         out.reward = pivot_reward(record, config)
+        fill_removed(out, ReplaySettings.from_args(args))
         return out
 
     assert policy.trajectory is not None
@@ -175,6 +179,7 @@ async def _generate(
     sample.rollout_log_probs = list(sampled.logprobs)
     sample.weight_versions = list(policy.weight_versions)
     sample.status = {"length": Sample.Status.TRUNCATED}.get(sampled.finish_reason, Sample.Status.COMPLETED)
+    fill_turn(sample, sampled, ReplaySettings.from_args(args))  # routed experts, top-p ids, the call's counts
     record = PivotRecord(**result)
     sample.metadata = {**metadata, PIVOT_RESULT_KEY: record.to_metadata()}
     sample.reward = pivot_reward(record, config)

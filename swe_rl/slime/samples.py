@@ -21,6 +21,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from swe_rl.slime.records import SEGMENT_KEY, STEP_KEY, SWE_KEY
+from swe_rl.slime.replay import ReplaySettings, fill_segment, fill_turn
 
 if TYPE_CHECKING:
     import torch  # upstream's annotations name torch.Tensor; never imported at run time
@@ -164,6 +165,9 @@ def child_sample(
         metadata=metadata,
         rollout_id=rollout_id,
         weight_versions=list(weight_versions or []),
+        rollout_top_p_token_ids=None,  # filled from the sample's own calls (`swe_rl.slime.replay`)
+        rollout_top_p_token_offsets=None,
+        rollout_routed_experts=None,
         **fresh,
     )
 
@@ -205,19 +209,28 @@ def _prm_step(record: dict[str, Any], turn: int) -> dict[str, Any]:
 
 
 def trajectory_samples(
-    Sample: type[CompatSample], parent: Any, traj: Any, codec: Any, record: dict[str, Any], *, mode: str
+    Sample: type[CompatSample],
+    parent: Any,
+    traj: Any,
+    codec: Any,
+    record: dict[str, Any],
+    *,
+    mode: str,
+    replay: ReplaySettings | None = None,
 ) -> list[Any]:
     """The training samples of a played token trajectory (``record``: the rollout's ``metadata["swe"]``).
 
     ``mode`` (`PluginConfig.samples`): ``segment``, one sample per context segment — its ids, a loss mask over
     every sampled id of every turn in it (observations, markers and its prompt masked) and the log-probs on
     that mask; ``turn``, one sample per policy turn on exactly the context it saw; ``last``, one sample of the
-    last segment. Siblings share the parent's rollout id (``last``: the parent's own)."""
+    last segment. Siblings share the parent's rollout id (``last``: the parent's own). Each sample also gets
+    the routed experts, top-p ids and call counts slime's own path would give it (`swe_rl.slime.replay`)."""
+    replay = replay or ReplaySettings()
     base = dict(parent.metadata or {})
     versions = record.get("weight_versions")
     exhausted = record.get("stop_reason") == "context_exhausted"
     if mode == "turn":
-        return _turn_samples(Sample, parent, traj, codec, record, base)
+        return _turn_samples(Sample, parent, traj, codec, record, base, replay)
     segments = [s for s in traj.segments if s.turns]  # a compaction right before the end starts none
     if mode == "last":
         segments = segments[-1:]
@@ -227,19 +240,19 @@ def trajectory_samples(
         status = _status(Sample, seg.turns[-1].finish_reason) if seg.turns else Sample.Status.COMPLETED
         if exhausted and seg is segments[-1]:
             status = Sample.Status.TRUNCATED
-        out.append(
-            child_sample(
-                parent,
-                tokens=seg.tokens[: seg.end],
-                mask=seg.loss_mask[:n],
-                logprobs=seg.logprobs[:n],
-                status=status,
-                response=codec.decode(seg.tokens[seg.prompt_len : seg.end]),
-                metadata={**base, SWE_KEY: record, SEGMENT_KEY: seg.index},
-                rollout_id=parent.rollout_id if mode == "last" else rollout_id_of(parent),
-                weight_versions=versions,
-            )
+        sample = child_sample(
+            parent,
+            tokens=seg.tokens[: seg.end],
+            mask=seg.loss_mask[:n],
+            logprobs=seg.logprobs[:n],
+            status=status,
+            response=codec.decode(seg.tokens[seg.prompt_len : seg.end]),
+            metadata={**base, SWE_KEY: record, SEGMENT_KEY: seg.index},
+            rollout_id=parent.rollout_id if mode == "last" else rollout_id_of(parent),
+            weight_versions=versions,
         )
+        fill_segment(sample, seg, replay, calls=traj.turns if mode == "last" else None)
+        out.append(sample)
     return out
 
 
@@ -250,6 +263,7 @@ def _turn_samples(
     codec: Any,
     record: dict[str, Any],
     base: dict[str, Any],
+    replay: ReplaySettings,
 ) -> list[Any]:
     """One sample per policy turn on exactly the context it saw (its sampled ids are the response)."""
     versions = record.get("weight_versions")
@@ -267,17 +281,17 @@ def _turn_samples(
             "of": len(traj.turns),
             **_prm_step(record, turn.index),
         }
-        out.append(
-            child_sample(
-                parent,
-                tokens=seg.tokens[: turn.start + len(turn.ids)],
-                mask=[1] * len(turn.ids),
-                logprobs=list(turn.logprobs),
-                status=status,
-                response=codec.decode(turn.ids),
-                metadata={**base, SWE_KEY: record, STEP_KEY: step},
-                rollout_id=rollout_id,
-                weight_versions=versions,
-            )
+        sample = child_sample(
+            parent,
+            tokens=seg.tokens[: turn.start + len(turn.ids)],
+            mask=[1] * len(turn.ids),
+            logprobs=list(turn.logprobs),
+            status=status,
+            response=codec.decode(turn.ids),
+            metadata={**base, SWE_KEY: record, STEP_KEY: step},
+            rollout_id=rollout_id,
+            weight_versions=versions,
         )
+        fill_turn(sample, turn, replay)
+        out.append(sample)
     return out

@@ -15,6 +15,15 @@ answer has SGLang's shape: ``text``, ``output_ids`` and ``meta_info`` with
 ``[logprob, token_id, None]`` triples. ``sampling_params.max_new_tokens`` is honoured
 (output cut, finish ``length``). When the script runs out the server answers 500.
 
+It keeps a prefix cache as SGLang's radix cache does (`swe_rl.testing.fake_sglang_extras`): ``cached_tokens``
+is the longest prefix of the input that an earlier call computed (input and output, its last output id
+excepted), at most the input less one id. With ``moe`` set it is a mixture-of-experts server started with
+``--enable-return-routed-experts``: a request with ``return_routed_experts`` gets ``meta_info.routed_experts``
+(base64 of int32, ``[positions, num_layers, topk]``, positions ``[routed_experts_start_len, input + output -
+1)``), cached positions keeping the rows their first call computed. ``sampling_params.custom_params.
+return_top_p_token_ids`` gets ``top_p_token_ids`` / ``top_p_token_offsets`` (slime's SGLang top-p patch);
+``speculative`` adds ``spec_verify_ct``, ``spec_accept_token_num``, ``spec_draft_token_num``.
+
 With ``context_length`` set it behaves like a server started with that window: a request whose
 input reaches it, or whose input plus ``max_new_tokens`` does, gets SGLang's HTTP 400
 (``{"error": {"message": "The input (N tokens) is longer than the model's context length (C
@@ -39,6 +48,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from swe_rl.testing.fake_sglang_extras import PrefixCache, replay_meta
 from swe_rl.testing.loopback_server import LoopbackServer
 
 IM_END = 151645
@@ -99,11 +109,18 @@ class FakeSGLang(LoopbackServer):
     info_requests: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
     """The messages of requests refused for the context window (those requests are in ``requests`` too)."""
+    moe: tuple[int, int, int] | None = None
+    """``(num_layers, topk, num_experts)``: a MoE model served with ``--enable-return-routed-experts``."""
+    speculative: bool = False
+    """Report speculative-decoding counts (a server with a speculative algorithm)."""
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    """The ``meta_info`` of every answer, in order (what slime's own path would have read)."""
 
     def __post_init__(self) -> None:
         self.script = list(self.script)
         self._lock = threading.Lock()
         self.port = 0
+        self.cache = PrefixCache()
 
     @property
     def url(self) -> str:
@@ -173,6 +190,12 @@ class FakeSGLang(LoopbackServer):
         }
         if reply.weight_version is not None:
             meta["weight_version"] = reply.weight_version
+        with self._lock:
+            extra = replay_meta(self.cache, body, ids, len(self.outputs), self.moe, self.speculative)
+        if isinstance(extra, str):
+            return JSONResponse({"error": {"message": extra}}, 400)
+        meta.update(extra)
+        self.answers.append(meta)
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
         return JSONResponse({"text": text, "output_ids": ids, "meta_info": meta})
 

@@ -4,6 +4,7 @@
   (`ChatRenderer`), checked to be what tokenizing the whole conversation would give.
 - `template_check`: our chat template against the tokenizer's own (refused where the tokens would change).
 - `trajectory`: `TokenTrajectory`, the sampled ids, log-probs and loss masks of an episode, per segment.
+- `replay`: what each SGLang answer carries for slime beyond ids (routed experts, top-p ids, counts).
 - `context`: head + tail context management (what a compacted segment keeps).
 - `qwen_tokenizer`: a real Qwen tokenizer built offline, for tests and benchmarks.
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from swe_rl.tokens.codec import PrefixError
 from swe_rl.tokens.context import head_tail_context
+from swe_rl.tokens.replay import TurnMeta
 
 __all__ = ["Segment", "TokenTrajectory", "Turn"]
 
@@ -43,6 +44,8 @@ class Turn:
     """stop / length / abort as SGLang reported it."""
     observation: list[int] = field(default_factory=list)
     """Ids appended after it (the next observation and header); loss mask 0."""
+    meta: TurnMeta | None = None
+    """What its SGLang answer carried for slime beyond ids and log-probs (`swe_rl.tokens.replay`)."""
 
     @property
     def pair_len(self) -> int:
@@ -94,7 +97,9 @@ class TokenTrajectory:
     def context(self) -> list[int]:
         return self.segment.tokens
 
-    def add_turn(self, ids: Sequence[int], logprobs: Sequence[float], finish_reason: str) -> Turn:
+    def add_turn(
+        self, ids: Sequence[int], logprobs: Sequence[float], finish_reason: str, meta: TurnMeta | None = None
+    ) -> Turn:
         if len(ids) != len(logprobs):
             raise ValueError(f"{len(ids)} sampled ids but {len(logprobs)} log-probs")
         seg = self.segment
@@ -105,6 +110,7 @@ class TokenTrajectory:
             ids=list(ids),
             logprobs=[float(x) for x in logprobs],
             finish_reason=finish_reason,
+            meta=meta,
         )
         seg.tokens.extend(turn.ids)
         seg.loss_mask.extend([1] * len(turn.ids))

@@ -83,3 +83,33 @@ async def test_low_water_gives_fewer_segments_than_refilling_to_the_budget(
     segment_tokens = sum(len(s.tokens) for s in low)
     assert sum(len(s.tokens) for s in turns) > 2 * segment_tokens
     assert not leftover_containers(docker_client, pool)
+
+
+async def test_generate_gives_each_segment_the_routing_top_p_and_counts_of_its_calls(
+    plugin_env, qwen_tokenizer, pool
+):
+    """``--use-rollout-routing-replay`` and ``--rollout-top-p 0.95`` through the plugin's generate: each segment
+    sample holds what slime's own path builds from its segment's calls (`replay_episode`)."""
+    from replay_episode import MOE, RestatedSample, replay_view, slime_args, slime_path
+
+    script = [turn(f"Step {i}.", NOISY) for i in range(10)] + [turn("Stop.", SUBMIT)]
+    params = {
+        **SAMPLING,
+        "max_new_tokens": MAX_NEW,
+        "top_p": 0.95,
+        "custom_params": {"return_top_p_token_ids": True},
+    }
+    with FakeSGLang(qwen_tokenizer, script, moe=MOE, speculative=True) as sglang:
+        args = plugin_env(sglang, context=LIMIT, step_limit=14, context_low_water=0.6)
+        vars(args).update(vars(slime_args()))
+        samples = await generate(args, new_sample(group=3, index=9), params)
+    requests = sglang.requests
+    assert all(r["return_routed_experts"] for r in requests)
+    bounds = [*first_requests_of_segments(requests), len(requests)]
+    assert len(samples) == len(bounds) - 1 >= 2
+    for k, s in enumerate(samples):
+        calls = [(requests[i]["input_ids"], sglang.answers[i]) for i in range(bounds[k], bounds[k + 1])]
+        assert replay_view(s) == replay_view(slime_path(RestatedSample, slime_args(), calls))
+    assert sum(s.prefix_cache_info.cached_tokens for s in samples) == sum(
+        a["cached_tokens"] for a in sglang.answers
+    )

@@ -266,3 +266,25 @@ async def test_options_that_break_with_list_returns_fail_fast(rows, make_args, q
             with pytest.raises(ValueError, match=flag):
                 await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))
     assert not sglang.requests
+
+
+async def test_pivot_sample_carries_routing_top_p_and_counts_of_its_call(make_args, qwen_tokenizer):
+    """Stage 1 under ``--use-rollout-routing-replay`` and ``--rollout-top-p 0.95`` (slime's own path's fields)."""
+    from replay_episode import MOE, RestatedSample, replay_view, slime_args, slime_path
+
+    row = {"text": "Look at a.py", "metadata": {"pivot": TOOL_ROW, "data_source": "pivot"}}
+    call = '<tool_call>\n{"name": "str_replace_editor", "arguments": {"command": "view", "path": "a.py"}}\n</tool_call>'
+    params = {**SAMPLING, "top_p": 0.95, "custom_params": {"return_top_p_token_ids": True}}
+    with FakeSGLang(
+        qwen_tokenizer, [f"<think>\nView it.\n</think>\n\n{call}"], moe=MOE, speculative=True
+    ) as sglang:
+        args = make_args(sglang)
+        vars(args).update(vars(slime_args()))
+        sample = await pivot.generate(args, sample_of(row), params)
+    assert sglang.requests[0]["return_routed_experts"] is True
+    reference = slime_path(
+        RestatedSample, slime_args(), [(sglang.requests[0]["input_ids"], sglang.answers[0])]
+    )
+    view = replay_view(sample)
+    assert view["routed"] is not None and len(view["routed"]) == len(sample.tokens) - 1
+    assert view == replay_view(reference)
