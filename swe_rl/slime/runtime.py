@@ -12,7 +12,10 @@
   with list returns (``swe_samples: segment`` or ``turn``): ``--group-rm``, ``--partial-rollout``,
   upstream's step-level dynamic sampling filters, a group-normalising estimator without the
   trajectory reward post-process or with another one (unless ``swe_allow_step_advantages``), and a
-  sequence-level ratio (GSPO, ``--use-opsm``) when a trajectory is several samples.
+  sequence-level ratio (GSPO, ``--use-opsm``) when a trajectory is several samples; and, in every
+  training mode, the estimators and corrections `swe_rl.slime.estimators.check_estimator` refuses
+  (REINFORCE++ without the removed-sample-safe returns, PPO / REINFORCE++ returns cut per sample,
+  slime's sequence-level MIS example, OPD from an SGLang teacher).
 - `check_prompt_fits(agent, policy, ...)`: a first prompt that the context budget cannot hold is a
   configuration error (every rollout would be removed): it stops the run, naming what to change.
 - `sample_mode(config, evaluation)`: the samples a rollout gives (``last`` in evaluation, ``turn`` for
@@ -37,6 +40,7 @@ from swe_rl.fleet.prefetch_hints import PrefetchHints
 from swe_rl.grading.config import GraderConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
+from swe_rl.slime.estimators import check_estimator, split_mode
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
 from swe_rl.tokens.template_check import compare_templates
 
@@ -102,7 +106,10 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
     ``several``: the rollout may give several samples (end-to-end; a pivot row gives a list of one), so
     upstream's own reward normalisation would weigh trajectories by their samples: the project's reward
     post-process is then required for a group-normalising estimator, unless ``swe_allow_step_advantages``."""
-    if evaluation or not config.multi_sample:
+    if evaluation:
+        return
+    check_estimator(args, config, several=several)  # every mode: a removed sample is in any batch
+    if not config.multi_sample:
         return
     why = f"swe_samples: {config.samples} returns a list of samples per rollout"
     if getattr(args, "group_rm", False):
@@ -163,9 +170,8 @@ def _check_sequence_ratio(args: Any, config: PluginConfig, estimator: str | None
         )
         if on
     ]
-    mode = "turn" if config.samples == "segment" and config.prm.enable else config.samples
-    split = mode == "turn" or (mode == "segment" and config.context_management)
-    if flags and split:
+    mode = split_mode(config)
+    if flags and mode is not None:
         per = "policy turn" if mode == "turn" else "context segment"
         raise ValueError(
             f"{' and '.join(flags)}: a sequence-level ratio, which slime computes per sample, but "
