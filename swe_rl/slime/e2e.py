@@ -93,6 +93,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     codec = state.codec(config)
     mode = runtime.sample_mode(config, evaluation=evaluation)
     single = mode == "last"
+    if runtime.slime_aborting(args):  # slime aborted before this episode started: nothing asked of anyone
+        return _not_started(Sample, sample, codec, single)
     url = PluginConfig.router_url(args)
     budget = await state.context.budget(
         state.http, url, config.max_context_len
@@ -135,6 +137,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         if config.prm.enable and not evaluation:
             judge = state.step_judge(config, instance)
         async with state.semaphore:
+            if runtime.slime_aborting(args):  # queued while slime aborted: return before leasing
+                raise _AbortedBeforeLease
             played = time.monotonic()
             played_agent, grade = await asyncio.wait_for(
                 _play(
@@ -166,6 +170,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             raise Removed(f"policy_server: {agent.error}")
         elif not policy.trajectory or not policy.trajectory.turns:
             raise Removed(f"no_turns: {agent.error or agent.exit_reason.value}")
+    except _AbortedBeforeLease:
+        return _not_started(Sample, sample, codec, single, instance)
     except (TimeoutError, asyncio.TimeoutError):
         info.update(removed=True, removed_reason=f"rollout_timeout: over {config.rollout_timeout}s")
     except Removed as exc:
@@ -240,6 +246,23 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         for s in samples:
             s.status = Sample.Status.ABORTED
     return samples[-1] if single else samples
+
+
+class _AbortedBeforeLease(Exception):
+    """slime aborted the rollout while this episode waited for its turn: it leases nothing."""
+
+
+def _not_started(
+    Sample: Any, sample: Any, codec: ChatCodec, single: bool, instance: TaskInstance | None = None
+) -> Any:
+    """The ABORTED answer of an episode slime aborted before it leased (upstream's shape for an abort: not
+    graded, no reward; `removed_sample`'s minimal ids). slime drops it, or requeues its group (fully async)."""
+    record = RolloutRecord(
+        aborted=True, instance_id=instance.instance_id if instance else None, stop_reason="aborted"
+    ).to_metadata()
+    out = removed_sample(Sample, sample, codec, {**(sample.metadata or {}), SWE_KEY: record})
+    out.status = Sample.Status.ABORTED
+    return out if single else [out]
 
 
 def _harness(config: PluginConfig, instance: TaskInstance, evaluation: bool) -> Any:
