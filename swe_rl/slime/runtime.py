@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from swe_rl.tasks import TaskInstance
 
 __all__ = [
+    "FULLY_ASYNC_PATH",
     "POST_PROCESS_PATH",
     "ROUTING_KEY_HEADER",
     "TRAJECTORY_FILTER_PATH",
@@ -68,6 +69,7 @@ ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 """Header slime sends with ``--router-policy consistent_hashing`` (its value: the sample's session_id)."""
 POST_PROCESS_PATH = "swe_rl.slime.post_process.post_process_rewards"
 TRAJECTORY_FILTER_PATH = "swe_rl.slime.filters.check_trajectory_reward_nonzero_std"
+FULLY_ASYNC_PATH = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
 _STEP_FILTERS = "slime.rollout.filter_hub.dynamic_sampling_filters."
 _warned: set[str] = set()
 
@@ -122,6 +124,13 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
             f"--partial-rollout is not supported: {why}; upstream's abort walks group items as "
             "single samples, and an agent episode cannot resume anyway (its container is gone). Drop "
             "--partial-rollout (or set swe_samples: last: aborted episodes are then replayed from the start)."
+        )
+    if getattr(args, "rollout_function_path", None) == FULLY_ASYNC_PATH:
+        raise ValueError(
+            f"--rollout-function-path {FULLY_ASYNC_PATH}: slime's fully-async worker reads every group item "
+            f"as one Sample (it sorts groups by item.index and requeues a group by item.status), but {why}: "
+            "at the pin it stops at the first collected rollout. Set swe_samples: last with it (one sample per "
+            "trajectory; context management then off) or use slime's default rollout (docs/training.md)."
         )
     path = getattr(args, "dynamic_sampling_filter_path", None) or ""
     if path.startswith(_STEP_FILTERS):
