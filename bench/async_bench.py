@@ -52,7 +52,7 @@ from swe_rl.testing.fake_sglang import FakeSGLang, TokenReply  # noqa: E402
 from swe_rl.testing.qwen_tokenizer import build_qwen_tokenizer, load_qwen_tokenizer  # noqa: E402
 
 SUBMIT = f"echo {SUBMIT_SENTINEL} && git add -A && git diff --cached"
-ROW = {
+ROW: dict[str, Any] = {
     "instance_id": "bench__async-1",
     "repo": "bench/async",
     "base_commit": "HEAD",
@@ -145,8 +145,9 @@ async def main_async(opts: Any) -> str:
     tmp = Path(tempfile.mkdtemp(prefix="swe-async-bench-"))
     repo = init_repo(tmp / "src", {"a.py": "x = 1\n"})
     session = SimpleNamespace(env_factory=local_env_factory(repo), client=None, grader=LocalGrader())
-    runtime.ProcessState.fleet = lambda self, config: session  # type: ignore[method-assign]
-    runtime.ProcessState.prefetch_hints = lambda self, args, config: NoPrefetch()  # type: ignore[method-assign]
+    state: Any = runtime.ProcessState  # the fleet: this in-process environment and grader, for both modes
+    state.fleet = lambda self, config: session
+    state.prefetch_hints = lambda self, args, config: NoPrefetch()
     os.environ["SWE_MAX_CONCURRENT"] = str(opts.concurrency)
     tokenizer_dir = build_qwen_tokenizer()  # cached under ~/.cache/swe-rl
     plan = lengths(opts.episodes, opts.max_turns, opts.seed)
