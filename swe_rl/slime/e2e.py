@@ -22,7 +22,9 @@ artifacts, and returns slime samples:
 
 Statuses: a turn cut at ``max_new_tokens`` or a full context (also the server's own context-overflow
 answer; the budget is clamped to the server's context length, asked at start) → TRUNCATED; a request
-aborted by slime (`swe_rl.slime.runtime.slime_aborting`) → ABORTED (not graded, upstream's shape);
+aborted by slime (`swe_rl.slime.runtime.slime_aborting`) → ABORTED (not graded, upstream's shape; an
+episode slime aborted before it leased — queued on ``swe_max_concurrent`` or not started — returns so
+at once, asking neither the fleet nor the policy server for anything);
 an abort slime did not ask for (router restart), infrastructure failures (fleet, image, timeouts,
 router unreachable) and unusable rows → one minimal FAILED sample with ``remove_sample``, a zero
 loss mask, a one-id response and its reward preset (``swe_reward_removed``), the reason logged and
