@@ -214,7 +214,8 @@ def test_slime_fully_async_worker_drives_the_plugin(
             second = fully_async.generate_rollout_fully_async(args, 1, buffer)  # the worker kept going
         finally:
             fully_async._stop_global_worker()
-            upstream_slime("slime.utils.async_utils").get_async_loop().loop.call_soon_threadsafe(lambda: None)
+            loop = upstream_slime("slime.utils.async_utils").get_async_loop().loop
+            loop.call_soon_threadsafe(loop.stop)  # slime's background loop thread ends with the test
     assert len(first) == len(second) == 2
     episodes = [item for group in first + second for item in group]
     assert len(episodes) == 8 and all(isinstance(item, Sample) for item in episodes)
