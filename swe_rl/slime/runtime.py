@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FULLY_ASYNC_PATH",
+    "OUR_FULLY_ASYNC_PATH",
     "POST_PROCESS_PATH",
     "ROUTING_KEY_HEADER",
     "TRAJECTORY_FILTER_PATH",
@@ -70,6 +71,7 @@ ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 POST_PROCESS_PATH = "swe_rl.slime.post_process.post_process_rewards"
 TRAJECTORY_FILTER_PATH = "swe_rl.slime.filters.check_trajectory_reward_nonzero_std"
 FULLY_ASYNC_PATH = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
+OUR_FULLY_ASYNC_PATH = "swe_rl.slime.fully_async.generate_rollout_fully_async"
 _STEP_FILTERS = "slime.rollout.filter_hub.dynamic_sampling_filters."
 _warned: set[str] = set()
 
@@ -129,8 +131,9 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
         raise ValueError(
             f"--rollout-function-path {FULLY_ASYNC_PATH}: slime's fully-async worker reads every group item "
             f"as one Sample (it sorts groups by item.index and requeues a group by item.status), but {why}: "
-            "at the pin it stops at the first collected rollout. Set swe_samples: last with it (one sample per "
-            "trajectory; context management then off) or use slime's default rollout (docs/training.md)."
+            f"at the pin it stops at the first collected rollout. Use --rollout-function-path {OUR_FULLY_ASYNC_PATH} "
+            "(slime's worker, a collector that reads lists), or swe_samples: last with slime's (one sample per "
+            "trajectory; context management then off). See docs/training.md."
         )
     path = getattr(args, "dynamic_sampling_filter_path", None) or ""
     if path.startswith(_STEP_FILTERS):

@@ -176,10 +176,18 @@ def import_with_stand_ins(upstream_slime: Any, name: str, monkeypatch: Any) -> A
     raise AssertionError(f"{name}: too many missing packages")
 
 
+@pytest.mark.parametrize(
+    "rollout_function, samples",
+    [(runtime.FULLY_ASYNC_PATH, "last"), (runtime.OUR_FULLY_ASYNC_PATH, "segment")],
+)
 def test_slime_fully_async_worker_drives_the_plugin(
-    upstream_slime, local_fleet, qwen_tokenizer, qwen_tokenizer_dir, monkeypatch
+    upstream_slime, local_fleet, qwen_tokenizer, qwen_tokenizer_dir, monkeypatch, rollout_function, samples
 ):
+    """slime's own function with one sample per trajectory; with segment samples, slime's worker under the
+    project's list-reading collector (`swe_rl.slime.fully_async`)."""
     fully_async = import_with_stand_ins(upstream_slime, "slime.rollout.fully_async_rollout", monkeypatch)
+    module, _, name = rollout_function.rpartition(".")
+    rollout = getattr(upstream_slime(module), name)
     Sample = upstream_slime("slime.utils.types").Sample
     server = WeightServer(update_after=5)
     with FakeSGLang(qwen_tokenizer, [server] * 200) as sglang:
@@ -205,25 +213,26 @@ def test_slime_fully_async_worker_drives_the_plugin(
             rollout_sample_hook_path=None,
             advantage_estimator="grpo",
             rewards_normalization=True,
-            rollout_function_path=runtime.FULLY_ASYNC_PATH,
-            swe_samples="last",  # slime's worker reads group items as Samples (runtime.check_options)
+            rollout_function_path=rollout_function,
+            swe_samples=samples,
         )
         buffer = Buffer(Sample, 2)
         try:
-            first = fully_async.generate_rollout_fully_async(args, 0, buffer)
-            second = fully_async.generate_rollout_fully_async(args, 1, buffer)  # the worker kept going
+            first = rollout(args, 0, buffer)
+            second = rollout(args, 1, buffer)  # the worker kept going
         finally:
             fully_async._stop_global_worker()
             loop = upstream_slime("slime.utils.async_utils").get_async_loop().loop
             loop.call_soon_threadsafe(loop.stop)  # slime's background loop thread ends with the test
     assert len(first) == len(second) == 2
     episodes = [item for group in first + second for item in group]
-    assert len(episodes) == 8 and all(isinstance(item, Sample) for item in episodes)
+    assert len(episodes) == 8 and all(isinstance(item, list) == (samples != "last") for item in episodes)
     versions = []
     for item in episodes:
-        record = item.metadata["swe"]
-        assert item.status is Sample.Status.COMPLETED and not item.remove_sample, record
-        assert isinstance(item.reward, dict) and record["status"] == "resolved", record
+        parts = item if isinstance(item, list) else [item]
+        record = parts[0].metadata["swe"]
+        assert all(s.status is Sample.Status.COMPLETED and not s.remove_sample for s in parts), record
+        assert isinstance(parts[-1].reward, dict) and record["status"] == "resolved", record
         assert len(record["weight_versions"]) == record["steps"] == TURNS_PER_EPISODE
         versions.append(record["weight_versions"])
     assert ["1", "2", "2"] in versions or ["1", "1", "2"] in versions, versions  # updated mid-episode

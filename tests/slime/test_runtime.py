@@ -183,9 +183,12 @@ def test_slimes_fully_async_worker_needs_one_sample_per_rollout(samples):
     """At the pin its collector sorts groups by ``item.index`` and requeues by ``item.status``: a list item
     (our segments) stops it (tests/slime/test_fully_async.py runs it with swe_samples: last)."""
     args = SimpleNamespace(**OURS, rollout_function_path=runtime.FULLY_ASYNC_PATH)
-    with pytest.raises(ValueError, match="swe_samples: last"):
+    with pytest.raises(ValueError, match="swe_samples: last") as err:
         check_options(args, config(samples=samples), evaluation=False)
+    assert runtime.OUR_FULLY_ASYNC_PATH in str(err.value)
     check_options(args, config(samples="last"), evaluation=False)
+    args.rollout_function_path = runtime.OUR_FULLY_ASYNC_PATH  # slime's worker, a collector reading lists
+    check_options(args, config(samples=samples), evaluation=False)
 
 
 @pytest.mark.parametrize(
