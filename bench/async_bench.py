@@ -33,23 +33,19 @@ import logging
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from swe_rl.agent.local_environment import init_repo, local_env_factory  # noqa: E402
-from swe_rl.grading import GradeResult, GradeStatus  # noqa: E402
-from swe_rl.harnesses.bash_block import SUBMIT_SENTINEL  # noqa: E402
-from swe_rl.slime import e2e, runtime  # noqa: E402
-from swe_rl.slime.samples import CompatSample  # noqa: E402
-from swe_rl.testing.fake_sglang import FakeSGLang, TokenReply  # noqa: E402
-from swe_rl.testing.qwen_tokenizer import build_qwen_tokenizer, load_qwen_tokenizer  # noqa: E402
+from swe_rl.agent.local_environment import init_repo, local_env_factory
+from swe_rl.grading import GradeResult, GradeStatus
+from swe_rl.harnesses.bash_block import SUBMIT_SENTINEL
+from swe_rl.slime import e2e, runtime
+from swe_rl.slime.samples import CompatSample
+from swe_rl.testing.fake_sglang import FakeSGLang, TokenReply
+from swe_rl.testing.qwen_tokenizer import build_qwen_tokenizer, load_qwen_tokenizer
 
 SUBMIT = f"echo {SUBMIT_SENTINEL} && git add -A && git diff --cached"
 ROW: dict[str, Any] = {
