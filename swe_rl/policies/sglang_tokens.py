@@ -19,8 +19,9 @@ management the history is compacted into a new segment (head + marker + tail, fi
 otherwise (or when even that cannot fit) the episode ends (`ContextExhausted`, status
 truncated). So does a context-overflow answer of the server (HTTP 400, the server's window
 smaller than the budget): `ContextExhausted` too, the window it named kept in
-``server_context_len`` (see `swe_rl.policies.server_context`). An ``abort`` finish ends it
-too (`PolicyAborted`), and so does ``should_abort()`` turning true before a call (slime aborting
+``server_context_len`` (see `swe_rl.policies.server_context`). An ``abort`` finish is sent again
+(``abort_retries``: a weight update aborts in-flight requests) unless the trainer is aborting, then ends
+it too (`PolicyAborted`), and so does ``should_abort()`` turning true before a call (slime aborting
 its rollout: no new request is started). Every such end is a `PolicyError` (`swe_rl.agent.errors`)
 whose ``stop_reason`` the agent keeps on its result (`AgentResult.stop_reason`).
 
@@ -89,6 +90,10 @@ class SGLangTokenConfig(BaseModel):
     """Keep every turn's rows (one sample per turn); else only the latest turn of each segment keeps them."""
     incremental_routing: bool = False
     """Ask only for the rows a segment lacks (``routed_experts_start_len``; SGLang versions that take it)."""
+    abort_retries: int = 3
+    """Times a turn the server aborted is sent again while the trainer is not aborting (``should_abort``):
+    a weight update pauses SGLang in ``abort`` mode (slime's fully-async rollouts, docs/training.md), and
+    the resent request waits for the new weights. Then the episode ends (`PolicyAborted`)."""
     headers: dict[str, str] = Field(default_factory=dict)
     """Extra HTTP headers, e.g. slime's routing key ``X-SMG-Routing-Key: <session_id>`` under consistent hashing
     (every turn of a trajectory then reaches the same engine and reuses its prefix cache)."""
@@ -112,6 +117,8 @@ class SGLangTokenPolicy:
         self.trajectory: TokenTrajectory | None = None
         self.weight_versions: list[str] = []
         self.cached_tokens = 0
+        self.resent_turns = 0
+        """Turns sent again after the server aborted them (weight updates of fully-async training)."""
         self.server_context_len: int | None = None
         """The context length a server's overflow answer named (the budget was larger than the server's window)."""
         self._seen = 0
@@ -253,11 +260,15 @@ class SGLangTokenPolicy:
             payload["return_routed_experts"] = True
             if self.config.incremental_routing and previous is not None and previous.routed_rows:
                 payload["routed_experts_start_len"] = previous.routed_rows
-        output = await self._post(payload)
-        meta = output.get("meta_info") or {}
-        finish = (meta.get("finish_reason") or {}).get("type") or "stop"
-        if finish == "abort":
-            raise PolicyAborted((meta.get("finish_reason") or {}).get("message") or "request aborted")
+        for resend in range(self.config.abort_retries + 1):  # an abort by a weight update: sent again
+            output = await self._post(payload)
+            meta = output.get("meta_info") or {}
+            finish = (meta.get("finish_reason") or {}).get("type") or "stop"
+            if finish != "abort":
+                break
+            if resend == self.config.abort_retries or (self.should_abort is not None and self.should_abort()):
+                raise PolicyAborted((meta.get("finish_reason") or {}).get("message") or "request aborted")
+            self.resent_turns += 1
         pairs = meta.get("output_token_logprobs")
         if pairs is None:
             raise PolicyBadResponse(

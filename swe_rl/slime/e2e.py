@@ -22,7 +22,9 @@ artifacts, and returns slime samples:
 
 Statuses: a turn cut at ``max_new_tokens`` or a full context (also the server's own context-overflow
 answer; the budget is clamped to the server's context length, asked at start) → TRUNCATED; a request
-aborted by slime (`swe_rl.slime.runtime.slime_aborting`) → ABORTED (not graded, upstream's shape);
+aborted by slime (`swe_rl.slime.runtime.slime_aborting`) → ABORTED (not graded, upstream's shape; an
+episode slime aborted before it leased — queued on ``swe_max_concurrent`` or not started — returns so
+at once, asking neither the fleet nor the policy server for anything);
 an abort slime did not ask for (router restart), infrastructure failures (fleet, image, timeouts,
 router unreachable) and unusable rows → one minimal FAILED sample with ``remove_sample``, a zero
 loss mask, a one-id response and its reward preset (``swe_reward_removed``), the reason logged and
@@ -94,6 +96,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
     codec = state.codec(config)
     mode = runtime.sample_mode(config, evaluation=evaluation)
     single = mode == "last"
+    if runtime.slime_aborting(args):  # slime aborted before this episode started: nothing asked of anyone
+        return _not_started(Sample, sample, codec, single)
     url = PluginConfig.router_url(args)
     replay = ReplaySettings.from_args(args)
     budget = await state.context.budget(
@@ -139,6 +143,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         if config.prm.enable and not evaluation:
             judge = state.step_judge(config, instance)
         async with state.semaphore:
+            if runtime.slime_aborting(args):  # queued while slime aborted: return before leasing
+                raise _AbortedBeforeLease
             played = time.monotonic()
             played_agent, grade = await asyncio.wait_for(
                 _play(
@@ -170,6 +176,8 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
             raise Removed(f"policy_server: {agent.error}")
         elif not policy.trajectory or not policy.trajectory.turns:
             raise Removed(f"no_turns: {agent.error or agent.exit_reason.value}")
+    except _AbortedBeforeLease:
+        return _not_started(Sample, sample, codec, single, instance)
     except (TimeoutError, asyncio.TimeoutError):
         info.update(removed=True, removed_reason=f"rollout_timeout: over {config.rollout_timeout}s")
     except Removed as exc:
@@ -247,6 +255,23 @@ async def generate(args: Any, sample: Any, sampling_params: dict[str, Any], eval
         for s in samples:
             s.status = Sample.Status.ABORTED
     return samples[-1] if single else samples
+
+
+class _AbortedBeforeLease(Exception):
+    """slime aborted the rollout while this episode waited for its turn: it leases nothing."""
+
+
+def _not_started(
+    Sample: Any, sample: Any, codec: ChatCodec, single: bool, instance: TaskInstance | None = None
+) -> Any:
+    """The ABORTED answer of an episode slime aborted before it leased (upstream's shape for an abort: not
+    graded, no reward; `removed_sample`'s minimal ids). slime drops it, or requeues its group (fully async)."""
+    record = RolloutRecord(
+        aborted=True, instance_id=instance.instance_id if instance else None, stop_reason="aborted"
+    ).to_metadata()
+    out = removed_sample(Sample, sample, codec, {**(sample.metadata or {}), SWE_KEY: record})
+    out.status = Sample.Status.ABORTED
+    return out if single else [out]
 
 
 def _harness(config: PluginConfig, instance: TaskInstance, evaluation: bool) -> Any:

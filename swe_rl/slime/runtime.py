@@ -12,7 +12,10 @@
   with list returns (``swe_samples: segment`` or ``turn``): ``--group-rm``, ``--partial-rollout``,
   upstream's step-level dynamic sampling filters, a group-normalising estimator without the
   trajectory reward post-process or with another one (unless ``swe_allow_step_advantages``), and a
-  sequence-level ratio (GSPO, ``--use-opsm``) when a trajectory is several samples.
+  sequence-level ratio (GSPO, ``--use-opsm``) when a trajectory is several samples; and, in every
+  training mode, the estimators and corrections `swe_rl.slime.estimators.check_estimator` refuses
+  (REINFORCE++ without the removed-sample-safe returns, PPO / REINFORCE++ returns cut per sample,
+  slime's sequence-level MIS example, OPD from an SGLang teacher).
 - `check_prompt_fits(agent, policy, ...)`: a first prompt that the context budget cannot hold is a
   configuration error (every rollout would be removed): it stops the run, naming what to change.
 - `sample_mode(config, evaluation)`: the samples a rollout gives (``last`` in evaluation, ``turn`` for
@@ -37,6 +40,7 @@ from swe_rl.fleet.prefetch_hints import PrefetchHints
 from swe_rl.grading.config import GraderConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
+from swe_rl.slime.estimators import check_estimator, split_mode
 from swe_rl.tokens import ChatCodec, ChatRenderer, load_tokenizer
 from swe_rl.tokens.template_check import compare_templates
 
@@ -45,6 +49,8 @@ if TYPE_CHECKING:
     from swe_rl.tasks import TaskInstance
 
 __all__ = [
+    "FULLY_ASYNC_PATH",
+    "OUR_FULLY_ASYNC_PATH",
     "POST_PROCESS_PATH",
     "ROUTING_KEY_HEADER",
     "TRAJECTORY_FILTER_PATH",
@@ -64,6 +70,8 @@ ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 """Header slime sends with ``--router-policy consistent_hashing`` (its value: the sample's session_id)."""
 POST_PROCESS_PATH = "swe_rl.slime.post_process.post_process_rewards"
 TRAJECTORY_FILTER_PATH = "swe_rl.slime.filters.check_trajectory_reward_nonzero_std"
+FULLY_ASYNC_PATH = "slime.rollout.fully_async_rollout.generate_rollout_fully_async"
+OUR_FULLY_ASYNC_PATH = "swe_rl.slime.fully_async.generate_rollout_fully_async"
 _STEP_FILTERS = "slime.rollout.filter_hub.dynamic_sampling_filters."
 _warned: set[str] = set()
 
@@ -102,7 +110,10 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
     ``several``: the rollout may give several samples (end-to-end; a pivot row gives a list of one), so
     upstream's own reward normalisation would weigh trajectories by their samples: the project's reward
     post-process is then required for a group-normalising estimator, unless ``swe_allow_step_advantages``."""
-    if evaluation or not config.multi_sample:
+    if evaluation:
+        return
+    check_estimator(args, config, several=several)  # every mode: a removed sample is in any batch
+    if not config.multi_sample:
         return
     why = f"swe_samples: {config.samples} returns a list of samples per rollout"
     if getattr(args, "group_rm", False):
@@ -115,6 +126,14 @@ def check_options(args: Any, config: PluginConfig, *, evaluation: bool, several:
             f"--partial-rollout is not supported: {why}; upstream's abort walks group items as "
             "single samples, and an agent episode cannot resume anyway (its container is gone). Drop "
             "--partial-rollout (or set swe_samples: last: aborted episodes are then replayed from the start)."
+        )
+    if getattr(args, "rollout_function_path", None) == FULLY_ASYNC_PATH:
+        raise ValueError(
+            f"--rollout-function-path {FULLY_ASYNC_PATH}: slime's fully-async worker reads every group item "
+            f"as one Sample (it sorts groups by item.index and requeues a group by item.status), but {why}: "
+            f"at the pin it stops at the first collected rollout. Use --rollout-function-path {OUR_FULLY_ASYNC_PATH} "
+            "(slime's worker, a collector that reads lists), or swe_samples: last with slime's (one sample per "
+            "trajectory; context management then off). See docs/training.md."
         )
     path = getattr(args, "dynamic_sampling_filter_path", None) or ""
     if path.startswith(_STEP_FILTERS):
@@ -163,9 +182,8 @@ def _check_sequence_ratio(args: Any, config: PluginConfig, estimator: str | None
         )
         if on
     ]
-    mode = "turn" if config.samples == "segment" and config.prm.enable else config.samples
-    split = mode == "turn" or (mode == "segment" and config.context_management)
-    if flags and split:
+    mode = split_mode(config)
+    if flags and mode is not None:
         per = "policy turn" if mode == "turn" else "context segment"
         raise ValueError(
             f"{' and '.join(flags)}: a sequence-level ratio, which slime computes per sample, but "

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from agent_fixtures import FIXTURES_JSONL, leftover_containers
 
+from swe_rl.policies.sglang_tokens import SGLangTokenConfig
 from swe_rl.slime import e2e, runtime
 from swe_rl.slime.e2e import generate
 from swe_rl.slime.reward import reward_func
@@ -21,6 +22,8 @@ from swe_rl.tasks.pass_rates import read_attempts
 from swe_rl.testing.fake_sglang import IM_END, FakeSGLang, TokenReply
 
 TOOLZ = "pytoolz__toolz-9001"
+SERVER_ABORTS = SGLangTokenConfig.model_fields["abort_retries"].default + 1
+"""Aborts in a row that end a turn while slime is not aborting (each one before is sent again)."""
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"
 FIX = (
     "sed -i 's/iters = itertools.takewhile(predicate, iters)/"
@@ -249,7 +252,7 @@ async def test_an_abort_slime_did_not_ask_for_is_removed(
 ):
     # e.g. the router restarted: slime is not aborting, so the rollout is an infrastructure failure
     with FakeSGLang(
-        qwen_tokenizer, [turn("Look.", "ls"), TokenReply(finish_reason="abort", ids=[])]
+        qwen_tokenizer, [turn("Look.", "ls"), *[TokenReply(finish_reason="abort", ids=[])] * SERVER_ABORTS]
     ) as sglang:
         samples = await generate(plugin_env(sglang), new_sample(index=9), dict(SAMPLING))
     (s,) = samples

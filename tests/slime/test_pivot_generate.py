@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from swe_rl.policies.sglang_tokens import SGLangTokenConfig
 from swe_rl.slime import e2e, pivot, reward, runtime
 from swe_rl.slime.samples import CompatSample as Sample
 from swe_rl.testing.fake_sglang import IM_END, FakeSGLang, TokenReply
@@ -207,9 +208,13 @@ async def test_truncated_turn_scores_zero_and_is_marked(rows, make_args, qwen_to
     assert sample.reward["score"] == 0.0 and sample.reward["category"] == "no_action"
 
 
+SERVER_ABORTS = SGLangTokenConfig.model_fields["abort_retries"].default + 1
+"""Aborts in a row that end a turn when slime is not aborting (each one before is sent again)."""
+
+
 async def test_removed_and_aborted_samples(rows, make_args, qwen_tokenizer, codec, monkeypatch):
     with FakeSGLang(
-        qwen_tokenizer, [TokenReply(finish_reason="abort", ids=[]), TokenReply(finish_reason="abort", ids=[])]
+        qwen_tokenizer, [TokenReply(finish_reason="abort", ids=[]) for _ in range(SERVER_ABORTS)]
     ) as sglang:
         args = make_args(sglang)
         server_abort = await pivot.generate(args, sample_of(rows[0]), dict(SAMPLING))  # slime is not aborting

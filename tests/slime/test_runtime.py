@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from swe_rl.slime import runtime
+from swe_rl.slime import estimators, runtime
 from swe_rl.slime.config import PluginConfig
 from swe_rl.slime.runtime import check_options, routing_headers, slime_aborting
 
@@ -176,3 +176,51 @@ def test_prompt_order_reads_the_prompt_data_rows_for_prefetch_hints(tmp_path):
     assert [key for key, _ in order] == ["a__b-1", "a__b-2"] and order[0][1] == "r/a:1"
     assert runtime._prompt_order(SimpleNamespace()) == []
     assert runtime._prompt_order(SimpleNamespace(prompt_data=str(tmp_path / "missing.jsonl"))) == []
+
+
+@pytest.mark.parametrize("samples", ["segment", "turn"])
+def test_slimes_fully_async_worker_needs_one_sample_per_rollout(samples):
+    """At the pin its collector sorts groups by ``item.index`` and requeues by ``item.status``: a list item
+    (our segments) stops it (tests/slime/test_fully_async.py runs it with swe_samples: last)."""
+    args = SimpleNamespace(**OURS, rollout_function_path=runtime.FULLY_ASYNC_PATH)
+    with pytest.raises(ValueError, match="swe_samples: last") as err:
+        check_options(args, config(samples=samples), evaluation=False)
+    assert runtime.OUR_FULLY_ASYNC_PATH in str(err.value)
+    check_options(args, config(samples="last"), evaluation=False)
+    args.rollout_function_path = runtime.OUR_FULLY_ASYNC_PATH  # slime's worker, a collector reading lists
+    check_options(args, config(samples=samples), evaluation=False)
+
+
+@pytest.mark.parametrize(
+    "slime_args, named",
+    [
+        ({"use_opd": True, "opd_type": "sglang"}, "--opd-type megatron"),
+        (
+            {
+                "custom_tis_function_path": "examples.train_infer_mismatch_helper.mis.compute_mis_weights_with_cp",
+                "use_tis": True,
+                "tis_level": "geometric",
+                "use_rs": True,
+                "rs_level": "token",
+                "rs_veto_threshold": 1e-4,
+            },
+            "tis_level: token, rs_level: token and rs_veto_threshold: null",
+        ),
+        (
+            {
+                "advantage_estimator": "grpo",
+                "custom_advantage_function_path": estimators.REINFORCE_PLUS_PLUS_PATH,
+            },
+            "reinforce_plus_plus",
+        ),
+    ],
+)
+def test_corrections_that_act_per_sample_are_refused(slime_args, named):
+    args = SimpleNamespace(**OURS, **slime_args)
+    with pytest.raises(ValueError, match=named):
+        check_options(args, config(), evaluation=False)
+    if not slime_args.get("use_opd") and "custom_advantage_function_path" not in slime_args:
+        check_options(args, config(samples="last"), evaluation=False)  # one sample per trajectory: exact
+    ok = {**slime_args, "tis_level": "token", "rs_veto_threshold": None} if "use_tis" in slime_args else None
+    if ok is not None:
+        check_options(SimpleNamespace(**OURS, **ok), config(), evaluation=False)  # per token: exact

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 from agent_fixtures import leftover_containers
-from test_e2e import FIX, SAMPLING, SUBMIT, new_sample, turn
+from test_e2e import FIX, SAMPLING, SERVER_ABORTS, SUBMIT, new_sample, turn
 from upstream_rewards import flatten, upstream_mask_sums, upstream_post_process
 
 from swe_rl.slime import runtime
@@ -87,7 +87,7 @@ async def test_two_prompts_n4_train_on_per_trajectory_group_advantages(
         "g0-3": [turn("Look.", "ls"), turn("Give up.", SUBMIT)],
         # prompt 1: one image missing (removed), one aborted by the server (removed), one resolved, one not
         "g1-4": [],
-        "g1-5": [turn("Look.", "ls"), TokenReply(finish_reason="abort", ids=[])],
+        "g1-5": [turn("Look.", "ls"), *[TokenReply(finish_reason="abort", ids=[])] * SERVER_ABORTS],
         "g1-6": [turn("Fix.", FIX2), turn("Submit.", SUBMIT)],
         "g1-7": [turn("Give up.", SUBMIT)],
     }
