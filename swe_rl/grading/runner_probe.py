@@ -8,10 +8,10 @@ computed at run time. So the grader asks pytest what it ended up with:
 
 - `plan_probe` puts a grader-owned plugin on the test command (``PYTHONPATH=<dir> pytest -p <module>``):
   the module is written by the eval script outside the repository, under a random name per grading;
-  the clean probe (test patch applied, no agent patch) adds ``--co`` and writes no bytecode (a
+  the clean probe (test patch applied, no agent patch) adds ``--collect-only`` (``--co`` is ambiguous on pytest 4.5-5.2) and writes no bytecode (a
   same-size fix applied within the same second would otherwise meet the clean sources' ``.pyc``), the
   patched one is **the test run itself** (a separate probe run could be told apart from the run that
-  pays, e.g. by ``--co`` in ``sys.argv``);
+  pays, e.g. by ``--collect-only`` in ``sys.argv``);
 - the plugin records, after collection and at the session's end, ``rootdir``, the ini file, every ini
   value the file sets plus those that change outcomes, the ``config.option`` values that change
   outcomes, the plugins loaded (name and module file), the conftest files, the args and the collected

@@ -1,9 +1,9 @@
-"""The runner probe on an old pytest (issue 48, item 6): pytest 5.1 under Python 3.7, as 7 of the 23 real
+"""The runner probe on an old pytest (issue 48, item 6): pytest 4.6 under Python 3.7, as 7 of the 23 real
 Verified instances run it (pytest 4.5-5.2 reads ``--co`` as ambiguous: ``--collect-only`` or
 ``--continue-on-collection-errors``; the clean tree's probe says ``--collect-only``). Python 3.7 has no
 audit hooks, so the import check's fallback (the file read at the checkpoint) is the one exercised.
 
-Needs a Python 3.7 (the machine's pyenv, or ``python3.7`` on the path) and pytest 5.1.3 from the package
+Needs a Python 3.7 (the machine's pyenv, or ``python3.7`` on the path) and pytest 4.6.11 from the package
 registry; skipped, saying which, without them."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from swe_rl.grading.runner_guard import imported_records
 from swe_rl.grading.runner_probe import plan_probe, probe_names, probe_records, read_probe_report
 
 pytestmark = pytest.mark.slow
-OLD_PYTEST = "pytest==5.1.3"
+OLD_PYTEST = "pytest==4.6.11"
 
 
 def _python37() -> str | None:
@@ -50,7 +50,7 @@ def _run(python: str, repo: Path, names: tuple[str, str], collect_only: bool):
     out = subprocess.run(["bash", "-c", plan.script], capture_output=True, text=True, timeout=600)
     path = Path(plan.report_path)
     try:
-        return read_probe_report(path.read_text() if path.exists() else None, plan), out.stdout
+        return read_probe_report(path.read_text() if path.exists() else None, plan), out.stdout + out.stderr
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)
 
@@ -64,14 +64,14 @@ def _run(python: str, repo: Path, names: tuple[str, str], collect_only: bool):
     ],
     ids=["gold", "runtest_by_name", "text_module_deleted"],
 )
-def test_the_probe_and_the_guard_on_pytest_5(old_python, tmp_path, patch, expected):
+def test_the_probe_and_the_guard_on_pytest_4(old_python, tmp_path, patch, expected):
     repo = tmp_path / "repo"
     (repo / "pkg").mkdir(parents=True)
     (repo / "pkg" / "__init__.py").write_text("def f():\n    return 1\n")
     (repo / "test_pkg.py").write_text(TESTS)
     names = probe_names()
     clean, log = _run(old_python, repo, names, True)
-    assert "pytest-5.1.3" in log and "ambiguous" not in log, log
+    assert "pytest-4.6.11" in log and "ambiguous" not in log, log
     assert not clean.error and clean.collected["items"] and clean.finished, (clean.error, log)
     for rel, text in patch.items():
         (repo / rel).write_text(text)
