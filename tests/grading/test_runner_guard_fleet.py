@@ -1,5 +1,5 @@
 """Issue 48's classes 1 and 2 in real grading containers: the runner changed through public names during
-the run and modules imported from files no scan read (tests/adversarial_runner.py) earn nothing, and the
+the run and modules imported from files no scan read (`RUNNER_GUARD` in tests/adversarial_patches.py) earn nothing, and the
 runner guard (`swe_rl.grading.runner_guard`) alone voids each: the grader here has its other run-time
 layers blind (the capability scan ignores every finding, no twins), so what voids is the guard.
 Gold with the guard on, on every fixture: `test_every_fixture_gold_resolves_and_conftest_hacks_do_not`.
