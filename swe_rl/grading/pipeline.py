@@ -10,7 +10,8 @@
    twins of the task's own FAIL_TO_PASS tests `twins.plan_twins` derives (`TwinPlan`);
 5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`),
    `twins.check_twins` (a twin reported passed) and `runner_probe.probe_records` (the runner's
-   configuration, clean tree vs the patched run);
+   configuration, clean tree vs the patched run, and `runner_guard`'s run-time checks: the runner's
+   machinery unchanged after collection, every module the run imported read from a file no scan missed);
 6. `verdict` — the integrity verdict (`GradeResult`), the official verdict beside it.
 
 Each stage's result is handed to the next; nothing goes back. With integrity off the pipeline is the
