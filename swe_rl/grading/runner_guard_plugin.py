@@ -175,7 +175,7 @@ _AUDIT_SETS = ("object.__setattr__", "object.__delattr__")
 
 def _audit(event, args):
     if event in _AUDIT_SETS:  # a class attribute or a function's __code__/__defaults__ set: seen at once
-        if args and id(args[0]) in _ids[0] and len(_pending) < _MAX_CHANGES:
+        if args and id(args[0]) in _ids[0] and len(_pending) < _MAX_CHANGES and args[1] != "__slotnames__":
             target = args[0]
             _pending.append("%s %s.%s" % ("set" if event.endswith("setattr__") else "deleted",
                                           getattr(target, "__qualname__", "?"), args[1]))
@@ -363,21 +363,29 @@ _items_types = []
 
 
 def pytest_collection_finish(session):
-    global _after
     _state["config"], _state["session"] = session.config, session
     pm = session.config.pluginmanager
     items = list(getattr(session, "items", None) or [])
     _items_types[:] = list({type(i): None for i in items})
     for item in items:
         _items[id(item)] = _target(item)
+    _state["collected"] = _machinery(pm, _items_types)
+    _imports()
+    _seen["run"] = _run
+    _write(session.config, session, "collected", _changes(_start, _machinery(pm)))
+
+
+def _baseline():
+    """What every later check compares with: taken as the test loop starts (after every plugin's own
+    collection-end hooks); what moved since collection's end is compared with the clean tree's."""
+    global _after
+    pm = _state["config"].pluginmanager
     _after = _machinery(pm, _items_types)
+    _state["loop"] = _changes(_state.get("collected") or _after, _after)
     _watched[:] = [_watchlist(pm, _items_types)]
     watched = _watched[0]
     classes = [c for c in _chain.from_iterable(map(_VALUES, watched[0])) if isinstance(c, type)]
     _ids[0] = frozenset(map(id, classes + list(_items_types) + watched[3]))
-    _imports()
-    _seen["run"] = _run
-    _write(session.config, session, "collected", _changes(_start, _machinery(pm)))
 
 
 def _wrapper(**kwargs):
@@ -387,6 +395,16 @@ def _wrapper(**kwargs):
     except Exception:
         import pytest
         return pytest.hookimpl(**kwargs)
+
+
+@_wrapper(hookwrapper=True, trylast=True)
+def pytest_runtestloop(session):
+    if _state["config"] is not None:
+        try:
+            _baseline()
+        except Exception as exc:
+            _record(["the runner guard could not take its baseline: %s: %s" % (type(exc).__name__, exc)])
+    yield
 
 
 @_wrapper(hookwrapper=True, tryfirst=True)
@@ -401,7 +419,7 @@ def pytest_sessionfinish(session):
     if _after:
         _check("at the session's end")
     _seen["run"] = _run
-    _write(session.config, session, "finished")
+    _write(session.config, session, "finished", _state.get("loop"))
 '''.replace("__MACHINERY__", repr(tuple(MACHINERY))).replace(
     "__LIMITS__", repr((MAX_CHANGES, MAX_IMPORTS, MAX_SOURCE))
 )
