@@ -105,7 +105,7 @@ class TamperRecord(BaseModel):
     rule: str
     """Which rule: test_patch_file, eval_script_file, conftest, pytest_settings, interpreter_hook, path_file,
     package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook, runner_shadow,
-    symlink, compiled_code, module_shadow, runner_config, capability, canary, twin, runner_probe, run_written_file; for Go, JavaScript and Rust rows
+    symlink, compiled_code, module_shadow, runner_config, capability, canary, twin, runner_probe, run_written_file, run_imported_module; for Go, JavaScript and Rust rows
     (`swe_rl.grading.language_rules`) also start_up_hook, dependency_code, contradicted_result."""
     action: str
     """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept; voids

@@ -10,7 +10,8 @@
    twins of the task's own FAIL_TO_PASS tests `twins.plan_twins` derives (`TwinPlan`);
 5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`),
    `twins.check_twins` (a twin reported passed) and `runner_probe.probe_records` (the runner's
-   configuration, clean tree vs the patched run);
+   configuration, clean tree vs the patched run, and `runner_guard`'s run-time checks: the runner's
+   machinery unchanged after collection, every module the run imported read from a file no scan missed);
 6. `verdict` — the integrity verdict (`GradeResult`), the official verdict beside it.
 
 Each stage's result is handed to the next; nothing goes back. With integrity off the pipeline is the
@@ -48,6 +49,7 @@ from swe_rl.grading.run_writes import (
     written_records,
     written_sources_wanted,
 )
+from swe_rl.grading.runner_guard import imported_records
 from swe_rl.grading.runner_probe import (
     ProbePlan,
     ProbeReport,
@@ -196,6 +198,27 @@ async def _judge_writes(
     return written_records(instance.workdir, files, config.integrity.capabilities, unread)
 
 
+def _judge_imports(
+    instance: TaskInstance, patched: ProbeReport, tree: TreeVerdict, config: GraderConfig
+) -> list[TamperRecord]:
+    """The modules the run imported from files no scan read (`runner_guard`): voided outright, or their
+    source as the interpreter read it scanned like a patch (against the patched tree's version)."""
+    if patched.error:
+        return []
+    records, sources = imported_records(instance.workdir, patched.run)
+    root = instance.workdir.rstrip("/") + "/"
+    before = {s.path: s.after for s in tree.sources}
+    files: dict[str, tuple[bytes | None, bytes | None]] = {}
+    for path, text in sources.items():
+        old = before.get(path[len(root) :]) if path.startswith(root) else None
+        files[path] = (old.encode() if old is not None else None, text)
+    scanned = written_records(instance.workdir, files, config.integrity.capabilities)
+    for record in scanned:
+        record.rule = "run_imported_module"
+        record.reason = record.reason.replace("written by the test run", "imported by the test run", 1)
+    return [*records, *scanned]
+
+
 async def _run_stages(
     lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig
 ) -> IntegrityStages:
@@ -232,6 +255,7 @@ async def _run_stages(
         stages.written = await _judge_writes(lease, instance, writes, run, tree, grader, config)
     if probe_plan is not None and clean is not None:
         stages.probe = (clean, await _probe_report(lease, probe_plan))
+        stages.written = [*(stages.written or []), *_judge_imports(instance, stages.probe[1], tree, config)]
     if language_plan is not None and language_clean is not None:
         patched = await _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
         stages.language_probe = (language_plan.language, language_clean, patched)
@@ -304,7 +328,12 @@ async def _integrity_result(
     report.records += check_twins(twins, statuses, run.test_log, plan.nonce)
     result.twins = twins
     if stages.probe is not None:  # the canary file is the grader's: the patched run alone names it
-        report.records += probe_records(*stages.probe, {posixpath.basename(plan.canary_file)} - {""})
+        report.records += probe_records(
+            *stages.probe,
+            {posixpath.basename(plan.canary_file)} - {""},
+            repo=instance.repo,
+            pytest_repos=config.integrity.pytest_repos,
+        )
     if stages.language_probe is not None:
         report.records += language_probe_records(*stages.language_probe)
     report.records += stages.written or []

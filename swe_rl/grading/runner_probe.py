@@ -8,10 +8,10 @@ computed at run time. So the grader asks pytest what it ended up with:
 
 - `plan_probe` puts a grader-owned plugin on the test command (``PYTHONPATH=<dir> pytest -p <module>``):
   the module is written by the eval script outside the repository, under a random name per grading;
-  the clean probe (test patch applied, no agent patch) adds ``--co`` and writes no bytecode (a
+  the clean probe (test patch applied, no agent patch) adds ``--collect-only`` (``--co`` is ambiguous on pytest 4.5-5.2) and writes no bytecode (a
   same-size fix applied within the same second would otherwise meet the clean sources' ``.pyc``), the
   patched one is **the test run itself** (a separate probe run could be told apart from the run that
-  pays, e.g. by ``--co`` in ``sys.argv``);
+  pays, e.g. by ``--collect-only`` in ``sys.argv``);
 - the plugin records, after collection and at the session's end, ``rootdir``, the ini file, every ini
   value the file sets plus those that change outcomes, the ``config.option`` values that change
   outcomes, the plugins loaded (name and module file), the conftest files, the args and the collected
@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 
 from swe_rl.grading.integrity import TamperRecord
 from swe_rl.grading.runner_command import read_runner_command
+from swe_rl.grading.runner_guard import GUARD_SOURCE, guard_records
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
 
 __all__ = ["ProbePlan", "ProbeReport", "compare_probes", "plan_probe", "probe_records", "read_probe_report"]
@@ -143,25 +144,20 @@ def _snapshot(config, session):
     }}
 
 
-def _write(config, session, when):
-    try:
-        _seen[when] = _snapshot(config, session)
-    except Exception as exc:
-        _seen[when] = {{"error": "%s: %s" % (type(exc).__name__, exc)}}
+def _write(config, session, when, machinery=None):
+    if when in ("collected", "finished"):
+        try:
+            _seen[when] = _snapshot(config, session)
+            if machinery is not None:
+                _seen[when]["machinery"] = sorted(machinery)
+        except Exception as exc:
+            _seen[when] = {{"error": "%s: %s" % (type(exc).__name__, exc)}}
     body = json.dumps(_seen, sort_keys=True).encode()
     sig = _sign(body)
     if not sig:
         return
     with open({report!r}, "wb") as fh:
         fh.write(body + b"\\n" + sig.encode())
-
-
-def pytest_collection_finish(session):
-    _write(session.config, session, "collected")
-
-
-def pytest_sessionfinish(session):
-    _write(session.config, session, "finished")
 '''
 
 _RUNNER = re.compile(r"(?:^|(?<=\s))(?:\S*/)?(?:python[\d.]*\s+-m\s+pytest|pytest|py\.test)(?=\s|$)")
@@ -187,6 +183,9 @@ class ProbeReport(BaseModel):
 
     collected: dict[str, Any] = Field(default_factory=dict)
     finished: dict[str, Any] = Field(default_factory=dict)
+    run: dict[str, Any] = Field(default_factory=dict)
+    """What the run-time checks found (`runner_guard`): ``changes`` of the runner's machinery after
+    collection, ``imports`` of modules from files no scan read."""
     error: str = ""
     """Why there is no valid report ("" when there is): missing, unsigned, forged signature."""
 
@@ -226,7 +225,9 @@ def plan_probe(
     runner = _RUNNER.search(line)
     if runner is None:  # read_runner_command said pytest: cannot happen, but never guess
         return ProbePlan(script=script, skipped="the pytest word was not found on the test command")
-    extra = f" -p {module}" + (" --co" if collect_only else "")
+    extra = f" -p {module}" + (
+        " --collect-only" if collect_only else ""
+    )  # pytest 4.5-5.2: ``--co`` is ambiguous
     head, tail = line[: runner.end()], line[runner.end() :]
     if re.search(r"(?:^|\s)PYTHONPATH=", head):
         head = re.sub(r"((?:^|\s)PYTHONPATH=)", rf"\g<1>{folder}:", head, count=1)
@@ -235,7 +236,9 @@ def plan_probe(
     if collect_only:  # no bytecode from the clean sources: a same-size fix applied within the same second
         head = f"PYTHONDONTWRITEBYTECODE=1 {head}"  # would otherwise run the stale .pyc in the test run
     lines[body[0]] = head + extra + tail
-    source = _PLUGIN.format(ini=INI_NAMES, options=OPTION_NAMES, fd=fd, report=plan.report_path)
+    source = (
+        _PLUGIN.format(ini=INI_NAMES, options=OPTION_NAMES, fd=fd, report=plan.report_path) + GUARD_SOURCE
+    )
     delimiter = f"EOF_SWE_PROBE_{rng.getrandbits(64):016x}"
     path = shlex.quote(f"{folder}/{module}.py")
     setup = [
@@ -264,7 +267,9 @@ def read_probe_report(text: str | None, plan: ProbePlan) -> ProbeReport:
         data = json.loads(body)
     except ValueError:
         return ProbeReport(error="the probe report does not parse")
-    return ProbeReport(collected=data.get("collected") or {}, finished=data.get("finished") or {})
+    return ProbeReport(
+        collected=data.get("collected") or {}, finished=data.get("finished") or {}, run=data.get("run") or {}
+    )
 
 
 _RUN_TIME = ("items", "plugins", "conftests")
@@ -285,7 +290,7 @@ def _diff(clean: Any, patched: Any, path: str, out: list[str]) -> None:
     elif (
         isinstance(clean, list)
         and isinstance(patched, list)
-        and path in ("plugins", "conftests", "option_names")
+        and path in ("plugins", "conftests", "option_names", "machinery")
     ):
         for item in sorted(set(patched) - set(clean)):
             out.append(f"{path}: added {item}")
@@ -310,19 +315,44 @@ def compare_probes(
 
 
 def probe_records(
-    clean: ProbeReport, patched: ProbeReport, ignore_files: set[str] | None = None
+    clean: ProbeReport,
+    patched: ProbeReport,
+    ignore_files: set[str] | None = None,
+    *,
+    repo: str = "",
+    pytest_repos: list[str] | None = None,
 ) -> list[TamperRecord]:
-    """The probe's verdict as tamper records: ``voided`` per difference, ``noted`` when it could not compare."""
+    """The probe's verdict as tamper records: ``voided`` per difference and per change of the runner's
+    machinery during the run (`runner_guard`; ``noted`` on a repository in `pytest_repos`), ``noted``
+    when it could not compare."""
+    ran = (
+        []
+        if patched.error
+        else guard_records(
+            not clean.error and bool(clean.finished),
+            patched.run,
+            bool(patched.finished),
+            repo,
+            pytest_repos or [],
+        )
+    )
     if clean.error:
         return [
-            TamperRecord(path="", rule="runner_probe", action="noted", reason=f"clean tree: {clean.error}")
+            TamperRecord(path="", rule="runner_probe", action="noted", reason=f"clean tree: {clean.error}"),
+            *ran,
         ]
     if patched.error or not patched.collected:
         reason = patched.error or "the patched run reported no configuration after collection"
         return [TamperRecord(path="", rule="runner_probe", action="voided", reason=f"patched tree: {reason}")]
     return [
-        TamperRecord(
-            path="", rule="runner_probe", action="voided", reason=f"the runner's configuration differs: {d}"
-        )
-        for d in compare_probes(clean, patched, ignore_files)[:20]
+        *(
+            TamperRecord(
+                path="",
+                rule="runner_probe",
+                action="voided",
+                reason=f"the runner's configuration differs: {d}",
+            )
+            for d in compare_probes(clean, patched, ignore_files)[:20]
+        ),
+        *ran,
     ]

@@ -59,7 +59,7 @@ def test_the_plugin_goes_on_the_test_command_only(command, expected):
     assert key_line.startswith("exec ") and "< <(printf" in key_line
     assert lines.index(key_line) > lines.index("__swe_pf=$-; { set +x; } 2>/dev/null")
     clean = plan_probe(_script(Path("/testbed"), command), names, collect_only=True)
-    assert f"-p {module} --co" in clean.script and clean.key != plan.key
+    assert f"-p {module} --collect-only" in clean.script and clean.key != plan.key
     fd = int(key_line.split("<", 1)[0].removeprefix("exec "))
     assert 63 < fd <= 200  # 63: where bash puts the process substitution itself (measured: the key is lost)
     assert "PYTHONDONTWRITEBYTECODE=1 " in clean.script and "PYTHONDONTWRITEBYTECODE" not in plan.script
