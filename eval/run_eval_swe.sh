@@ -29,6 +29,12 @@ python="${PYTHON:-python3}"
 sglang_port="${SGLANG_PORT:-30000}"
 pool_port="${POOL_PORT:-18090}"
 model_name="${SERVED_MODEL_NAME:-$(basename "${EVAL_MODEL_PATH:-model}")}"
+if [[ -n "${SGLANG_URL:-}" && -z "${SERVED_MODEL_NAME:-}" && "$dry_run" != "1" ]]; then
+  # a running server: the model it serves (swe-eval checks the endpoint names the model it is given)
+  model_name="$(curl -fsS --max-time 10 "${SGLANG_URL%/}/models" |
+    "$python" -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')" ||
+    die "$SGLANG_URL/models names no model: set SERVED_MODEL_NAME to the model the server serves"
+fi
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
