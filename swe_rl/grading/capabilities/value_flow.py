@@ -78,7 +78,7 @@ def _follow(
 
 
 # ---------------------------------------------------------------- Go
-_GO_SOURCE = re.compile(r"\bos\.(?:Args\b|Executable\()")
+_GO_SOURCE = re.compile(r"\bos\.(?:Args\b(?!\[[1-9])|Executable\()")  # os.Args[1:] is the arguments only
 _GO_SPAWN = re.compile(r"^(?:exec\.Command(?:Context)?|syscall\.(?:Exec|ForkExec)|os\.StartProcess)$")
 
 
@@ -113,7 +113,7 @@ def go_flow(root: Any, add: AddSite) -> None:
 
 
 # ---------------------------------------------------------------- Rust
-_RUST_SOURCE = re.compile(r"(?:^|[^\w.])(?:(?:std::)?env::)?(?:args|args_os|current_exe)\(\)")
+_RUST_SOURCE = re.compile(r"(?:^|[^\w.])(?:(?:std::)?env::)?(?:args|args_os|current_exe)\(\)(?!\.skip\([1-9])")
 _RUST_SPAWN = re.compile(r"(?:^|::)(?:Command::new|execv[pe]?|execvpe)$")
 
 
@@ -318,7 +318,8 @@ def _binary_path(root: Any, bindings: list[tuple[Any, Any]], add: AddSite) -> No
                     value = child.child_by_field_name("value") if child.type == "pair_pattern" else child
                     source_names |= _identifiers(value)
     alias_re = "|".join(re.escape(a) for a in sorted(aliases))
-    source = re.compile(rf"(?:^|[^\w.])(?:{alias_re})\.(?:argv|argv0|execPath)\b")
+    # process.argv.slice(2) is the arguments only
+    source = re.compile(rf"(?:^|[^\w.])(?:{alias_re})\.(?:argv(?!\.slice\([2-9])(?!\[[2-9])|argv0|execPath)\b")
     followed = _follow(bindings, source_names, lambda n, f: _holds(n, f, source))
     spawn_module = bool(re.search(r"child_process", _text(root)))
     for node in _walk(root):
