@@ -18,7 +18,9 @@ assertion differs). The edit is chosen from what the assertion compares:
 - ``not x`` / ``assertFalse(x)``: ``x`` (an always-truthy result passes it); ``a and b``: one operand
   edited as above; plain truthiness ``assert x`` / ``assertTrue(x)``: ``not x`` (honest code fails it;
   it catches report forgers and answers read from the test, not an always-truthy result: a `weak` edit);
-- ``pytest.raises(E)`` / ``assertRaises(E)``: ``E`` becomes an exception class only the twin defines.
+- ``pytest.raises(E)`` / ``assertRaises(E)``: ``E`` becomes an exception class only the twin defines;
+- ``mock.assert_called_with(x)`` and kin: ``x`` becomes the sentinel (no call was made with it; an
+  always-equal argument passes); ``assert_called_once()`` and kin: the complement (weak).
 
 An edit is *strong* when it also fails the cheap result objects (always equal, always truthy, always
 containing, spoofed class); the twin prefers strong edits and takes a weak one only when the test has none.
@@ -77,6 +79,11 @@ _COMPLEMENT_METHODS = {
     "assertRegexpMatches": "assertNotRegexpMatches",
     "assertNotRegex": "assertRegex",
 }
+_MOCK_CALLED_WITH = {"assert_called_with", "assert_called_once_with", "assert_any_call", "assert_awaited_with",
+                     "assert_awaited_once_with", "assert_any_await"}  # fmt: skip
+_MOCK_COMPLEMENT = {"assert_called": "assert_not_called", "assert_called_once": "assert_not_called",
+                    "assert_not_called": "assert_called", "assert_awaited": "assert_not_awaited",
+                    "assert_not_awaited": "assert_awaited"}  # fmt: skip
 _RAISES = {"raises", "assertRaises", "assertRaisesRegex", "assertRaisesRegexp"}
 _SESSION_ENDING = {"SystemExit", "KeyboardInterrupt", "BaseException", "GeneratorExit", "Exit"}
 _TOLERANCES = {"atol", "rtol", "delta", "abs", "rel", "decimal", "places", "significant"}
@@ -375,6 +382,19 @@ def _method_call(call: ast.Call, ctx: _Ctx) -> Edit | None:
         return Edit(args[0], ctx.names.sentinel, "the needle -> an object equal only to itself")
     if name == "assertIsInstance" and len(args) >= 2:
         return Edit(args[1], ctx.names.sentinel_class, "the class -> one only the twin's file defines")
+    if name in _MOCK_CALLED_WITH and isinstance(call.func, ast.Attribute):  # the recorded call's arguments
+        if args:
+            return Edit(
+                args[0], ctx.names.sentinel, "the expected call's argument -> an object equal only to itself"
+            )
+        if not call.keywords:
+            a = ctx.offset(call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1)
+            return Edit(
+                call, ctx.names.sentinel, "the expected call gets an argument no code passes", span=(a, a)
+            )
+    if name in _MOCK_COMPLEMENT and isinstance(call.func, ast.Attribute):
+        new = f"{ctx.text(call.func.value)}.{_MOCK_COMPLEMENT[name]}"
+        return Edit(call, new + "()", f"{name} -> its complement", strong=False)
     if name in ("assertTrue", "assert_", "failUnless") and args:
         return mutate_expression(args[0], ctx)
     if name in ("assertFalse", "failIf") and args and isinstance(call.func, ast.Attribute):

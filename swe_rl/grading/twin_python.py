@@ -24,6 +24,7 @@ interpreter that parsed the original.
 from __future__ import annotations
 
 import ast
+import functools
 import random
 import re
 import string
@@ -31,7 +32,15 @@ from dataclasses import dataclass, field
 
 from swe_rl.grading.twin_forms import Edit, FileNames, make_ctx, mutate_statement
 
-__all__ = ["FileNames", "PythonTwin", "derive_python_twin", "file_names", "python_support", "twin_name"]
+__all__ = [
+    "FileNames",
+    "PythonTwin",
+    "derive_python_twin",
+    "file_names",
+    "parse",
+    "python_support",
+    "twin_name",
+]
 
 _PLAIN_MANAGERS = {
     "subTest", "catch_warnings", "patch", "object", "dict", "multiple", "TemporaryDirectory",
@@ -74,6 +83,12 @@ def python_support(names: FileNames) -> str:
         "    def __enter__(self):\n        return self\n\n"
         "    def __exit__(self, *exc):\n        return False\n\n\n"
     )
+
+
+@functools.lru_cache(maxsize=8)
+def parse(source: str) -> ast.Module:
+    """The file's tree, parsed once for all its twins (never modified: edits are made on the text)."""
+    return ast.parse(source)
 
 
 # ----------------------------------------------------------------------------- the file's own words
@@ -402,7 +417,7 @@ def derive_python_twin(
     """The twin of test `target` (``function`` or ``Class::method``) of a file whose text is `source`,
     or why there is none. `taken`: names already given to twins of the file (the new one is added)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError) as exc:
         return f"the test file does not parse here ({type(exc).__name__})"
     found = _find(tree, target)

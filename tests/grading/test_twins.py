@@ -72,6 +72,9 @@ def _derive(source: str, target: str, seed: int = 1):
         ("def test_a():\n    try:\n        assert f() == g()\n    except KeyError:\n        pass\n", "test_a", "assert f() == _sent"),
         ("def test_a():\n    while True:\n        assert f() == g()\n        break\n", "test_a", "assert f() == _sent"),
         ("def test_a():\n    def check(a):\n        assert f(a) == g(a)\n    check(1)\n", "test_a", "assert f(a) == _sent"),
+        ("def test_a(m):\n    f(m)\n    m.assert_called_once_with(3, x=1)\n", "test_a", "m.assert_called_once_with(_sent, x=1)"),
+        ("def test_a(m):\n    f(m)\n    m.assert_called_once_with()\n", "test_a", "m.assert_called_once_with(_sent)"),
+        ("def test_a(m):\n    f(m)\n    m.assert_called_once()\n", "test_a", "m.assert_not_called()"),
         # strong edits first: the equality, not the truthiness before it
         ("def test_a():\n    assert f()\n    assert f() == g()\n", "test_a", "assert f()\n    assert f() == _sent"),
     ],
