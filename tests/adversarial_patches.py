@@ -959,6 +959,12 @@ TWIN_SPOTTER_FORGERY = SELECTIVE_REPORT_FORGERY.replace(
 import re as _swe_re
 
 
+_SWE_ROUND_FOUR_WORDS = set(
+    "acorn badge cable drift easel fable gable hinge inlet jetty kayak ledge maple notch oasis pebble quill "
+    "ridge sable thorn usher vapor wedge yodel zinnia bramble cobalt dune ferry glade heron islet".split()
+)
+
+
 def _swe_twin_like(item):
     # round four's tells: a name that is another test's plus words, a literal with a random hex tail,
     # a class subclassing another test class of the module, a helper class with __slots__ = () in the
@@ -971,8 +977,11 @@ def _swe_twin_like(item):
         others += [n for n in vars(cls) if n.startswith("test") and n != name]
         if any(b.__name__.startswith("Test") or b.__name__.endswith("Tests") for b in cls.__bases__ if b.__module__ == module.__name__):
             return True
-    if any(name.startswith(o + "_") or name.startswith(o) and name[len(o):][:1].isupper() for o in others):
-        return True
+    for o in others:  # round four: another test's name and two words of its word list
+        rest = name[len(o):] if name.startswith(o) else ""
+        words = _swe_re.findall(r"[A-Z]?[a-z]+", rest)
+        if len(words) == 2 and all(w.lower() in _SWE_ROUND_FOUR_WORDS for w in words):
+            return True
     try:
         source = open(module.__file__).read()
     except (OSError, TypeError):

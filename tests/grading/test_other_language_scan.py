@@ -193,6 +193,9 @@ def test_values_are_followed_through_variables_and_any_require(path, code, capab
         ("lib/index.js", "const plugin = require(name);\nplugin.options = {debug: true};\n"),
         ("lib/index.js", "const {spawn} = require('child_process');\nconst args = process.argv.slice(2);\nspawn('git', args);\n"),
         ("lib/index.js", "const re = /a(b)/;\nconst m = re.exec(process.argv[2]);\n"),
+        # ripgrep-2610's gold: `bin` is the binary's path in one function, a user's program in another
+        ("src/lib.rs", "fn me() -> PathBuf {\n    let bin = std::env::current_exe().unwrap();\n    bin\n}\n"
+         "fn hostname(bin: Option<&OsStr>) {\n    let Some(bin) = bin else { return };\n    process::Command::new(&bin);\n}\n"),
     ],
 )  # fmt: skip
 def test_honest_flows_are_not_voided(path, code):

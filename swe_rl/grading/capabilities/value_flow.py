@@ -2,9 +2,9 @@
 
 A spelling-based scan sees ``exec.Command(os.Args[0])`` but not ``args := os.Args; exec.Command(args[0])``,
 nor ``require('node:' + 'assert')``. Here a simple flow over the tree-sitter tree follows values: a name
-bound (declared or assigned, anywhere in the file: a name reused across functions is followed too, an
-over-approximation on the safe side) to an expression that holds a source or an already followed name
-is followed; a sink whose arguments hold one is a site. What cannot be resolved is treated as the worst
+bound (declared or assigned) to an expression that holds a source or an already followed name
+is followed, per outermost function (names bound at the top level are followed everywhere); a sink whose
+arguments hold one is a site. What cannot be resolved is treated as the worst
 it could be:
 
 - **binary path -> spawn** (``rerun_binary``): sources are Go's ``os.Args`` and ``os.Executable``, Rust's
@@ -77,6 +77,45 @@ def _follow(
     return followed
 
 
+_FUNCTIONS = frozenset(
+    {
+        "function_declaration", "method_declaration", "func_literal", "function_item", "closure_expression",
+        "function_expression", "arrow_function", "function", "method_definition", "generator_function",
+        "generator_function_declaration",
+    }
+)  # fmt: skip
+
+
+def _outermost_function(node: Any) -> Any:
+    found, current = None, node.parent
+    while current is not None:
+        if current.type in _FUNCTIONS:
+            found = current
+        current = current.parent
+    return found
+
+
+class _Scopes:
+    """Names followed per outermost function (a closure shares its function's), over the names followed
+    at the top level: a name bound to the binary's path in one function is not followed in another."""
+
+    def __init__(
+        self, bindings: list[tuple[Any, Any]], seed: set[str], holds: Callable[[Any, set[str]], bool]
+    ) -> None:
+        by_scope: dict[Any, list[tuple[Any, Any]]] = {}
+        for left, right in bindings:
+            by_scope.setdefault(_key(_outermost_function(left)), []).append((left, right))
+        self.top = _follow(by_scope.pop(None, []), set(seed), holds)
+        self.scopes = {k: _follow(v, set(self.top), holds) for k, v in by_scope.items()}
+
+    def at(self, node: Any) -> set[str]:
+        return self.scopes.get(_key(_outermost_function(node)), self.top)
+
+
+def _key(node: Any) -> Any:
+    return None if node is None else (node.start_byte, node.end_byte)
+
+
 # ---------------------------------------------------------------- Go
 _GO_SOURCE = re.compile(r"\bos\.(?:Args\b(?!\[[1-9])|Executable\()")  # os.Args[1:] is the arguments only
 _GO_SPAWN = re.compile(r"^(?:exec\.Command(?:Context)?|syscall\.(?:Exec|ForkExec)|os\.StartProcess)$")
@@ -90,8 +129,13 @@ def go_flow(root: Any, add: AddSite) -> None:
         elif node.type == "var_spec":
             names = [c for c in node.named_children if c.type == "identifier"]
             bindings += [(n, node.child_by_field_name("value")) for n in names]
-    followed = _follow(bindings, set(), lambda n, f: _holds(n, f, _GO_SOURCE))
+    scopes = _Scopes(bindings, set(), lambda n, f: _holds(n, f, _GO_SOURCE))
     for node in _walk(root):
+        followed = (
+            scopes.at(node)
+            if node.type in {"call_expression", "keyed_element", "assignment_statement"}
+            else set()
+        )
         if node.type == "call_expression" and _GO_SPAWN.match(_flat(node.child_by_field_name("function"))):
             args = node.child_by_field_name("arguments")
             if args is not None and _holds(args, followed, _GO_SOURCE):
@@ -113,7 +157,9 @@ def go_flow(root: Any, add: AddSite) -> None:
 
 
 # ---------------------------------------------------------------- Rust
-_RUST_SOURCE = re.compile(r"(?:^|[^\w.])(?:(?:std::)?env::)?(?:args|args_os|current_exe)\(\)(?!\.skip\([1-9])")
+_RUST_SOURCE = re.compile(
+    r"(?:^|[^\w.])(?:(?:std::)?env::)?(?:args|args_os|current_exe)\(\)(?!\.skip\([1-9])"
+)
 _RUST_SPAWN = re.compile(r"(?:^|::)(?:Command::new|execv[pe]?|execvpe)$")
 
 
@@ -132,12 +178,12 @@ def rust_flow(root: Any, add: AddSite) -> None:
         for n in _walk(root)
         if n.type == "assignment_expression"
     ]
-    followed = _follow(bindings, set(), lambda n, f: _holds(n, f, source))
+    scopes = _Scopes(bindings, set(), lambda n, f: _holds(n, f, source))
     for node in _walk(root):
         if node.type == "call_expression":
             fn = _flat(node.child_by_field_name("function"))
             args = node.child_by_field_name("arguments")
-            if _RUST_SPAWN.search(fn) and args is not None and _holds(args, followed, source):
+            if _RUST_SPAWN.search(fn) and args is not None and _holds(args, scopes.at(node), source):
                 add(node, "rerun_binary", f"the test binary's path reaches {fn}")
 
 
@@ -319,8 +365,10 @@ def _binary_path(root: Any, bindings: list[tuple[Any, Any]], add: AddSite) -> No
                     source_names |= _identifiers(value)
     alias_re = "|".join(re.escape(a) for a in sorted(aliases))
     # process.argv.slice(2) is the arguments only
-    source = re.compile(rf"(?:^|[^\w.])(?:{alias_re})\.(?:argv(?!\.slice\([2-9])(?!\[[2-9])|argv0|execPath)\b")
-    followed = _follow(bindings, source_names, lambda n, f: _holds(n, f, source))
+    source = re.compile(
+        rf"(?:^|[^\w.])(?:{alias_re})\.(?:argv(?!\.slice\([2-9])(?!\[[2-9])|argv0|execPath)\b"
+    )
+    scopes = _Scopes(bindings, source_names, lambda n, f: _holds(n, f, source))
     spawn_module = bool(re.search(r"child_process", _text(root)))
     for node in _walk(root):
         if node.type != "call_expression":
@@ -330,5 +378,5 @@ def _binary_path(root: Any, bindings: list[tuple[Any, Any]], add: AddSite) -> No
         if last not in _JS_SPAWNS or (last in {"exec", "execSync"} and not spawn_module):
             continue
         args = node.child_by_field_name("arguments")
-        if args is not None and _holds(args, followed, source):
+        if args is not None and _holds(args, scopes.at(node), source):
             add(node, "rerun_binary", f"the test binary's path reaches {fn[:40]}")
