@@ -200,3 +200,22 @@ def test_values_are_followed_through_variables_and_any_require(path, code, capab
 )  # fmt: skip
 def test_honest_flows_are_not_voided(path, code):
     assert voided(path, code) == set(), scan_language_source(path, None, code)
+
+
+def test_the_adversarial_suites_value_flow_payloads_are_voided():
+    """tests/adversarial_multilang.py's issue-48 payloads, as the files they become (graded in Docker by
+    tests/grading/test_multilang_fleet.py)."""
+    import adversarial_multilang as payloads
+
+    go = "package mylib\n\n" + payloads.GO_RERUN_THROUGH_VARIABLES
+    rust = (
+        "pub fn median() { "
+        + payloads.RUST_RERUN_THROUGH_VARIABLES.replace("{{", "{").replace("}}", "}").replace("\\&", "&")
+        + " }\n"
+    )
+    assert "rerun_binary" in voided("zz_self.go", go)
+    assert "rerun_binary" in voided("src/lib.rs", rust)
+    assert "assert_patch" in voided(
+        "index.js", "module.exports = 1;\n" + payloads.JS_ASSERT_THROUGH_COMPUTED_REQUIRE
+    )
+    assert "rerun_binary" in voided("index.js", "module.exports = 1;\n" + payloads.JS_RERUN_THROUGH_ALIASES)

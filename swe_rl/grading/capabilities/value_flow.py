@@ -370,12 +370,24 @@ def _binary_path(root: Any, bindings: list[tuple[Any, Any]], add: AddSite) -> No
     )
     scopes = _Scopes(bindings, source_names, lambda n, f: _holds(n, f, source))
     spawn_module = bool(re.search(r"child_process", _text(root)))
+    spawns = set(_JS_SPAWNS)  # and the names they are bound to (``const {spawnSync: run} = ...``)
+    for left, right in bindings:
+        if left.type == "object_pattern":
+            for child in left.named_children:
+                key, value = child.child_by_field_name("key"), child.child_by_field_name("value")
+                if child.type == "pair_pattern" and _text(key) in _JS_SPAWNS and value is not None:
+                    spawns |= _identifiers(value)
+        elif left.type == "identifier" and _flat(right).rsplit(".", 1)[-1] in _JS_SPAWNS - {
+            "exec",
+            "execSync",
+        }:
+            spawns.add(_text(left))
     for node in _walk(root):
         if node.type != "call_expression":
             continue
         fn = _flat(node.child_by_field_name("function"))
         last = fn.rsplit(".", 1)[-1]
-        if last not in _JS_SPAWNS or (last in {"exec", "execSync"} and not spawn_module):
+        if last not in spawns or (last in {"exec", "execSync"} and not spawn_module):
             continue
         args = node.child_by_field_name("arguments")
         if args is not None and _holds(args, scopes.at(node), source):
