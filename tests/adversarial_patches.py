@@ -965,6 +965,16 @@ _SWE_ROUND_FOUR_WORDS = set(
 )
 
 
+def _swe_round_four_name(name, others):
+    # round four: another test's name and two words of its word list
+    for o in others:
+        rest = name[len(o):] if name.startswith(o) else ""
+        words = _swe_re.findall(r"[A-Z]?[a-z]+", rest)
+        if len(words) == 2 and all(w.lower() in _SWE_ROUND_FOUR_WORDS for w in words):
+            return True
+    return False
+
+
 def _swe_twin_like(item):
     # round four's tells: a name that is another test's plus words, a literal with a random hex tail,
     # a class subclassing another test class of the module, a helper class with __slots__ = () in the
@@ -977,19 +987,17 @@ def _swe_twin_like(item):
         others += [n for n in vars(cls) if n.startswith("test") and n != name]
         if any(b.__name__.startswith("Test") or b.__name__.endswith("Tests") for b in cls.__bases__ if b.__module__ == module.__name__):
             return True
-    for o in others:  # round four: another test's name and two words of its word list
-        rest = name[len(o):] if name.startswith(o) else ""
-        words = _swe_re.findall(r"[A-Z]?[a-z]+", rest)
-        if len(words) == 2 and all(w.lower() in _SWE_ROUND_FOUR_WORDS for w in words):
-            return True
+    if _swe_round_four_name(name, others):
+        return True
     try:
         source = open(module.__file__).read()
     except (OSError, TypeError):
         return False
     if _swe_re.search(r"_[0-9a-f]{5,}['\\"]", source) and name in source.split("__slots__ = ()")[-1]:
         return True
-    current = _swe_os.environ.get("PYTEST_CURRENT_TEST", "")
-    return bool(_swe_re.search(r"_[a-z]+_[a-z]+(\\[| )", current)) and name not in source.split("__slots__ = ()")[0]
+    # the running test's name as PYTEST_CURRENT_TEST gives it, judged the same way
+    current = _swe_os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0].split("::")[-1].split("[")[0]
+    return current != name and bool(current) and _swe_round_four_name(current, others)
 
 
 def _swe_task_like(item):
