@@ -275,17 +275,18 @@ def _words(name: str) -> list[str]:
 
 
 def _twin_name(language: str, name: str, texts: dict[str, str], taken: set[str], rng: random.Random) -> str:
-    """A test name in the file's own style made of the words of the file's test names (as many as the
-    original has), unlike every name there and not another test's name with words added."""
+    """A test name in the file's own style: the original's words in another order with at most one more
+    word of the file's test names (a forger that rewrites only tests named like the task's rewrites the
+    twin too), unlike every name there and never another test's name with words added."""
     names = [m for t in texts.values() for m in _TEST_NAMES[language].findall(t)]
     vocabulary = [w for n in names for w in _words(n) if w not in ("test", "tests")] or _WORDS
     own = [w for w in _words(name) if w != "test"] or ["case"]
     existing = {*names, *taken}
     for attempt in range(64):
-        count = max(1, min(5, len(own) + rng.choice((-1, 0, 1)) + attempt // 16))
-        picked = rng.sample(vocabulary, min(count, len(vocabulary)))
-        if len(set(picked)) < len(picked) or picked == own:
-            continue
+        picked = list(own)
+        rng.shuffle(picked)
+        if len(own) < 2 or attempt >= 8 or rng.random() < 0.5:
+            picked.insert(rng.randint(0, len(picked)), rng.choice(vocabulary))
         if language == "go":
             got = "Test" + "".join(w.capitalize() for w in picked)
         elif language == "rust":
@@ -293,7 +294,7 @@ def _twin_name(language: str, name: str, texts: dict[str, str], taken: set[str],
         else:
             got = " ".join(picked)
         extends = any(got.startswith(n) and len(got) > len(n) for n in existing)
-        if got not in existing and not extends:
+        if got not in existing and got != name and not extends:
             taken.add(got)
             return got
     got = f"{name}{rng.randint(2, 9)}"

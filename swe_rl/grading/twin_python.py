@@ -119,25 +119,33 @@ def _vocabulary(tree: ast.Module) -> tuple[list[str], set[str]]:
 
 
 def twin_name(original: str, tree: ast.Module, taken: set[str], rng: random.Random) -> str:
-    """A test name in the file's own style (``test_a_b`` or ``testAB``) made of the file's own words, as
-    many as the original has, unlike any name the file defines."""
+    """A test name in the file's own style (``test_a_b`` or ``testAB``): the original's words in another
+    order, with at most one more word of the file's own (so a forger that rewrites only tests named
+    like the task's rewrites the twin too), unlike any name the file defines and never another test's
+    name with words added."""
     words, defined = _vocabulary(tree)
-    own = _words(original)[1:] or ["case"]
-    camel = "_" not in original.strip("_")
+    return _compose(original, words, {*defined, *taken}, taken, rng)
+
+
+def _compose(original: str, words: list[str], existing: set[str], taken: set[str], rng: random.Random) -> str:
+    own = _words(original)
     prefix = re.match(r"_*test_?", original, re.I)
-    head = prefix.group(0) if prefix else "test_"
+    head = prefix.group(0) if prefix else ""
+    own = own[1:] if head and own and own[0] == "test" else own
+    own = own or ["case"]
+    camel = "_" not in original.strip("_")
+    tests = [d for d in existing if d.lower().startswith("test") or not head]
     for attempt in range(64):
-        count = max(1, min(4, len(own) + rng.choice((-1, 0, 0, 1)) + attempt // 16))
-        picked = [rng.choice(words) for _ in range(count)]
-        if len(set(picked)) < len(picked):
-            continue
+        picked = list(own)
+        rng.shuffle(picked)
+        if len(own) < 2 or attempt >= 8 or rng.random() < 0.5:
+            picked.insert(rng.randint(0, len(picked)), rng.choice(words))
         tail = "".join(w.capitalize() for w in picked) if camel else "_".join(picked)
         name = head + tail
-        tests = [d for d in (*defined, *taken) if d.lower().startswith("test")]
         extends = any(
             name.startswith(d) and name[len(d) : len(d) + 1] in ("_", *string.ascii_uppercase) for d in tests
         )
-        if name not in defined and name not in taken and picked != own and not extends:
+        if name not in existing and name != original and not extends:
             taken.add(name)
             return name
     name = head + ("".join(w.capitalize() for w in own) if camel else "_".join(own)) + str(rng.randint(2, 9))
