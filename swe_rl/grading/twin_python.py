@@ -259,16 +259,17 @@ class _Walker:
                     ]
                 return state
         elif isinstance(stmt, ast.For) and _non_empty(stmt.iter, self.tables) and not stmt.orelse:
-            state = self.block(stmt.body, loop=True)
-            return _COVERED if state == _COVERED else (_LEAVES if _leaves_flow(stmt, loop) else _OPEN)
+            # a break or continue leaves the body (what follows it in the body may not run), not the test
+            state = self.block(stmt.body)
+            return _COVERED if state == _COVERED else (_LEAVES if _leaves_flow(stmt, loop=True) else _OPEN)
         elif isinstance(stmt, ast.While) and isinstance(stmt.test, ast.Constant) and stmt.test.value:
-            state = self.block(stmt.body, loop=True)
-            return _COVERED if state == _COVERED else (_LEAVES if _leaves_flow(stmt, loop) else _OPEN)
+            state = self.block(stmt.body)
+            return _COVERED if state == _COVERED else (_LEAVES if _leaves_flow(stmt, loop=True) else _OPEN)
         elif isinstance(stmt, ast.If):
             first, second = self.block(stmt.body, loop), self.block(stmt.orelse, loop)
             if first == second == _COVERED:
                 return _COVERED
-            if _LEAVES in (first, second) and _leaves_flow(stmt, loop):
+            if _LEAVES in (first, second):
                 return _LEAVES
             return _OPEN
         elif isinstance(stmt, ast.Try) and not any(_swallows(h) for h in stmt.handlers):
@@ -282,7 +283,7 @@ class _Walker:
             if helper is not None:
                 state = self.block(helper.body)
                 return _COVERED if state == _COVERED else _OPEN
-        return _LEAVES if _leaves_flow(stmt, loop) else _OPEN
+        return _LEAVES if _leaves_flow(stmt) else _OPEN
 
 
 def _tables(tree: ast.Module) -> dict[str, ast.expr]:

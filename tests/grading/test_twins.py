@@ -138,6 +138,32 @@ def test_twin_names_come_from_the_files_own_words_and_sit_among_the_tests():
     assert all("left" in n for n in names)  # the original's words, so name-selective forgers see a task test
 
 
+@pytest.mark.parametrize(
+    ("source", "target", "reason"),
+    [
+        ("def test_a():\n    f()\n", "test_a", "no assertion"),
+        ("def test_a():\n    if x:\n        assert f() == 1\n", "test_a", "no assertion"),
+        ("def test_a():\n    try:\n        assert f() == 1\n    except AssertionError:\n        pass\n", "test_a", "no assertion"),
+        ("def test_a():\n    if x:\n        return\n    assert f() == 1\n", "test_a", "no assertion"),
+        ("def test_a():\n    for x in xs:\n        assert f(x) == 1\n", "test_a", "no assertion"),
+        # a break or continue may leave the loop before the assertion
+        ("def test_a():\n    for x in [1, 2]:\n        if x > g():\n            break\n        assert f(x) == 1\n", "test_a", "no assertion"),
+        ("def test_a():\n    while True:\n        continue\n        assert f() == 1\n", "test_a", "no assertion"),
+        ("def test_a():\n    with suppress(Exception):\n        assert f() == 1\n", "test_a", "no assertion"),
+        ("def test_a():\n    with pytest.raises(SystemExit):\n        f()\n", "test_a", "no assertion"),
+        ("def test_a():\n    assert 1 == 1\n", "test_a", "no assertion"),
+        ("@pytest.mark.xfail\ndef test_a():\n    assert f() == 1\n", "test_a", "xfail"),
+        ("def test_a():\n    yield f, 1\n", "test_a", "generator"),
+        ("class A:\n    class B:\n        def test_a(self):\n            assert f() == 1\n", "A::B::test_a", "nested"),
+        ("def test_b():\n    assert f() == 1\n", "test_a", "not defined"),
+        ("print 'python 2'\n", "test_a", "does not parse"),
+    ],
+)  # fmt: skip
+def test_a_test_without_a_sure_expectation_is_skipped_with_a_reason(source, target, reason):
+    got = _derive(source, target)
+    assert isinstance(got, str) and reason in got, got
+
+
 # ----------------------------------------------------------------------------- real pytest runs
 
 PACKAGE = """
