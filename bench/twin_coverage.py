@@ -18,6 +18,7 @@ import base64
 import random
 import subprocess
 from collections import Counter
+from pathlib import Path
 
 from swe_rl.grading import twins as twins_module
 from swe_rl.grading.canaries import CanaryPlan
@@ -48,6 +49,9 @@ def _sources(instance: TaskInstance) -> dict[str, str | None]:
     return got
 
 
+_SOURCES = Path(__file__).resolve().parent.parent / "data" / "real_tasks" / "sources.tsv"
+
+
 def _mirror_sources(instance: TaskInstance, mirrors: str) -> dict[str, str | None]:
     """The test files from a local git mirror (``<mirrors>/owner+name/repo``): the base commit with the
     test patch applied in a private index, else the upstream commit the row was mined from."""
@@ -62,7 +66,7 @@ def _mirror_sources(instance: TaskInstance, mirrors: str) -> dict[str, str | Non
     patched = False
     releases = [  # data/real_tasks/sources.tsv: a row without test patch (a mutation) is of its one release
         t
-        for line in open("data/real_tasks/sources.tsv")
+        for line in (_SOURCES.read_text().splitlines() if _SOURCES.exists() else [])
         if not line.startswith("#")
         and len(cols := line.rstrip("\n").split("\t")) > 4
         and cols[3] == instance.repo
