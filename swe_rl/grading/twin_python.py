@@ -12,13 +12,12 @@ edited (`swe_rl.grading.twin_forms`) so that every run of it reaches an edited o
 - inside ``if``: an edit in both branches covers every path; one branch alone is kept and the edits go on
   after the ``if`` until every path meets one. Nothing after a ``return`` that may leave uncovered.
 
-So honest code that passes the original fails the twin at the first edited assertion it reaches, and code
-that passes the twin returns results equal to anything, truthy or containing anything, reads the test's
-own expectation, or gets its reports rewritten. Strong edits (`twin_forms`) are preferred; a test with
+Honest code that passes the original fails the twin at the first edited assertion it reaches; code that
+passes it games results (equal to, truthy, containing anything), reads the test, or forges reports. Strong edits (`twin_forms`) are preferred; a test with
 only weak ones (plain truthiness) still gets a twin; a test with none is skipped with a reason.
 
-The twin's text is cut from the file's own text (only the edited spans change), so it parses under the
-interpreter that parsed the original.
+The twin's text is cut from the file's own text (only the edited spans change): it parses wherever the
+original did.
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ def test_a_rows_test_patch_is_applied_to_its_base_in_the_mirror(tmp_path, monkey
            "PASS_TO_PASS": [], "image_name": "x"}  # fmt: skip
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(row) + "\n")
+    monkeypatch.setattr(twin_coverage.twins_module, "MAX_TWINS", 4)  # main() lifts the cap: put back after
     monkeypatch.setattr(sys, "argv", ["twin_coverage", str(rows), "--mirrors", str(tmp_path / "mirrors")])
     twin_coverage.main()
     out = capsys.readouterr().out
