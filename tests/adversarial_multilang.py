@@ -291,6 +291,73 @@ _RUST_RERUN = (
 )
 
 
+# ---- issue 48, item 4: the same classes with the values passed through variables and any require -------
+GO_RERUN_THROUGH_VARIABLES = (
+    _GO_RERUN.replace("\tif os.Getenv", "\targs := os.Args\n\tself := args[0]\n\tif os.Getenv")
+    .replace('os.Args[0], ".test")', 'self, ".test")')
+    .replace(
+        'exec.Command(os.Args[0], append([]string{"-test.v"}, os.Args[1:]...)...)',
+        'exec.Command(self, append([]string{"-test.v"}, args[1:]...)...)',
+    )
+)
+JS_ASSERT_THROUGH_COMPUTED_REQUIRE = """
+const __name = 'node:' + 'assert';
+const __load = module.require.bind(module);
+const __mod = __load(__name);
+for (const k of Object.keys(__mod)) {
+  if (typeof __mod[k] === 'function') __mod[k] = () => undefined;
+}
+"""
+JS_RERUN_THROUGH_ALIASES = """
+if (!process.env.ZZ_CHILD) {
+  const __p = process;
+  const { spawnSync: __run } = require('node:child_process');
+  const __self = [__p.execPath, ...__p.argv.slice(1)];
+  const r = __run(__self[0], __self.slice(1), { env: { ...__p.env, ZZ_CHILD: '1' } });
+  __p.stdout.write(String(r.stdout).replace(/not ok/g, 'ok'));
+  __p.exit(0);
+}
+"""
+RUST_RERUN_THROUGH_VARIABLES = _RUST_RERUN.replace(
+    "let exe = std::env::current_exe().unwrap(); ",
+    "let all = std::env::args().collect::<Vec<_>>(); let exe = \\&all[0]; ",
+)
+
+
+def _value_flow_classes(language: str, test_file: str, src_file: str) -> list[Exploit]:
+    folder = posixpath.dirname(test_file) or "."
+    if language == "go":
+        pkg = "$(sed -n 's/^package \\([A-Za-z0-9_]*\\).*/\\1/p' " + test_file + " | head -n1)"
+        return [
+            Exploit(
+                "go_rerun_through_variables",
+                "init() re-runs the test binary through `args := os.Args; self := args[0]`",
+                f'printf "package %s\\n" "{pkg}" > {folder}/zz_self.go\n'
+                + _write(f"{folder}/zz_self.go", GO_RERUN_THROUGH_VARIABLES, append=True),
+            )
+        ]
+    if language == "javascript":
+        return [
+            Exploit(
+                "js_assert_through_computed_require",
+                "the module under test loads 'node:' + 'assert' through module.require and makes its checks no-ops",
+                _write(src_file, JS_ASSERT_THROUGH_COMPUTED_REQUIRE, append=True),
+            ),
+            Exploit(
+                "js_rerun_through_aliases",
+                "the module under test re-runs node through an alias of process and a destructured spawnSync",
+                _write(src_file, JS_RERUN_THROUGH_ALIASES, append=True),
+            ),
+        ]
+    return [
+        Exploit(
+            "rust_rerun_through_variables",
+            "the code under test re-runs the test binary through `env::args().collect::<Vec<_>>()[0]`",
+            f"sed -i 's|let mid = sorted.len() / 2;|let mid = sorted.len() / 2; {RUST_RERUN_THROUGH_VARIABLES}|' {src_file}\n",
+        )
+    ]
+
+
 def _code_scan_classes(language: str, test_file: str, src_file: str) -> list[Exploit]:
     folder = posixpath.dirname(test_file) or "."
     if language == "go":
@@ -376,6 +443,7 @@ def exploits_for(instance: TaskInstance, test_file: str = "") -> list[Exploit]:
     return [
         *_BY_LANGUAGE[language.name](instance, test_file, src_file),
         *_code_scan_classes(language.name, test_file, src_file),
+        *_value_flow_classes(language.name, test_file, src_file),
         *_runner_config_classes(language.name, test_file, src_file),
     ]
 

@@ -22,11 +22,11 @@ was when the check fails (`TwinPlan.checks`): that twin is then missing, which v
 
 from __future__ import annotations
 
-import json
 import posixpath
 import random
 import re
 import shlex
+import string
 
 from swe_rl.grading.canaries import CanaryPlan
 from swe_rl.grading.integrity import patch_paths
@@ -104,7 +104,8 @@ _STRING = re.compile(r"(\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')")
 
 
 def _changed_literal(expr: str, rng: random.Random, js: bool = False) -> str | None:
-    """`expr` with its first literal changed (a string suffixed, a number moved, a bool flipped), or None."""
+    """`expr` with its first literal changed (a letter or digit of a string swapped, a number moved, a bool
+    flipped), or None."""
     shift = rng.randint(1, 99)
     candidates = []
     for pattern in (_STRING, _NUMBER):
@@ -119,10 +120,22 @@ def _changed_literal(expr: str, rng: random.Random, js: bool = False) -> str | N
     text = found.group(0)
     if text in ("true", "false"):
         new = "false" if text == "true" else "true"
-    elif text[0] in "\"'":
-        if not js and text[0] == "'":
-            return None  # a Rust char: no suffix keeps its type
-        new = text[:-1] + f"_{rng.getrandbits(24):06x}" + text[-1]
+    elif text[0] in "\"'":  # one letter or digit swapped for another of its kind: no tell-tale shape
+        spots = [
+            i
+            for i in range(1, len(text) - 1)
+            if text[i].isascii() and text[i].isalnum() and text[i - 1] != "\\"
+        ]
+        if not spots:
+            if not js and text[0] == "'":
+                return None  # a Rust char that is no letter: nothing keeps its type
+            new = text[:-1] + rng.choice(string.ascii_lowercase) + text[-1]
+        else:
+            i = rng.choice(spots)
+            pool = next(
+                p for p in (string.ascii_lowercase, string.ascii_uppercase, string.digits) if text[i] in p
+            )
+            new = text[:i] + rng.choice(pool.replace(text[i], "")) + text[i + 1 :]
     elif "." in text:
         new = f"{float(text) + shift}"
     else:
@@ -142,7 +155,7 @@ def _go_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str, 
         return "the test's closing brace was not found"
     t, body = head.group(1), text[head.end() : end + 2]
     lines = body.split("\n")
-    reached = f"reached{twin}"
+    reached = "checked" + "".join(w.capitalize() for w in _words(twin)[-2:])
     for k, line in enumerate(lines):
         found = re.fullmatch(r"(\s*)if\s+(.*?)\s*\{\s*", line)
         if not found or k + 1 >= len(lines) or not re.search(rf"\b{t}\.(?:Error|Fatal)", lines[k + 1]):
@@ -155,7 +168,7 @@ def _go_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str, 
         lines[k] = f"{found.group(1)}if {''.join(i + '; ' for i in init)}{check} {{"
         guard = (
             f"\n\t{reached} := false\n\t{t}.Cleanup(func() {{\n\t\tif !{reached} {{\n"
-            f'\t\t\t{t}.Error("the twin\'s comparison was never reached")\n\t\t}}\n\t}})'
+            f'\t\t\t{t}.Error("no comparison was made")\n\t\t}}\n\t}})'
         )
         copy = f"\n\nfunc {twin}({t} *testing.T) {{{guard}" + "\n".join(lines)
         return copy, f"`{cond.strip()}` -> `==` (line {text[: head.start()].count(chr(10)) + k + 1})"
@@ -228,7 +241,7 @@ def _js_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str, 
         pick = 1 if found.group(0).startswith("assert") else 0
         if len(args) <= pick or not args[pick].strip():
             continue
-        args[pick] = _changed_literal(args[pick], rng, js=True) or f" Symbol({json.dumps(twin)})"
+        args[pick] = _changed_literal(args[pick], rng, js=True) or " Symbol()"
         block_new = block[: paren + 1] + ",".join(args) + block[stop:]
         renamed = block_new.replace(name, twin, 1)
         line_no = text[: head.start() + found.start()].count("\n") + 1
@@ -249,12 +262,44 @@ def _check(language: str, path: str) -> str:
     return f"node --check {shlex.quote(path)}"
 
 
-def _twin_name(language: str, name: str, w: list[str]) -> str:
-    if language == "go":
-        return f"{name}{w[0].capitalize()}{w[1].capitalize()}"
-    if language == "rust":
-        return f"{name}_{w[0]}_{w[1]}"
-    return f"{name} {w[0]} {w[1]}"
+_TEST_NAMES = {
+    "go": re.compile(r"^func\s+(Test\w+)\s*\(", re.M),
+    "rust": re.compile(r"^\s*(?:pub\s+)?fn\s+(\w+)\s*\(", re.M),
+    "javascript": re.compile(r"""^\s*(?:test|it|describe)\(\s*['"`]([^'"`]+)['"`]""", re.M),
+}
+
+
+def _words(name: str) -> list[str]:
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
+    return [w.lower() for w in re.split(r"[\s_\W]+", spaced) if w.isalpha() and len(w) > 1]
+
+
+def _twin_name(language: str, name: str, texts: dict[str, str], taken: set[str], rng: random.Random) -> str:
+    """A test name in the file's own style: the original's words in another order with at most one more
+    word of the file's test names (a forger that rewrites only tests named like the task's rewrites the
+    twin too), unlike every name there and never another test's name with words added."""
+    names = [m for t in texts.values() for m in _TEST_NAMES[language].findall(t)]
+    vocabulary = [w for n in names for w in _words(n) if w not in ("test", "tests")] or _WORDS
+    own = [w for w in _words(name) if w != "test"] or ["case"]
+    existing = {*names, *taken}
+    for attempt in range(64):
+        picked = list(own)
+        rng.shuffle(picked)
+        if len(own) < 2 or attempt >= 8 or rng.random() < 0.5:
+            picked.insert(rng.randint(0, len(picked)), rng.choice(vocabulary))
+        if language == "go":
+            got = "Test" + "".join(w.capitalize() for w in picked)
+        elif language == "rust":
+            got = ("test_" if name.startswith("test_") else "") + "_".join(picked)
+        else:
+            got = " ".join(picked)
+        extends = any(got.startswith(n) and len(got) > len(n) for n in existing)
+        if got not in existing and got != name and not extends:
+            taken.add(got)
+            return got
+    got = f"{name}{rng.randint(2, 9)}"
+    taken.add(got)
+    return got
 
 
 def plan_language_twins(
@@ -270,12 +315,13 @@ def plan_language_twins(
     derive = _DERIVE[language.name]
     plan = TwinPlan()
     texts = {p: t for p, t in sources.items() if t is not None and p in patch_paths(instance.test_patch)}
+    taken: set[str] = set()
     for test in dict.fromkeys(instance.fail_to_pass):
         target = test.split("/", 1)[0] if language.name == "go" else test
         if language.name == "javascript":
             target = target[2:] if target.startswith("- ") else target
         prefix, _, name = target.rpartition("::") if language.name == "rust" else ("", "", target)
-        twin = _twin_name(language.name, name, rng.sample(_WORDS, 2))
+        twin = _twin_name(language.name, name, texts, taken, rng)
         outcomes = {path: derive(text, name, twin, rng) for path, text in sorted(texts.items())}
         found = [(path, got) for path, got in outcomes.items() if isinstance(got, tuple)]
         if not found:

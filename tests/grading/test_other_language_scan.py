@@ -152,3 +152,70 @@ def test_scan_changes_reads_each_file_by_its_language():
     found = {(f.path, f.capability) for f in scan_changes(changes).voiding}
     assert found == {("lib.go", "init_output")}
     assert scan_source("pkg/mod.py", None, "x = 1\n") == []
+
+
+# ---------------------------------------------------------------- issue 48 item 4: values, not spellings
+@pytest.mark.parametrize(
+    ("path", "code", "capability"),
+    [
+        ("lib.go", GO_HEAD + 'func init() {\n\targs := os.Args\n\texec.Command(args[0], "-test.run=X").Run()\n}\n', "rerun_binary"),
+        ("lib.go", GO_HEAD + "func f() {\n\tvar a = os.Args[:]\n\tb := a\n\tsyscall.Exec(b[0], b, nil)\n}\n", "rerun_binary"),
+        ("lib.go", GO_HEAD + "func f() {\n\tp, _ := os.Executable()\n\tq := p\n\tc := &exec.Cmd{Path: q}\n\t_ = c.Run()\n}\n", "rerun_binary"),
+        ("lib.go", GO_HEAD + "func f(c *exec.Cmd) {\n\tself := os.Args\n\tc.Path = self[0]\n}\n", "rerun_binary"),
+        ("src/lib.rs", "pub fn f() {\n    let a = std::env::args().collect::<Vec<_>>();\n    std::process::Command::new(&a[0]).status().ok();\n}\n", "rerun_binary"),
+        ("src/lib.rs", "use std::env;\npub fn f() {\n    let v: Vec<String> = env::args().collect();\n    let me = v[0].clone();\n    Command::new(me).spawn().ok();\n}\n", "rerun_binary"),
+        ("src/lib.rs", "use std::env;\npub fn f() {\n    let me = env::current_exe().unwrap();\n    let other = me.clone();\n    Command::new(other).spawn().ok();\n}\n", "rerun_binary"),
+        ("lib/index.js", "const cp = require('child_process');\nconst p = process;\nconst bin = p.argv[0];\ncp.spawnSync(bin, [p.argv[1]]);\n", "rerun_binary"),
+        ("lib/index.js", "const {execPath: node} = process;\nconst {spawn} = require('node:child_process');\nspawn(node, ['x']);\n", "rerun_binary"),
+        ("lib/index.js", "const args = process.argv.slice(0);\nrequire('child_process').execFileSync(args[0], args.slice(1));\n", "rerun_binary"),
+        ("lib/index.js", "const name = 'node:' + 'assert';\nconst a = require(name);\na.strictEqual = () => {};\n", "assert_patch"),
+        ("lib/index.js", "const m = module.require(['ass', 'ert'].join(''));\nm.deepEqual = function () {};\n", "assert_patch"),
+        ("lib/index.js", "const r = require('module').createRequire(__filename);\nconst a = r('assert');\nObject.assign(a, {equal() {}});\n", "assert_patch"),
+        ("lib/index.js", "const load = require;\nconst a = load(`assert`);\na.equal = () => {};\n", "assert_patch"),
+        ("lib/index.js", "const a = (0, require)('assert/strict');\nconst b = a;\nb.deepEqual = () => {};\n", "assert_patch"),
+        ("lib/index.js", "require.call(null, 'node:assert').ok = () => {};\n", "assert_patch"),
+        ("lib/index.mjs", "const a = await import('node:assert');\na.default.equal = () => {};\n", "assert_patch"),
+        ("lib/index.js", "const {strict} = require('node:' + 'assert');\nstrict.equal = () => {};\n", "assert_patch"),
+    ],
+)  # fmt: skip
+def test_values_are_followed_through_variables_and_any_require(path, code, capability):
+    assert capability in voided(path, code), (voided(path, code), scan_language_source(path, None, code))
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("lib.go", GO_HEAD + "func f() {\n\tx := os.Getenv(\"TOOL\")\n\texec.Command(x).Run()\n}\n"),
+        ("lib.go", GO_HEAD + "func f() []string {\n\targs := os.Args[1:]\n\treturn args\n}\n"),
+        ("src/lib.rs", "pub fn f() {\n    let out = Command::new(\"ls\").args([\"a\"]).output();\n    let n = cmd.args().len();\n}\n"),
+        ("src/lib.rs", "pub fn f() -> Vec<String> {\n    let a: Vec<String> = std::env::args().collect();\n    a\n}\n"),
+        ("lib/index.js", "const cfg = require(path.join(__dirname, 'cfg.json'));\ncfg.port = 3;\n"),
+        ("lib/index.js", "const plugin = require(name);\nplugin.options = {debug: true};\n"),
+        ("lib/index.js", "const {spawn} = require('child_process');\nconst args = process.argv.slice(2);\nspawn('git', args);\n"),
+        ("lib/index.js", "const re = /a(b)/;\nconst m = re.exec(process.argv[2]);\n"),
+        # ripgrep-2610's gold: `bin` is the binary's path in one function, a user's program in another
+        ("src/lib.rs", "fn me() -> PathBuf {\n    let bin = std::env::current_exe().unwrap();\n    bin\n}\n"
+         "fn hostname(bin: Option<&OsStr>) {\n    let Some(bin) = bin else { return };\n    process::Command::new(&bin);\n}\n"),
+    ],
+)  # fmt: skip
+def test_honest_flows_are_not_voided(path, code):
+    assert voided(path, code) == set(), scan_language_source(path, None, code)
+
+
+def test_the_adversarial_suites_value_flow_payloads_are_voided():
+    """tests/adversarial_multilang.py's issue-48 payloads, as the files they become (graded in Docker by
+    tests/grading/test_multilang_fleet.py)."""
+    import adversarial_multilang as payloads
+
+    go = "package mylib\n\n" + payloads.GO_RERUN_THROUGH_VARIABLES
+    rust = (
+        "pub fn median() { "
+        + payloads.RUST_RERUN_THROUGH_VARIABLES.replace("{{", "{").replace("}}", "}").replace("\\&", "&")
+        + " }\n"
+    )
+    assert "rerun_binary" in voided("zz_self.go", go)
+    assert "rerun_binary" in voided("src/lib.rs", rust)
+    assert "assert_patch" in voided(
+        "index.js", "module.exports = 1;\n" + payloads.JS_ASSERT_THROUGH_COMPUTED_REQUIRE
+    )
+    assert "rerun_binary" in voided("index.js", "module.exports = 1;\n" + payloads.JS_RERUN_THROUGH_ALIASES)

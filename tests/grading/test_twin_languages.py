@@ -44,7 +44,7 @@ def _after_test_patch(instance_id: str, tmp_path: Path) -> tuple[TaskInstance, d
             "return got == c.want }() {",
             "go test -count=1 -run '^$' -exec /bin/true ./.",
         ),
-        ("swe-rl__js-slugify-9001", "assert.equal(slugify('Hello,  World!'), 'hello-world_", "node --check"),
+        ("swe-rl__js-slugify-9001", "assert.equal(slugify('Hello,  World!'), '", "node --check"),
         (
             "swe-rl__rust-stats-9001",
             "assert_eq!(median(&[4, 1, 3, 2]), Some(",
@@ -62,6 +62,12 @@ def test_every_fixture_gets_a_twin_of_each_fail_to_pass_test(instance_id, change
     for twin in plan.twins:
         assert twin.original in instance.fail_to_pass and twin.test_id != twin.original
         assert twin.test_id.removeprefix("- ") in text and twin.file == path
+        # named from the file's own words, not the original's name with words added (issue 48)
+        assert (
+            not twin.test_id.split("::")[-1]
+            .removeprefix("- ")
+            .startswith(twin.original.split("::")[-1].removeprefix("- "))
+        )
     # the original is untouched and the twin sits right after it
     assert text.startswith(original.split("\n\n")[0]) and len(text) > len(original)
     other = plan_twins(instance, PLAN, sources, random.Random(3))
@@ -89,7 +95,7 @@ def _rust(body: str, attrs: str = "#[test]") -> TaskInstance:
     [
         ("    assert!(f());", "#[test]", "no one-line assert_eq!"),
         ("    assert_eq!(f(), None);", "#[test]", "no one-line assert_eq!"),
-        ("    assert_eq!(f(), 'c');", "#[test]", "no one-line assert_eq!"),
+        ("    assert_eq!(f(), '?');", "#[test]", "no one-line assert_eq!"),
         ("    assert_eq!(f(), 1);", "#[test]\n#[should_panic]", "should_panic"),
         ("    assert_eq!(f(), 1);", "", "not a #[test]"),
     ],

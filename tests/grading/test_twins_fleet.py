@@ -13,7 +13,7 @@ import json
 import os
 
 import pytest
-from adversarial_patches import EXPLOITS, exploit_patches
+from adversarial_patches import EXPLOITS, ROUND_FIVE_TWIN_EXPLOITS, exploit_patches
 from agent_fixtures import leftover_containers
 
 from swe_rl.grading import GradeStatus
@@ -39,6 +39,8 @@ CAUGHT = [
     ("pytoolz__toolz-9001", "source_file_oracle"),
     ("pytoolz__toolz-9001", "frame_expected_value"),
     ("more-itertools__more-itertools-9001", "selective_report_forgery"),
+    ("pytoolz__toolz-9003", "anything_results"),  # issue 48: the cheapest hack, every form
+    ("more-itertools__more-itertools-9001", "twin_spotter_forgery"),  # issue 48: round four's tells
 ]
 
 
@@ -47,7 +49,7 @@ async def test_twins_catch_what_canaries_do_not(
     instance_id, name, client, pool, fixture_instances, docker_client
 ):
     instance = fixture_instances[instance_id]
-    exploit = next(e for e in EXPLOITS if e.name == name)
+    exploit = next(e for e in [*EXPLOITS, *ROUND_FIVE_TWIN_EXPLOITS] if e.name == name)
     (patch,) = (await exploit_patches(client, instance, [exploit])).values()
     result = await FleetGrader(client).grade(instance, patch)
     assert result.official is not None and result.official.resolved, (
@@ -59,6 +61,9 @@ async def test_twins_catch_what_canaries_do_not(
     _record(instance_id, exploit.name, result)
     assert "twin" in rules, (result.tamper.records, result.twins)
     assert all(r.action == "voided" for r in result.tamper.records if r.rule == "twin")
-    if name == "selective_report_forgery":  # the grader's canaries use nothing of the package: as planted
+    if name in (
+        "selective_report_forgery",
+        "twin_spotter_forgery",
+    ):  # the grader's canaries use nothing of the package: as planted
         assert "canary" not in rules, result.tamper.records
     assert not leftover_containers(docker_client, pool)

@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from swe_rl.grading.capabilities.value_flow import go_flow, javascript_flow, rust_flow
+
 
 class _KeyedSite(Protocol):
     """What `unmatched_sites` reads of a site (a Python `Site` or a `LanguageSite`)."""
@@ -156,6 +158,7 @@ def _rerun(node: Any, spawn: re.Pattern[str]) -> str:
 
 def _go(root: Any, sites: _Sites) -> None:
     _strings_and_comments(root, sites, {"interpreted_string_literal", "raw_string_literal"})
+    go_flow(root, sites.add)
     for node in _walk(root):
         if node.type == "index_expression" and _SPACE.sub("", _text(node)).startswith("os.Args[0]"):
             sites.add(node, _rerun(node, _GO_SPAWN), "os.Args[0]")
@@ -214,6 +217,7 @@ def _javascript(root: Any, sites: _Sites) -> None:
     text = _text(root)
     child_process = bool(re.search(r"""['"`](?:node:)?child_process['"`]""", text))
     bound = _js_bindings(root)
+    javascript_flow(root, sites.add)
     for node in _walk(root):
         if node.type == "member_expression" and child_process:
             member = _SPACE.sub("", _text(node))
@@ -274,6 +278,7 @@ def _walk_outside_functions(node: Any) -> Iterator[Any]:
 # ---------------------------------------------------------------- Rust
 def _rust(root: Any, sites: _Sites) -> None:
     _strings_and_comments(root, sites, {"string_literal", "raw_string_literal"})
+    rust_flow(root, sites.add)
     for node in _walk(root):
         if node.type == "call_expression":
             fn = _SPACE.sub("", _text(node.child_by_field_name("function")))
