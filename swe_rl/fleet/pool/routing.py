@@ -239,8 +239,9 @@ class NodeCalls:
             ) from exc
 
 
-RESTART_WAIT = 300.0
-"""Seconds a call on a lease of a node that drained and stopped waits for it to come back (an update)."""
+RESTART_WAIT = 900.0
+"""Seconds a call on a lease of a draining node waits for it to be back (an update: the drain, up to the
+node's SWE_EXEC_DRAIN_SECONDS, 600 s by default, then the restart); then it is sent as it is."""
 
 
 class NodeRestarting(ApiError):
@@ -281,8 +282,10 @@ async def forward(
     """
     if not node.checked.is_set():
         await node.checked.wait()
-    if not node.healthy and node.draining:  # stopped after draining: an update restarts it
-        await _restarted(node, RESTART_WAIT)
+    if node.draining:  # stopping for an update: the call waits for the restarted node (it adopts the
+        await _restarted(
+            node, RESTART_WAIT
+        )  # lease's container), so the drain waits only for calls sent before
     if not node.healthy and not node.slow:  # a slow node's calls are tried: the call is the better probe
         raise ApiError(
             503,
