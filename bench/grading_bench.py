@@ -13,9 +13,10 @@ The figure is paired: per instance and round, ``pipeline - round 2`` (seconds ro
 ``--stage-one`` adds the canonical patch alone on a fresh lease (baseline + `canonicalise`);
 ``--breakdown`` adds the pipeline with each round-three stage alone off (`ALONE_OFF`);
 ``--conftest`` adds the gold patch plus a conftest.py hack (dropped: a second container runs the full patch
-for the official verdict). The last line:
+for the official verdict). The last two lines:
 
     grading: round-three stages add X s p50 per instance (Y x today's grading), official Z s
+    integrity cost: p50 R x (N instances)          (pipeline / official, per instance)
 
     python bench/grading_bench.py [--rounds 2] [--instances ID ...] [--stage-one] [--conftest]
 """
@@ -38,6 +39,7 @@ from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.tasks import TaskInstance, load_instances
+from swe_rl.tasks.networks import network_for
 
 ROUND_THREE_OFF = {"runner_probe": False, "twins": False, "run_writes": False}
 """`IntegrityConfig` switches of issue 36's round-three stages (off in the ``round 2`` column)."""
@@ -96,7 +98,10 @@ async def main_async(args: argparse.Namespace) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     instances = load(args.instances)
     rows = []
-    with LocalFleet(exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}) as fleet:
+    networks = list(dict.fromkeys(n for i in instances if isinstance(n := network_for(i, None), str)))
+    with LocalFleet(  # with the networks rows name (a fixture that needs one: swe-rl-internal)
+        exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}, networks=networks
+    ) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=900)
         async with EnvClient(cfg) as client:
             graders = {
@@ -158,7 +163,7 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
         costs = [
             statistics.median(p - a for a, p in zip(t[mode], t["pipeline"], strict=True))
             for _, _, t in rows
-            if t[mode]
+            if t.get(mode)
         ]
         if costs:
             print(f"  {ALONE_OFF[mode]} alone costs (pipeline - {mode}): p50 {percentile(costs, 0.5):.2f} s")
@@ -167,6 +172,7 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
         f"grading: round-three stages add {percentile(added, 0.5):.2f} s p50 per instance "
         f"({percentile(ratios, 0.5):.2f}x today's grading), official {percentile(official, 0.5):.2f} s"
     )
+    print(f"integrity cost: p50 {percentile(versus, 0.5):.2f}x ({len(versus)} instances)")  # issue 48's line
 
 
 def main() -> None:
