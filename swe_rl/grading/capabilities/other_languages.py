@@ -35,6 +35,8 @@ from functools import cache
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from swe_rl.grading.capabilities.value_flow import go_flow, javascript_flow, rust_flow
+from swe_rl.grading.capabilities.value_flow import node_text as _text
+from swe_rl.grading.capabilities.value_flow import walk_tree as _walk
 
 
 class _KeyedSite(Protocol):
@@ -91,18 +93,6 @@ def parser_available(language: str) -> bool:
     except ImportError:
         return False
     return True
-
-
-def _walk(node: Any) -> Iterator[Any]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(current.children))
-
-
-def _text(node: Any) -> str:
-    return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
 
 
 _SPACE = re.compile(r"\s+")

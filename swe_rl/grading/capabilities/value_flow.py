@@ -32,7 +32,8 @@ _SPACE = re.compile(r"\s+")
 AddSite = Callable[[Any, str, str], None]
 
 
-def _walk(node: Any) -> Iterator[Any]:
+def walk_tree(node: Any) -> Iterator[Any]:
+    """Every node under `node` (itself first), in source order."""
     stack = [node]
     while stack:
         current = stack.pop()
@@ -40,19 +41,20 @@ def _walk(node: Any) -> Iterator[Any]:
         stack.extend(reversed(current.children))
 
 
-def _text(node: Any) -> str:
+def node_text(node: Any) -> str:
+    """A node's source text ('' for none)."""
     return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
 
 
 def _flat(node: Any) -> str:
-    return _SPACE.sub("", _text(node))
+    return _SPACE.sub("", node_text(node))
 
 
 def _identifiers(node: Any) -> set[str]:
     if node is None:
         return set()
     kinds = {"identifier", "shorthand_property_identifier_pattern", "shorthand_property_identifier"}
-    return {_text(n) for n in _walk(node) if n.type in kinds}
+    return {node_text(n) for n in walk_tree(node) if n.type in kinds}
 
 
 def _holds(node: Any, followed: set[str], source: re.Pattern[str]) -> bool:
@@ -123,14 +125,14 @@ _GO_SPAWN = re.compile(r"^(?:exec\.Command(?:Context)?|syscall\.(?:Exec|ForkExec
 
 def go_flow(root: Any, add: AddSite) -> None:
     bindings = []
-    for node in _walk(root):
+    for node in walk_tree(root):
         if node.type in {"short_var_declaration", "assignment_statement"}:
             bindings.append((node.child_by_field_name("left"), node.child_by_field_name("right")))
         elif node.type == "var_spec":
             names = [c for c in node.named_children if c.type == "identifier"]
             bindings += [(n, node.child_by_field_name("value")) for n in names]
     scopes = _Scopes(bindings, set(), lambda n, f: _holds(n, f, _GO_SOURCE))
-    for node in _walk(root):
+    for node in walk_tree(root):
         followed = (
             scopes.at(node)
             if node.type in {"call_expression", "keyed_element", "assignment_statement"}
@@ -165,21 +167,23 @@ _RUST_SPAWN = re.compile(r"(?:^|::)(?:Command::new|execv[pe]?|execvpe)$")
 
 def rust_flow(root: Any, add: AddSite) -> None:
     uses_env = bool(
-        re.search(r"\benv::(?:args|args_os|current_exe)\b|\benv::\{[^}]*\b(?:args|current_exe)", _text(root))
+        re.search(
+            r"\benv::(?:args|args_os|current_exe)\b|\benv::\{[^}]*\b(?:args|current_exe)", node_text(root)
+        )
     )
     source = _RUST_SOURCE if uses_env else re.compile(r"\benv::(?:args|args_os|current_exe)\(\)")
     bindings = [
         (n.child_by_field_name("pattern"), n.child_by_field_name("value"))
-        for n in _walk(root)
+        for n in walk_tree(root)
         if n.type == "let_declaration"
     ]
     bindings += [
         (n.child_by_field_name("left"), n.child_by_field_name("right"))
-        for n in _walk(root)
+        for n in walk_tree(root)
         if n.type == "assignment_expression"
     ]
     scopes = _Scopes(bindings, set(), lambda n, f: _holds(n, f, source))
-    for node in _walk(root):
+    for node in walk_tree(root):
         if node.type == "call_expression":
             fn = _flat(node.child_by_field_name("function"))
             args = node.child_by_field_name("arguments")
@@ -212,23 +216,25 @@ def _js_string(node: Any, constants: dict[str, str]) -> str | None:
     if node is None:
         return None
     if node.type == "string":
-        return _text(node)[1:-1]
+        return node_text(node)[1:-1]
     if node.type == "template_string":
-        return None if any(c.type == "template_substitution" for c in node.children) else _text(node)[1:-1]
+        return (
+            None if any(c.type == "template_substitution" for c in node.children) else node_text(node)[1:-1]
+        )
     if node.type == "parenthesized_expression" and node.named_children:
         return _js_string(node.named_children[-1], constants)
-    if node.type == "binary_expression" and _text(node.child_by_field_name("operator")) == "+":
+    if node.type == "binary_expression" and node_text(node.child_by_field_name("operator")) == "+":
         left = _js_string(node.child_by_field_name("left"), constants)
         right = _js_string(node.child_by_field_name("right"), constants)
         return None if left is None or right is None else left + right
     if node.type == "identifier":
-        return constants.get(_text(node))
+        return constants.get(node_text(node))
     return None
 
 
 def _declarations(root: Any) -> list[tuple[Any, Any]]:
     out = []
-    for node in _walk(root):
+    for node in walk_tree(root):
         if node.type == "variable_declarator":
             out.append((node.child_by_field_name("name"), node.child_by_field_name("value")))
         elif node.type == "assignment_expression":
@@ -245,7 +251,7 @@ def _loader_names(bindings: list[tuple[Any, Any]]) -> set[str]:
             re.match(r"^(?:require|module\.require|\w+\.require)(?:\.bind\(.*\))?$", value)
             or re.search(r"\bcreateRequire\([^()]*\)$", value)
         ):
-            names.add(_text(left))
+            names.add(node_text(left))
     return names
 
 
@@ -295,13 +301,13 @@ def javascript_flow(root: Any, add: AddSite) -> None:
     for _ in range(3):
         for left, right in bindings:
             if left.type == "identifier" and (value := _js_string(right, constants)) is not None:
-                constants[_text(left)] = value
+                constants[node_text(left)] = value
     _binary_path(root, bindings, add)
     loaders = _loader_names(bindings)
     modules: set[str] = set()  # assertion or loader modules
     unknown: set[str] = set()  # modules whose name does not resolve
     written: list[Any] = []  # loads used directly: ``require(x).equal = ...``
-    for node in _walk(root):
+    for node in walk_tree(root):
         if node.type != "call_expression":
             continue
         is_load, name = _loaded(node, loaders, constants)
@@ -312,9 +318,9 @@ def javascript_flow(root: Any, add: AddSite) -> None:
             (modules if name is not None else unknown).update(_identifiers(target))
         else:
             written.append(node)
-    modules = _follow(bindings, modules, lambda n, f: n.type == "identifier" and _text(n) in f)
-    unknown = _follow(bindings, unknown, lambda n, f: n.type == "identifier" and _text(n) in f) - modules
-    for node in _walk(root):
+    modules = _follow(bindings, modules, lambda n, f: n.type == "identifier" and node_text(n) in f)
+    unknown = _follow(bindings, unknown, lambda n, f: n.type == "identifier" and node_text(n) in f) - modules
+    for node in walk_tree(root):
         if node.type in {"assignment_expression", "augmented_assignment_expression"}:
             left = node.child_by_field_name("left")
             if left is None or left.type not in {"member_expression", "subscript_expression"}:
@@ -322,12 +328,12 @@ def javascript_flow(root: Any, add: AddSite) -> None:
             base = left
             while base.type in {"member_expression", "subscript_expression"}:
                 base = base.child_by_field_name("object")
-            name = _text(base) if base.type == "identifier" else ""
+            name = node_text(base) if base.type == "identifier" else ""
             suspicious = name in unknown and (
                 _ASSERTION_WORDS.search(_flat(left))
                 or (node.child_by_field_name("right") or left).type in _FUNCTION_NODES
             )
-            if name in modules or suspicious or any(w in list(_walk(left)) for w in written):
+            if name in modules or suspicious or any(w in list(walk_tree(left)) for w in written):
                 add(node, "assert_patch", f"assigns {_flat(left)[:50]} of a module loaded by a require")
         elif node.type == "call_expression" and _flat(node.child_by_field_name("function")) in _WRITERS:
             args = node.child_by_field_name("arguments")
@@ -349,7 +355,7 @@ def _binary_path(root: Any, bindings: list[tuple[Any, Any]], add: AddSite) -> No
     aliases = _follow(
         bindings,
         aliases,
-        lambda n, f: bool(_PROCESS.match(_flat(n))) or (n.type == "identifier" and _text(n) in f),
+        lambda n, f: bool(_PROCESS.match(_flat(n))) or (n.type == "identifier" and node_text(n) in f),
     )
     # destructuring the process object follows the binary's path out of it
     source_names: set[str] = set()
@@ -360,7 +366,7 @@ def _binary_path(root: Any, bindings: list[tuple[Any, Any]], add: AddSite) -> No
         }:
             for child in left.named_children:
                 key = child.child_by_field_name("key") if child.type == "pair_pattern" else child
-                if _text(key) in {"argv", "argv0", "execPath"}:
+                if node_text(key) in {"argv", "argv0", "execPath"}:
                     value = child.child_by_field_name("value") if child.type == "pair_pattern" else child
                     source_names |= _identifiers(value)
     alias_re = "|".join(re.escape(a) for a in sorted(aliases))
@@ -369,20 +375,20 @@ def _binary_path(root: Any, bindings: list[tuple[Any, Any]], add: AddSite) -> No
         rf"(?:^|[^\w.])(?:{alias_re})\.(?:argv(?!\.slice\([2-9])(?!\[[2-9])|argv0|execPath)\b"
     )
     scopes = _Scopes(bindings, source_names, lambda n, f: _holds(n, f, source))
-    spawn_module = bool(re.search(r"child_process", _text(root)))
+    spawn_module = bool(re.search(r"child_process", node_text(root)))
     spawns = set(_JS_SPAWNS)  # and the names they are bound to (``const {spawnSync: run} = ...``)
     for left, right in bindings:
         if left.type == "object_pattern":
             for child in left.named_children:
                 key, value = child.child_by_field_name("key"), child.child_by_field_name("value")
-                if child.type == "pair_pattern" and _text(key) in _JS_SPAWNS and value is not None:
+                if child.type == "pair_pattern" and node_text(key) in _JS_SPAWNS and value is not None:
                     spawns |= _identifiers(value)
         elif left.type == "identifier" and _flat(right).rsplit(".", 1)[-1] in _JS_SPAWNS - {
             "exec",
             "execSync",
         }:
-            spawns.add(_text(left))
-    for node in _walk(root):
+            spawns.add(node_text(left))
+    for node in walk_tree(root):
         if node.type != "call_expression":
             continue
         fn = _flat(node.child_by_field_name("function"))
