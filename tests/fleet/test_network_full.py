@@ -14,7 +14,7 @@ import pytest
 from swe_rl.fleet.client import EnvClient
 from swe_rl.fleet.client_config import EnvClientConfig
 from swe_rl.fleet.errors import NetworkFull
-from tests.conftest import TEST_ID_PREFIX, remove_containers_of
+from tests.conftest import TEST_ID_PREFIX, remove_test_network
 from tests.pool_fixtures import wait_for
 
 
@@ -37,14 +37,7 @@ def tiny_network(docker_client):
     else:
         pytest.fail("no free /30 subnet found")
     yield name
-    remove_containers_of(TEST_ID_PREFIX)
-    try:
-        net.reload()
-        for c in net.containers:
-            net.disconnect(c, force=True)
-        net.remove()
-    except Exception:  # noqa: BLE001 - already gone
-        pass
+    remove_test_network(net)
 
 
 async def test_allocate_on_a_full_network_fails_at_once(
