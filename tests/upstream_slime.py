@@ -28,30 +28,42 @@ STUBBED = ("ray", "sglang", "megatron", "wandb")
 """Top-level packages replaced by inert modules: the cluster, the engine, the trainer, a logger."""
 
 
-def pinned_commit() -> str:
+def pinned(name: str) -> str:
+    """A value of ``third_party/pins.env`` (``SLIME_COMMIT``, ``MEGATRON_COMMIT``, ...)."""
     for line in (ROOT / "third_party" / "pins.env").read_text().splitlines():
-        if line.startswith("SLIME_COMMIT="):
+        if line.startswith(name + "="):
             return line.split("=", 1)[1].strip()
-    raise AssertionError("SLIME_COMMIT missing from third_party/pins.env")
+    raise AssertionError(f"{name} missing from third_party/pins.env")
+
+
+def pinned_commit() -> str:
+    return pinned("SLIME_COMMIT")
+
+
+def pinned_source(checkout_var: str, git_var: str, pin: str, package: str, marker: str) -> Path | None:
+    """A folder holding ``package/`` at the pin: the checkout ``checkout_var`` names (when it has ``marker``),
+    or the pinned commit of the git directory ``git_var`` names, read with ``git archive`` into a cache
+    folder; None when neither is set."""
+    checkout = os.environ.get(checkout_var)
+    if checkout and (Path(checkout) / marker).exists():
+        return Path(checkout)
+    git_dir = os.environ.get(git_var)
+    if not git_dir:
+        return None
+    commit = pinned(pin)
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swe-rl" / f"{package}-{commit}"
+    if not (cache / marker).exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(
+            ["git", "--git-dir", git_dir, "archive", commit, package], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(cache)], input=archive, check=True)
+    return cache
 
 
 def slime_source() -> Path | None:
     """A folder holding slime's ``slime/`` package at the pin, or None."""
-    checkout = os.environ.get("SLIME_DIR")
-    if checkout and (Path(checkout) / "slime" / "__init__.py").is_file():
-        return Path(checkout)
-    git_dir = os.environ.get("SWE_SLIME_GIT")
-    if not git_dir:
-        return None
-    commit = pinned_commit()
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swe-rl" / f"slime-{commit}"
-    if not (cache / "slime" / "__init__.py").is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "--git-dir", git_dir, "archive", commit, "slime"], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(cache)], input=archive, check=True)
-    return cache
+    return pinned_source("SLIME_DIR", "SWE_SLIME_GIT", "SLIME_COMMIT", "slime", "slime/__init__.py")
 
 
 class _Inert(type):

@@ -33,7 +33,7 @@ import pytest
 from swe_rl.fleet.local import LocalFleet, free_port
 from swe_rl.testing.qwen_tokenizer import build_qwen_tokenizer
 from tests.conftest import ROOT
-from tests.upstream_slime import slime_source
+from tests.upstream_slime import pinned_source, slime_source
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -58,30 +58,11 @@ QWEN3_8B = {  # Qwen3-8B's public config.json (the shape scripts/models/qwen3-8B
 }
 
 
-def pinned(name: str) -> str:
-    line = next(
-        ln for ln in (ROOT / "third_party/pins.env").read_text().splitlines() if ln.startswith(name + "=")
-    )
-    return line.split("=", 1)[1].strip()
-
-
 def megatron_source() -> Path | None:
     """A folder holding Megatron-LM's ``megatron/`` at slime's pin (MEGATRON_DIR or SWE_MEGATRON_GIT), or None."""
-    checkout = os.environ.get("MEGATRON_DIR")
-    if checkout and (Path(checkout) / "megatron" / "training").is_dir():
-        return Path(checkout)
-    git_dir = os.environ.get("SWE_MEGATRON_GIT")
-    if not git_dir:
-        return None
-    commit = pinned("MEGATRON_COMMIT")
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "swe-rl" / f"megatron-{commit}"
-    if not (cache / "megatron" / "training").is_dir():
-        cache.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "--git-dir", git_dir, "archive", commit, "megatron"], check=True, capture_output=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(cache)], input=archive, check=True)
-    return cache
+    return pinned_source(
+        "MEGATRON_DIR", "SWE_MEGATRON_GIT", "MEGATRON_COMMIT", "megatron", "megatron/training"
+    )
 
 
 def slime_rows(path: Path) -> Path:
