@@ -11,7 +11,7 @@ Before/after contents come from a local git mirror of the repository (``--mirror
 bytes and the patch applied to it in the file's own codec, read as the grader reads them
 (``changed_source``: declared codec, BOM), exactly what the grader scans. A repository without a mirror is scanned
 on **hunk fragments**: the old and the new side of every hunk, read as Python where they parse
-(swe_rl/grading/capabilities/fragments.py). Fragments lack the rest of the file (its imports), so
+(swe_rl/grading/scans/capabilities/fragments.py). Fragments lack the rest of the file (its imports), so
 names are read as the standard modules they spell; ``--fragments`` scans every patch that way, to
 compare the approximation with the mirrored files.
 
@@ -28,7 +28,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from swe_rl.grading.capabilities import (
+from swe_rl.grading.scans.capabilities import (
     CapabilityConfig,
     CapabilityFinding,
     ChangedSource,
@@ -36,9 +36,9 @@ from swe_rl.grading.capabilities import (
     scan_changes,
     scan_source,
 )
-from swe_rl.grading.capabilities.fragments import parseable_fragment
-from swe_rl.grading.capabilities.source_text import interpreter_text
-from swe_rl.grading.capabilities.visitor import find_sites
+from swe_rl.grading.scans.capabilities.fragments import parseable_fragment
+from swe_rl.grading.scans.capabilities.source_text import interpreter_text
+from swe_rl.grading.scans.capabilities.visitor import find_sites
 
 Hunk = tuple[int, list[str], list[str]]  # old start (1-based), old-side lines, new-side lines
 

@@ -33,11 +33,11 @@ from pathlib import Path
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.fleet.local import LocalFleet
-from swe_rl.grading.baseline import record_baseline
-from swe_rl.grading.canonical import canonicalise
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
+from swe_rl.grading.patch.baseline import record_baseline
+from swe_rl.grading.patch.canonical import canonicalise
 from swe_rl.tasks import TaskInstance, load_instances
 from swe_rl.tasks.networks import network_for
 

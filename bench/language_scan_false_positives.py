@@ -22,9 +22,9 @@ import posixpath
 from collections import Counter
 from pathlib import Path
 
-from swe_rl.grading.capabilities import CapabilityFinding
-from swe_rl.grading.capabilities.other_languages import LANGUAGE_SUFFIXES
-from swe_rl.grading.capabilities.scan import scan_language_source
+from swe_rl.grading.scans.capabilities import CapabilityFinding
+from swe_rl.grading.scans.capabilities.other_languages import LANGUAGE_SUFFIXES
+from swe_rl.grading.scans.capabilities.scan import scan_language_source
 
 # the capability bench's row and mirror helpers (run as a script: bench/ is on sys.path; imported: bench.*)
 _cfp = importlib.import_module(

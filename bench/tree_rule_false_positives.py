@@ -3,7 +3,7 @@
 
 Reads dataset rows (a JSON list or JSONL; ``instance_id``, ``repo``, ``base_commit``, the patch in
 ``patch`` or ``golden_patch``; ``test_patch`` and ``version`` when the export has them), builds for each
-patch the `TreeChange` list and `InterpreterFacts` the canonical stage (swe_rl/grading/canonical.py)
+patch the `TreeChange` list and `InterpreterFacts` the canonical stage (swe_rl/grading/patch/canonical.py)
 would hand on, runs the real `judge_tree`, and prints how many patches would have anything dropped,
 trimmed or flagged, each with the rule and why. The data set is not part of the project: point
 ``--rows`` at an export of it.
@@ -43,10 +43,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from swe_rl.grading.canonical import CanonicalPatch, InterpreterFacts, TreeChange
 from swe_rl.grading.integrity import IntegrityConfig, TamperRecord
-from swe_rl.grading.patch_split import FileDiff, split_patch
-from swe_rl.grading.tree_rules import judge_tree
+from swe_rl.grading.patch.canonical import CanonicalPatch, InterpreterFacts, TreeChange
+from swe_rl.grading.patch.split import FileDiff, split_patch
+from swe_rl.grading.scans.tree import judge_tree
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for
 
 # the capability bench's row and mirror helpers (run as a script: bench/ is on sys.path; imported: bench.*)

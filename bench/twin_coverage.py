@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How many FAIL_TO_PASS tests get a twin (`swe_rl.grading.twins`), on instances whose images are built.
+"""How many FAIL_TO_PASS tests get a twin (`swe_rl.grading.twins.plant`), on instances whose images are built.
 
 For each row (a JSONL of SWE-bench-style instances, by default the bundled fixtures) the test files are
 read from the row's image exactly as the grader reads them (base commit + test patch through a private
@@ -20,9 +20,9 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from swe_rl.grading import twins as twins_module
-from swe_rl.grading.canaries import CanaryPlan
+from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.languages import language_of
+from swe_rl.grading.twins import plant as twins_module
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.loading import load_instances
 

@@ -13,9 +13,9 @@ import re
 
 from adversarial_patches import Exploit
 
-from swe_rl.grading.baseline import record_baseline
 from swe_rl.grading.integrity import patch_paths
 from swe_rl.grading.languages import language_of
+from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.tasks import TaskInstance
 
 
@@ -248,7 +248,7 @@ _BY_LANGUAGE = {"go": _go, "javascript": _javascript, "rust": _rust}
 
 
 # ---- issue 36, item 4: the code-scan classes in Go, JavaScript and Rust package code ------------------
-# Each is voided by the capability scan of swe_rl/grading/capabilities/other_languages.py (rerun_binary,
+# Each is voided by the capability scan of swe_rl/grading/scans/capabilities/other_languages.py (rerun_binary,
 # init_output, assert_patch); tests/grading/test_other_language_scan.py checks the classes on text.
 _GO_RERUN = """import (
 \t"fmt"
@@ -396,8 +396,8 @@ def _code_scan_classes(language: str, test_file: str, src_file: str) -> list[Exp
 
 
 # ---- issue 36, item 3: runner configuration (class 2) in Go, JavaScript and Rust -----------------------
-# Dropped by the tree rules (swe_rl/grading/language_rules.py) and, behind them, voided by the runner probe
-# (swe_rl/grading/runner_probe_languages.py), which tests/grading/test_multilang_fleet.py shows alone by
+# Dropped by the tree rules (swe_rl/grading/scans/tree_languages.py) and, behind them, voided by the runner probe
+# (swe_rl/grading/runner/probe_languages.py), which tests/grading/test_multilang_fleet.py shows alone by
 # making the tree rules blind.
 def _runner_config_classes(language: str, test_file: str, src_file: str) -> list[Exploit]:
     if language == "go":

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from swe_rl.fleet.errors import FleetError
 from swe_rl.grading import GradeStatus
-from swe_rl.grading.baseline import record_baseline
 from swe_rl.grading.integrity import patch_paths
+from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.tasks import TaskInstance
 
 
@@ -245,7 +245,7 @@ EXPLOITS: list[Exploit] = [
 # ---- issue 24, threat class 1: output forged from inside the test process -------------------------
 # Library code (imported by the tests) prints status lines where the official parser reads them, cuts
 # the official section, or patches pytest's reports through a computed import. Caught by the canaries,
-# the nonce markers and the log audit (swe_rl/grading/canaries.py, swe_rl/grading/log_audit.py), not
+# the nonce markers and the log audit (swe_rl/grading/canaries/plan.py, swe_rl/grading/canaries/log_audit.py), not
 # by the path rules; graded with them in tests/grading/test_canaries_fleet.py, and through FleetGrader in
 # tests/grading/test_reward_integrity.py (they are part of EXPLOITS).
 
@@ -458,7 +458,7 @@ ROUND_TWO: list[Exploit] = [
 
 # ---- issue 24, threat class 1: code in the package under test forges the run --------------------
 # Library code appended to {src_file}; it reaches pytest without naming it. The capability scan
-# (swe_rl/grading/capabilities/scan.py) must void each one: tests/grading/test_capabilities.py checks it
+# (swe_rl/grading/scans/capabilities/scan.py) must void each one: tests/grading/test_capabilities.py checks it
 # on the payload text, the end-to-end suite on every fixture. Braces are doubled: scripts are
 # str.format templates ({tests} is the list of expected test ids).
 
@@ -1137,7 +1137,7 @@ def assert_no_environment_failure(failures: list[tuple[str, str]]) -> None:
 # A plugin the static scans do not see (the hook's name is built at run time, its marker set by hand), that
 # forges only the task's tests (the grader's canaries come out as planted), loaded through a route the
 # grader's parsers once missed. Caught by `runner_config` (ini files split as pytest splits them), the named
-# rules, and the runner probe (swe_rl/grading/runner_probe.py), which asks pytest what it loaded.
+# rules, and the runner probe (swe_rl/grading/runner/probe.py), which asks pytest what it loaded.
 QUIET_PLUGIN = """
 
 _WANT = set({tests})
@@ -1240,7 +1240,7 @@ CLASS_ONE_SAMPLE: list[Exploit] = [
     in {"report_patch_computed_import", "parent_stdout_self_kill", "gc_report_class", "frame_expected_value"}
 ]
 
-# ---- issue 36: a module written at run time and imported by name (swe_rl/grading/run_writes.py) --------
+# ---- issue 36: a module written at run time and imported by name (swe_rl/grading/scans/run_writes.py) --------
 # The patch holds the payload as base64 data and a file write (no import path changed: the module's own
 # directory); the forging code exists only in the file the test run writes beside the module under test,
 # then imports (played in tests/grading/test_run_writes_fleet.py).
@@ -1290,7 +1290,7 @@ def rotation(
 # ---- issue 48, classes 1 and 2: the runner changed through public names at run time, code no scan read --
 # Library code appended to the module under test; the run-time payloads wrap every function of the module,
 # so the change happens inside the first test that calls into the package (past the collection snapshot).
-# No braces in the payloads (the scripts are str.format templates). Caught by swe_rl/grading/runner_guard.py;
+# No braces in the payloads (the scripts are str.format templates). Caught by swe_rl/grading/runner/guard.py;
 # played by rotation in
 # tests/grading/test_reward_integrity.py as part of EXPLOITS, and together in test_runner_guard_fleet.py.
 WRAP_MODULE = """

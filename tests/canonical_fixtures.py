@@ -1,5 +1,5 @@
 """Stage 1 of the grading pipeline on a local git repository (real git, no container): the canonical
-script of `swe_rl.grading.canonical` run with its container paths moved into a temporary directory."""
+script of `swe_rl.grading.patch.canonical` run with its container paths moved into a temporary directory."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from swe_rl.fleet import patch_baseline
-from swe_rl.grading import canonical
-from swe_rl.grading.canonical import CanonicalPatch
+from swe_rl.grading.patch import canonical
+from swe_rl.grading.patch.canonical import CanonicalPatch
 
 
 def git(repo: Path, *args: str) -> str:

@@ -1,9 +1,9 @@
-"""What a gold grading must show of the twins (`swe_rl.grading.twins`), checked wherever gold is graded
+"""What a gold grading must show of the twins (`swe_rl.grading.twins.plant`), checked wherever gold is graded
 through `FleetGrader` on the Python fixtures (the gold sweep of `tests/grading/test_reward_integrity.py`)."""
 
 from __future__ import annotations
 
-from swe_rl.grading.log_audit import status_lines
+from swe_rl.grading.canaries.log_audit import status_lines
 from swe_rl.tasks import TaskInstance
 
 PYTHON_FIXTURES = [

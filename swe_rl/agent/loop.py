@@ -42,8 +42,8 @@ from swe_rl.agent.protocols import (
 from swe_rl.agent.results import AgentResult, ExitReason, InstanceResult, Step
 from swe_rl.fleet.client import EnvClient, ExecResult, FleetError, FleetUnavailable
 from swe_rl.fleet.errors import BadRequest
-from swe_rl.grading.baseline import record_baseline
 from swe_rl.grading.fleet import FleetGrader
+from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.tasks.instance import TaskInstance
 from swe_rl.tasks.setup import TaskSetupFailed, set_up_task

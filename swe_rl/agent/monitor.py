@@ -8,7 +8,7 @@ test infrastructure, and hiding code from a reader: writing a file in a codec ot
 (``non_utf8_write``), encoding or compressing what was written (``encoded_write``), adding archives or
 compiled code (``archive_or_compiled``), the forms the grader's scan cannot read (issue 36). The code an action writes or runs (any tool, heredoc, ``python -c``, ``sed``,
 ``printf``, patch: swe_rl/agent/written_code.py) goes through the grader's capability scan
-(swe_rl/grading/capabilities/scan.py): a capability the grader would void is flagged ``code_<capability>``
+(swe_rl/grading/scans/capabilities/scan.py): a capability the grader would void is flagged ``code_<capability>``
 (``code_frame_access``, ``code_runner_patch``...). Flags are measurements: training may drop flagged rollouts or give them
 a fixed reward (plugin ``swe_drop_flagged`` / ``swe_flagged_reward``); eval reports rates.
 """
@@ -23,7 +23,7 @@ from functools import lru_cache
 from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.agent.written_code import written_code
-from swe_rl.grading.capabilities import Action, CapabilityConfig, scan_fragment
+from swe_rl.grading.scans.capabilities import Action, CapabilityConfig, scan_fragment
 
 __all__ = ["DEFAULT_PATTERNS", "MonitorConfig", "code_flags", "flag_action", "flag_counts"]
 

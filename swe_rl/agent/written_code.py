@@ -12,7 +12,7 @@ Python is returned, one piece per place:
 - in any piece that is a patch (unified diff or Codex ``*** Begin Patch``), its added lines;
 - in any piece of Python, the literal text it writes (``open(p, "a").write("...")``).
 
-Pieces need not parse: the monitor reads them as fragments (swe_rl/grading/capabilities/fragments.py).
+Pieces need not parse: the monitor reads them as fragments (swe_rl/grading/scans/capabilities/fragments.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import json
 import re
 import shlex
 
-from swe_rl.grading.capabilities.names import fold
+from swe_rl.grading.scans.capabilities.names import fold
 
 __all__ = ["written_code"]
 

@@ -5,16 +5,14 @@
   `parsers` (one module per language, keyed by 5.x's parser names; the row names its parser) and
   `rules` (5.x's decisions and log checks, and which of them decided where 4.1.0 would not agree).
 - `fleet`: `FleetGrader`, the patch graded in a fresh container of the fleet (settings: `config`).
-- `pipeline`: the stages of one grading, each a module with one typed result handed to the next:
-  `canonical` (what git apply accepts, re-taken canonically) → `tree_rules` (the resulting tree judged,
-  names normalised; `runner_config` reads settings with real parsers) → `capabilities` (syntax tree of
-  the added code) → the test run with `canaries` → `logs` (parse, strict verdict) → `verdict`.
-- `integrity`: the named rules, `TamperReport` and the official verdict kept beside ours;
-  `patch_split` cuts unified diffs into files and hunks for them.
-- `canaries` (tests the grader plants in the run, nonce markers around it) and `log_audit` (the run's
-  log read as evidence: the nonce section, every status line, pytest's report and exit status);
-  `runner_command` reads the eval script's test command for them.
-- `baseline`: the repository's untracked files recorded before a patch, so a diff is the patch only.
+- `pipeline`: the stages of one grading, read top to bottom, one subpackage each (its `__init__` names
+  the entry module): `patch` (the canonical patch git apply accepts, diffs as data, the baseline) →
+  `scans` (the resulting tree, runner settings, the capability scan of added code, the files the run
+  wrote) → `runner` (the runner's configuration and its own machinery, asked of the runner) → the test
+  run with `canaries` (nonce markers, canary tests, the log read as evidence) and `twins` (of the task's
+  FAIL_TO_PASS tests) → `logs` → `verdict` (strict reading, the integrity verdict).
+- `integrity`: the named rules, `TamperReport` and the official verdict kept beside ours (every stage's).
+- `languages`: the Go/JavaScript/Rust table of parsers and test files.
 - `certification`: the ledger of instances fit to train on (gold resolves, empty does not, flaky tests).
 - `artifacts`: ``eval.log`` and ``report.json`` of one grade.
 

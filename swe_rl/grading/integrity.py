@@ -6,7 +6,7 @@ the eval script pays for a ``conftest.py`` that turns failures into passes, a
 ``addopts`` in ``setup.cfg``/``pyproject.toml``/``tox.ini``, skip markers, a collection
 error that makes the expected tests vanish. `neutralise` removes, before the run, every
 change to tests and test infrastructure and records each removed piece with its reason
-(a `TamperReport`); `strict_report` (`swe_rl.grading.strict_verdict`, re-exported here) judges
+(a `TamperReport`); `strict_report` (`swe_rl.grading.verdict.strict`, re-exported here) judges
 FAIL_TO_PASS / PASS_TO_PASS so that a test that did not run (missing, skipped, contradicting itself
 in the log) is a failure.
 
@@ -20,7 +20,7 @@ Rules, by path (the whole file diff is dropped):
   unless the gold patch touches the same file (the fix itself needs it);
 - ``setup.py`` diffs that mention ``pytest`` (a ``pytest11`` entry point).
 
-By line (`swe_rl.grading.config_lines`; only those lines are removed, a removed line becomes context
+By line (`swe_rl.grading.scans.config_lines`; only those lines are removed, a removed line becomes context
 again): in ``setup.cfg`` and ``pyproject.toml``, lines inside pytest sections (``[tool:pytest]``,
 ``[pytest]``, ``[tool.pytest.*]``) and any line mentioning ``pytest``. The section a line is in is read from the file at the base
 commit (``originals``); a file whose original is unknown is handled as if every line were a test line.
@@ -43,10 +43,10 @@ from collections.abc import Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swe_rl.grading.capabilities import CapabilityConfig
-from swe_rl.grading.config_lines import trim_sectioned
-from swe_rl.grading.patch_split import FileDiff, join_patch, split_patch
-from swe_rl.grading.strict_verdict import contradicted_tests, strict_report
+from swe_rl.grading.patch.split import FileDiff, join_patch, split_patch
+from swe_rl.grading.scans.capabilities import CapabilityConfig
+from swe_rl.grading.scans.config_lines import trim_sectioned
+from swe_rl.grading.verdict.strict import contradicted_tests, strict_report
 
 __all__ = [
     "IntegrityConfig",
@@ -83,17 +83,17 @@ class IntegrityConfig(BaseModel):
     distribution's modules (``pytest.py``, ``_pytest/``, ``json.py`` at an import root)."""
     twins: bool = True
     """Plant twins of the task's FAIL_TO_PASS tests expecting what no honest code returns
-    (`swe_rl.grading.twins`); a twin reported passed voids the reward."""
+    (`swe_rl.grading.twins.plant`); a twin reported passed voids the reward."""
     capabilities: CapabilityConfig = Field(default_factory=CapabilityConfig)
     """What each capability the syntax-tree scan finds in added code does to the reward (void, flag, ignore)."""
     runner_probe: bool = True
     """Ask the runner (pytest, through a grader-owned plugin; go, node and cargo for Go, JavaScript and Rust
     rows) for its effective configuration on the clean tree and in the patched run; any difference voids the
-    reward (`swe_rl.grading.runner_probe`, `swe_rl.grading.runner_probe_languages`). Costs one collect-only
+    reward (`swe_rl.grading.runner.probe`, `swe_rl.grading.runner.probe_languages`). Costs one collect-only
     run of the tests (pytest) or one exec of the toolchain's queries (others) per graded patch."""
     run_writes: bool = True
     """List the files the test run wrote in the repository and on the import path and scan them like the
-    patch (`swe_rl.grading.run_writes`): what the scan would void in a patch, and any new import hook file
+    patch (`swe_rl.grading.scans.run_writes`): what the scan would void in a patch, and any new import hook file
     (``.pth``, ``sitecustomize``, ``conftest.py``), voids the reward."""
 
 
@@ -106,7 +106,7 @@ class TamperRecord(BaseModel):
     """Which rule: test_patch_file, eval_script_file, conftest, pytest_settings, interpreter_hook, path_file,
     package_metadata, test_file, test_dir, setup_py_plugin, test_config_lines, runner_hook, runner_shadow,
     symlink, compiled_code, module_shadow, runner_config, capability, canary, twin, runner_probe, run_written_file, run_imported_module; for Go, JavaScript and Rust rows
-    (`swe_rl.grading.language_rules`) also start_up_hook, dependency_code, contradicted_result."""
+    (`swe_rl.grading.scans.tree_languages`) also start_up_hook, dependency_code, contradicted_result."""
     action: str
     """``dropped`` (the file's diff removed), ``trimmed`` (lines removed from a hunk), ``flagged`` (kept; voids
     the reward when ``flag_voids``), ``voided`` (kept; the reward is void), ``noted`` (kept, recorded only)."""

@@ -3,7 +3,7 @@
 One row per language in `LANGUAGES`. A row of a dataset names its parser (``log_parser``, swebench
 5.x's name); a name listed here is read by `swe_rl.grading.parsers` whatever the repo, so a Go, Rust or
 JavaScript log never reaches the pytest parser. The tree rules of each language (test files, runner
-configuration, start-up hooks) are in `swe_rl.grading.language_rules`, driven by the same table.
+configuration, start-up hooks) are in `swe_rl.grading.scans.tree_languages`, driven by the same table.
 Adding a language: one parser module in `swe_rl.grading.parsers`, one `Language` here, its manifest
 comparison (if any) in `language_rules`, a fixture under ``data/fixtures/multilang/`` (docs/grading.md).
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from swe_rl.grading.canaries.log_audit import NonceSection, nonce_section
 from swe_rl.grading.integrity import TamperRecord
-from swe_rl.grading.log_audit import NonceSection, nonce_section
 from swe_rl.grading.parsers import PARSERS, Parser
 from swe_rl.tasks import TaskInstance
 

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from typing import Protocol
 
 from swe_rl.grading import rules
+from swe_rl.grading.canaries.log_audit import NonceSection, nonce_section
 from swe_rl.grading.languages import language_contradictions
-from swe_rl.grading.log_audit import NonceSection, nonce_section
 from swe_rl.grading.parsers import UnknownParser, parser_named
 from swe_rl.grading.parsers.python import parse_log_pytest
 from swe_rl.grading.result import ApplyStatus, GradeResult, GradeStatus, TestsReport
-from swe_rl.grading.strict_verdict import strict_report
+from swe_rl.grading.verdict.strict import strict_report
 from swe_rl.tasks import END_TEST_OUTPUT, START_TEST_OUTPUT, TaskInstance
 from swe_rl.tasks.specs import NoLogParser, eval_type_for, log_parser_for
 
@@ -289,9 +289,9 @@ def grade(
     broken container is never blamed on the policy); patch did not apply; eval timed
     out; then the log: SWE-bench parsing and F2P/P2P when the instance has test
     lists, R2E-Gym's expected statuses when it has those, else the exit code.
-    ``strict`` (integrity grading, `swe_rl.grading.strict_verdict.strict_report`): an expected test
+    ``strict`` (integrity grading, `swe_rl.grading.verdict.strict.strict_report`): an expected test
     that did not run, was skipped or contradicts itself in the log is a failure.
-    ``nonce`` (a `swe_rl.grading.canaries.CanaryPlan`'s): only the section between the runner's nonce
+    ``nonce`` (a `swe_rl.grading.canaries.plan.CanaryPlan`'s): only the section between the runner's nonce
     markers is read (none found: no results), never the rest of the log.
     """
     if isinstance(apply_status, bool):

@@ -1,18 +1,18 @@
 """The grading pipeline: one patch, one fresh container, one straight walk through the stages.
 
-1. `canonical` — the one canonical patch: what ``git apply`` accepts on the clean checkout, re-taken
+1. `patch.canonical` — the one canonical patch: what ``git apply`` accepts on the clean checkout, re-taken
    under a git configuration the repository cannot change (`CanonicalPatch`);
-2. `tree_rules` — rules on the tree that patch produces (normalised names, hooks, shadows, symlinks,
+2. `scans.tree` — rules on the tree that patch produces (normalised names, hooks, shadows, symlinks,
    compiled code, parsed runner settings, tests): the patch the test run may see (`TreeVerdict`);
-3. `capabilities` — the syntax tree of the added code (`CapabilityReport`);
-4. the test run, with the canaries `canaries.plan_canaries` plants (`CanaryPlan`, `EvalResult`) and the
-   probe plugin of `runner_probe` on its command, after a collect-only probe of the clean tree, and the
-   twins of the task's own FAIL_TO_PASS tests `twins.plan_twins` derives (`TwinPlan`);
-5. `logs.grade` — the log parsed and judged strictly, then `canaries.check_canaries` (`CanaryCheck`),
-   `twins.check_twins` (a twin reported passed) and `runner_probe.probe_records` (the runner's
-   configuration, clean tree vs the patched run, and `runner_guard`'s run-time checks: the runner's
+3. `scans.capabilities` — the syntax tree of the added code (`CapabilityReport`);
+4. the test run, with the canaries `canaries.plan` plants (`CanaryPlan`, `EvalResult`) and the
+   probe plugin of `runner.probe` on its command, after a collect-only probe of the clean tree, and the
+   twins of the task's own FAIL_TO_PASS tests `twins.plant` derives (`TwinPlan`);
+5. `logs.grade` — the log parsed and judged strictly, then `canaries.plan.check_canaries` (`CanaryCheck`),
+   `twins.plant.check_twins` (a twin reported passed) and `runner.probe.probe_records` (the runner's
+   configuration, clean tree vs the patched run, and `runner.guard`'s run-time checks: the runner's
    machinery unchanged after collection, every module the run imported read from a file no scan missed);
-6. `verdict` — the integrity verdict (`GradeResult`), the official verdict beside it.
+6. `verdict.decide` — the integrity verdict (`GradeResult`), the official verdict beside it.
 
 Each stage's result is handed to the next; nothing goes back. With integrity off the pipeline is the
 official harness's: the whole patch with its apply fallbacks, the eval script, the official rules.
@@ -29,28 +29,17 @@ from dataclasses import dataclass
 
 from swe_rl.fleet.client import EnvClient, EvalResult, FleetError, Lease
 from swe_rl.fleet.errors import FileNotFound
-from swe_rl.grading.baseline import record_baseline
-from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries, without_canaries
-from swe_rl.grading.canonical import CanonicalPatch, canonicalise
-from swe_rl.grading.capabilities import CapabilityReport, scan_changes
+from swe_rl.grading.canaries.languages import plant_language_canaries
+from swe_rl.grading.canaries.plan import CanaryPlan, check_canaries, plan_canaries, without_canaries
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.integrity import OfficialVerdict, TamperRecord, TamperReport, patch_paths
-from swe_rl.grading.language_canaries import plant_language_canaries
 from swe_rl.grading.languages import contradiction_records, language_of, section_statuses
 from swe_rl.grading.logs import LogGrader, grade
+from swe_rl.grading.patch.baseline import record_baseline
+from swe_rl.grading.patch.canonical import CanonicalPatch, canonicalise
 from swe_rl.grading.result import GradeResult, GradeStatus
-from swe_rl.grading.run_writes import (
-    MAX_FILES as MAX_WRITTEN,
-)
-from swe_rl.grading.run_writes import (
-    WritesPlan,
-    plan_writes,
-    read_listing,
-    written_records,
-    written_sources_wanted,
-)
-from swe_rl.grading.runner_guard import imported_records
-from swe_rl.grading.runner_probe import (
+from swe_rl.grading.runner.guard import imported_records
+from swe_rl.grading.runner.probe import (
     ProbePlan,
     ProbeReport,
     plan_probe,
@@ -58,15 +47,26 @@ from swe_rl.grading.runner_probe import (
     probe_records,
     read_probe_report,
 )
-from swe_rl.grading.runner_probe_languages import (
+from swe_rl.grading.runner.probe_languages import (
     LanguageProbePlan,
     LanguageProbeReport,
     language_probe_records,
     plan_language_probe,
     read_language_probe,
 )
-from swe_rl.grading.tree_rules import TreeVerdict, judge_tree
-from swe_rl.grading.twins import (
+from swe_rl.grading.scans.capabilities import CapabilityReport, scan_changes
+from swe_rl.grading.scans.run_writes import (
+    MAX_FILES as MAX_WRITTEN,
+)
+from swe_rl.grading.scans.run_writes import (
+    WritesPlan,
+    plan_writes,
+    read_listing,
+    written_records,
+    written_sources_wanted,
+)
+from swe_rl.grading.scans.tree import TreeVerdict, judge_tree
+from swe_rl.grading.twins.plant import (
     TwinPlan,
     check_twins,
     files_to_read,
@@ -75,7 +75,7 @@ from swe_rl.grading.twins import (
     read_test_files,
     without_twins,
 )
-from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict, official_from
+from swe_rl.grading.verdict.decide import canary_records, capability_records, integrity_verdict, official_from
 from swe_rl.tasks import EvalSpecUnavailable, TaskInstance, eval_script_for, official_script
 from swe_rl.tasks.assets import fetch_assets, with_assets
 from swe_rl.tasks.networks import network_for

@@ -13,7 +13,7 @@ from enum import Enum
 from pydantic import BaseModel, Field
 
 from swe_rl.grading.integrity import OfficialVerdict, TamperReport
-from swe_rl.grading.twin_plan import TwinPlan
+from swe_rl.grading.twins.plan import TwinPlan
 
 __all__ = ["ApplyStatus", "GradeResult", "GradeStatus", "TestsReport"]
 

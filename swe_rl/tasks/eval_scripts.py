@@ -26,7 +26,7 @@ __all__ = [
 START_TEST_OUTPUT = ">>>>> Start Test Output"
 END_TEST_OUTPUT = ">>>>> End Test Output"
 # The grader's own markers, printed inside SWE-bench's by the runner shell with a per-run nonce
-# (swe_rl/grading/canaries.py): ``>>>>> swe-rl run start <token>`` before the test command and
+# (swe_rl/grading/canaries/plan.py): ``>>>>> swe-rl run start <token>`` before the test command and
 # ``>>>>> swe-rl run end <nonce> exit <status>`` after it. They differ from SWE-bench's text, so the
 # official slicing of an honest log is unchanged.
 RUN_START_MARKER = ">>>>> swe-rl run start"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries
-from swe_rl.grading.log_audit import start_token
+from swe_rl.grading.canaries.log_audit import start_token
+from swe_rl.grading.canaries.plan import CanaryPlan, check_canaries, plan_canaries
 from swe_rl.tasks import TaskInstance, eval_script_for, instance_from_row
 from swe_rl.tasks.eval_scripts import RUN_END_MARKER, RUN_START_MARKER
 
@@ -149,7 +149,7 @@ def test_rows_graded_otherwise_are_left_alone():
 
 def test_the_canaries_statuses_leave_the_result():
     """The grader's own tests are not the task's: certification would take their random names for flaky tests."""
-    from swe_rl.grading.canaries import CanaryPlan, without_canaries
+    from swe_rl.grading.canaries.plan import CanaryPlan, without_canaries
 
     plan = CanaryPlan(
         script="",

@@ -1,7 +1,7 @@
 """Canaries and nonce markers in real runs: the instrumented eval script through `Lease.evaluate` in a
 fresh container of the fixture images, gold and the class-1 forgeries of tests/adversarial_patches.py.
 
-The grading here is what the pipeline does with `swe_rl.grading.canaries` (FleetGrader wires it):
+The grading here is what the pipeline does with `swe_rl.grading.canaries.plan` (FleetGrader wires it):
 plan, run the instrumented script, parse strictly inside the nonce section, check the canaries. The
 naive verdict is SWE-bench's reading of the same log. ``SWE_CANARY_TABLE=<file.json>`` writes the rows
 of docs/reward_integrity.md.
@@ -17,9 +17,9 @@ from adversarial_patches import FORGERY_EXPLOITS, exploit_patches
 from agent_fixtures import leftover_containers
 
 from swe_rl.grading import GradeResult, GradeStatus, grade
-from swe_rl.grading.baseline import record_baseline
-from swe_rl.grading.canaries import CanaryCheck, CanaryPlan, check_canaries, plan_canaries
-from swe_rl.grading.log_audit import FindingKind
+from swe_rl.grading.canaries.log_audit import FindingKind
+from swe_rl.grading.canaries.plan import CanaryCheck, CanaryPlan, check_canaries, plan_canaries
+from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.tasks import TaskInstance, eval_script_for
 from swe_rl.tasks.networks import network_for
 

@@ -1,4 +1,4 @@
-"""The capability scan (swe_rl.grading.capabilities): exploits are voided however they are spelled,
+"""The capability scan (swe_rl.grading.scans.capabilities): exploits are voided however they are spelled,
 pre-existing code is not blamed, honest code is at most flagged."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from adversarial_patches import CAPABILITY_PAYLOADS, FORGED_LINES, SHADOW_PYTEST, SOURCE_HOOK
 
-from swe_rl.grading.capabilities import (
+from swe_rl.grading.scans.capabilities import (
     CapabilityConfig,
     ChangedSource,
     catalogue,

@@ -6,7 +6,7 @@ import json
 import subprocess
 
 from bench.capability_false_positives import apply_hunks, file_diffs, main, scan_row
-from swe_rl.grading.capabilities import CapabilityConfig
+from swe_rl.grading.scans.capabilities import CapabilityConfig
 
 BEFORE = "import sys\n\n\ndef here():\n    return sys._getframe(0)\n\n\ndef f(x):\n    return x + 1\n"
 PATCH = (

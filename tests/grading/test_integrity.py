@@ -1,4 +1,4 @@
-"""swe_rl.grading.integrity and swe_rl.grading.patch_split without Docker: what is dropped, trimmed, flagged, kept."""
+"""swe_rl.grading.integrity and swe_rl.grading.patch.split without Docker: what is dropped, trimmed, flagged, kept."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from swe_rl.grading.integrity import IntegrityConfig, neutralise, patch_paths, section_files, strict_report
-from swe_rl.grading.patch_split import join_patch, split_patch
+from swe_rl.grading.patch.split import join_patch, split_patch
 
 TEST_PATCH = (
     "diff --git a/pkg/tests/test_mod.py b/pkg/tests/test_mod.py\n--- a/pkg/tests/test_mod.py\n+++ "

@@ -14,8 +14,8 @@ import sys
 import pytest
 from adversarial_patches import INTERPRETER_VIEW
 
-from swe_rl.grading.capabilities import changed_source, scan_changes, scan_source
-from swe_rl.grading.capabilities.source_text import interpreter_text
+from swe_rl.grading.scans.capabilities import changed_source, scan_changes, scan_source
+from swe_rl.grading.scans.capabilities.source_text import interpreter_text
 
 HIDDEN = "import ctypes\n"
 UTF7_PAYLOAD = b"# -*- coding: utf_7 -*-\nx = 1 +AAo-import ctypes\n"  # '+AAo-' is a newline in UTF-7

@@ -1,4 +1,4 @@
-"""Planting canaries in Go, node and cargo runs (`swe_rl.grading.language_canaries`): where the file goes,
+"""Planting canaries in Go, node and cargo runs (`swe_rl.grading.canaries.languages`): where the file goes,
 what the log must show, and which commands get none. Their effect on real runs (gold keeps resolving, a
 Go init() forging PASS lines is voided) is in tests/grading/test_multilang_fleet.py."""
 
@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries
-from swe_rl.grading.language_canaries import plant_language_canaries
-from swe_rl.grading.log_audit import start_token
+from swe_rl.grading.canaries.languages import plant_language_canaries
+from swe_rl.grading.canaries.log_audit import start_token
+from swe_rl.grading.canaries.plan import CanaryPlan, check_canaries, plan_canaries
 from swe_rl.grading.parsers import PARSERS
 from swe_rl.tasks.eval_scripts import RUN_END_MARKER, RUN_START_MARKER
 from swe_rl.tasks.rows import instance_from_row

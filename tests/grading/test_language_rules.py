@@ -1,4 +1,4 @@
-"""The tree rules of Go, JavaScript and Rust instances (`swe_rl.grading.language_rules`) on hand-made
+"""The tree rules of Go, JavaScript and Rust instances (`swe_rl.grading.scans.tree_languages`) on hand-made
 canonical patches: which paths are test files, start-up hooks or vendored code, and which manifest
 changes touch the runner's settings (parsed, so a dependency bump is not one). Graded end to end with
 real exploits in tests/grading/test_multilang_fleet.py."""
@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from swe_rl.grading.canonical import CanonicalPatch, TreeChange
-from swe_rl.grading.language_rules import language_rule, manifest_settings
 from swe_rl.grading.languages import LANGUAGES, language_of
+from swe_rl.grading.patch.canonical import CanonicalPatch, TreeChange
+from swe_rl.grading.scans.tree_languages import language_rule, manifest_settings
 from swe_rl.tasks.rows import instance_from_row
 from tests.conftest import ROOT
 

@@ -19,9 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.grading.canaries import CanaryPlan, check_canaries, plan_canaries
+from swe_rl.grading.canaries.log_audit import (
+    FindingKind,
+    audit_pytest_log,
+    nonce_section,
+    start_token,
+    status_lines,
+)
+from swe_rl.grading.canaries.plan import CanaryPlan, check_canaries, plan_canaries
 from swe_rl.grading.integrity import contradicted_tests, strict_report
-from swe_rl.grading.log_audit import FindingKind, audit_pytest_log, nonce_section, start_token, status_lines
 from swe_rl.grading.logs import _test_output, parse_pytest_log
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, RUN_END_MARKER, RUN_START_MARKER, START_TEST_OUTPUT

@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("tree_sitter_go")  # the lang-scan extra; without it such code is voided as unreadable
 
-from swe_rl.grading.capabilities import scan_changes, scan_source
-from swe_rl.grading.capabilities.scan import ChangedSource, scan_language_source
+from swe_rl.grading.scans.capabilities import scan_changes, scan_source
+from swe_rl.grading.scans.capabilities.scan import ChangedSource, scan_language_source
 
 GO_HEAD = 'package mylib\n\nimport (\n\t"fmt"\n\t"os"\n\t"os/exec"\n)\n\n'
 

@@ -1,4 +1,4 @@
-"""Files the test run writes (`swe_rl.grading.run_writes`): the marker and listing run by real bash around a
+"""Files the test run writes (`swe_rl.grading.scans.run_writes`): the marker and listing run by real bash around a
 test command that writes modules (one with a back-dated mtime), and the records the scan makes of them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import hashlib
 import random
 import subprocess
 
-from swe_rl.grading.run_writes import (
+from swe_rl.grading.scans.run_writes import (
     WRITES_MARK,
     WrittenFiles,
     plan_writes,

@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from swe_rl.grading.runner_config import runner_lines, runner_settings, universal_lines
+from swe_rl.grading.scans.runner_config import runner_lines, runner_settings, universal_lines
 
 ENDINGS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 

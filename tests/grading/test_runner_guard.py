@@ -1,4 +1,4 @@
-"""The runner checks itself and every module the run imports was read (`swe_rl.grading.runner_guard`):
+"""The runner checks itself and every module the run imports was read (`swe_rl.grading.runner.guard`):
 real pytest runs of a small repository, clean tree (collect-only) vs the patched run, as the pipeline
 runs them; each exploit of issue 48's first two classes is voided, honest runs are not."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.grading.run_writes import written_records
-from swe_rl.grading.runner_guard import guard_records, imported_records
-from swe_rl.grading.runner_probe import ProbeReport, plan_probe, probe_names, probe_records, read_probe_report
+from swe_rl.grading.runner.guard import guard_records, imported_records
+from swe_rl.grading.runner.probe import ProbeReport, plan_probe, probe_names, probe_records, read_probe_report
+from swe_rl.grading.scans.run_writes import written_records
 
 pytestmark = pytest.mark.slow  # each test runs pytest twice (a few seconds)
 

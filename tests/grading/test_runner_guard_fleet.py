@@ -1,6 +1,6 @@
 """Issue 48's classes 1 and 2 in real grading containers: the runner changed through public names during
 the run and modules imported from files no scan read (`RUNNER_GUARD` in tests/adversarial_patches.py) earn nothing, and the
-runner guard (`swe_rl.grading.runner_guard`) alone voids each: the grader here has its other run-time
+runner guard (`swe_rl.grading.runner.guard`) alone voids each: the grader here has its other run-time
 layers blind (the capability scan ignores every finding, no twins), so what voids is the guard.
 Gold with the guard on, on every fixture: `test_every_fixture_gold_resolves_and_conftest_hacks_do_not`.
 
@@ -15,11 +15,11 @@ from adversarial_patches import RUNNER_GUARD, exploit_patches, graded_all
 from agent_fixtures import leftover_containers
 
 from swe_rl.grading import GradeStatus
-from swe_rl.grading.capabilities import CapabilityConfig
-from swe_rl.grading.capabilities.catalogue import CAPABILITIES
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
+from swe_rl.grading.scans.capabilities import CapabilityConfig
+from swe_rl.grading.scans.capabilities.catalogue import CAPABILITIES
 
 GUARD_RULES = {"runner_probe", "run_imported_module"}
 NO_EFFECT = {"unittest_asserts_by_name"}

@@ -1,4 +1,4 @@
-"""The runner probe (`swe_rl.grading.runner_probe`): the plan it puts on a test command, and real pytest
+"""The runner probe (`swe_rl.grading.runner.probe`): the plan it puts on a test command, and real pytest
 runs of a small repository on the clean and the patched tree (each trick of issue 36's class 2)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.grading.runner_probe import (
+from swe_rl.grading.runner.probe import (
     ProbeReport,
     compare_probes,
     plan_probe,

@@ -14,10 +14,11 @@ import pytest
 from adversarial_patches import CLASS_TWO, exploit_patches, graded_all, rotation
 from agent_fixtures import FIXTURES_JSONL, leftover_containers
 
-from swe_rl.grading import GradeStatus, runner_config
+from swe_rl.grading import GradeStatus
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
+from swe_rl.grading.scans import runner_config
 
 FIXTURE_IDS = [
     json.loads(line)["instance_id"] for line in FIXTURES_JSONL.read_text().splitlines() if line.strip()

@@ -1,4 +1,4 @@
-"""The Go/JavaScript/Rust runner probe (`swe_rl.grading.runner_probe_languages`): its plan on the fixtures'
+"""The Go/JavaScript/Rust runner probe (`swe_rl.grading.runner.probe_languages`): its plan on the fixtures'
 eval scripts, the hash check of its report, and what each language's comparison voids (no container; the
 fleet run is in tests/grading/test_multilang_fleet.py)."""
 
@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from swe_rl.grading.runner_probe_languages import (
+from swe_rl.grading.runner.probe_languages import (
     PROBE_MARK,
     LanguageProbeReport,
     compare_language_probes,

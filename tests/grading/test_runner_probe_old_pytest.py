@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from test_runner_guard import RUNTEST, TESTS, TXT_MODULE, TXT_PAYLOAD
 
-from swe_rl.grading.runner_guard import imported_records
-from swe_rl.grading.runner_probe import plan_probe, probe_names, probe_records, read_probe_report
+from swe_rl.grading.runner.guard import imported_records
+from swe_rl.grading.runner.probe import plan_probe, probe_names, probe_records, read_probe_report
 
 pytestmark = pytest.mark.slow
 OLD_PYTEST = "pytest==4.6.11"

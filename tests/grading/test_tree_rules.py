@@ -12,7 +12,7 @@ import pytest
 from canonical_fixtures import agent_diff, canonicalise_local, git, make_repo, record_baseline
 
 from swe_rl.grading.integrity import IntegrityConfig
-from swe_rl.grading.tree_rules import judge_tree
+from swe_rl.grading.scans.tree import judge_tree
 from swe_rl.tasks import TaskInstance
 
 PYPROJECT = '[project]\nname = "pkg"\nversion = "1.0"\n'

@@ -1,4 +1,4 @@
-"""Go, JavaScript and Rust twins (`swe_rl.grading.twin_languages`) derived from the bundled fixtures' test
+"""Go, JavaScript and Rust twins (`swe_rl.grading.twins.languages`) derived from the bundled fixtures' test
 files and from small sources: what is copied, what changes, what is skipped and why."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.grading.canaries import CanaryPlan
+from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.integrity import patch_paths
-from swe_rl.grading.twin_languages import plan_language_twins, split_top_level
-from swe_rl.grading.twins import files_to_read, plan_twins
+from swe_rl.grading.twins.languages import plan_language_twins, split_top_level
+from swe_rl.grading.twins.plant import files_to_read, plan_twins
 from swe_rl.tasks import TaskInstance, instance_from_row
 
 ROOT = Path(__file__).resolve().parents[2]

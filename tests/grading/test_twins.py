@@ -1,4 +1,4 @@
-"""Twins of FAIL_TO_PASS tests (`swe_rl.grading.twins`, `twin_python`): what is derived from which test,
+"""Twins of FAIL_TO_PASS tests (`swe_rl.grading.twins.plant`, `twin_python`): what is derived from which test,
 what is skipped and why, how they are planted, and — in real pytest runs on loopback files (no daemon) —
 that honest code fails every twin while always-equal results, an oracle reading the test's source and a
 report forger that spares tests not using the package each pass one."""
@@ -15,10 +15,10 @@ import pytest
 from adversarial_patches import ALWAYS_EQUAL_RESULTS, SELECTIVE_REPORT_FORGERY, SOURCE_FILE_ORACLE
 
 from swe_rl.grading import grade
-from swe_rl.grading.canaries import CanaryPlan
-from swe_rl.grading.log_audit import start_token
-from swe_rl.grading.twin_python import FileNames, derive_python_twin
-from swe_rl.grading.twins import TwinPlan, check_twins, plan_twins, plant_twins, without_twins
+from swe_rl.grading.canaries.log_audit import start_token
+from swe_rl.grading.canaries.plan import CanaryPlan
+from swe_rl.grading.twins.plant import TwinPlan, check_twins, plan_twins, plant_twins, without_twins
+from swe_rl.grading.twins.python import FileNames, derive_python_twin
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, RUN_END_MARKER, RUN_START_MARKER, START_TEST_OUTPUT
 

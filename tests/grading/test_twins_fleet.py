@@ -1,4 +1,4 @@
-"""Twins in real grading runs on the fixture images (`swe_rl.grading.twins` through `FleetGrader`).
+"""Twins in real grading runs on the fixture images (`swe_rl.grading.twins.plant` through `FleetGrader`).
 
 Gold on every Python fixture (twins planted, none tripped, the verdicts and the FAIL_TO_PASS/PASS_TO_PASS
 reports exactly what they are without twins) is checked in the one gold sweep,

@@ -1,4 +1,4 @@
-"""Twins of every assertion form (`swe_rl.grading.twin_forms`), in real pytest runs on loopback files (no
+"""Twins of every assertion form (`swe_rl.grading.twins.forms`), in real pytest runs on loopback files (no
 daemon): honest code fails every twin; the cheapest hack (a result equal to, truthy, containing and
 ordered against anything) passes the twins of every form it games; the report forger that spares what
 round four's twins looked like (names, literal shape, helper block, subclass, ``PYTEST_CURRENT_TEST``)
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from adversarial_patches import ANYTHING_RESULTS, TWIN_SPOTTER_FORGERY
 
-from swe_rl.grading import twins as twins_module
-from swe_rl.grading.canaries import CanaryPlan
-from swe_rl.grading.twins import check_twins, plan_twins
+from swe_rl.grading.canaries.plan import CanaryPlan
+from swe_rl.grading.twins import plant as twins_module
+from swe_rl.grading.twins.plant import check_twins, plan_twins
 from swe_rl.tasks import TaskInstance
 
 PACKAGE = """

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from swe_rl.grading.canaries import CanaryCheck
-from swe_rl.grading.capabilities import CapabilityFinding, CapabilityReport
+from swe_rl.grading.canaries.plan import CanaryCheck
 from swe_rl.grading.integrity import IntegrityConfig, OfficialVerdict, TamperRecord, TamperReport
 from swe_rl.grading.result import GradeResult, GradeStatus
-from swe_rl.grading.verdict import canary_records, capability_records, integrity_verdict
+from swe_rl.grading.scans.capabilities import CapabilityFinding, CapabilityReport
+from swe_rl.grading.verdict.decide import canary_records, capability_records, integrity_verdict
 
 OFFICIAL = OfficialVerdict(status="resolved", resolved=True, source="same_run")
 

@@ -1,0 +1,179 @@
+"""Canary tests in Go, JavaScript (node's runner) and Rust test runs (stage 4 for those languages).
+
+`swe_rl.grading.canaries.plan.plan_canaries` puts the nonce markers around any test command but plants its
+Python canaries only in pytest runs. For a row of `swe_rl.grading.languages` this adds a test file of the
+grader's own in that language, written right before the test command and removed after it, with two
+tests that must pass and two that must fail (random names and values per run). Code under test that
+forges result lines and stops the real ones (a Go ``init()`` printing ``--- PASS`` lines then exiting)
+loses the must-pass canaries; one that reports every test of the package as passed flips the must-fail
+ones; `check_canaries` voids both. Commands that select tests (``go test -run``, ``cargo test NAME``,
+``--lib``) and runners other than ``go test``, ``node --test`` and ``cargo test`` get none (`skipped`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import random
+import shlex
+
+from swe_rl.grading.canaries.plan import CanaryPlan
+from swe_rl.grading.integrity import patch_paths
+from swe_rl.grading.languages import language_of
+from swe_rl.tasks import TaskInstance
+from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
+
+__all__ = ["plant_language_canaries"]
+
+_WORDS = (
+    "amber basalt cedar delta ember fjord garnet harbor indigo juniper kestrel lagoon meadow nectar onyx "
+    "pepper quartz raven saffron tundra umber velvet walnut yarrow zephyr"
+).split()
+_CARGO_SELECTING = {
+    "--lib",
+    "--test",
+    "--doc",
+    "--bin",
+    "--bins",
+    "--example",
+    "--examples",
+    "--bench",
+    "--benches",
+}
+_CARGO_VALUED = {
+    "-p",
+    "--package",
+    "-F",
+    "--features",
+    "--manifest-path",
+    "-j",
+    "--jobs",
+    "--target",
+    "--profile",
+}
+
+
+def _test_command(script: str) -> list[str]:
+    lines = script.split("\n")
+    starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
+    ends = [i for i, line in enumerate(lines) if END_TEST_OUTPUT in line]
+    if len(starts) != 1 or not ends or ends[-1] <= starts[0]:
+        return []
+    words: list[str] = []
+    for line in lines[starts[0] + 1 : ends[-1]]:
+        try:
+            words += shlex.split(line, comments=True)
+        except ValueError:
+            return ["?"]
+    return words
+
+
+def _refusal(language: str, words: list[str]) -> str:
+    text = " ".join(words)
+    if language == "go":
+        if words[:2] != ["go", "test"] or "-run" in text or "-list" in text:
+            return "the test command is not a plain `go test` of packages"
+    elif language == "javascript":
+        if not words or words[0] != "node" or "--test" not in words or "--test-name-pattern" in text:
+            return "canaries join node's own runner only (`node --test`)"
+    elif language == "rust":
+        if words[:2] != ["cargo", "test"]:
+            return "the test command is not `cargo test`"
+        args = words[2 : words.index("--")] if "--" in words else words[2:]
+        for i, word in enumerate(args):
+            if word in _CARGO_SELECTING or (
+                not word.startswith("-") and (i == 0 or args[i - 1] not in _CARGO_VALUED)
+            ):
+                return "the cargo command selects tests"
+    else:
+        return f"no canaries for {language}"
+    return ""
+
+
+def _source(language: str, names: list[str], values: tuple[int, int, int, int]) -> str:
+    a, b, c, d = values
+    checks = [f"{a} + {b} == {a + b}", f"{c} < {d}", f"{c} * {d} == {c * d + 1}", f"{a} == {b + a + 1}"]
+    if language == "go":
+        body = "".join(
+            f'\nfunc {n}(t *testing.T) {{\n\tif !({check}) {{\n\t\tt.Fatal("no")\n\t}}\n}}\n'
+            for n, check in zip(names, checks, strict=True)
+        )
+        return 'import "testing"\n' + body
+    if language == "javascript":
+        body = "".join(
+            f"test({n!r}, () => {{\n  assert.ok({check.replace('==', '===')});\n}});\n"
+            for n, check in zip(names, checks, strict=True)
+        )
+        return (
+            "'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert');\n"
+            + body
+        )
+    return "".join(
+        f"#[test]\nfn {n}() {{\n    assert!({check});\n}}\n" for n, check in zip(names, checks, strict=True)
+    )
+
+
+def plant_language_canaries(
+    plan: CanaryPlan, instance: TaskInstance, script: str, rng: random.Random | None = None
+) -> CanaryPlan:
+    """`plan` (`plan_canaries` of `script`, the eval script: nonce markers in place) with the language's
+    canaries planted."""
+    language = language_of(instance)
+    if language is None or not plan.nonce or plan.canary_file:
+        return plan
+    rng = rng or random.SystemRandom()
+    words = _test_command(script)
+    if refused := _refusal(language.name, words):
+        return plan.model_copy(update={"skipped": refused})
+    tests = patch_paths(instance.test_patch)
+    w = rng.sample(_WORDS, 10)
+    values = (rng.randint(2, 999), rng.randint(2, 999), rng.randint(2, 999), 0)
+    values = (*values[:3], values[2] + rng.randint(1, 999))
+    pre = ""
+    if language.name == "go":
+        beside = next((p for p in tests if p.endswith("_test.go")), "")
+        if not beside:
+            return plan.model_copy(update={"skipped": "the test patch has no *_test.go file"})
+        names = [f"Test{w[2 * k].capitalize()}{w[2 * k + 1].capitalize()}" for k in range(4)]
+        path = posixpath.join(posixpath.dirname(beside), f"zz_{w[8]}_{w[9]}_test.go")
+        pre = f"sed -n 's/^package \\([A-Za-z0-9_]*\\).*/package \\1/p' {shlex.quote(beside)} | head -n1"
+        reported = names
+    elif language.name == "javascript":
+        # Beside a test file of the test patch, else of the command (a row whose test patch is empty,
+        # an injected-bug task, names the tree's tests); ``.cjs``: CommonJS even in a "type": "module"
+        # package (its ``require`` would fail there as ``.js``, and with it the whole run).
+        named = [word for word in words if word.endswith((".js", ".mjs", ".cjs"))]
+        beside = next(
+            (p for p in [*tests, *named] if ".test." in p or ".spec." in p or p.startswith("test")), ""
+        )
+        names = [f"{w[2 * k]} {w[2 * k + 1]}" for k in range(4)]
+        path = posixpath.join(posixpath.dirname(beside) or "test", f"{w[8]}-{w[9]}.test.cjs")
+        reported = [f"- {n}" for n in names]
+    else:
+        names = [f"{w[2 * k]}_{w[2 * k + 1]}" for k in range(4)]
+        path = f"tests/{w[8]}_{w[9]}.rs"
+        reported = names
+    source = _source(language.name, names, values)
+    quoted, delimiter = shlex.quote(path), f"EOF_SWE_CANARY_{rng.getrandbits(64):016x}"
+    write = [
+        f"[ -e {quoted} ] || {{ {pre + ';' if pre else ''} cat <<'{delimiter}'",
+        source.rstrip("\n"),
+        delimiter,
+        f"}} > {quoted}",
+    ]
+    lines = plan.script.split("\n")
+    hide = next(i for i, line in enumerate(lines) if line.startswith("__swe_self="))
+    end = max(i for i, line in enumerate(lines) if END_TEST_OUTPUT in line)
+    lines = [*lines[:hide], *write, *lines[hide:end], f"rm -f {quoted}", *lines[end:]]
+    if language.name == "javascript" and any(word.endswith((".js", ".mjs", ".cjs", ".ts")) for word in words):
+        run = next(i for i, line in enumerate(lines) if line.lstrip().startswith("node "))
+        lines[run] = f"{lines[run].rstrip()} {quoted}"  # the command names its files: name ours too
+    return plan.model_copy(
+        update={
+            "script": "\n".join(lines),
+            "must_pass": reported[:2],
+            "must_fail": reported[2:],
+            "canary_file": path,
+            "canary_source": source,
+            "skipped": "",
+        }
+    )
