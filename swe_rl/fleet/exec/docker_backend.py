@@ -8,11 +8,12 @@ the rest of the server never sees `docker.errors`. No `docker` CLI processes.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import docker
 import docker.errors
@@ -33,12 +34,16 @@ from swe_rl.fleet.exec.backend import (
     Refused,
     Unavailable,
 )
+from swe_rl.fleet.exec.daemon_watch import DaemonWatch
 from swe_rl.fleet.exec.docker_exec import DockerExecutor
 from swe_rl.fleet.exec.executor import CommandOutcome
 from swe_rl.fleet.exec.image_disk import LocalImage
 
 if TYPE_CHECKING:
     from swe_rl.fleet.exec.config import ExecConfig
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 PING_TIMEOUT = 3
 """Seconds the health ping waits for the daemon (the node's health is stale after 4 s: `health.py`)."""
@@ -131,26 +136,43 @@ def _summary_image(summary: Mapping[str, Any]) -> ImageInfo:
     )
 
 
+def _watched(
+    method: Callable[Concatenate[DockerBackend, P], R],
+) -> Callable[Concatenate[DockerBackend, P], R]:
+    """The call runs under the backend's `DaemonWatch`: a hung daemon fails it at once (503)."""
+
+    @functools.wraps(method)
+    def run(self: DockerBackend, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.watch.call(lambda: method(self, *args, **kwargs))
+
+    return run
+
+
 class DockerBackend:
     """Containers of the local (or `DOCKER_HOST`) Docker daemon."""
 
     name = "docker"
 
-    def __init__(self, client: docker.DockerClient, pinger: docker.DockerClient | None = None) -> None:
+    def __init__(
+        self, client: docker.DockerClient, pinger: docker.DockerClient | None = None, *, workers: int = 64
+    ) -> None:
         self.client = client
         self._pinger = pinger
         """A client of its own for the health ping, with a short timeout (`PING_TIMEOUT`): the main
         client's 600 s would let a hung daemon hold the node's health check for ten minutes."""
-        self._executor = DockerExecutor(client)
+        self.watch = DaemonWatch(workers=workers)
+        """Fed by the health pings; every Docker call of a request runs under it (`daemon_watch`)."""
+        self._executor = DockerExecutor(client, abandon=lambda: self.watch.hung)
 
     @classmethod
     def from_config(cls, config: ExecConfig, env: Mapping[str, str]) -> DockerBackend:
         client = docker.from_env(max_pool_size=max(16, config.threads), timeout=600, environment=dict(env))
         pinger = docker.from_env(max_pool_size=1, timeout=PING_TIMEOUT, environment=dict(env))
-        return cls(client, pinger)
+        return cls(client, pinger, workers=max(16, config.threads))
 
     # containers
 
+    @_watched
     def create_container(self, spec: ContainerSpec) -> ContainerInfo:
         network_mode = "none" if spec.network is False else None if spec.network is True else spec.network
         with _errors(_start_refused):
@@ -172,18 +194,22 @@ class DockerBackend:
             )
         return ContainerInfo(c.id, c.name, spec.image, dict(spec.labels), spec.workdir, "created")
 
+    @_watched
     def start_container(self, container_id: str) -> None:
         with _errors(_start_refused):
             self.client.api.start(container_id)
 
+    @_watched
     def stop_container(self, container_id: str, timeout: float = 10.0) -> None:
         with _errors():
             self.client.api.stop(container_id, timeout=int(timeout))
 
+    @_watched
     def remove_container(self, container_id: str) -> None:
         with _errors():
             self.client.api.remove_container(container_id, force=True)
 
+    @_watched
     def list_containers(self, labels: Mapping[str, str]) -> list[ContainerInfo]:
         with _errors():
             found = self.client.api.containers(
@@ -209,6 +235,7 @@ class DockerBackend:
             )
         return out
 
+    @_watched
     def network_exists(self, name: str) -> bool:
         try:
             with _errors():
@@ -219,6 +246,7 @@ class DockerBackend:
 
     # commands
 
+    @_watched
     def exec_run(
         self,
         container_id: str,
@@ -245,11 +273,13 @@ class DockerBackend:
 
     # files
 
+    @_watched
     def put_archive(self, container_id: str, directory: str, data: bytes) -> None:
         with _errors():
             if not self.client.api.put_archive(container_id, directory, data):
                 raise BackendError(f"could not write into {directory}")
 
+    @_watched
     def stat_path(self, container_id: str, path: str) -> PathStat | None:
         """From the stat header of a HEAD on the archive endpoint (nothing is copied)."""
         api = self.client.api
@@ -263,6 +293,7 @@ class DockerBackend:
         except (ValueError, TypeError):
             return None
 
+    @_watched
     def get_archive(self, container_id: str, path: str) -> tuple[PathStat, Iterator[bytes]]:
         with _errors(_path_refused):
             stream, stat = self.client.api.get_archive(container_id, path)
@@ -270,14 +301,17 @@ class DockerBackend:
 
     # images
 
+    @_watched
     def image_info(self, image: str) -> ImageInfo:
         with _errors():
             return _image(self.client.images.get(image))
 
+    @_watched
     def pull_image(self, image: str) -> ImageInfo:
         with _errors():
             return _image(self.client.images.pull(image))
 
+    @_watched
     def remove_image(self, image: str, force: bool = False) -> None:
         try:
             with _errors():
@@ -289,10 +323,12 @@ class DockerBackend:
         """The image store's view of this daemon (real layers: shared ones counted once)."""
         return DockerImages(self.client)
 
+    @_watched
     def list_images(self) -> list[ImageInfo]:
         with _errors():
             return [_summary_image(summary) for summary in _listed(self.client)]
 
+    @_watched
     def commit_container(
         self, container_id: str, repository: str, tag: str, labels: Mapping[str, str] | None = None
     ) -> ImageInfo:
@@ -305,9 +341,11 @@ class DockerBackend:
 
     def health(self) -> bool:
         try:
-            return bool((self._pinger or self.client).ping())
+            answered = bool((self._pinger or self.client).ping())
         except Exception:  # noqa: BLE001 - any failure means "not healthy"
-            return False
+            answered = False
+        self.watch.saw_ping(answered)
+        return answered
 
     def private_paths(self) -> tuple[str, ...]:
         try:  # Docker's data root, scrubbed from the messages we pass on
@@ -316,6 +354,7 @@ class DockerBackend:
             return ()
 
     def close(self) -> None:
+        self.watch.close()
         self.client.close()
         if self._pinger is not None:
             self._pinger.close()

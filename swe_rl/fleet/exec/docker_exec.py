@@ -21,6 +21,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from swe_rl.fleet.exec.daemon_watch import DaemonNotAnswering
 from swe_rl.fleet.exec.executor import (
     BOOT_ID,
     KILLER,
@@ -89,8 +90,10 @@ class DockerExecutor:
     gone), so a caller that reads `timed_out` can rely on nothing of it running any more.
     """
 
-    def __init__(self, client: docker.DockerClient) -> None:
+    def __init__(self, client: docker.DockerClient, abandon: Callable[[], bool] = lambda: False) -> None:
         self.api = client.api
+        self._abandon = abandon
+        """True once the daemon counts as hung (`daemon_watch`): a command's stream is left at once."""
         self._running: dict[str, tuple[str, float]] = {}
         """Container and monotonic start of each running command and killer, by tag."""
         self._kill_locks = [threading.Lock() for _ in range(64)]
@@ -217,6 +220,10 @@ class DockerExecutor:
             try:
                 chunk = raw.recv(65536)
             except (TimeoutError, BlockingIOError):
+                if self._abandon():
+                    raise DaemonNotAnswering(
+                        "the node's Docker daemon stopped answering during this command: it may have run"
+                    ) from None
                 continue
             except OSError:
                 break
