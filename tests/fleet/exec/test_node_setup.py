@@ -23,6 +23,8 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -171,15 +173,33 @@ def test_setup_on_a_node_that_already_runs_docker(docker_node, installed):
 
 
 def test_running_it_again_updates_the_node_and_keeps_token_and_settings(docker_node, installed, work):
-    """A new wheel of the same version and nothing else given: new code served, token and settings kept."""
+    """A new wheel of the same version and nothing else given: new code served, token and settings kept;
+    and the update drops no rollout: a command running on a container when it starts finishes with its
+    answer, and the container is served by the new process (issue 50, item 5)."""
     src = copy_package_sources(work / "src-update")
     app = src / "swe_rl/fleet/exec/app.py"
     app.write_text(app.read_text().replace('__version__ = "0.1.0"', f'__version__ = "{UPDATE_VERSION}"', 1))
     wheel = _wheel(src, work / "update")
     before = _settings(docker_node)
     pid = docker_node.exec("systemctl", "show", "-p", "MainPID", "--value", "swe-exec-server").stdout
+    url, headers = _url(docker_node), {"Authorization": f"Bearer {installed['token']}"}
+    cid, episode, answer = _start_an_episode(docker_node, url, headers)
 
-    p = _setup(docker_node, env={"SWE_FLEET_PACKAGE": f"/node/work/update/{wheel.name}"})
+    updates: list = []
+    update = threading.Thread(
+        target=lambda: updates.append(
+            _setup(docker_node, env={"SWE_FLEET_PACKAGE": f"/node/work/update/{wheel.name}"})
+        )
+    )
+    update.start()
+    try:
+        _wait_until_draining(url)  # the update's restart: the old process waits for the running command
+    finally:
+        docker_node.exec("docker", "exec", cid, "touch", "/tmp/go")  # the episode's command may end now
+        episode.join(UPDATE_BOUND)
+        update.join(UPDATE_BOUND)
+    assert answer.get("returncode") == 0 and answer["output"].strip() == "finished", answer
+    (p,) = updates
     out = p.stdout + p.stderr
     assert "keeping the token" in out and "installing python3-venv" not in out
     health = httpx.get(f"{_url(docker_node)}/healthz", timeout=60).json()
@@ -197,6 +217,53 @@ def test_running_it_again_updates_the_node_and_keeps_token_and_settings(docker_n
         f"{_url(docker_node)}/status", headers={"Authorization": f"Bearer {installed['token']}"}, timeout=60
     )
     assert status.status_code == 200 and status.json()["capacity"] == 4
+    # the episode's container, kept through the restart, is served by the new process
+    again = httpx.post(
+        f"{url}/container/exec",
+        json={"container_id": cid, "command": "echo adopted"},
+        headers=headers,
+        timeout=300,
+    )
+    assert again.status_code == 200 and again.json()["output"].strip() == "adopted", again.text
+    gone = httpx.post(f"{url}/container/destroy", json={"container_id": cid}, headers=headers, timeout=300)
+    assert gone.status_code == 200, gone.text
+
+
+UPDATE_BOUND = 900.0  # only a hang reaches it
+
+
+def _start_an_episode(node: Node, url: str, headers: dict[str, str]) -> tuple[str, threading.Thread, dict]:
+    """A container and a command running on it that ends only once /tmp/go exists (its answer lands in
+    the returned dict when the thread ends)."""
+    node.load_image(BASE_IMAGE)
+    created = httpx.post(f"{url}/container/create", json={"image": BASE_IMAGE}, headers=headers, timeout=300)
+    assert created.status_code == 200, created.text + node.journal()
+    cid = created.json()["container_id"]
+    answer: dict = {}
+    command = "touch /tmp/started; while [ ! -f /tmp/go ]; do sleep 0.2; done; echo finished"
+    call = {"container_id": cid, "command": command, "timeout": 800}
+    episode = threading.Thread(
+        target=lambda: answer.update(
+            httpx.post(f"{url}/container/exec", json=call, headers=headers, timeout=UPDATE_BOUND).json()
+        )
+    )
+    episode.start()
+    probe = {"container_id": cid, "command": "test -f /tmp/started", "timeout": 60}
+    while httpx.post(f"{url}/container/exec", json=probe, headers=headers, timeout=300).json()["returncode"]:
+        time.sleep(0.2)  # until the long command runs
+    return cid, episode, answer
+
+
+def _wait_until_draining(url: str) -> None:
+    deadline = time.monotonic() + UPDATE_BOUND
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=60).json().get("draining"):
+                return
+        except (httpx.HTTPError, ValueError):
+            pass  # not answering for a moment
+        time.sleep(0.5)
+    raise AssertionError("the update never drained the node")
 
 
 def test_setup_on_a_node_without_docker_installs_it_token_never_an_argument(images, work):
