@@ -8,14 +8,16 @@ documents every variable (tests/test_readme_settings.py keeps them in step).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
+from swe_rl.fleet.tls import client_context, require_https
 
-__all__ = ["CLIENT_ENV", "EnvClientConfig"]
+__all__ = ["CLIENT_ENV", "EnvClientConfig", "pool_tls"]
 
 
 class EnvClientConfig(BaseModel):
@@ -27,6 +29,9 @@ class EnvClientConfig(BaseModel):
     """Pool server URL (`SWE_POOL_URL`)."""
     token: str = Field(default="", repr=False)
     """Bearer token of the pool (`SWE_POOL_TOKEN`, or the file named by `SWE_POOL_TOKEN_FILE`)."""
+    ca_file: str = ""
+    """CA file (PEM) the pool's certificate is checked against when `pool_url` is https:// (`SWE_CLIENT_CA_FILE`);
+    unset: the system's CAs. Set, an http:// `pool_url` is refused (the token would cross in clear text)."""
     connect_timeout: float = 10.0
     """Seconds to connect to the pool."""
     read_timeout: float = 120.0
@@ -65,3 +70,13 @@ CLIENT_ENV: dict[str, EnvVar] = prefixed(
 )
 """The variable of each `EnvClientConfig` field: `SWE_CLIENT_<FIELD>`, and the pool's address and token
 under the names the pool's own settings use (`SWE_POOL_URL`, `SWE_POOL_TOKEN` / `SWE_POOL_TOKEN_FILE`)."""
+
+
+def pool_tls(config: EnvClientConfig) -> ssl.SSLContext | bool:
+    """How the client checks the pool: an https:// pool against `ca_file` (else the system's CAs). A CA file
+    with an http:// pool is a ValueError: the token must not cross in clear text where TLS was meant."""
+    if not config.pool_url.lower().startswith("https://"):
+        if config.ca_file:
+            require_https([config.pool_url], "SWE_POOL_URL", "SWE_CLIENT_CA_FILE is set")
+        return True
+    return client_context(config.ca_file)

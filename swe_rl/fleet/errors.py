@@ -57,6 +57,12 @@ class NetworkFull(FleetUnavailable):
     small for the containers on it): allocate fails at once with that reason, it is not retried."""
 
 
+class TlsRefused(FleetError):
+    """A TLS connection failed on a setting, not a passing fault: the server's certificate is not trusted
+    (another CA than the client's `ca_file`), names another host, or the server speaks plain HTTP. Never
+    retried, never an `env_error` of one rollout: every call would fail the same way."""
+
+
 class BadRequest(FleetError):
     """The pool refused the request (4xx); carries the server's message."""
 

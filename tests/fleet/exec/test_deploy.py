@@ -202,7 +202,9 @@ def test_systemd_unit_runs_with_least_privilege():
     assert {k: svc.get(k) for k in expected} == expected
     # What it writes lives in its state directory, the one writable path under ProtectSystem=strict.
     text = (ROOT / "server/swe-exec-server.service").read_text()
-    settings = [line.removeprefix("Environment=") for line in text.splitlines() if line.startswith("Environment=")]
+    settings = [
+        line.removeprefix("Environment=") for line in text.splitlines() if line.startswith("Environment=")
+    ]
     env = dict(line.split("=", 1) for line in settings)
     for var in ("SWE_EXEC_STATE_DIR", "SWE_EXEC_SNAPSHOT_DIR"):
         assert env[var].startswith("/var/lib/swe-exec-server/"), env
@@ -226,7 +228,10 @@ def test_setup_docker_node_installs_a_tls_certificate_and_key(tmp_path):
     etc = tmp_path / "etc"
     assert f"install -m 0644 {tmp_path}/c.pem {etc}/tls/exec.crt" in out
     assert f"install -m 0640 -o root -g swe-exec {tmp_path}/k.pem {etc}/tls/exec.key" in out
-    assert f"+   SWE_EXEC_TLS_CERT={etc}/tls/exec.crt" in out and f"+   SWE_EXEC_TLS_KEY={etc}/tls/exec.key" in out
+    assert (
+        f"+   SWE_EXEC_TLS_CERT={etc}/tls/exec.crt" in out
+        and f"+   SWE_EXEC_TLS_KEY={etc}/tls/exec.key" in out
+    )
     p = _script(tmp_path, "--tls-cert", str(tmp_path / "c.pem"), SWE_EXEC_TOKEN="t")
     assert p.returncode == 2 and "give --tls-cert and --tls-key together" in p.stderr
     p = _script(tmp_path, "--tls-key", "/nonexistent/k.pem", SWE_EXEC_TOKEN="t")
