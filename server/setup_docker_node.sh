@@ -13,8 +13,8 @@
 # or from a checkout of the repository on the node (the default package is that checkout).
 #
 # The token: --token-stdin reads one line; --token-file PATH copies a file (e.g. one sent with scp:
-# remove it afterwards); SWE_EXEC_TOKEN from the environment still works (but `ssh NODE 'SWE_EXEC_TOKEN=...
-# bash ...'` shows it in the node's process list). None given: the node's token is kept, or on a first
+# remove it afterwards); SWE_EXEC_TOKEN from the environment still works (but written inline it shows in
+# the node's process list: `ssh NODE 'SWE_EXEC_TOKEN=... bash ...'` shows in process lists). None given: the node's token is kept, or on a first
 # install one is generated (read it with `ssh root@NODE cat /etc/swe-rl/exec-token > exec-token`).
 # The token is written, mode 600, to /etc/swe-rl/exec-token, which the unit reads (SWE_EXEC_TOKEN_FILE);
 # it is never an argument of a process this script starts, never printed, never in the settings file.
