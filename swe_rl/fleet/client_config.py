@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
 from swe_rl.fleet.tls import client_context, require_https
 
-__all__ = ["CLIENT_ENV", "EnvClientConfig", "pool_tls"]
+__all__ = ["CLIENT_ENV", "EnvClientConfig", "pool_tls", "verify_for"]
 
 
 class EnvClientConfig(BaseModel):
@@ -73,10 +73,17 @@ under the names the pool's own settings use (`SWE_POOL_URL`, `SWE_POOL_TOKEN` / 
 
 
 def pool_tls(config: EnvClientConfig) -> ssl.SSLContext | bool:
-    """How the client checks the pool: an https:// pool against `ca_file` (else the system's CAs). A CA file
-    with an http:// pool is a ValueError: the token must not cross in clear text where TLS was meant."""
-    if not config.pool_url.lower().startswith("https://"):
-        if config.ca_file:
-            require_https([config.pool_url], "SWE_POOL_URL", "SWE_CLIENT_CA_FILE is set")
+    """httpx's `verify` for the pool (`verify_for`)."""
+    return verify_for(config.pool_url, config.ca_file, "SWE_POOL_URL")
+
+
+def verify_for(url: str, ca_file: str, setting: str) -> ssl.SSLContext | bool:
+    """How a client checks the server at `url`: an https:// one against `ca_file` (else the system's
+    CAs). A CA file with an http:// URL off loopback is a ValueError naming `setting`: where TLS was
+    meant, the token must not cross in clear text. For every client of the fleet's servers (the pool's
+    clients, and clients that reach nodes directly, with the same CA file)."""
+    if not url.lower().startswith("https://"):
+        if ca_file:
+            require_https([url], setting, "SWE_CLIENT_CA_FILE is set")
         return True
-    return client_context(config.ca_file)
+    return client_context(ca_file)

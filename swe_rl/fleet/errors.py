@@ -21,6 +21,7 @@ __all__ = [
     "FileNotFound",
     "IsADirectory",
     "CommandRefused",
+    "TlsRefused",
     "error_for",
 ]
 

@@ -5,15 +5,17 @@ Both servers speak HTTPS when given a certificate and a key (`SWE_EXEC_TLS_CERT`
 `SWE_POOL_TLS_CERT` / `SWE_POOL_TLS_KEY`, or `--tls-cert` / `--tls-key`). Every client verifies the
 server it reaches, chain and name, against a CA file when one is set (`SWE_POOL_EXEC_CA_FILE` for the
 pool's calls to the nodes, `SWE_CLIENT_CA_FILE` for clients of the pool), else against the system's CAs.
-A side that has TLS settings refuses a plain `http://` peer outright (`require_https`): a mixed fleet
-would send a bearer token in clear text to the one node an operator forgot.
+A side that has TLS settings refuses a plain `http://` peer outright (`require_https`), loopback
+excepted: a mixed fleet would send a bearer token in clear text to the one node an operator forgot.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import ssl
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 __all__ = [
     "TLS_MINIMUM",
@@ -73,12 +75,23 @@ def client_context(ca_file: str = "") -> ssl.SSLContext:
 
 
 def require_https(urls: Iterable[str], what: str, why: str) -> None:
-    """ValueError naming every `http://` URL among `urls`: with TLS set, a plain peer gets no token."""
-    plain = [u for u in urls if not u.lower().startswith("https://")]
+    """ValueError naming every `http://` URL among `urls` but loopback ones: with TLS set, a plain peer
+    gets no token (on loopback it never leaves the machine: a local pool of the eval script, say)."""
+    plain = [u for u in urls if not u.lower().startswith("https://") and not _loopback(u)]
     if plain:
         raise ValueError(
             f"{what}: {', '.join(plain)} not https:// ({why}); a bearer token would cross in clear text"
         )
+
+
+def _loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def tls_refusal(exc: BaseException) -> ssl.SSLError | None:

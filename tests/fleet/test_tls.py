@@ -71,6 +71,12 @@ def test_the_pool_with_tls_refuses_a_plain_http_node(ca):
     )
     assert ok.finalize().tls
     assert not _pool(exec_urls=urls).finalize().tls  # no TLS setting: as before (a private network)
+    local = [
+        "http://127.0.0.1:5000",
+        "http://localhost:5001",
+        "http://[::1]:5002",
+    ]  # never leaves the machine
+    assert _pool(exec_urls=local, exec_ca_file=str(ca.path)).finalize().tls
 
 
 def test_the_pool_reads_its_tls_settings_from_the_environment(ca):
@@ -91,6 +97,7 @@ def test_the_client_checks_the_pool_against_its_ca_and_refuses_http_with_one(ca)
     assert pool_tls(EnvClientConfig(pool_url="http://127.0.0.1:1")) is True  # plain, as before
     with pytest.raises(ValueError, match="not https:// .SWE_CLIENT_CA_FILE is set.* clear text"):
         EnvClient(EnvClientConfig(pool_url="http://10.0.0.1:18090", ca_file=str(ca.path), token="t"))
+    assert pool_tls(EnvClientConfig(pool_url="http://127.0.0.1:18090", ca_file=str(ca.path))) is True
     cfg = EnvClientConfig.from_env({"SWE_CLIENT_CA_FILE": str(ca.path), "SWE_POOL_URL": "https://h:1"})
     assert cfg.ca_file == str(ca.path)
 
