@@ -331,11 +331,11 @@ def serve(cfg: ExecConfig) -> None:
     )
     health_lane(stamp_arrivals(server))
     front = None
-    if sockets is not None:
-        front = TlsFront(cfg.host, cfg.port, server_context(cfg.tls_cert, cfg.tls_key), sockets.socket)
-        front.start()
-        log.info("serving HTTPS on %s:%d", cfg.host, cfg.port)
     try:
+        if sockets is not None:
+            front = TlsFront(cfg.host, cfg.port, server_context(cfg.tls_cert, cfg.tls_key), sockets.socket)
+            front.start()  # binds here: an address in use fails the start, its socket directory removed
+            log.info("serving HTTPS on %s:%d", cfg.host, cfg.port)
         server.run()
     except KeyboardInterrupt:  # the drain's end (or Ctrl-C)
         if not drain.draining:
