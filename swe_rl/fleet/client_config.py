@@ -31,7 +31,8 @@ class EnvClientConfig(BaseModel):
     """Bearer token of the pool (`SWE_POOL_TOKEN`, or the file named by `SWE_POOL_TOKEN_FILE`)."""
     ca_file: str = ""
     """CA file (PEM) the pool's certificate is checked against when `pool_url` is https:// (`SWE_CLIENT_CA_FILE`);
-    unset: the system's CAs. Set, an http:// `pool_url` is refused (the token would cross in clear text)."""
+    unset: the system's CAs. Set, an http:// `pool_url` off loopback is refused (the token would cross in clear
+    text)."""
     connect_timeout: float = 10.0
     """Seconds to connect to the pool."""
     read_timeout: float = 120.0

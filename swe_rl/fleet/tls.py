@@ -101,10 +101,10 @@ def tls_refusal(exc: BaseException) -> ssl.SSLError | None:
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, ssl.SSLError):
-            return current
         seen.add(id(current))
+        found = current if isinstance(current, ssl.SSLError) else None
+        found = found or next((a for a in current.args if isinstance(a, ssl.SSLError)), None)
+        if found is not None:
+            return found
         current = current.__cause__ or current.__context__
-        if current is None and exc.args and isinstance(exc.args[0], ssl.SSLError):
-            return exc.args[0]
     return None
