@@ -21,9 +21,9 @@
 #   DRY_RUN=1     print the docker commands instead of running them
 #   DOCKER        docker command (default docker)        PYTHON       python for TRAIN (default python3)
 #
-# With SWE_POOL_URL (and SWE_POOL_TOKEN) set, nothing is pulled here: the list goes to the pool's
+# With SWE_POOL_URL (and SWE_POOL_TOKEN or SWE_POOL_TOKEN_FILE; SWE_CLIENT_CA_FILE for an https:// pool) set, nothing is pulled here: the list goes to the pool's
 # POST /prefetch, and the fleet's nodes pull the images ahead within their disk budgets (docs/images.md):
-#   SWE_POOL_URL=http://head:18090 SWE_POOL_TOKEN=... IMAGE_LIST=images.txt bash pull_swe_images.sh
+#   SWE_POOL_URL=http://head:18090 SWE_POOL_TOKEN_FILE=~/.swe-rl-pool-token IMAGE_LIST=images.txt bash pull_swe_images.sh
 #
 # Images already present are skipped. Ends with a summary (pulled / present / failed);
 # exits 1 if any image failed, 2 on bad settings.
@@ -115,10 +115,15 @@ url = os.environ["SWE_POOL_URL"].rstrip("/") + "/prefetch"
 if os.environ.get("DRY_RUN") == "1":
     print(f"+ POST {url} {body.decode()}")
     sys.exit(0)
-req = urllib.request.Request(url, body, {"Content-Type": "application/json",
-                                         "Authorization": "Bearer " + os.environ.get("SWE_POOL_TOKEN", "")})
+import ssl
+token = os.environ.get("SWE_POOL_TOKEN", "").strip()
+if not token and os.environ.get("SWE_POOL_TOKEN_FILE"):
+    with open(os.path.expanduser(os.environ["SWE_POOL_TOKEN_FILE"]), encoding="utf-8") as fh:
+        token = fh.read().strip()
+tls = ssl.create_default_context(cafile=os.path.expanduser(os.environ.get("SWE_CLIENT_CA_FILE", "")) or None)
+req = urllib.request.Request(url, body, {"Content-Type": "application/json", "Authorization": "Bearer " + token})
 try:
-    with urllib.request.urlopen(req, timeout=60) as resp:
+    with urllib.request.urlopen(req, timeout=60, context=tls) as resp:
         answer = json.load(resp)
 except urllib.error.HTTPError as exc:
     text = exc.read().decode(errors="replace")[:300]

@@ -64,8 +64,9 @@ fi
 
 if [[ -z "${SWE_POOL_URL:-}" ]]; then
   [[ -n "${SWE_EXEC_TOKEN:-}${SWE_EXEC_TOKEN_FILE:-}" ]] || die "set SWE_EXEC_TOKEN (or SWE_EXEC_TOKEN_FILE) for the fleet"
-  run_bg "$OUTPUT_DIR/pool.log" env SWE_POOL_PORT="$pool_port" SWE_POOL_DB="$OUTPUT_DIR/leases.db" \
-    "$python" "$root/server/pool_server.py"
+  # on loopback (its default host): plain HTTP, whatever TLS the environment sets for a head's pool
+  run_bg "$OUTPUT_DIR/pool.log" env -u SWE_POOL_TLS_CERT -u SWE_POOL_TLS_KEY SWE_POOL_PORT="$pool_port" \
+    SWE_POOL_DB="$OUTPUT_DIR/leases.db" "$python" "$root/server/pool_server.py"
   export SWE_POOL_URL="http://127.0.0.1:$pool_port"
   wait_http "$SWE_POOL_URL/healthz" 60
 fi

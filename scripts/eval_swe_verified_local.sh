@@ -3,13 +3,13 @@
 # from the assets of data/export_swebench_verified_assets.py (no dataset hub needed at run time).
 #
 #   export VERIFIED_DIR=~/swe_verified               # holds verified_eval.jsonl
-#   export SWE_POOL_EXEC_URLS=http://10.0.0.10:5000,http://10.0.0.11:5000 SWE_EXEC_TOKEN=...
+#   export SWE_POOL_EXEC_URLS=http://10.0.0.10:5000,http://10.0.0.11:5000 SWE_EXEC_TOKEN_FILE=~/.swe-rl-exec-token
 #   EVAL_MODEL_PATH=/models/Qwen3-32B bash scripts/eval_swe_verified_local.sh       # starts SGLang here
 #   SGLANG_URL=http://ROUTER:30000 bash scripts/eval_swe_verified_local.sh          # a running endpoint
 #   DRY_RUN=1 ... bash scripts/eval_swe_verified_local.sh                           # print, run nothing
 #
 # Required: VERIFIED_DIR; EVAL_MODEL_PATH or SGLANG_URL; SWE_POOL_URL (a running pool) or
-#   SWE_POOL_EXEC_URLS + SWE_EXEC_TOKEN (a pool is started for the run).
+#   SWE_POOL_EXEC_URLS + SWE_EXEC_TOKEN_FILE (or SWE_EXEC_TOKEN; a pool is started for the run).
 # Optional: OUTPUT_DIR (default output/eval_runs/verified_<model>_<UTC time>), SERVED_MODEL_NAME
 #   (default: the model path's basename, or the first model the endpoint lists), INSTANCE_IDS
 #   (comma-separated or @file), MAX_INSTANCES, and everything eval/run_eval_swe.sh reads

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install or update the swe-rl exec server on a Docker node (run as root on the node; Debian/Ubuntu).
 #
-# Usage: setup_docker_node.sh [--token-stdin | --token-file PATH] [--help]
+# Usage: setup_docker_node.sh [--token-stdin | --token-file PATH] [--tls-cert PATH --tls-key PATH [--tls-ca PATH]] [--help]
 #
 # The exec server is the `swe-exec-server` console script of the swe-rl package (its fleet part; the
 # `server` extra brings Flask, waitress and the Docker SDK). From the machine that holds the token
@@ -13,11 +13,21 @@
 # or from a checkout of the repository on the node (the default package is that checkout).
 #
 # The token: --token-stdin reads one line; --token-file PATH copies a file (e.g. one sent with scp:
-# remove it afterwards); SWE_EXEC_TOKEN from the environment still works (but `ssh NODE 'SWE_EXEC_TOKEN=...
-# bash ...'` shows it in the node's process list). None given: the node's token is kept, or on a first
+# remove it afterwards); SWE_EXEC_TOKEN from the environment still works (but written inline it shows in
+# the node's process list: `ssh NODE 'SWE_EXEC_TOKEN=... bash ...'` shows in process lists). None given: the node's token is kept, or on a first
 # install one is generated (read it with `ssh root@NODE cat /etc/swe-rl/exec-token > exec-token`).
 # The token is written, mode 600, to /etc/swe-rl/exec-token, which the unit reads (SWE_EXEC_TOKEN_FILE);
 # it is never an argument of a process this script starts, never printed, never in the settings file.
+#
+# HTTPS: --tls-cert and --tls-key (PEM files, e.g. sent with scp) are copied to /etc/swe-rl/tls/ and the
+# server serves HTTPS with them (SWE_EXEC_TLS_CERT / SWE_EXEC_TLS_KEY); the pool then reaches the node
+# by an https:// URL and checks it against its CA (SWE_POOL_EXEC_CA_FILE). --tls-ca names that CA for
+# this script's own check of the server (on this node; without it the check trusts the system's CAs).
+# Given once, they are kept by the next runs.
+#
+# Least privilege: the server runs as the system user swe-exec (made here), a member of the `docker`
+# group, in the unit's sandbox (server/swe-exec-server.service); its token and key are readable by root
+# and that user only.
 #
 # Settings: every SWE_EXEC_* variable given (SWE_EXEC_HOST, SWE_EXEC_PORT, SWE_EXEC_SERVER_ID,
 # SWE_EXEC_MAX_CONTAINERS, ... see docs/fleet.md) goes to /etc/swe-rl/exec-server.env; a setting not
@@ -39,6 +49,9 @@ etc="${SWE_ETC:-/etc/swe-rl}"
 dry_run="${DRY_RUN:-0}"
 package="${SWE_FLEET_PACKAGE:-$(dirname "$here")}"
 token_file="$etc/exec-token"
+service_user=swe-exec  # the unit's User= and Group=
+state_dir=/var/lib/swe-exec-server
+tls_on=0
 env_file="$etc/exec-server.env"
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; }
@@ -48,8 +61,16 @@ die() { echo "error: $*" >&2; exit 2; }
 
 token_from=""
 token_path=""
+tls_cert=""
+tls_key=""
+tls_ca=""
 while (($#)); do
   case "$1" in
+    --tls-cert | --tls-key | --tls-ca)
+      [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a path"
+      [[ -f "$2" && -r "$2" ]] || die "$1: cannot read $2"
+      case "$1" in --tls-cert) tls_cert="$2" ;; --tls-key) tls_key="$2" ;; *) tls_ca="$2" ;; esac
+      shift ;;
     --token-stdin) [[ -z "$token_from" ]] || die "give the token one way"; token_from="stdin" ;;
     --token-file)
       [[ -z "$token_from" ]] || die "give the token one way"
@@ -80,6 +101,7 @@ if [[ -n "$token_from" ]]; then
   [[ "$token" != *[[:space:]]* ]] || die "the token given ($token_from) holds whitespace"
 fi
 
+[[ -z "$tls_cert$tls_key" || ( -n "$tls_cert" && -n "$tls_key" ) ]] || die "give --tls-cert and --tls-key together"
 [[ "$dry_run" == "1" || "$(id -u)" == "0" ]] || die "run as root"
 [[ -f "$here/swe-exec-server.service" ]] || die "swe-exec-server.service must sit next to this script"
 if [[ -z "${SWE_FLEET_PACKAGE:-}" && ! -f "$package/pyproject.toml" ]]; then
@@ -110,6 +132,11 @@ for key in $(compgen -e); do
   setting[$key]="${!key}"
 done
 setting[SWE_EXEC_TOKEN_FILE]="$token_file"
+if [[ -n "$tls_cert" ]]; then
+  setting[SWE_EXEC_TLS_CERT]="$etc/tls/exec.crt"
+  setting[SWE_EXEC_TLS_KEY]="$etc/tls/exec.key"
+fi
+[[ -z "${setting[SWE_EXEC_TLS_CERT]:-}" ]] || tls_on=1
 host="${setting[SWE_EXEC_HOST]}"
 port="${setting[SWE_EXEC_PORT]}"
 
@@ -126,6 +153,24 @@ if ((${#need[@]})); then
   run env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1 apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 run systemctl enable --now docker
+# The service user: a system account in the docker group (the socket's group), with no login and no home
+# of its own beyond its state directory.
+if [[ "$dry_run" == "1" ]] || getent group docker >/dev/null; then :; else
+  die "no 'docker' group on this node: the exec server reaches the Docker socket through it (is dockerd installed from a package?)"
+fi
+if ! id -u "$service_user" >/dev/null 2>&1; then
+  say "adding the system user $service_user"
+  run useradd --system --user-group --home-dir "$state_dir" --no-create-home --shell /usr/sbin/nologin "$service_user"
+fi
+# Its state kept by an earlier install that ran as root (claimed warm containers, snapshots), moved once.
+for old in exec-state snapshots; do
+  if [[ -d "/root/.cache/swe-rl/$old" && ! -e "$state_dir/$old" ]]; then
+    say "moving /root/.cache/swe-rl/$old to $state_dir/$old"
+    run mkdir -p "$state_dir"
+    run mv "/root/.cache/swe-rl/$old" "$state_dir/$old"
+    run chown -R "$service_user:$service_user" "$state_dir"
+  fi
+done
 
 say "python venv in $prefix/venv"
 run mkdir -p "$prefix"
@@ -156,7 +201,15 @@ else
   [[ "$dry_run" == "1" ]] || { (umask 077 && python3 -c 'import secrets; print(secrets.token_hex(32))' > "$token_file.new") && mv -f "$token_file.new" "$token_file"; }
 fi
 token=""
-[[ "$dry_run" == "1" ]] || chmod 0600 "$token_file"
+# Root writes it, the service's group reads it.
+[[ "$dry_run" == "1" ]] || { chown "root:$service_user" "$token_file" && chmod 0640 "$token_file"; }
+
+if [[ -n "$tls_cert" ]]; then
+  say "TLS certificate and key to $etc/tls"
+  run install -d -m 0755 "$etc/tls"
+  run install -m 0644 "$tls_cert" "$etc/tls/exec.crt"
+  run install -m 0640 -o root -g "$service_user" "$tls_key" "$etc/tls/exec.key"
+fi
 
 say "writing $env_file"
 if [[ "$dry_run" == "1" ]]; then
@@ -179,22 +232,28 @@ check_host="$host"
 [[ "$check_host" != "0.0.0.0" ]] || check_host=127.0.0.1
 [[ "$check_host" != "::" ]] || check_host=::1
 [[ "$check_host" != *:* ]] || check_host="[$check_host]"
-url="http://$check_host:$port"
+scheme=http
+[[ "$tls_on" != 1 ]] || scheme=https
+url="$scheme://$check_host:$port"
 say "waiting for $url/healthz"
 deadline=$((SECONDS + ${SWE_SETUP_HEALTH_TIMEOUT:-120}))
 while ((SECONDS < deadline)); do
   # /healthz, then a call that needs the token (read from its file here, never passed as an argument).
-  if out=$(python3 - "$url" "$token_file" <<'PY' 2>&1
-import json, sys, urllib.error, urllib.request
-url, token_file = sys.argv[1], sys.argv[2]
+  # Over TLS the chain is checked against --tls-ca (else the system's CAs); not the name: this check
+  # reaches the server on this node by loopback, which the certificate names for others need not name.
+  if out=$(python3 - "$url" "$token_file" "$tls_ca" <<'PY' 2>&1
+import json, ssl, sys, urllib.error, urllib.request
+url, token_file, ca = sys.argv[1], sys.argv[2], sys.argv[3]
+tls = ssl.create_default_context(cafile=ca or None)
+tls.check_hostname = False
 try:
-    with urllib.request.urlopen(f"{url}/healthz", timeout=5) as r:
+    with urllib.request.urlopen(f"{url}/healthz", timeout=5, context=tls) as r:
         body = json.load(r)
     if not body.get("ok"):
         sys.exit(f"not healthy: {json.dumps(body)}")
     with open(token_file, encoding="utf-8") as fh:
         auth = {"Authorization": f"Bearer {fh.read().strip()}"}
-    urllib.request.urlopen(urllib.request.Request(f"{url}/status", headers=auth), timeout=5).close()
+    urllib.request.urlopen(urllib.request.Request(f"{url}/status", headers=auth), timeout=5, context=tls).close()
 except urllib.error.HTTPError as exc:
     sys.exit("the token is refused (401)" if exc.code == 401 else f"HTTP {exc.code} from {exc.url}")
 except (OSError, ValueError) as exc:

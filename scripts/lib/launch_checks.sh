@@ -52,7 +52,8 @@ swe_check_with_plugin() {  # the Python checks, on the arguments the Ray job wou
 }
 
 swe_wait_service() {  # swe_wait_service URL SECONDS WHAT PID LOG
-  local url="$1" secs="$2" what="$3" pid="$4" log="$5" rc end=$((SECONDS + $2))
+  local url="$1" secs="$2" what="$3" pid="$4" log="$5" rc end=$((SECONDS + $2)) ca=()
+  [[ -z "${SWE_WAIT_CA:-}" ]] || ca=(--cacert "$SWE_WAIT_CA")  # an https:// URL's CA (else the system's)
   if [[ "$DRY_RUN" == "1" ]]; then echo "+ wait for $url (up to ${secs}s)"; return 0; fi
   while (( SECONDS < end )); do
     if ! kill -0 "$pid" 2>/dev/null; then
@@ -61,7 +62,7 @@ swe_wait_service() {  # swe_wait_service URL SECONDS WHAT PID LOG
       tail -n 20 "$log" | sed 's/^/  | /' >&2
       exit 2
     fi
-    curl -fs -o /dev/null --max-time 5 "$url" && return 0
+    curl -fs -o /dev/null --max-time 5 "${ca[@]}" "$url" && return 0
     sleep 0.5
   done
   echo "error: the $what (pid $pid) did not answer at $url within ${secs}s; the end of $log:" >&2

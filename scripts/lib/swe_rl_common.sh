@@ -87,6 +87,10 @@ swe_cleanup() {
   exit "$rc"
 }
 
+swe_cacert() {  # "--cacert FILE " when the variable named $1 is set (a dry run's plan line)
+  [[ -z "${!1:-}" ]] || printf -- '--cacert %s ' "${!1}"
+}
+
 swe_wait_http() {  # swe_wait_http URL SECONDS [WHAT]
   local url="$1" secs="$2" what="${3:-$1}" i
   if [[ "$DRY_RUN" == "1" ]]; then echo "+ wait for $url (up to ${secs}s)"; return 0; fi
@@ -518,13 +522,17 @@ swe_ray_worker() {
 }
 
 swe_check_exec_servers() {  # every exec server's /healthz; fail when none (or, strict, any) is down
-  local url ok=0 bad=0 urls
+  local url ok=0 bad=0 urls ca=()
+  [[ -z "${SWE_POOL_EXEC_CA_FILE:-}" ]] || ca=(--cacert "$SWE_POOL_EXEC_CA_FILE")
   IFS=, read -r -a urls <<<"$SWE_POOL_EXEC_URLS"
   for url in "${urls[@]}"; do
     url="${url// /}"; url="${url%/}"
     [[ -z "$url" ]] && continue
-    if [[ "$DRY_RUN" == "1" ]]; then echo "+ curl -fsS $url/healthz"; ok=$((ok + 1)); continue; fi
-    if curl -fsS --max-time 10 "$url/healthz" >/dev/null; then ok=$((ok + 1)); else bad=$((bad + 1)); swe_log "exec server down: $url"; fi
+    if [[ "$DRY_RUN" == "1" ]]; then echo "+ curl -fsS $(swe_cacert SWE_POOL_EXEC_CA_FILE)$url/healthz"; ok=$((ok + 1)); continue; fi
+    # an https:// node is checked against the CA the pool trusts (SWE_POOL_EXEC_CA_FILE), as the pool will
+    if curl -fsS --max-time 10 "${ca[@]}" "$url/healthz" >/dev/null; then
+      ok=$((ok + 1))
+    else bad=$((bad + 1)); swe_log "exec server down: $url"; fi
   done
   (( ok > 0 )) || swe_die "no exec server answered /healthz (SWE_POOL_EXEC_URLS=$SWE_POOL_EXEC_URLS)"
   if (( bad > 0 )) && [[ "${SWE_REQUIRE_ALL_EXEC:-0}" == "1" ]]; then swe_die "$bad exec server(s) down"; fi
@@ -538,11 +546,17 @@ swe_start_pool() {  # the pool server on the head, reachable from every ray node
   if [[ -z "${SWE_POOL_TOKEN:-}${SWE_POOL_TOKEN_FILE:-}" ]]; then
     if [[ -n "${SWE_EXEC_TOKEN:-}" ]]; then export SWE_POOL_TOKEN="$SWE_EXEC_TOKEN"; else export SWE_POOL_TOKEN_FILE="$SWE_EXEC_TOKEN_FILE"; fi
   fi
+  # The tokens reach the pool through the environment (exported above, or by the user), never as an
+  # argument: `env` below gets only names of no secret (tests/scripts/test_no_token_in_argv.py).
   swe_run_bg "$LOG_DIR/pool_server.log" env SWE_POOL_HOST="$SWE_POOL_HOST" SWE_POOL_PORT="$SWE_POOL_PORT" \
     SWE_POOL_DB="$SWE_POOL_DB" SWE_POOL_ID="$SWE_POOL_ID" SWE_POOL_MAX_PER_NODE="$SWE_POOL_MAX_PER_NODE" \
     "$PYTHON" "$SWE_ROOT/server/pool_server.py"
-  export SWE_POOL_URL="http://$SWE_POOL_HOST:$POOL_PORT"
-  swe_wait_service "$SWE_POOL_URL/healthz" "${POOL_START_TIMEOUT:-120}" "pool server" "$(swe_last_pid)" "$LOG_DIR/pool_server.log"
+  # With SWE_POOL_TLS_CERT the pool serves HTTPS: its clients (this wait, the rollout workers) check it
+  # against SWE_CLIENT_CA_FILE (forwarded to the job with every SWE_* variable), else the system's CAs.
+  local scheme=http
+  [[ -z "${SWE_POOL_TLS_CERT:-}" ]] || scheme=https
+  export SWE_POOL_URL="$scheme://$SWE_POOL_HOST:$POOL_PORT"
+  SWE_WAIT_CA="${SWE_CLIENT_CA_FILE:-}" swe_wait_service "$SWE_POOL_URL/healthz" "${POOL_START_TIMEOUT:-120}" "pool server" "$(swe_last_pid)" "$LOG_DIR/pool_server.log"
 }
 
 swe_prm_server() {  # the PRM judge's own SGLang, on the prm node

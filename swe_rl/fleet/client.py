@@ -41,13 +41,14 @@ from pydantic import BaseModel, ValidationError
 from swe_rl.fleet import protocol, responses
 from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
 from swe_rl.fleet.client_config import CLIENT_ENV as CLIENT_ENV  # re-exported: callers import it from here
-from swe_rl.fleet.client_config import EnvClientConfig
+from swe_rl.fleet.client_config import EnvClientConfig, pool_tls
 from swe_rl.fleet.client_results import EvalResult, ExecResult
-from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, NetworkFull, error_for
+from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, NetworkFull, TlsRefused, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots
+from swe_rl.fleet.tls import tls_refusal
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,7 @@ class EnvClient(ClientSnapshots):
         self._http = httpx.AsyncClient(
             base_url=self.config.pool_url.rstrip("/"),
             headers=headers,
+            verify=pool_tls(self.config),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
         )
@@ -337,6 +339,12 @@ class EnvClient(ClientSnapshots):
                 else:
                     resp = await self._http.post(f"/{op}", json=body, timeout=http_timeout, headers=headers)
             except httpx.HTTPError as exc:
+                refusal = tls_refusal(exc)
+                if refusal is not None:  # a setting (the CA, the URL's scheme): retrying only hides it
+                    raise TlsRefused(
+                        f"{op}: TLS with pool {cfg.pool_url} failed: {refusal} (its certificate must come "
+                        "from the CA in SWE_CLIENT_CA_FILE and name the URL's host)"
+                    ) from exc
                 error: FleetError = FleetUnavailable(
                     f"{op}: pool {cfg.pool_url} unreachable or too slow: {type(exc).__name__}: {exc}"
                 )

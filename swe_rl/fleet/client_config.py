@@ -8,14 +8,16 @@ documents every variable (tests/test_readme_settings.py keeps them in step).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
+from swe_rl.fleet.tls import client_context, require_https
 
-__all__ = ["CLIENT_ENV", "EnvClientConfig"]
+__all__ = ["CLIENT_ENV", "EnvClientConfig", "pool_tls", "verify_for"]
 
 
 class EnvClientConfig(BaseModel):
@@ -27,6 +29,10 @@ class EnvClientConfig(BaseModel):
     """Pool server URL (`SWE_POOL_URL`)."""
     token: str = Field(default="", repr=False)
     """Bearer token of the pool (`SWE_POOL_TOKEN`, or the file named by `SWE_POOL_TOKEN_FILE`)."""
+    ca_file: str = ""
+    """CA file (PEM) the pool's certificate is checked against when `pool_url` is https:// (`SWE_CLIENT_CA_FILE`);
+    unset: the system's CAs. Set, an http:// `pool_url` off loopback is refused (the token would cross in clear
+    text)."""
     connect_timeout: float = 10.0
     """Seconds to connect to the pool."""
     read_timeout: float = 120.0
@@ -65,3 +71,20 @@ CLIENT_ENV: dict[str, EnvVar] = prefixed(
 )
 """The variable of each `EnvClientConfig` field: `SWE_CLIENT_<FIELD>`, and the pool's address and token
 under the names the pool's own settings use (`SWE_POOL_URL`, `SWE_POOL_TOKEN` / `SWE_POOL_TOKEN_FILE`)."""
+
+
+def pool_tls(config: EnvClientConfig) -> ssl.SSLContext | bool:
+    """httpx's `verify` for the pool (`verify_for`)."""
+    return verify_for(config.pool_url, config.ca_file, "SWE_POOL_URL")
+
+
+def verify_for(url: str, ca_file: str, setting: str) -> ssl.SSLContext | bool:
+    """How a client checks the server at `url`: an https:// one against `ca_file` (else the system's
+    CAs). A CA file with an http:// URL off loopback is a ValueError naming `setting`: where TLS was
+    meant, the token must not cross in clear text. For every client of the fleet's servers (the pool's
+    clients, and clients that reach nodes directly, with the same CA file)."""
+    if not url.lower().startswith("https://"):
+        if ca_file:
+            require_https([url], setting, "SWE_CLIENT_CA_FILE is set")
+        return True
+    return client_context(ca_file)

@@ -21,6 +21,7 @@ __all__ = [
     "FileNotFound",
     "IsADirectory",
     "CommandRefused",
+    "TlsRefused",
     "error_for",
 ]
 
@@ -55,6 +56,12 @@ class ImageNotFound(FleetUnavailable):
 class NetworkFull(FleetUnavailable):
     """The container's network has no free address on any node that could take it (a subnet too
     small for the containers on it): allocate fails at once with that reason, it is not retried."""
+
+
+class TlsRefused(FleetError):
+    """A TLS connection failed on a setting, not a passing fault: the server's certificate is not trusted
+    (another CA than the client's `ca_file`), names another host, or the server speaks plain HTTP. Never
+    retried, never an `env_error` of one rollout: every call would fail the same way."""
 
 
 class BadRequest(FleetError):

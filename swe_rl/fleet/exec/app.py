@@ -37,10 +37,12 @@ from swe_rl.fleet.exec.health import HealthMonitor
 from swe_rl.fleet.exec.health_lane import health_lane
 from swe_rl.fleet.exec.manager import ContainerManager
 from swe_rl.fleet.exec.snapshot_routes import add_snapshot_routes
+from swe_rl.fleet.exec.tls_front import PrivateSocketDir, TlsFront
 from swe_rl.fleet.image_protocol import NodePrefetchAnswer, NodePrefetchRequest
 from swe_rl.fleet.image_protocol import parse as parse_image_request
 from swe_rl.fleet.protocol import ApiError, DestroyRequest, parse
 from swe_rl.fleet.settings import read_token
+from swe_rl.fleet.tls import server_context, server_files
 
 __version__ = "0.1.0"
 log = logging.getLogger("swe_exec_server")
@@ -243,10 +245,20 @@ def parse_config(argv: list[str] | None = None) -> ExecConfig:
     p.add_argument("--max-containers", type=int, default=cfg.max_containers)
     p.add_argument("--threads", type=int, default=cfg.threads)
     p.add_argument("--reap-interval", type=float, default=cfg.reap_interval)
+    p.add_argument(
+        "--tls-cert", default=cfg.tls_cert, help="serve HTTPS with this PEM certificate (SWE_EXEC_TLS_CERT)"
+    )
+    p.add_argument("--tls-key", default=cfg.tls_key, help="the certificate's PEM key (SWE_EXEC_TLS_KEY)")
     p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "INFO"))
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg.host, cfg.port, cfg.server_id = a.host, a.port, a.server_id
+    try:
+        cfg.tls_cert, cfg.tls_key = server_files(
+            a.tls_cert, a.tls_key, "SWE_EXEC_TLS_CERT/SWE_EXEC_TLS_KEY"
+        ) or ("", "")
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
     cfg.max_containers, cfg.threads, cfg.reap_interval = a.max_containers, a.threads, a.reap_interval
     if a.token_file:
         cfg.token = read_token("", a.token_file)
@@ -294,13 +306,22 @@ def serve(cfg: ExecConfig) -> None:
         threading.Thread(target=_drained, name="swe-drain", daemon=True).start()
 
     signal.signal(signal.SIGTERM, _term)
+    # The drain ends the loop with a KeyboardInterrupt (`interrupt_main`), which needs Python's own SIGINT
+    # handler: a shell starts a background job with SIGINT ignored, and the server then never stopped.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # What the start made (modules, the app, adopted containers) out of the collector's reach: its full
     # collections stop every request's thread, and would otherwise rescan all of it each time.
     gc.freeze()
+    # With TLS, waitress listens on a private Unix socket behind the TLS front (tls_front.py says why).
+    sockets = PrivateSocketDir() if cfg.tls_cert else None
+    where = (
+        {"unix_socket": sockets.socket, "unix_socket_perms": "600"}
+        if sockets
+        else {"host": cfg.host, "port": cfg.port}
+    )
     server = waitress.server.create_server(
         app,
-        host=cfg.host,
-        port=cfg.port,
+        **where,
         threads=cfg.threads,
         channel_timeout=cfg.max_timeout + 60,
         connection_limit=max(1000, cfg.threads * 4),
@@ -309,11 +330,21 @@ def serve(cfg: ExecConfig) -> None:
         asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
     )
     health_lane(stamp_arrivals(server))
+    front = None
     try:
+        if sockets is not None:
+            front = TlsFront(cfg.host, cfg.port, server_context(cfg.tls_cert, cfg.tls_key), sockets.socket)
+            front.start()  # binds here: an address in use fails the start, its socket directory removed
+            log.info("serving HTTPS on %s:%d", cfg.host, cfg.port)
         server.run()
     except KeyboardInterrupt:  # the drain's end (or Ctrl-C)
         if not drain.draining:
             manager.stop()
+    finally:
+        if front is not None:
+            front.stop()
+        if sockets is not None:
+            sockets.close()
     log.info("exec server %s stopped", cfg.server_id)
 
 

@@ -99,6 +99,11 @@ class ExecConfig:
     """Seconds between refill passes (a claim or a /warm call wakes the refiller at once)."""
     state_dir: str = "~/.cache/swe-rl/exec-state"
     """Where the state file of claimed warm containers (lease id, owner, deadline) lives."""
+    tls_cert: str = ""
+    """PEM certificate (chain) to serve HTTPS with (`SWE_EXEC_TLS_CERT`, `--tls-cert`); with `tls_key`. Unset:
+    plain HTTP (bind to a private interface only). The pool then reaches this node by an https:// URL."""
+    tls_key: str = field(default="", repr=False)
+    """PEM private key of `tls_cert` (`SWE_EXEC_TLS_KEY`, `--tls-key`); readable by the server's user only."""
     backend: str = "docker"
     """What runs this node's containers: a name of `backend.BACKENDS`, `docker` (the default) or `memory`
     (load tests: no containers, commands are not run; `memory_backend.py`)."""

@@ -293,6 +293,15 @@ def main(argv: list[str] | None = None) -> None:
         default=cfg.keep_leases_on_exit,
         help="keep containers and leases at shutdown (rolling restart)",
     )
+    p.add_argument(
+        "--tls-cert", default=cfg.tls_cert, help="serve HTTPS with this PEM certificate (SWE_POOL_TLS_CERT)"
+    )
+    p.add_argument("--tls-key", default=cfg.tls_key, help="the certificate's PEM key (SWE_POOL_TLS_KEY)")
+    p.add_argument(
+        "--exec-ca-file",
+        default=cfg.exec_ca_file,
+        help="CA of the nodes' certificates (SWE_POOL_EXEC_CA_FILE)",
+    )
     p.add_argument("--log-level", default=os.environ.get("SWE_LOG_LEVEL", "INFO"))
     a = p.parse_args(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -307,11 +316,13 @@ def main(argv: list[str] | None = None) -> None:
     cfg.lease_ttl, cfg.max_per_node, cfg.reap_interval = a.lease_ttl, a.max_per_node, a.reap_interval
     cfg.health_interval, cfg.node_down_after = a.health_interval, a.node_down_after
     cfg.keep_leases_on_exit = a.keep_leases_on_exit
+    cfg.tls_cert, cfg.tls_key, cfg.exec_ca_file = a.tls_cert, a.tls_key, a.exec_ca_file
     cfg.finalize()
     _raise_fd_limit()
     log.info(
-        "pool %s on %s:%d over %d exec servers (ttl %.0fs, cap %d/node)",
+        "pool %s on %s://%s:%d over %d exec servers (ttl %.0fs, cap %d/node)",
         cfg.pool_id,
+        "https" if cfg.tls_cert else "http",
         cfg.host,
         cfg.port,
         len(cfg.exec_urls),
@@ -328,6 +339,8 @@ def main(argv: list[str] | None = None) -> None:
         http=cfg.http,
         timeout_graceful_shutdown=cfg.shutdown_grace,
         timeout_keep_alive=30,
+        ssl_certfile=cfg.tls_cert or None,
+        ssl_keyfile=cfg.tls_key or None,
     )
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from swe_rl.fleet.settings import EnvVar, field_types, prefixed, read_env
+from swe_rl.fleet.tls import client_context, require_https, server_files
 
 
 @dataclass
@@ -73,6 +74,14 @@ class PoolConfig:
     """Most bytes of kept answers; the oldest are dropped first (a resend of a dropped one gets a 503)."""
     images_interval: float = 60.0
     """Seconds between refreshes of each node's image list, used for image affinity (`SWE_POOL_IMAGES_INTERVAL`)."""
+    tls_cert: str = ""
+    """PEM certificate (chain) to serve HTTPS with (`SWE_POOL_TLS_CERT`, `--tls-cert`), with `tls_key`; unset:
+    plain HTTP. Set, the pool reaches its nodes over HTTPS only (an http:// exec URL is refused)."""
+    tls_key: str = field(default="", repr=False)
+    """PEM private key of `tls_cert` (`SWE_POOL_TLS_KEY`, `--tls-key`)."""
+    exec_ca_file: str = ""
+    """CA file (PEM) the nodes' certificates are checked against (`SWE_POOL_EXEC_CA_FILE`, `--exec-ca-file`);
+    unset: the system's CAs. Set, every exec URL must be https://."""
     loop: str = "auto"
     """uvicorn's event loop (`SWE_POOL_LOOP`: auto, uvloop or asyncio); auto takes uvloop where it imports."""
     http: str = "auto"
@@ -108,12 +117,31 @@ class PoolConfig:
             )
         if self.lease_ttl <= 0 or self.max_per_node <= 0 or self.node_down_after <= 0:
             raise SystemExit("error: lease TTL, per-node cap and node-down-after must be positive")
+        self.check_tls()
         if self.loop not in ("auto", "uvloop", "asyncio") or self.http not in ("auto", "httptools", "h11"):
             raise SystemExit(
                 f"error: SWE_POOL_LOOP must be auto, uvloop or asyncio (got {self.loop!r}) and "
                 f"SWE_POOL_HTTP auto, httptools or h11 (got {self.http!r})"
             )
         return self
+
+    @property
+    def tls(self) -> bool:
+        """Whether TLS is on: the pool serves HTTPS, or checks its nodes against a CA of its own."""
+        return bool(self.tls_cert or self.exec_ca_file)
+
+    def check_tls(self) -> None:
+        """Exit with the reason when the TLS settings cannot work: half a key pair, a file that does not
+        load, or a plain http:// node while TLS is on (the node's token would cross in clear text)."""
+        try:
+            pair = server_files(self.tls_cert, self.tls_key, "SWE_POOL_TLS_CERT/SWE_POOL_TLS_KEY")
+            self.tls_cert, self.tls_key = pair or ("", "")
+            if self.exec_ca_file:
+                client_context(self.exec_ca_file)
+            if self.tls:
+                require_https(self.exec_urls, "SWE_POOL_EXEC_URLS", "the pool speaks TLS")
+        except ValueError as exc:
+            raise SystemExit(f"error: {exc}") from None
 
 
 def _urls(text: str) -> list[str]:

@@ -64,6 +64,7 @@ class Pool(LeaseLiveness, WarmDemand):
             config.exec_token,
             connect_timeout=config.connect_timeout,
             shards=config.connection_shards,
+            ca_file=config.exec_ca_file,
         )
         self.store = LeaseStore(config.db_path)
         self.metrics = Metrics()

@@ -28,6 +28,7 @@ from swe_rl.fleet.pool.node_wire import (
     WireTimeout,
 )
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE, PLAIN_CALL_TIMEOUT, ROUTED_CALLS, ApiError
+from swe_rl.fleet.tls import client_context
 
 if TYPE_CHECKING:
     from swe_rl.fleet.pool.nodes import Node, NodeSet
@@ -85,9 +86,16 @@ class NodeCalls:
     """HTTP clients to the exec servers: one for health checks, a few connection shards per node."""
 
     def __init__(
-        self, urls: list[str], nodes: NodeSet, token: str, *, connect_timeout: float, shards: int
+        self,
+        urls: list[str],
+        nodes: NodeSet,
+        token: str,
+        *,
+        connect_timeout: float,
+        shards: int,
+        ca_file: str = "",
     ) -> None:
-        self.urls, self.nodes, self.token = urls, nodes, token
+        self.urls, self.nodes, self.token, self.ca_file = urls, nodes, token, ca_file
         self.connect_timeout, self.shards = connect_timeout, max(1, shards)
         self.http: httpx.AsyncClient | None = None
         """Client of health checks, image lists and reconciliation."""
@@ -107,7 +115,8 @@ class NodeCalls:
         # One context shared by every client; the CA store is loaded only when a node speaks TLS (it took
         # up to 2 s of a loaded machine, on the restart's critical path).
         tls = any(url.startswith("https:") for url in self.urls)
-        self._ssl = ssl.create_default_context() if tls else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        # Chain and name checked, against the nodes' CA when one is set (`PoolConfig.exec_ca_file`).
+        self._ssl = client_context(self.ca_file) if tls else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         self.http = self._new_client()
         # Small connection pools, several per node: httpcore's pool spends time in proportion to its
         # connections on every request, which a single pool holding thousands turns quadratic.

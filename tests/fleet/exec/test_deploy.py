@@ -175,3 +175,64 @@ def test_setup_docker_node_installs_each_missing_dependency_on_its_own(tmp_path)
     (shims / "dockerd").unlink()
     out = _dry_run(tmp_path, PATH=path)
     assert "installing docker.io python3-venv\n" in out
+
+
+def test_systemd_unit_runs_with_least_privilege():
+    """Not root: a system user in the docker group (its one privilege), sandboxed, one capability (kill)."""
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read(ROOT / "server/swe-exec-server.service")
+    svc = unit["Service"]
+    assert svc.get("User") == "swe-exec" and svc.get("Group") == "swe-exec"
+    assert svc["User"] not in ("root", "0") and "DynamicUser" not in svc
+    assert svc["SupplementaryGroups"].split() == ["docker"]
+    expected = {
+        "NoNewPrivileges": "yes",
+        "ProtectSystem": "strict",
+        "ProtectHome": "yes",
+        "PrivateTmp": "yes",
+        "PrivateDevices": "yes",
+        "ProtectKernelTunables": "yes",
+        "ProtectKernelModules": "yes",
+        "ProtectControlGroups": "yes",
+        "RestrictSUIDSGID": "yes",
+        "CapabilityBoundingSet": "CAP_KILL",
+        "AmbientCapabilities": "CAP_KILL",
+        "StateDirectory": "swe-exec-server",
+    }
+    assert {k: svc.get(k) for k in expected} == expected
+    # What it writes lives in its state directory, the one writable path under ProtectSystem=strict.
+    text = (ROOT / "server/swe-exec-server.service").read_text()
+    settings = [
+        line.removeprefix("Environment=") for line in text.splitlines() if line.startswith("Environment=")
+    ]
+    env = dict(line.split("=", 1) for line in settings)
+    for var in ("SWE_EXEC_STATE_DIR", "SWE_EXEC_SNAPSHOT_DIR"):
+        assert env[var].startswith("/var/lib/swe-exec-server/"), env
+    # The settings file is read after those defaults (it may move them).
+    assert text.index("Environment=SWE_EXEC_SNAPSHOT_DIR") < text.index("EnvironmentFile=")
+
+
+def test_setup_docker_node_makes_the_service_user_and_shares_the_token_with_it_only(tmp_path):
+    out = _dry_run(tmp_path)
+    if subprocess.run(["id", "-u", "swe-exec"], capture_output=True).returncode != 0:
+        assert "useradd --system --user-group --home-dir /var/lib/swe-exec-server" in out
+    text = (ROOT / "server/setup_docker_node.sh").read_text()
+    assert 'chown "root:$service_user" "$token_file" && chmod 0640 "$token_file"' in text
+    assert "SWE_EXEC_TLS_CERT" not in out  # no TLS unless given
+
+
+def test_setup_docker_node_installs_a_tls_certificate_and_key(tmp_path):
+    (tmp_path / "c.pem").write_text("cert")
+    (tmp_path / "k.pem").write_text("key")
+    out = _dry_run(tmp_path, "--tls-cert", str(tmp_path / "c.pem"), "--tls-key", str(tmp_path / "k.pem"))
+    etc = tmp_path / "etc"
+    assert f"install -m 0644 {tmp_path}/c.pem {etc}/tls/exec.crt" in out
+    assert f"install -m 0640 -o root -g swe-exec {tmp_path}/k.pem {etc}/tls/exec.key" in out
+    assert (
+        f"+   SWE_EXEC_TLS_CERT={etc}/tls/exec.crt" in out
+        and f"+   SWE_EXEC_TLS_KEY={etc}/tls/exec.key" in out
+    )
+    p = _script(tmp_path, "--tls-cert", str(tmp_path / "c.pem"), SWE_EXEC_TOKEN="t")
+    assert p.returncode == 2 and "give --tls-cert and --tls-key together" in p.stderr
+    p = _script(tmp_path, "--tls-key", "/nonexistent/k.pem", SWE_EXEC_TOKEN="t")
+    assert p.returncode == 2 and "--tls-key: cannot read /nonexistent/k.pem" in p.stderr

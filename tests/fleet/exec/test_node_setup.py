@@ -164,7 +164,18 @@ def test_setup_on_a_node_that_already_runs_docker(docker_node, installed):
     assert "healthy, token accepted" in out
     assert token not in out
     assert docker_node.exec("systemctl", "is-enabled", "swe-exec-server").stdout.strip() == "enabled"
-    assert docker_node.exec("stat", "-c", "%a %U", "/etc/swe-rl/exec-token").stdout.strip() == "600 root"
+    assert (
+        docker_node.exec("stat", "-c", "%a %U %G", "/etc/swe-rl/exec-token").stdout.strip()
+        == "640 root swe-exec"
+    )
+    # Least privilege: the server runs as its own system user (not root), in the docker group, sandboxed.
+    pid = docker_node.exec("systemctl", "show", "-p", "MainPID", "--value", "swe-exec-server").stdout.strip()
+    assert docker_node.exec("stat", "-c", "%U", f"/proc/{pid}").stdout.strip() == "swe-exec"
+    status = docker_node.exec("cat", f"/proc/{pid}/status").stdout
+    assert "\nUid:\t0\t" not in status and "NoNewPrivs:\t1" in status, status
+    docker_gid = docker_node.exec("getent", "group", "docker").stdout.split(":")[2]
+    groups = next(line for line in status.splitlines() if line.startswith("Groups:")).split()[1:]
+    assert docker_gid in groups, status  # the unit's SupplementaryGroups: the Docker socket's group
     assert docker_node.exec("cat", "/etc/swe-rl/exec-token").stdout.strip() == token
     settings = _settings(docker_node)
     assert "SWE_EXEC_HOST=0.0.0.0" in settings and "SWE_EXEC_TOKEN_FILE=/etc/swe-rl/exec-token" in settings
