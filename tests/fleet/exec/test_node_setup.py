@@ -82,7 +82,7 @@ def _boot(image: str, work: Path) -> Node:
 
 def _setup(node: Node, *args: str, env: dict[str, str], under: tuple[str, ...] = (), **kw):
     """The script as an operator runs it (`under` a tracer, if given); its exit must be 0."""
-    p = node.exec(*under, "bash", SCRIPT, *args, env={**NODE_PIP, **env}, timeout=900, check=False, **kw)
+    p = node.exec(*under, "bash", SCRIPT, *args, env={**NODE_PIP, **env}, timeout=1800, check=False, **kw)
     assert p.returncode == 0, p.stdout + p.stderr + node.journal()
     return p
 
