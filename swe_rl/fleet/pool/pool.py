@@ -35,9 +35,10 @@ from swe_rl.fleet.pool.metrics import Metrics
 from swe_rl.fleet.pool.nodes import Node, NodeSet
 from swe_rl.fleet.pool.placement import Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
+from swe_rl.fleet.pool.replicas import ReplicaSync
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
 from swe_rl.fleet.pool.snapshots import Prepare, Snapshots
-from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
+from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable, RecordStore
 from swe_rl.fleet.pool.warm_demand import CREATE_OPTIONS, WarmDemand
 from swe_rl.fleet.protocol import (
     FORWARDING,
@@ -65,7 +66,17 @@ class Pool(LeaseLiveness, WarmDemand):
             connect_timeout=config.connect_timeout,
             shards=config.connection_shards,
         )
-        self.store = LeaseStore(config.db_path)
+        self.store: RecordStore
+        self.replicas: ReplicaSync | None = None
+        """Set when several replicas share a PostgreSQL record (`SWE_POOL_DATABASE_URL`): replicas.py."""
+        if config.database_url:
+            from swe_rl.fleet.pool.shared_store import SharedLeaseStore  # psycopg: the `replicas` extra
+
+            shared = SharedLeaseStore(config.database_url)
+            self.store = shared
+            self.replicas = ReplicaSync(self, shared)
+        else:
+            self.store = LeaseStore(config.db_path)
         self.metrics = Metrics()
         self.replays = CallReplay(config.call_replay_seconds, config.call_replay_bytes)
         self.table = LeaseTable(self.store, self.nodes.nodes)
@@ -108,7 +119,7 @@ class Pool(LeaseLiveness, WarmDemand):
             "pool %s: %d leases loaded from %s in %.2f s; serving while %d nodes are checked",
             self.cfg.pool_id,
             len(self.leases),
-            self.cfg.db_path,
+            "the shared PostgreSQL record" if self.replicas else self.cfg.db_path,
             time.monotonic() - t0,
             len(self.nodes.nodes),
         )
@@ -126,9 +137,12 @@ class Pool(LeaseLiveness, WarmDemand):
             time.monotonic() - t0,
             time.monotonic() - t1,
         )
+        reap = (self.reap_expired, self.cfg.reap_interval)
+        if self.replicas is not None:  # expiry runs in the shared record, each lease to one replica
+            reap = (self.replicas.sync, self.cfg.sync_interval)
         for loop, interval in (
             (self.check_health_spread, self.cfg.health_interval / 2),  # a node every health_interval
-            (self.reap_expired, self.cfg.reap_interval),
+            reap,
             (self.touch_live, self.cfg.effective_touch_interval),
             (self.snapshots.reap, self.cfg.reap_interval),
         ):
@@ -197,6 +211,22 @@ class Pool(LeaseLiveness, WarmDemand):
     def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord:
         return self.table.of(body, allow_lost=allow_lost)
 
+    async def known(self, body: dict[str, Any]) -> None:
+        """With replicas: load the leases the request names that another replica allocated."""
+        if self.replicas is not None:
+            await self.replicas.load_body(body)
+
+    async def beat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A heartbeat (`heartbeat`), after loading its leases when another replica allocated them."""
+        await self.known(body)
+        return self.heartbeat(body)
+
+    async def recorded_on(self, node_url: str) -> tuple[set[str], set[str]]:
+        """Containers and lease ids other replicas hold on the node (none without replicas)."""
+        if self.replicas is None:
+            return set(), set()
+        return await self.replicas.recorded_on(node_url)
+
     def _post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> Any:
         return self.calls.post(node, path, payload, timeout)
 
@@ -238,6 +268,10 @@ class Pool(LeaseLiveness, WarmDemand):
             return self.leases[self.by_request[request_id]].public(self.cfg.lease_ttl)
         if request_id and request_id in self.allocations:
             return await asyncio.shield(self.allocations[request_id])
+        if request_id and self.replicas is not None:  # a retry of an allocate another replica made
+            made = await self.replicas.load_request(request_id)
+            if made is not None:
+                return made.public(self.cfg.lease_ttl)
         task = asyncio.create_task(
             self._allocate(req) if snap is None else self.snapshots.allocate_from(snap, req)
         )
@@ -293,6 +327,38 @@ class Pool(LeaseLiveness, WarmDemand):
         key = warm_key(image, payload)
         if pin is None:  # fire-and-forget, before our own create (no warm containers of a snapshot)
             self._plan_warm(key, payload, req.expected)
+        if self.replicas is not None:  # a pending row first: no replica takes its container for an orphan
+            await self._reserve(lease_id, req)
+            try:
+                return await self._place(req, lease_id, payload, key, node_url, image, prefer)
+            finally:
+                if lease_id not in self.leases:
+                    self.store.delete(lease_id)
+        return await self._place(req, lease_id, payload, key, node_url, image, prefer)
+
+    async def _reserve(self, lease_id: str, req: AllocateRequest) -> None:
+        assert self.replicas is not None
+        pending = LeaseRecord(lease_id, req.request_id, "", "", req.image, req.instance_id, "", time.time(),
+                              owner=req.owner or "")  # fmt: skip
+        self.allocating.add(lease_id)
+        try:
+            other = await asyncio.wrap_future(self.replicas.store.reserve(pending))
+        finally:
+            self.allocating.discard(lease_id)
+        if other is not None:  # another replica has (or is making) this request's lease
+            raise ApiError(503, f"request {req.request_id} is being allocated by another pool replica: retry")
+
+    async def _place(
+        self,
+        req: AllocateRequest,
+        lease_id: str,
+        payload: dict[str, Any],
+        key: WarmKey,
+        node_url: str | None,
+        image: str,
+        prefer: str,
+    ) -> dict[str, Any]:
+        """Create the lease's container on the best node that takes it (the next one when one fails)."""
         tried: set[str] = set()
         missing: list[str] = []
         errors: list[str] = []
@@ -399,6 +465,7 @@ class Pool(LeaseLiveness, WarmDemand):
 
     async def route(self, op: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | Response:
         """Check the call against its model (as the node will), then forward the body as it came."""
+        await self.known(body)
         lease = self.lease_of(body)
         parse(ROUTED_CALLS[op], body, FORWARDING)
         return await forward(
@@ -420,9 +487,13 @@ class Pool(LeaseLiveness, WarmDemand):
             if request_id in self.allocations:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.allocations[request_id])
+            if request_id not in self.by_request and self.replicas is not None:
+                with contextlib.suppress(ApiError):  # (one under way on another replica: its TTL reclaims it)
+                    await self.replicas.load_request(request_id)
             if request_id not in self.by_request:
                 return {"ok": True, "already_closed": True}
             body = {"lease_id": self.by_request[request_id]}
+        await self.known(body)
         try:
             lease = self.lease_of(body, allow_lost=True)
         except ApiError as exc:

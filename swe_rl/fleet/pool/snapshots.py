@@ -64,6 +64,8 @@ class SnapshotPool(Protocol):
 
     def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord: ...
 
+    async def known(self, body: dict[str, Any]) -> None: ...
+
     async def allocate_then(
         self,
         req: AllocateRequest,
@@ -100,6 +102,7 @@ class Snapshots:
 
     async def take(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /leases/<lease_id>/snapshot``: the lease's state as a new snapshot id."""
+        await self.pool.known(body)  # (a lease another pool replica allocated)
         lease = self.pool.lease_of(body)
         req = parse(LeaseSnapshotRequest, {k: v for k, v in body.items() if k != "lease_id"})
         if lease.owner and req.owner != lease.owner:
