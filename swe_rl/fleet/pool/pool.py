@@ -223,9 +223,7 @@ class Pool(LeaseLiveness, WarmDemand):
 
     async def recorded_on(self, node_url: str) -> tuple[set[str], set[str]]:
         """Containers and lease ids other replicas hold on the node (none without replicas)."""
-        if self.replicas is None:
-            return set(), set()
-        return await self.replicas.recorded_on(node_url)
+        return await self.replicas.recorded_on(node_url) if self.replicas else (set(), set())
 
     def _post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> Any:
         return self.calls.post(node, path, payload, timeout)
@@ -328,25 +326,13 @@ class Pool(LeaseLiveness, WarmDemand):
         if pin is None:  # fire-and-forget, before our own create (no warm containers of a snapshot)
             self._plan_warm(key, payload, req.expected)
         if self.replicas is not None:  # a pending row first: no replica takes its container for an orphan
-            await self._reserve(lease_id, req)
+            await self.replicas.reserve(lease_id, req)
             try:
                 return await self._place(req, lease_id, payload, key, node_url, image, prefer)
             finally:
                 if lease_id not in self.leases:
                     self.store.delete(lease_id)
         return await self._place(req, lease_id, payload, key, node_url, image, prefer)
-
-    async def _reserve(self, lease_id: str, req: AllocateRequest) -> None:
-        assert self.replicas is not None
-        pending = LeaseRecord(lease_id, req.request_id, "", "", req.image, req.instance_id, "", time.time(),
-                              owner=req.owner or "")  # fmt: skip
-        self.allocating.add(lease_id)
-        try:
-            other = await asyncio.wrap_future(self.replicas.store.reserve(pending))
-        finally:
-            self.allocating.discard(lease_id)
-        if other is not None:  # another replica has (or is making) this request's lease
-            raise ApiError(503, f"request {req.request_id} is being allocated by another pool replica: retry")
 
     async def _place(
         self,

@@ -20,12 +20,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from swe_rl.fleet.protocol import ApiError
+from swe_rl.fleet.pool.store import LeaseRecord
+from swe_rl.fleet.protocol import AllocateRequest, ApiError
 
 if TYPE_CHECKING:
     from swe_rl.fleet.pool.pool import Pool
     from swe_rl.fleet.pool.shared_store import SharedLeaseStore
-    from swe_rl.fleet.pool.store import LeaseRecord
 
 log = logging.getLogger("swe_pool_server")
 
@@ -73,6 +73,19 @@ class ReplicaSync:
             lease.last_seen = time.monotonic()
             self.pool.table.add(lease)
         return self.pool.leases.get(lease.lease_id) if lease is not None else None
+
+    async def reserve(self, lease_id: str, req: AllocateRequest) -> None:
+        """Record an allocation before its container is made (a pending row: reconciliation on any
+        replica leaves its container alone); 503 when another replica has the request's lease."""
+        pending = LeaseRecord(lease_id, req.request_id, "", "", req.image, req.instance_id, "", time.time(),
+                              owner=req.owner or "")  # fmt: skip
+        self.pool.allocating.add(lease_id)
+        try:
+            other = await asyncio.wrap_future(self.store.reserve(pending))
+        finally:
+            self.pool.allocating.discard(lease_id)
+        if other is not None:  # another replica has (or is making) this request's lease
+            raise ApiError(503, f"request {req.request_id} is being allocated by another pool replica: retry")
 
     async def recorded_on(self, node_url: str) -> tuple[set[str], set[str]]:
         """Container ids and lease ids the database has on a node (allocations under way included)."""

@@ -33,7 +33,7 @@ from swe_rl.fleet.pool.store import LeaseRecord
 log = logging.getLogger("swe_pool_server")
 T = TypeVar("T")
 
-NOW = "extract(epoch from clock_timestamp())"
+NOW = "extract(epoch from clock_timestamp())::double precision"
 """The database's clock: replicas on several hosts agree on one."""
 EVENT_STRAGGLE = 5.0
 """Seconds of events read again on each pass: a transaction that took an earlier sequence number may
