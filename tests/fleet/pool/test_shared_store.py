@@ -14,7 +14,7 @@ from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore
 from swe_rl.testing.local_postgres import LocalPostgres, postgres_bin_dir
 
 pytest.importorskip("psycopg", reason="the `replicas` extra (psycopg) is not installed")
-from swe_rl.fleet.pool.shared_store import SharedLeaseStore  # noqa: E402 - after the skip
+from swe_rl.fleet.pool.shared_store import SharedLeaseStore
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,189 @@
+"""Pool replicas on one PostgreSQL lease record: real pool processes over simulated exec servers.
+
+Two pool processes share a real PostgreSQL (Debian's server, started for the test; swe_rl/testing/
+local_postgres.py) and the same simulated nodes (the real exec server app over the in-memory backend):
+a lease allocated through one is used, heartbeated and released through the other; one killed with
+SIGKILL loses no lease and a client holding both URLs carries on through the other; expiry fires once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
+from swe_rl.fleet.errors import LeaseLost
+from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
+from swe_rl.testing.local_postgres import LocalPostgres, postgres_bin_dir
+
+pytest.importorskip("psycopg", reason="the `replicas` extra (psycopg) is not installed")
+pytestmark = pytest.mark.docker  # a simulated fleet (in-memory nodes, real pool processes): the fleet tier
+
+IMAGE = "swe-rl/replicas-test:latest"
+
+
+@pytest.fixture
+def postgres() -> Iterator[LocalPostgres]:
+    if postgres_bin_dir() is None:
+        pytest.skip(
+            "PostgreSQL server binaries not installed (scripts/setup_machine.sh installs `postgresql`)"
+        )
+    server = LocalPostgres()
+    yield server
+    server.stop()
+
+
+def replicated(postgres: LocalPostgres, **env: str) -> MemoryFleet:
+    return MemoryFleet(
+        nodes=2,
+        max_per_node=20,
+        images=[IMAGE],
+        pool_env={
+            "SWE_POOL_DATABASE_URL": postgres.url,
+            "SWE_POOL_SYNC_INTERVAL": "0.3",
+            "SWE_POOL_HEALTH_INTERVAL": "1",
+            "SWE_POOL_WARM_MIN": "0",
+            **env,
+        },
+    )
+
+
+def client(fleet: MemoryFleet, *urls: str) -> EnvClient:
+    # generous bounds: a loaded machine, not a speed test
+    return EnvClient(
+        EnvClientConfig(
+            pool_url=",".join(urls), token=fleet.token, read_timeout=120, connect_timeout=30, backoff=0.2
+        )
+    )
+
+
+def on(other: EnvClient, lease: Lease) -> Lease:
+    """The same lease, driven through another client (another replica)."""
+    return Lease(
+        other,
+        {"lease_id": lease.lease_id, "node": lease.node, "container_id": lease.container_id, "image": lease.image,
+         "instance_id": lease.instance_id, "workdir": lease.workdir, "expires_at": lease.expires_at},
+    )  # fmt: skip
+
+
+def get(fleet: MemoryFleet, url: str, path: str) -> httpx.Response:
+    return httpx.get(url + path, headers={"Authorization": f"Bearer {fleet.token}"}, timeout=60)
+
+
+def containers(fleet: MemoryFleet) -> int:
+    return sum(len(httpx.get(u + "/status", headers={"Authorization": f"Bearer {fleet.token}"}, timeout=60).json()["containers"]) for u in fleet.exec_urls)  # fmt: skip
+
+
+def counter(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            if all(f'{k}="{v}"' in line for k, v in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+async def until(check: Any, what: str, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = await asyncio.to_thread(check)
+        if value:
+            return value
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_lease_from_one_replica_is_served_by_the_other_and_a_killed_replica_loses_none(postgres):
+    with replicated(postgres, SWE_POOL_LEASE_TTL="600") as fleet:
+        a, b = fleet.start_replica(), fleet.pool_url
+
+        async def drive() -> None:
+            ca, cb, both = client(fleet, a), client(fleet, b), client(fleet, a, b)
+            try:
+                # allocated through A; exec'd, heartbeated and released through B
+                first = await ca.allocate(IMAGE, instance_id="one")
+                via_b = on(cb, first)
+                assert (await via_b.exec("echo from-b")).output.strip() == "from-b"
+                assert await via_b.heartbeat() > time.time()
+                await via_b.close()
+
+                # A drops it from its cache once it reads B's release: its call on it is a lost lease
+                async def gone_on_a() -> bool:
+                    try:
+                        await first.exec("echo still-there")
+                    except LeaseLost:
+                        return True
+                    return False
+
+                deadline = time.monotonic() + 60
+                while not await gone_on_a():
+                    assert time.monotonic() < deadline, "replica A still serves a lease B released"
+                    await asyncio.sleep(0.2)
+                assert containers(fleet) == 0  # its container destroyed (by B, which released it)
+
+                # a client holding both URLs: leases made through A, then A is SIGKILLed
+                held = [await both.allocate(IMAGE, instance_id=f"k{i}") for i in range(6)]
+                assert (await held[0].exec("echo before")).output.strip() == "before"
+                fleet.kill_replica(a)
+                results = [
+                    await lease.exec(f"echo after-{i}") for i, lease in enumerate(held)
+                ]  # retried on B
+                assert [r.output.strip() for r in results] == [f"after-{i}" for i in range(6)]
+                for lease in held:
+                    lease.start_heartbeat(1.0)
+                assert await both.heartbeat_all() == 6  # every lease known to B: none lost
+                status = get(fleet, b, "/status").json()
+                assert {le["lease_id"] for le in status["leases"]} >= {le.lease_id for le in held}
+                more = await both.allocate(IMAGE, instance_id="after-kill")  # allocations go on, on B
+                for lease in [*held, more]:
+                    await lease.close()
+                await until(lambda: containers(fleet) == 0, "every container destroyed")
+                assert get(fleet, b, "/status").json()["leases"] == []
+            finally:
+                for c in (ca, cb, both):
+                    await c.aclose()
+
+        asyncio.run(drive())
+
+
+def test_expiry_fires_once_across_replicas(postgres):
+    with replicated(postgres, SWE_POOL_LEASE_TTL="2") as fleet:
+        a, b = fleet.start_replica(), fleet.pool_url
+
+        async def drive() -> None:
+            ca, cb = client(fleet, a), client(fleet, b)
+            try:
+                for i in range(4):  # allocated on both replicas, and never heartbeated
+                    await ca.allocate(IMAGE, instance_id=f"a{i}")
+                    await cb.allocate(IMAGE, instance_id=f"b{i}")
+                kept = await cb.allocate(IMAGE, instance_id="kept")
+                kept_on_a = on(ca, kept)
+                assert containers(fleet) == 9
+
+                async def beat() -> None:  # the kept lease lives through A's heartbeats only
+                    while True:
+                        await kept_on_a.heartbeat()
+                        await asyncio.sleep(0.3)
+
+                beating = asyncio.create_task(beat())
+                await until(lambda: containers(fleet) == 1, "the 8 idle leases expired and destroyed")
+                await asyncio.sleep(
+                    3
+                )  # more passes of both replicas: nothing expires twice, nor the kept one
+                beating.cancel()
+                await asyncio.gather(beating, return_exceptions=True)
+                texts = [get(fleet, url, "/metrics").text for url in (a, b)]
+                assert sum(counter(t, "swe_pool_leases_reclaimed_total", reason="ttl") for t in texts) == 8
+                assert sum(counter(t, "swe_pool_destroys_total", outcome="ok") for t in texts) == 8
+                assert (await kept.exec("echo alive")).output.strip() == "alive"
+                await kept.close()
+            finally:
+                await ca.aclose()
+                await cb.aclose()
+
+        asyncio.run(drive())
