@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -19,7 +18,6 @@ import pytest
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.errors import LeaseLost
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
-from swe_rl.testing.local_postgres import LocalPostgres, postgres_bin_dir
 
 pytest.importorskip("psycopg", reason="the `replicas` extra (psycopg) is not installed")
 pytestmark = pytest.mark.docker  # a simulated fleet (in-memory nodes, real pool processes): the fleet tier
@@ -27,24 +25,13 @@ pytestmark = pytest.mark.docker  # a simulated fleet (in-memory nodes, real pool
 IMAGE = "swe-rl/replicas-test:latest"
 
 
-@pytest.fixture
-def postgres() -> Iterator[LocalPostgres]:
-    if postgres_bin_dir() is None:
-        pytest.skip(
-            "PostgreSQL server binaries not installed (scripts/setup_machine.sh installs `postgresql`)"
-        )
-    server = LocalPostgres()
-    yield server
-    server.stop()
-
-
-def replicated(postgres: LocalPostgres, **env: str) -> MemoryFleet:
+def replicated(database_url: str, **env: str) -> MemoryFleet:
     return MemoryFleet(
         nodes=2,
         max_per_node=20,
         images=[IMAGE],
         pool_env={
-            "SWE_POOL_DATABASE_URL": postgres.url,
+            "SWE_POOL_DATABASE_URL": database_url,
             "SWE_POOL_SYNC_INTERVAL": "0.3",
             "SWE_POOL_HEALTH_INTERVAL": "1",
             "SWE_POOL_WARM_MIN": "0",
@@ -98,8 +85,8 @@ async def until(check: Any, what: str, timeout: float = 60.0) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_a_lease_from_one_replica_is_served_by_the_other_and_a_killed_replica_loses_none(postgres):
-    with replicated(postgres, SWE_POOL_LEASE_TTL="600") as fleet:
+def test_a_lease_from_one_replica_is_served_by_the_other_and_a_killed_replica_loses_none(postgres_url):
+    with replicated(postgres_url, SWE_POOL_LEASE_TTL="600") as fleet:
         a, b = fleet.start_replica(), fleet.pool_url
 
         async def drive() -> None:
@@ -151,8 +138,8 @@ def test_a_lease_from_one_replica_is_served_by_the_other_and_a_killed_replica_lo
         asyncio.run(drive())
 
 
-def test_expiry_fires_once_across_replicas(postgres):
-    with replicated(postgres, SWE_POOL_LEASE_TTL="2") as fleet:
+def test_expiry_fires_once_across_replicas(postgres_url):
+    with replicated(postgres_url, SWE_POOL_LEASE_TTL="2") as fleet:
         a, b = fleet.start_replica(), fleet.pool_url
 
         async def drive() -> None:

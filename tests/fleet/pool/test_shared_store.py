@@ -11,27 +11,14 @@ import pytest
 
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore
-from swe_rl.testing.local_postgres import LocalPostgres, postgres_bin_dir
 
 pytest.importorskip("psycopg", reason="the `replicas` extra (psycopg) is not installed")
 from swe_rl.fleet.pool.shared_store import SharedLeaseStore
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[LocalPostgres]:
-    if postgres_bin_dir() is None:
-        pytest.skip(
-            "PostgreSQL server binaries not installed (scripts/setup_machine.sh installs `postgresql`)"
-        )
-    server = LocalPostgres()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
-def stores(postgres: LocalPostgres) -> Iterator[tuple[SharedLeaseStore, SharedLeaseStore]]:
-    a, b = SharedLeaseStore(postgres.url), SharedLeaseStore(postgres.url)
-    a._writer.submit(lambda db: db.execute("TRUNCATE leases, lease_events, pool_snapshots")).result()
+def stores(postgres_url: str) -> Iterator[tuple[SharedLeaseStore, SharedLeaseStore]]:
+    a, b = SharedLeaseStore(postgres_url), SharedLeaseStore(postgres_url)
     yield a, b
     a.close()
     b.close()
