@@ -35,7 +35,7 @@ from swe_rl.fleet.pool.metrics import Metrics
 from swe_rl.fleet.pool.nodes import Node, NodeSet
 from swe_rl.fleet.pool.placement import Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
-from swe_rl.fleet.pool.replicas import ReplicaSync
+from swe_rl.fleet.pool.replicas import ReplicaSync, open_shared_store
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
 from swe_rl.fleet.pool.snapshots import Prepare, Snapshots
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable, RecordStore
@@ -66,17 +66,10 @@ class Pool(LeaseLiveness, WarmDemand):
             connect_timeout=config.connect_timeout,
             shards=config.connection_shards,
         )
-        self.store: RecordStore
-        self.replicas: ReplicaSync | None = None
+        shared = open_shared_store(config.database_url) if config.database_url else None
+        self.store: RecordStore = shared or LeaseStore(config.db_path)
+        self.replicas = ReplicaSync(self, shared) if shared else None
         """Set when several replicas share a PostgreSQL record (`SWE_POOL_DATABASE_URL`): replicas.py."""
-        if config.database_url:
-            from swe_rl.fleet.pool.shared_store import SharedLeaseStore  # psycopg: the `replicas` extra
-
-            shared = SharedLeaseStore(config.database_url)
-            self.store = shared
-            self.replicas = ReplicaSync(self, shared)
-        else:
-            self.store = LeaseStore(config.db_path)
         self.metrics = Metrics()
         self.replays = CallReplay(config.call_replay_seconds, config.call_replay_bytes)
         self.table = LeaseTable(self.store, self.nodes.nodes)
@@ -96,7 +89,7 @@ class Pool(LeaseLiveness, WarmDemand):
         self._tasks: list[asyncio.Task[None]] = []
         self.destroys = DestroyQueue(self.calls.route_post, self.metrics)
         """Containers of released leases being destroyed in the background (off close's path)."""
-        self.snapshots = Snapshots(self)
+        self.snapshots = Snapshots(self, self.replicas.store if self.replicas else None)
         self.first_pass: asyncio.Task[None] | None = None
         """The first check of every node, run while the pool already serves (see `start`)."""
 
@@ -259,6 +252,7 @@ class Pool(LeaseLiveness, WarmDemand):
     async def _allocate_once(self, body: dict[str, Any]) -> dict[str, Any]:
         """Run one allocation per request id: a retry gets the lease, or awaits the allocation in flight."""
         # allocate from a snapshot: the snapshot's image and workdir fill the body (404/403/409 first)
+        await self.snapshots.known(body.get("from_snapshot"))  # (with replicas: one another replica took)
         snap = self.snapshots.for_allocate(body) if body.get("from_snapshot") is not None else None
         req: AllocateRequest = parse(AllocateRequest, body)
         request_id = req.request_id

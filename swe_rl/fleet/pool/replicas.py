@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("swe_pool_server")
 
 
+def open_shared_store(url: str) -> SharedLeaseStore:
+    """The replicas' PostgreSQL record (psycopg is the `replicas` extra: imported only when asked for)."""
+    from swe_rl.fleet.pool.shared_store import SharedLeaseStore
+
+    return SharedLeaseStore(url)
+
+
 class ReplicaSync:
     """One replica's link to the shared lease record (made by the pool when it has a database URL)."""
 

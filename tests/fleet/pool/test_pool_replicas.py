@@ -9,6 +9,7 @@ SIGKILL loses no lease and a client holding both URLs carries on through the oth
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from typing import Any
 
@@ -174,3 +175,44 @@ def test_expiry_fires_once_across_replicas(postgres_url):
                 await cb.aclose()
 
         asyncio.run(drive())
+
+
+async def test_real_nodes_a_lease_and_its_snapshot_through_either_replica(
+    fleet, pool_factory, fixture_instances, postgres_url, tmp_path
+):
+    """Over a real exec server (Docker): allocated through A, changed and snapshotted through B, restored
+    into a new lease and the snapshot deleted through A, everything released through B."""
+    inst = fixture_instances["pytoolz__toolz-9001"]
+    (node,) = fleet(1, SWE_EXEC_SNAPSHOT_DIR=str(tmp_path / "snapshots"))
+    token = "pytest-replicas-" + secrets.token_hex(8)
+    shared = {
+        "SWE_POOL_DATABASE_URL": postgres_url,
+        "SWE_POOL_ID": "pytest-replicas-" + secrets.token_hex(4),  # one pool: one owner label
+        "SWE_POOL_TOKEN": token,
+        "SWE_POOL_SYNC_INTERVAL": "0.3",
+    }
+    a, b = pool_factory([node], **shared), pool_factory([node], **shared)
+
+    def config(url: str) -> EnvClientConfig:
+        return EnvClientConfig(pool_url=url, token=token, read_timeout=300, connect_timeout=30)
+
+    async with EnvClient(config(a.url), owner="job") as ca, EnvClient(config(b.url), owner="job") as cb:
+        lease = await ca.allocate(inst.image, workdir="/testbed")
+        via_b = on(cb, lease)
+        await via_b.record_baseline()
+        assert (await via_b.exec("printf through-b > /testbed/replica.txt")).ok
+        info = await via_b.snapshot()
+        branch = await ca.allocate(inst.image, from_snapshot=info.snapshot_id)  # A never saw the snapshot
+        assert (await branch.exec("cat /testbed/replica.txt")).output == "through-b"
+        assert await ca.delete_snapshot(info.snapshot_id)
+        assert not await cb.delete_snapshot(info.snapshot_id)  # gone for B too: already deleted
+        for held in (via_b, on(cb, branch)):
+            await held.close()
+    owned = [c for c in node.get("/status").json()["containers"] if c.get("owner") == shared["SWE_POOL_ID"]]
+    deadline = time.monotonic() + 120
+    while owned:  # destroyed in the background after the close
+        assert time.monotonic() < deadline, owned
+        time.sleep(0.5)
+        owned = [
+            c for c in node.get("/status").json()["containers"] if c.get("owner") == shared["SWE_POOL_ID"]
+        ]
