@@ -260,10 +260,6 @@ class Pool(LeaseLiveness, WarmDemand):
             return self.leases[self.by_request[request_id]].public(self.cfg.lease_ttl)
         if request_id and request_id in self.allocations:
             return await asyncio.shield(self.allocations[request_id])
-        if request_id and self.replicas is not None:  # a retry of an allocate another replica made
-            made = await self.replicas.load_request(request_id)
-            if made is not None:
-                return made.public(self.cfg.lease_ttl)
         task = asyncio.create_task(
             self._allocate(req) if snap is None else self.snapshots.allocate_from(snap, req)
         )
@@ -320,7 +316,9 @@ class Pool(LeaseLiveness, WarmDemand):
         if pin is None:  # fire-and-forget, before our own create (no warm containers of a snapshot)
             self._plan_warm(key, payload, req.expected)
         if self.replicas is not None:  # a pending row first: no replica takes its container for an orphan
-            await self.replicas.reserve(lease_id, req)
+            made = await self.replicas.reserve(lease_id, req)
+            if made is not None:  # a retry of an allocate another replica made: its lease
+                return made.public(self.cfg.lease_ttl)
             try:
                 return await self._place(req, lease_id, payload, key, node_url, image, prefer)
             finally:

@@ -81,9 +81,10 @@ class ReplicaSync:
             self.pool.table.add(lease)
         return self.pool.leases.get(lease.lease_id) if lease is not None else None
 
-    async def reserve(self, lease_id: str, req: AllocateRequest) -> None:
+    async def reserve(self, lease_id: str, req: AllocateRequest) -> LeaseRecord | None:
         """Record an allocation before its container is made (a pending row: reconciliation on any
-        replica leaves its container alone); 503 when another replica has the request's lease."""
+        replica leaves its container alone). When another replica made the request's lease already (a
+        client retrying here), that lease; 503 while it is still making it."""
         pending = LeaseRecord(lease_id, req.request_id, "", "", req.image, req.instance_id, "", time.time(),
                               owner=req.owner or "")  # fmt: skip
         self.pool.allocating.add(lease_id)
@@ -91,8 +92,13 @@ class ReplicaSync:
             other = await asyncio.wrap_future(self.store.reserve(pending))
         finally:
             self.pool.allocating.discard(lease_id)
-        if other is not None:  # another replica has (or is making) this request's lease
-            raise ApiError(503, f"request {req.request_id} is being allocated by another pool replica: retry")
+        if other is None:
+            return None
+        assert req.request_id is not None  # (only a request id can collide)
+        made = await self.load_request(req.request_id)  # 503 while the other replica is still making it
+        if made is None:  # released again since: the client's retry allocates anew
+            raise ApiError(503, f"request {req.request_id} was just released by another pool replica: retry")
+        return made
 
     async def recorded_on(self, node_url: str) -> tuple[set[str], set[str]]:
         """Container ids and lease ids the database has on a node (allocations under way included)."""

@@ -94,7 +94,9 @@ def test_a_lease_from_one_replica_is_served_by_the_other_and_a_killed_replica_lo
             ca, cb, both = client(fleet, a), client(fleet, b), client(fleet, a, b)
             try:
                 # allocated through A; exec'd, heartbeated and released through B
-                first = await ca.allocate(IMAGE, instance_id="one")
+                first = await ca.allocate(IMAGE, instance_id="one", request_id="req-one")
+                again = await cb.allocate(IMAGE, instance_id="one", request_id="req-one")  # a retry, on B
+                assert again.lease_id == first.lease_id and again.container_id == first.container_id
                 via_b = on(cb, first)
                 assert (await via_b.exec("echo from-b")).output.strip() == "from-b"
                 assert await via_b.heartbeat() > time.time()

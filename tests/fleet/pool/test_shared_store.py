@@ -3,6 +3,8 @@ replicas rely on. No Docker, no HTTP: two `SharedLeaseStore`s on one database ar
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -128,3 +130,14 @@ def test_the_database_url_is_read_from_the_environment_or_a_file(tmp_path):
         == "postgresql://pool@db/leases"
     )
     assert "postgresql" not in repr(PoolConfig(database_url="postgresql://u:pw@h/d"))  # never in a log line
+
+
+def test_the_pool_imports_psycopg_only_for_replicas():
+    """One pool process with SQLite needs no `replicas` extra: nothing imports psycopg until a database
+    URL is given."""
+    code = (
+        "import sys, swe_rl.fleet.pool.app, swe_rl.fleet.pool.pool, swe_rl.fleet.client;"
+        " assert 'psycopg' not in sys.modules, 'imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
