@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from swe_rl.fleet.pool.store import LeaseRecord
+from swe_rl.fleet.protocol import ApiError
 
 log = logging.getLogger("swe_pool_server")
 T = TypeVar("T")
@@ -100,16 +101,18 @@ class _Connection:
         return self.pool.submit(self._run, fn)
 
     def _run(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """`fn` on this thread's connection; the database unreachable is a 503 (clients retry it)."""
         for attempt in (1, 2):
-            if self.conn is None or self.conn.closed:
-                self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
             try:
+                if self.conn is None or self.conn.closed:
+                    self.conn = psycopg.connect(self.url, autocommit=True, connect_timeout=10)
                 return fn(self.conn)
             except psycopg.OperationalError as exc:
-                if attempt == 2 or not self.conn.broken:
-                    raise
+                broken = self.conn is None or self.conn.broken
+                self.conn = None if broken else self.conn
+                if attempt == 2 or not broken:
+                    raise ApiError(503, f"lease database unavailable: {exc}", database_down=True) from exc
                 log.warning("lease database connection (%s) dropped (%s): reconnecting", self.name, exc)
-                self.conn = None
         raise AssertionError("unreachable")
 
     def close(self) -> None:

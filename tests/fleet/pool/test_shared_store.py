@@ -13,6 +13,8 @@ import pytest
 
 from swe_rl.fleet.pool.config import PoolConfig
 from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore
+from swe_rl.fleet.protocol import ApiError
+from tests.conftest import free_port
 
 pytest.importorskip("psycopg", reason="the `replicas` extra (psycopg) is not installed")
 from swe_rl.fleet.pool.shared_store import SharedLeaseStore
@@ -141,3 +143,16 @@ def test_the_pool_imports_psycopg_only_for_replicas():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_dropped_connection_is_made_again_and_an_unreachable_database_is_a_503(stores, postgres_url):
+    a, b = stores
+    a.put(lease("one")).result()
+    pid = a._reader.submit(lambda db: db.execute("SELECT pg_backend_pid()").fetchone()[0]).result()  # type: ignore[index]
+    b._writer.submit(lambda db: db.execute("SELECT pg_terminate_backend(%s)", (pid,))).result()
+    assert [le.lease_id for le in a.load()] == ["one"]  # (on a new connection)
+    with pytest.raises(ApiError) as refused:
+        SharedLeaseStore(
+            postgres_url.replace(postgres_url.split("@")[1].split("/")[0], f"127.0.0.1:{free_port()}")
+        )
+    assert refused.value.status == 503 and "lease database unavailable" in refused.value.message
