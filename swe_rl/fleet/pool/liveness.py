@@ -56,6 +56,9 @@ class LeaseLiveness:
     async def recorded_on(self, node_url: str) -> tuple[set[str], set[str]]:
         raise NotImplementedError
 
+    async def still_recorded(self, leases: list[LeaseRecord]) -> list[LeaseRecord]:
+        raise NotImplementedError
+
     # ---- heartbeat
 
     def heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +219,7 @@ class LeaseLiveness:
                 len(leases),
                 node.url,
             )
-        return confirmed
+        return await self.still_recorded(confirmed)
 
     async def reap_expired(self) -> None:
         now = time.monotonic()

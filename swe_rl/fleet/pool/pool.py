@@ -218,6 +218,10 @@ class Pool(LeaseLiveness, WarmDemand):
         """Containers and lease ids other replicas hold on the node (none without replicas)."""
         return await self.replicas.recorded_on(node_url) if self.replicas else (set(), set())
 
+    async def still_recorded(self, leases: list[LeaseRecord]) -> list[LeaseRecord]:
+        """Of leases whose container is gone, those not released meanwhile through another replica."""
+        return await self.replicas.still_recorded(leases) if self.replicas else leases
+
     def _post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> Any:
         return self.calls.post(node, path, payload, timeout)
 

@@ -100,6 +100,20 @@ class ReplicaSync:
             raise ApiError(503, f"request {req.request_id} was just released by another pool replica: retry")
         return made
 
+    async def still_recorded(self, leases: list[LeaseRecord]) -> list[LeaseRecord]:
+        """Of cached leases whose container the node no longer has, those still in the record; the others
+        were released through another replica (which destroyed the container) before this one read its
+        event: dropped from the cache, not marked lost."""
+        if not leases:
+            return []
+        present = {
+            le.lease_id for le in await asyncio.wrap_future(self.store.fetch([le.lease_id for le in leases]))
+        }
+        for lease in leases:
+            if lease.lease_id not in present:
+                self.pool.table.forget(lease.lease_id)
+        return [lease for lease in leases if lease.lease_id in present]
+
     async def recorded_on(self, node_url: str) -> tuple[set[str], set[str]]:
         """Container ids and lease ids the database has on a node (allocations under way included)."""
         return await asyncio.wrap_future(self.store.node_leases(node_url))

@@ -179,6 +179,32 @@ def test_expiry_fires_once_across_replicas(postgres_url):
         asyncio.run(drive())
 
 
+def test_a_lease_released_through_one_replica_is_not_reported_lost_by_the_other(postgres_url):
+    """A's touch pass finds the container of a lease B released before A read B's event (A's passes over
+    the record are slowed down here): A drops it from its cache, it does not count it as lost."""
+    with replicated(
+        postgres_url, SWE_POOL_LEASE_TTL="600", SWE_POOL_SYNC_INTERVAL="3600", SWE_POOL_TOUCH_INTERVAL="0.3"
+    ) as fleet:
+        a, b = fleet.start_replica(), fleet.pool_url
+
+        async def drive() -> None:
+            ca, cb = client(fleet, a), client(fleet, b)
+            try:
+                lease = await ca.allocate(IMAGE, instance_id="both")
+                await on(cb, lease).close()  # released and destroyed by B; A has not read that
+                await until(lambda: containers(fleet) == 0, "the container destroyed")
+                await asyncio.sleep(3)  # several touch passes of A
+                with pytest.raises(LeaseLost):
+                    await lease.exec("echo gone")
+                metrics = get(fleet, a, "/metrics").text
+                assert counter(metrics, "swe_pool_leases_reclaimed_total", reason="container_gone") == 0
+            finally:
+                await ca.aclose()
+                await cb.aclose()
+
+        asyncio.run(drive())
+
+
 async def test_real_nodes_a_lease_and_its_snapshot_through_either_replica(
     fleet, pool_factory, fixture_instances, postgres_url, tmp_path
 ):
