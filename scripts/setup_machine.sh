@@ -25,6 +25,8 @@ command -v shellcheck >/dev/null 2>&1 || need_apt+=(shellcheck)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v docker-registry >/dev/null 2>&1 || need_apt+=(docker-registry)  # the loopback registry of the image tests
+# the pool replicas' shared lease record (swe_rl/testing/local_postgres.py starts one per test from its binaries)
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || need_apt+=(postgresql)
 if ((${#need_apt[@]})); then
   echo "[setup] apt-get install ${need_apt[*]}"
   sudo_cmd=""; [[ "$(id -u)" == "0" ]] || sudo_cmd="sudo"

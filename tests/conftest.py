@@ -36,6 +36,7 @@ pytest_plugins = [
     "agent_fixtures",
     "token_fixtures",
     "registry_fixtures",
+    "postgres_fixtures",
     "slime_stub",
     "upstream_slime",
     "swebench_versions",

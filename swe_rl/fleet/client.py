@@ -185,8 +185,10 @@ class EnvClient(ClientSnapshots):
         self.config = config or EnvClientConfig.from_env()
         self.owner = owner or secrets.token_urlsafe(12)
         headers = {"Authorization": f"Bearer {self.config.token}"} if self.config.token else {}
+        self._urls = self.config.pool_urls()
+        """The pool's replicas (one URL for one pool process); calls go to `_urls[_current]`."""
+        self._current = 0
         self._http = httpx.AsyncClient(
-            base_url=self.config.pool_url.rstrip("/"),
             headers=headers,
             verify=pool_tls(self.config),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
@@ -319,6 +321,13 @@ class EnvClient(ClientSnapshots):
         body = prefetch_body(images)
         return await self._call("prefetch", body, timeout=self.config.read_timeout, retry=Retry.SAFE)
 
+    def _next_replica(self, failed: str) -> None:
+        """The replica at `failed` did not answer: later calls go to the next one (unless another call
+        moved on already). One URL: nothing changes."""
+        if len(self._urls) > 1 and self._urls[self._current] == failed:
+            self._current = (self._current + 1) % len(self._urls)
+            log.warning("pool replica %s failed: calls go to %s", failed, self._urls[self._current])
+
     async def _call(
         self, op: str, body: dict[str, Any] | None, *, timeout: float, retry: Retry
     ) -> dict[str, Any]:
@@ -333,11 +342,14 @@ class EnvClient(ClientSnapshots):
 
         async def attempt() -> dict[str, Any]:
             nonlocal failures
+            base = self._urls[self._current]
             try:
                 if body is None:
-                    resp = await self._http.get(f"/{op}", timeout=http_timeout)
+                    resp = await self._http.get(f"{base}/{op}", timeout=http_timeout)
                 else:
-                    resp = await self._http.post(f"/{op}", json=body, timeout=http_timeout, headers=headers)
+                    resp = await self._http.post(
+                        f"{base}/{op}", json=body, timeout=http_timeout, headers=headers
+                    )
             except httpx.HTTPError as exc:
                 refusal = tls_refusal(exc)
                 if refusal is not None:  # a setting (the CA, the URL's scheme): retrying only hides it
@@ -346,12 +358,14 @@ class EnvClient(ClientSnapshots):
                         "from the CA in SWE_CLIENT_CA_FILE and name the URL's host)"
                     ) from exc
                 error: FleetError = FleetUnavailable(
-                    f"{op}: pool {cfg.pool_url} unreachable or too slow: {type(exc).__name__}: {exc}"
+                    f"{op}: pool {base} unreachable or too slow: {type(exc).__name__}: {exc}"
                 )
                 error.__cause__ = exc
+                self._next_replica(base)  # with replicas, the next attempt goes to another one
                 if isinstance(exc, httpx.ConnectError) and loop.time() < refused_until:
-                    # nobody listens (a pool restarting): the request never left, poll until it is back
-                    raise TryAgain(error, RESTART_POLL * random.uniform(0.5, 1.0)) from exc
+                    # nobody listens (a pool restarting, a replica gone): the request never left; poll
+                    # until one is back (each replica in turn)
+                    raise TryAgain(error, RESTART_POLL * random.uniform(0.5, 1.0) / len(self._urls)) from exc
                 failures += 1
                 if retry is Retry.UNSENT and not isinstance(exc, _NEVER_SENT):
                     if sent_to is None:

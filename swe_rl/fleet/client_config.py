@@ -26,7 +26,8 @@ class EnvClientConfig(BaseModel):
     model_config = ConfigDict(use_attribute_docstrings=True, extra="forbid")
 
     pool_url: str = "http://127.0.0.1:18090"
-    """Pool server URL (`SWE_POOL_URL`)."""
+    """Pool server URL (`SWE_POOL_URL`); several, comma-separated, for pool replicas sharing one lease record:
+    a call that cannot reach one (or whose connection drops) is retried on the next."""
     token: str = Field(default="", repr=False)
     """Bearer token of the pool (`SWE_POOL_TOKEN`, or the file named by `SWE_POOL_TOKEN_FILE`)."""
     ca_file: str = ""
@@ -56,6 +57,13 @@ class EnvClientConfig(BaseModel):
     restart_grace: float = 30.0
     """Seconds a call keeps trying, about twice a second, while the pool refuses connections (a pool
     restarting); such attempts never reached the pool, so they do not count against `retries`. 0: off."""
+
+    def pool_urls(self) -> list[str]:
+        """The pool's URLs: one, or each replica's."""
+        urls = [u.strip().rstrip("/") for u in self.pool_url.split(",") if u.strip()]
+        if not urls:
+            raise ValueError("pool_url names no pool server")
+        return urls
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> EnvClientConfig:

@@ -90,13 +90,20 @@ def providers(module: str) -> set[str]:
     return {canonical(d) for d in _module_owners().get(module, [])}
 
 
+OPTIONAL_SERVER_IMPORTS = {"psycopg": "replicas"}
+"""Imported by the pool only when a setting asks for it (pool replicas: `SWE_POOL_DATABASE_URL`), from
+its own extra; tests/fleet/pool/test_shared_store.py checks the pool starts without it."""
+
+
 def test_the_eval_extra_covers_what_the_local_fleet_servers_import():
     imports = third_party_imports(SERVER_SIDE, skip="fakes")
     assert {"flask", "waitress", "docker", "starlette", "uvicorn"} <= imports
     for extras in (["eval"], ["server"]):
         have = closure(requirements(extras))
-        uncovered = {m for m in imports if not providers(m) & set(have)}
+        uncovered = {m for m in imports if not providers(m) & set(have)} - set(OPTIONAL_SERVER_IMPORTS)
         assert not uncovered, (extras, uncovered)
+    for module, extra in OPTIONAL_SERVER_IMPORTS.items():
+        assert module in imports and providers(module) & set(closure(requirements([extra]))), (module, extra)
 
 
 def test_the_local_fleet_checks_the_modules_the_server_extra_declares():

@@ -214,6 +214,9 @@ class MemoryFleet:
     """The first helper process (the only one by default)."""
     more_helpers: list[subprocess.Popen] = field(default_factory=list)
     pool: subprocess.Popen | None = None
+    replicas: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
+    """More pool processes (`start_replica`: with `SWE_POOL_DATABASE_URL` in `pool_env`, replicas sharing one
+    lease record), as (URL, process)."""
     _own_dir: Path | None = field(default=None, repr=False)
     """The temporary log directory this fleet made (removed by `stop` unless something failed)."""
     _pool_env: dict[str, str] = field(default_factory=dict, repr=False)
@@ -324,6 +327,35 @@ class MemoryFleet:
             wait_healthy(self.pool_url, self.pool, poll=0.02)
         return time.monotonic() - t0 if wait else 0.0
 
+    def start_replica(self) -> str:
+        """Start one more pool process over the same nodes, with the same settings on its own port (give
+        `pool_env` a `SWE_POOL_DATABASE_URL`: replicas share the lease record); its URL once it is ready.
+        Call it from the main thread (see `start_pool`)."""
+        assert self.log_dir is not None
+        port = free_port()
+        env = {**self._pool_env, "SWE_POOL_PORT": str(port)}
+        url = f"http://127.0.0.1:{port}"
+        with open(self.log_dir / f"pool-{port}.log", "ab") as log:
+            proc = subprocess.Popen(
+                [self.python, *POOL_SERVER_ARGS],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=killed_with_parent,
+            )
+        self.replicas.append((url, proc))
+        wait_healthy(url, proc, poll=0.02)
+        return url
+
+    def kill_replica(self, url: str) -> None:
+        """SIGKILL the replica at `url` (a crash: nothing of its shutdown runs) and forget it."""
+        for entry in list(self.replicas):
+            if entry[0] == url:
+                entry[1].kill()
+                entry[1].wait(60)
+                self.replicas.remove(entry)
+
     def kill_pool(self, sig: int = signal.SIGKILL) -> None:
         """Stop the pool server: SIGKILL (default) as a crash would, nothing of its shutdown runs;
         SIGTERM for a graceful stop (it releases every lease)."""
@@ -338,7 +370,8 @@ class MemoryFleet:
         the exec servers died before being told to stop or did not exit cleanly when told.
         """
         problems = ["the code using the fleet raised"] if failed else []
-        for name, proc in (("pool server", self.pool), *(("exec servers", h) for h in self.helpers)):
+        pools = [("pool server", self.pool), *(("pool replica", proc) for _, proc in self.replicas)]
+        for name, proc in (*pools, *(("exec servers", h) for h in self.helpers)):
             if proc is None:
                 continue
             if proc.poll() is not None:

@@ -202,7 +202,7 @@ def create_app(pool: Pool) -> Starlette:
         return PlainTextResponse(metrics_text(pool), media_type="text/plain; version=0.0.4")
 
     async def heartbeat(body: dict[str, Any]) -> dict[str, Any]:
-        return pool.heartbeat(body)
+        return await pool.beat(body)  # (loads leases another replica allocated first)
 
     def routed(op: str) -> Any:
         return lambda body: pool.route(op, body)

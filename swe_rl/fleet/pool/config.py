@@ -30,6 +30,13 @@ class PoolConfig:
     destroys containers with this owner that no lease knows, so two pools must never share it."""
     db_path: str = ""
     """SQLite file of live leases (`SWE_POOL_DB`, default ~/.cache/swe-rl/pool-<port>.db)."""
+    database_url: str = field(default="", repr=False)
+    """PostgreSQL URL of a lease record shared by several pool replicas (`SWE_POOL_DATABASE_URL`; needs the
+    `replicas` extra). Empty (the default): one pool process with its SQLite file. Every replica of one
+    pool has the same `SWE_POOL_ID`, exec servers and database; a replica never releases leases on exit."""
+    sync_interval: float = 1.0
+    """Seconds between a replica's passes over the shared record (`SWE_POOL_SYNC_INTERVAL`): its heartbeats
+    pushed, expired leases taken (each by one replica), leases others released dropped, node loads counted."""
     lease_ttl: float = 300.0
     """Seconds without heartbeat or call before a lease is reclaimed (`SWE_POOL_LEASE_TTL`)."""
     max_per_node: int = 15
@@ -107,6 +114,10 @@ class PoolConfig:
         self.pool_token = self.pool_token or self.exec_token
         self.pool_id = (self.pool_id or f"{socket.gethostname()}:{self.port}")[:128]
         self.db_path = os.path.expanduser(self.db_path or f"~/.cache/swe-rl/pool-{self.port}.db")
+        if self.database_url:  # the leases are every replica's: one stopping releases none of them
+            self.keep_leases_on_exit = True
+            if self.sync_interval <= 0:
+                raise SystemExit("error: SWE_POOL_SYNC_INTERVAL must be positive")
         if not self.exec_urls:
             raise SystemExit(
                 "error: no exec servers: set SWE_POOL_EXEC_URLS (comma-separated) or --exec-urls"
@@ -156,6 +167,7 @@ ENV: dict[str, EnvVar] = prefixed(
     pool_token=EnvVar("SWE_POOL_TOKEN", file="SWE_POOL_TOKEN_FILE", parse=str.strip),
     pool_id=EnvVar("SWE_POOL_ID"),
     db_path=EnvVar("SWE_POOL_DB"),
+    database_url=EnvVar("SWE_POOL_DATABASE_URL", file="SWE_POOL_DATABASE_URL_FILE", parse=str.strip),
     lease_ttl=EnvVar("SWE_POOL_LEASE_TTL", old=("SWE_LEASE_TTL",)),
     max_per_node=EnvVar("SWE_POOL_MAX_PER_NODE", old=("SWE_MAX_CONTAINERS_PER_NODE",)),
     health_interval=EnvVar("SWE_POOL_HEALTH_INTERVAL", old=("SWE_HEALTH_INTERVAL",)),

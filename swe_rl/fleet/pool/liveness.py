@@ -53,6 +53,12 @@ class LeaseLiveness:
     def _release(self, lease: LeaseRecord, reason: str) -> asyncio.Task[bool]:
         raise NotImplementedError
 
+    async def recorded_on(self, node_url: str) -> tuple[set[str], set[str]]:
+        raise NotImplementedError
+
+    async def still_recorded(self, leases: list[LeaseRecord]) -> list[LeaseRecord]:
+        raise NotImplementedError
+
     # ---- heartbeat
 
     def heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -159,11 +165,15 @@ class LeaseLiveness:
         containers = json_of(resp)["containers"]
         present = {c["id"] for c in containers}
         known = {lease.container_id for lease in self.by_node.get(node.url, {}).values()}
+        # with replicas: what the shared record holds there, pending allocations of the others included
+        recorded, recorded_ids = await self.recorded_on(node.url)
+        known |= recorded
         for c in containers:
             if (
                 c.get("owner") == self.cfg.pool_id
                 and c["id"] not in known
                 and c.get("lease_id") not in self.allocating
+                and c.get("lease_id") not in recorded_ids
             ):
                 log.info(
                     "reconcile: destroying orphan container %s (lease %r) on %s",
@@ -209,7 +219,7 @@ class LeaseLiveness:
                 len(leases),
                 node.url,
             )
-        return confirmed
+        return await self.still_recorded(confirmed)
 
     async def reap_expired(self) -> None:
         now = time.monotonic()

@@ -35,9 +35,10 @@ from swe_rl.fleet.pool.metrics import Metrics
 from swe_rl.fleet.pool.nodes import Node, NodeSet
 from swe_rl.fleet.pool.placement import Demand, WarmKey, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
+from swe_rl.fleet.pool.replicas import ReplicaSync, open_shared_store
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
 from swe_rl.fleet.pool.snapshots import Prepare, Snapshots
-from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable
+from swe_rl.fleet.pool.store import LeaseRecord, LeaseStore, LeaseTable, RecordStore
 from swe_rl.fleet.pool.warm_demand import CREATE_OPTIONS, WarmDemand
 from swe_rl.fleet.protocol import (
     FORWARDING,
@@ -66,7 +67,10 @@ class Pool(LeaseLiveness, WarmDemand):
             shards=config.connection_shards,
             ca_file=config.exec_ca_file,
         )
-        self.store = LeaseStore(config.db_path)
+        shared = open_shared_store(config.database_url) if config.database_url else None
+        self.store: RecordStore = shared or LeaseStore(config.db_path)
+        self.replicas = ReplicaSync(self, shared) if shared else None
+        """Set when several replicas share a PostgreSQL record (`SWE_POOL_DATABASE_URL`): replicas.py."""
         self.metrics = Metrics()
         self.replays = CallReplay(config.call_replay_seconds, config.call_replay_bytes)
         self.table = LeaseTable(self.store, self.nodes.nodes)
@@ -86,7 +90,7 @@ class Pool(LeaseLiveness, WarmDemand):
         self._tasks: list[asyncio.Task[None]] = []
         self.destroys = DestroyQueue(self.calls.route_post, self.metrics)
         """Containers of released leases being destroyed in the background (off close's path)."""
-        self.snapshots = Snapshots(self)
+        self.snapshots = Snapshots(self, self.replicas.store if self.replicas else None)
         self.first_pass: asyncio.Task[None] | None = None
         """The first check of every node, run while the pool already serves (see `start`)."""
 
@@ -109,7 +113,7 @@ class Pool(LeaseLiveness, WarmDemand):
             "pool %s: %d leases loaded from %s in %.2f s; serving while %d nodes are checked",
             self.cfg.pool_id,
             len(self.leases),
-            self.cfg.db_path,
+            "the shared PostgreSQL record" if self.replicas else self.cfg.db_path,
             time.monotonic() - t0,
             len(self.nodes.nodes),
         )
@@ -127,9 +131,12 @@ class Pool(LeaseLiveness, WarmDemand):
             time.monotonic() - t0,
             time.monotonic() - t1,
         )
+        reap = (self.reap_expired, self.cfg.reap_interval)
+        if self.replicas is not None:  # expiry runs in the shared record, each lease to one replica
+            reap = (self.replicas.sync, self.cfg.sync_interval)
         for loop, interval in (
             (self.check_health_spread, self.cfg.health_interval / 2),  # a node every health_interval
-            (self.reap_expired, self.cfg.reap_interval),
+            reap,
             (self.touch_live, self.cfg.effective_touch_interval),
             (self.snapshots.reap, self.cfg.reap_interval),
         ):
@@ -198,6 +205,24 @@ class Pool(LeaseLiveness, WarmDemand):
     def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord:
         return self.table.of(body, allow_lost=allow_lost)
 
+    async def known(self, body: dict[str, Any]) -> None:
+        """With replicas: load the leases the request names that another replica allocated."""
+        if self.replicas is not None:
+            await self.replicas.load_body(body)
+
+    async def beat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A heartbeat (`heartbeat`), after loading its leases when another replica allocated them."""
+        await self.known(body)
+        return self.heartbeat(body)
+
+    async def recorded_on(self, node_url: str) -> tuple[set[str], set[str]]:
+        """Containers and lease ids other replicas hold on the node (none without replicas)."""
+        return await self.replicas.recorded_on(node_url) if self.replicas else (set(), set())
+
+    async def still_recorded(self, leases: list[LeaseRecord]) -> list[LeaseRecord]:
+        """Of leases whose container is gone, those not released meanwhile through another replica."""
+        return await self.replicas.still_recorded(leases) if self.replicas else leases
+
     def _post(self, node: Node, path: str, payload: dict[str, Any], timeout: float) -> Any:
         return self.calls.post(node, path, payload, timeout)
 
@@ -232,6 +257,7 @@ class Pool(LeaseLiveness, WarmDemand):
     async def _allocate_once(self, body: dict[str, Any]) -> dict[str, Any]:
         """Run one allocation per request id: a retry gets the lease, or awaits the allocation in flight."""
         # allocate from a snapshot: the snapshot's image and workdir fill the body (404/403/409 first)
+        await self.snapshots.known(body.get("from_snapshot"))  # (with replicas: one another replica took)
         snap = self.snapshots.for_allocate(body) if body.get("from_snapshot") is not None else None
         req: AllocateRequest = parse(AllocateRequest, body)
         request_id = req.request_id
@@ -294,6 +320,28 @@ class Pool(LeaseLiveness, WarmDemand):
         key = warm_key(image, payload)
         if pin is None:  # fire-and-forget, before our own create (no warm containers of a snapshot)
             self._plan_warm(key, payload, req.expected)
+        if self.replicas is not None:  # a pending row first: no replica takes its container for an orphan
+            made = await self.replicas.reserve(lease_id, req)
+            if made is not None:  # a retry of an allocate another replica made: its lease
+                return made.public(self.cfg.lease_ttl)
+            try:
+                return await self._place(req, lease_id, payload, key, node_url, image, prefer)
+            finally:
+                if lease_id not in self.leases:
+                    self.store.delete(lease_id)
+        return await self._place(req, lease_id, payload, key, node_url, image, prefer)
+
+    async def _place(
+        self,
+        req: AllocateRequest,
+        lease_id: str,
+        payload: dict[str, Any],
+        key: WarmKey,
+        node_url: str | None,
+        image: str,
+        prefer: str,
+    ) -> dict[str, Any]:
+        """Create the lease's container on the best node that takes it (the next one when one fails)."""
         tried: set[str] = set()
         missing: list[str] = []
         errors: list[str] = []
@@ -400,6 +448,7 @@ class Pool(LeaseLiveness, WarmDemand):
 
     async def route(self, op: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | Response:
         """Check the call against its model (as the node will), then forward the body as it came."""
+        await self.known(body)
         lease = self.lease_of(body)
         parse(ROUTED_CALLS[op], body, FORWARDING)
         return await forward(
@@ -421,9 +470,13 @@ class Pool(LeaseLiveness, WarmDemand):
             if request_id in self.allocations:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self.allocations[request_id])
+            if request_id not in self.by_request and self.replicas is not None:
+                with contextlib.suppress(ApiError):  # (one under way on another replica: its TTL reclaims it)
+                    await self.replicas.load_request(request_id)
             if request_id not in self.by_request:
                 return {"ok": True, "already_closed": True}
             body = {"lease_id": self.by_request[request_id]}
+        await self.known(body)
         try:
             lease = self.lease_of(body, allow_lost=True)
         except ApiError as exc:

@@ -20,6 +20,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -64,6 +65,8 @@ class SnapshotPool(Protocol):
 
     def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord: ...
 
+    async def known(self, body: dict[str, Any]) -> None: ...
+
     async def allocate_then(
         self,
         req: AllocateRequest,
@@ -91,15 +94,52 @@ class PoolSnapshot:
         return self.info.expires_at < time.time()
 
 
-class Snapshots:
-    """Snapshot records of one pool, and the calls that take, move, restore and delete them."""
+class SharedRecords(Protocol):
+    """Snapshot records shared by pool replicas (`shared_store.SharedLeaseStore` is one)."""
 
-    def __init__(self, pool: SnapshotPool) -> None:
+    def put_snapshot(self, snapshot_id: str, expires_at: float, record: dict[str, Any]) -> Future[None]: ...
+    def get_snapshot(self, snapshot_id: str) -> Future[dict[str, Any] | None]: ...
+    def delete_snapshot(self, snapshot_id: str) -> Future[bool]: ...
+    def expired_snapshots(self, now: float) -> Future[list[dict[str, Any]]]: ...
+
+
+class Snapshots:
+    """Snapshot records of one pool, and the calls that take, move, restore and delete them.
+
+    With pool replicas (`shared`: the replicas' PostgreSQL record) every record is also written there, so a
+    snapshot taken through one replica is restored or deleted through any, and expires once."""
+
+    def __init__(self, pool: SnapshotPool, shared: SharedRecords | None = None) -> None:
         self.pool = pool
+        self.shared = shared
         self.records: dict[str, PoolSnapshot] = {}
+
+    async def _save(self, snap: PoolSnapshot) -> None:
+        if self.shared is not None:
+            record = {"info": snap.info.model_dump(), "owner": snap.owner, "workdir": snap.workdir,
+                      "holders": sorted(snap.holders)}  # fmt: skip
+            await asyncio.wrap_future(
+                self.shared.put_snapshot(snap.info.snapshot_id, snap.info.expires_at, record)
+            )
+
+    @staticmethod
+    def _from_record(record: dict[str, Any]) -> PoolSnapshot:
+        info = SnapshotInfo.model_validate(record["info"])
+        return PoolSnapshot(info, str(record["owner"]), str(record["workdir"]), set(record["holders"]))
+
+    async def known(self, snapshot_id: Any) -> None:
+        """With replicas: the snapshot's record as the database has it now (another replica may have
+        taken it, moved it to another node, or deleted it)."""
+        if self.shared is not None and isinstance(snapshot_id, str):
+            record = await asyncio.wrap_future(self.shared.get_snapshot(snapshot_id))
+            if record is None:
+                self.records.pop(snapshot_id, None)
+            else:
+                self.records[snapshot_id] = self._from_record(record)
 
     async def take(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /leases/<lease_id>/snapshot``: the lease's state as a new snapshot id."""
+        await self.pool.known(body)  # (a lease another pool replica allocated)
         lease = self.pool.lease_of(body)
         req = parse(LeaseSnapshotRequest, {k: v for k, v in body.items() if k != "lease_id"})
         if lease.owner and req.owner != lease.owner:
@@ -141,6 +181,7 @@ class Snapshots:
             duration=float(data.get("duration", 0.0)),
         )
         self.records[sid] = PoolSnapshot(info, lease.owner, lease.workdir)
+        await self._save(self.records[sid])
         self.pool.metrics.inc("swe_pool_snapshots_total", outcome="ok")
         return info.model_dump()
 
@@ -205,6 +246,7 @@ class Snapshots:
             if put.status_code not in (200, 409):  # 409: a previous restore brought it already
                 raise _node_error(put.status_code, json_of(put), node)
             snap.holders.add(node.url)
+            await self._save(snap)  # (its deletes must reach this node too, from any replica)
         body = ExecRestoreRequest(snapshot_id=sid).model_dump()
         resp = await self.pool.calls.post(
             node, f"/containers/{lease.container_id}/restore", body, SNAPSHOT_CALL_TIMEOUT
@@ -223,24 +265,32 @@ class Snapshots:
     async def delete(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /snapshots/delete``: forget a snapshot and delete its tarballs (idempotent)."""
         req = parse(DeleteSnapshotRequest, body)
+        await self.known(req.snapshot_id)
         snap = self.records.get(req.snapshot_id)
         if snap is None:
             return {"ok": True, "already_deleted": True}
         if snap.owner and req.owner != snap.owner:
             raise ApiError(403, f"snapshot {req.snapshot_id} belongs to another owner")
-        await self._forget(snap)
+        if not await self._forget(snap):
+            return {"ok": True, "already_deleted": True}  # another replica's delete got there first
         return {"ok": True, "deleted": True}
 
     async def reap(self) -> None:
         """Forget expired snapshots and delete their tarballs (the nodes' reapers also do)."""
+        if self.shared is not None:  # each expired record goes to one replica, which deletes its tarballs
+            for record in await asyncio.wrap_future(self.shared.expired_snapshots(time.time())):
+                await self._forget(self._from_record(record))
         for snap in [s for s in self.records.values() if s.expired]:
             await self._forget(snap)
 
-    async def _forget(self, snap: PoolSnapshot) -> None:
+    async def _forget(self, snap: PoolSnapshot) -> bool:
         """Delete the copies on the nodes that hold one, all at once (it asked every node, one after
         another: 141 ms of pool CPU per delete at 100 nodes). A node down now reaps its copy at expiry."""
         sid = snap.info.snapshot_id
         self.records.pop(sid, None)
+        removed = True
+        if self.shared is not None:  # False: another replica forgot it already (its tarballs go anyway)
+            removed = await asyncio.wrap_future(self.shared.delete_snapshot(sid))
 
         async def delete(node: Node) -> None:
             try:
@@ -250,6 +300,7 @@ class Snapshots:
 
         nodes = [n for n in self.pool.nodes.healthy() if n.url in snap.holders]
         await asyncio.gather(*(delete(n) for n in nodes))
+        return removed
 
     async def _raw(self, node: Node, method: str, path: str, **kw: Any) -> httpx.Response:
         """A non-JSON call to a node (tarballs up and down); transport errors are 503s."""

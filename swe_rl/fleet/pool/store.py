@@ -12,7 +12,7 @@ import sqlite3
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from swe_rl.fleet.protocol import ApiError
 
@@ -61,12 +61,32 @@ class LeaseRecord:
         }
 
 
+class RecordStore(Protocol):
+    """What the pool needs of a lease record: `LeaseStore` (SQLite, one process) or
+    `shared_store.SharedLeaseStore` (PostgreSQL, several replicas)."""
+
+    shared: bool
+
+    def load(self) -> list[LeaseRecord]: ...
+    def count(self) -> int: ...
+    def put(self, lease: LeaseRecord) -> concurrent.futures.Future[None]: ...
+    def delete(
+        self, lease_id: str, kind: str = "gone", reason: str = ""
+    ) -> concurrent.futures.Future[None]: ...
+    def flush(self) -> None: ...
+    def clear(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class LeaseStore:
     """SQLite record of live leases, so a restarted pool forgets none.
 
     Written on allocate, close and reclaim only; heartbeats stay in memory and
-    every lease loaded at start gets a fresh heartbeat window.
+    every lease loaded at start gets a fresh heartbeat window. One pool process owns the file; several
+    replicas share a `shared_store.SharedLeaseStore` instead (`shared` says which the pool has).
     """
+
+    shared = False
 
     COLUMNS = (
         "lease_id",
@@ -117,8 +137,9 @@ class LeaseStore:
         answers only then: a lease the pool handed out survives a SIGKILL of the pool)."""
         return self._writer.submit(self._put, lease)
 
-    def delete(self, lease_id: str) -> concurrent.futures.Future[None]:
-        """Forget the lease on the writer thread (after any earlier put of it)."""
+    def delete(self, lease_id: str, kind: str = "gone", reason: str = "") -> concurrent.futures.Future[None]:
+        """Forget the lease on the writer thread (after any earlier put of it); `kind` and `reason`
+        matter only to a shared store, whose other replicas learn of it."""
         return self._writer.submit(self._delete, lease_id)
 
     def flush(self) -> None:
@@ -159,7 +180,7 @@ class LeaseTable:
     or a routed call costs the same with 10 leases or 10,000.
     """
 
-    def __init__(self, store: LeaseStore, nodes: dict[str, Node]) -> None:
+    def __init__(self, store: RecordStore, nodes: dict[str, Node]) -> None:
         self.store, self.nodes = store, nodes
         self.leases: dict[str, LeaseRecord] = {}
         self.by_request: dict[str, str] = {}
@@ -185,6 +206,28 @@ class LeaseTable:
             del self.by_request[lease.request_id]
         self.store.delete(lease.lease_id)
 
+    def forget(self, lease_id: str, lost: str | None = None) -> LeaseRecord | None:
+        """Another replica released the lease (`lost`: or found its container gone): drop it from this
+        cache, or keep it as a tombstone, without writing the record (the other replica did)."""
+        lease = self.leases.get(lease_id)
+        if lease is None:
+            return None
+        if lost is not None:
+            if lease.lost is None:
+                lease.lost = lost
+                node = self.nodes.get(lease.node)
+                if node is not None:
+                    node.active -= 1
+            return lease
+        node = self.nodes.get(lease.node)
+        if node is not None and not lease.lost:
+            node.active -= 1
+        del self.leases[lease_id]
+        self.by_node.get(lease.node, {}).pop(lease_id, None)
+        if lease.request_id and self.by_request.get(lease.request_id) == lease_id:
+            del self.by_request[lease.request_id]
+        return lease
+
     def mark_lost(self, lease: LeaseRecord, reason: str) -> bool:
         """Record that the lease's container is gone (a tombstone stays until close or TTL); False if known."""
         if lease.lost is not None:
@@ -193,7 +236,7 @@ class LeaseTable:
         node = self.nodes.get(lease.node)
         if node is not None and self.leases.get(lease.lease_id) is lease:
             node.active -= 1
-        self.store.delete(lease.lease_id)
+        self.store.delete(lease.lease_id, "lost", reason)
         return True
 
     def of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord:
