@@ -25,6 +25,9 @@ class LeaseSnapshots:
     client: EnvClient
     lease_id: str
 
+    async def current_credential(self) -> str:
+        raise NotImplementedError
+
     async def snapshot(
         self, extra_paths: list[str] | None = None, ttl: float | None = None, kind: Kind = "tree"
     ) -> SnapshotInfo:
@@ -40,6 +43,7 @@ class LeaseSnapshots:
             body.model_dump(exclude_none=True),
             timeout=SNAPSHOT_TIMEOUT,
             retry=Retry.UNSENT,
+            credential=await self.current_credential(),
         )
         return SnapshotInfo.model_validate(data)
 

@@ -99,6 +99,9 @@ class ExecConfig:
     """Seconds between refill passes (a claim or a /warm call wakes the refiller at once)."""
     state_dir: str = "~/.cache/swe-rl/exec-state"
     """Where the state file of claimed warm containers (lease id, owner, deadline) lives."""
+    lease_keys: tuple[str, ...] = ()
+    """Public keys (base64url Ed25519) of pools whose per-lease credentials this node takes for direct
+    calls (`SWE_EXEC_LEASE_KEYS`, comma-separated); a pool also hands its own over (`POST /lease-keys`)."""
     backend: str = "docker"
     """What runs this node's containers: a name of `backend.BACKENDS`, `docker` (the default) or `memory`
     (load tests: no containers, commands are not run; `memory_backend.py`)."""

@@ -24,7 +24,7 @@ def pool_alone(tmp_path) -> tuple[str, str, Path]:
     env = {
         **os.environ,
         "SWE_POOL_EXEC_URLS": f"http://127.0.0.1:{free_port()}",
-        "SWE_EXEC_TOKEN": token,
+        "SWE_EXEC_TOKEN": secrets.token_hex(16),
         "SWE_POOL_TOKEN": token,
         "SWE_POOL_PORT": str(port),
         "SWE_POOL_HOST": "127.0.0.1",
