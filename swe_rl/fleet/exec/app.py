@@ -168,6 +168,7 @@ def create_app(manager: ContainerManager) -> Flask:
             **manager.warm_pool.counts(),
             **resources(),
             images=manager.images.counts(),
+            calls_in_flight=drain.in_flight,
             lease_keys=direct.keys,
             direct_calls=dict(direct.counts),
         ), (200 if healthy else 503)
