@@ -45,7 +45,12 @@ def _with_payload(credential: str, payload: dict) -> str:
 def test_a_credential_carries_its_lease_node_container_ops_and_expiry(signer):
     credential, exp = signer.issue("lease-a", "http://n:5000", "c" * 64, OPS, 600)
     grant = LeaseVerifier([signer.public]).verify(credential)
-    assert (grant.lease, grant.node, grant.container, grant.exp) == ("lease-a", "http://n:5000", "c" * 64, exp)
+    assert (grant.lease, grant.node, grant.container, grant.exp) == (
+        "lease-a",
+        "http://n:5000",
+        "c" * 64,
+        exp,
+    )
     assert set(grant.ops) == set(OPS)
     grant.allows("exec", lease="lease-a", container="c" * 64)  # no exception: allowed
 

@@ -173,7 +173,9 @@ def test_the_pool_refuses_a_client_token_equal_to_the_nodes_token_or_none(tmp_pa
         PoolConfig.from_env({**base, "SWE_POOL_TOKEN": "e"}).finalize()
     for operator in ("e", "c"):
         with pytest.raises(SystemExit, match="OPERATOR_TOKEN must differ"):
-            PoolConfig.from_env({**base, "SWE_POOL_TOKEN": "c", "SWE_POOL_OPERATOR_TOKEN": operator}).finalize()
+            PoolConfig.from_env(
+                {**base, "SWE_POOL_TOKEN": "c", "SWE_POOL_OPERATOR_TOKEN": operator}
+            ).finalize()
     cfg = PoolConfig.from_env({**base, "SWE_POOL_TOKEN": "c", "SWE_POOL_OPERATOR_TOKEN": "o"}).finalize()
     assert (cfg.exec_token, cfg.pool_token, cfg.operator_token) == ("e", "c", "o")
     assert cfg.signing_key_file == str(tmp_path / "l.key")  # beside the lease database
