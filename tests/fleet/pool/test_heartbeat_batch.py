@@ -102,7 +102,9 @@ def test_status_pages_its_leases_and_refuses_a_bad_page(fleet):
 
     def status(query: str) -> httpx.Response:
         return httpx.get(
-            fleet.pool_url + "/status" + query, headers={"Authorization": f"Bearer {fleet.token}"}, timeout=30
+            fleet.pool_url + "/status" + query,
+            headers={"Authorization": f"Bearer {fleet.operator_token}"},  # the leases: the operator's view
+            timeout=30,
         )
 
     async def run() -> None:
