@@ -49,7 +49,13 @@ def pct(values: list[float], q: float) -> float:
 
 async def warm_up(fleet: LocalFleet, http: httpx.AsyncClient, count: int) -> None:
     """Ask the pool for `count` warm containers and wait until the node has them."""
-    resp = await http.post(fleet.pool_url + "/warm", json={"image": IMAGE, "count": count, **OPTS})
+    resp = await http.post(
+        fleet.pool_url + "/warm",
+        json={"image": IMAGE, "count": count, **OPTS},
+        headers={
+            "Authorization": f"Bearer {fleet.token}"
+        },  # the pool's client token (http carries the node's)
+    )
     resp.raise_for_status()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
