@@ -40,14 +40,13 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from swe_rl.fleet import protocol, responses
-from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
+from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, CREDENTIAL_HEADER, RESENT_HEADER
 from swe_rl.fleet.client_config import CLIENT_ENV as CLIENT_ENV  # re-exported: callers import it from here
 from swe_rl.fleet.client_config import EnvClientConfig
 from swe_rl.fleet.client_results import EvalResult, ExecResult
 from swe_rl.fleet.direct_client import direct_call, node_client
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, NetworkFull, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
-from swe_rl.fleet.lease_credential import CREDENTIAL_HEADER
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_after_seconds, retry_async
 from swe_rl.fleet.snapshot_client import ClientSnapshots, LeaseSnapshots

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from swe_rl.fleet.call_headers import LEASE_SCHEME
 from swe_rl.fleet.client_config import EnvClientConfig
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, error_for
-from swe_rl.fleet.lease_credential import LEASE_SCHEME
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_async
 
 if TYPE_CHECKING:

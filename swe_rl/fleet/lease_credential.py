@@ -29,10 +29,17 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-CREDENTIAL_HEADER = "x-swe-lease-credential"
-"""The header a pool-routed call on a lease carries its credential in."""
-LEASE_SCHEME = "Lease "
-"""A direct call to a node authorizes with ``Authorization: Lease <credential>`` (not the node's token)."""
+from swe_rl.fleet.call_headers import CREDENTIAL_HEADER, LEASE_SCHEME
+
+__all__ = [
+    "CREDENTIAL_HEADER",
+    "LEASE_SCHEME",
+    "CredentialRefused",
+    "LeaseGrant",
+    "LeaseSigner",
+    "LeaseVerifier",
+]
+
 VERSION = "v1"
 _CONTEXT = b"swe-lease-v1."
 
