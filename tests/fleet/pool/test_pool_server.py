@@ -127,11 +127,17 @@ def test_auth_and_bad_input(fleet, pool_factory, docker_client, base_image):
     err(pool.post("/allocate", {"image": base_image, "memory": "lots"}), 400, "memory")  # exec server's check
     assert containers_of(docker_client, pool) == []  # nothing half-created
     err(pool.post("/exec", {"command": "true"}), 400, "lease_id")
-    assert err(pool.post("/exec", {"lease_id": "nope", "command": "true"}), 404, "unknown or expired lease")[
-        "lease_lost"
-    ]
+    # a call on a lease needs that lease's credential: without one, 403 before the lease is even looked up
+    err(pool.post("/exec", {"lease_id": "nope", "command": "true"}), 403, "needs the lease's credential")
+    err(pool.post("/close", {"lease_id": "nope"}), 403, "needs the lease's credential")
+    operator = pool.operator_headers  # needs none: it is told the lease is unknown
+    assert err(
+        pool.post("/exec", {"lease_id": "nope", "command": "true"}, headers=operator),
+        404,
+        "unknown or expired lease",
+    )["lease_lost"]
     err(pool.post("/heartbeat", {"lease_id": "nope"}), 404, "unknown or expired lease")
-    assert pool.call("/close", {"lease_id": "nope"}) == {"ok": True, "already_closed": True}
+    assert pool.call("/close", {"lease_id": "nope"}, headers=operator) == {"ok": True, "already_closed": True}
     lid = pool.call("/allocate", {"image": base_image})["lease_id"]
     err(pool.post("/exec", {"lease_id": lid}), 400, "command")  # passed through from the exec server
     err(pool.post("/exec", {"lease_id": lid, "command": "true", "timeout": "soon"}), 400, "timeout")
