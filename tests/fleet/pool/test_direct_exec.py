@@ -243,3 +243,25 @@ def test_a_direct_exec_completes_while_the_pool_is_killed():
         assert killed
         assert (result.returncode, result.output.strip()) == (0, "survived")
         fleet.start_pool()  # back, so the fleet stops cleanly (it releases the lease)
+
+
+def test_direct_calls_keep_a_lease_alive_without_the_pool_on_their_path():
+    """The pool learns a lease's direct use from its periodic touch of the node (`report_used`), so a
+    lease used only directly (no heartbeat) outlives the lease TTL; one nobody uses is reclaimed."""
+    with MemoryFleet(
+        nodes=1, max_per_node=4, pool_env={"SWE_POOL_LEASE_TTL": "3", "SWE_POOL_REAP_INTERVAL": "0.5"}
+    ) as fleet:
+
+        async def run() -> None:
+            async with _client(fleet) as client:
+                used = await client.allocate(IMAGE)  # no heartbeat: `allocate`, not `lease`
+                idle = await client.allocate(IMAGE)
+                until = time.monotonic() + 9  # three TTLs of direct calls only
+                while time.monotonic() < until:
+                    assert (await used.exec("echo alive")).output.strip() == "alive"
+                    await asyncio.sleep(0.3)
+                beat = _pool(fleet, "/heartbeat", {"lease_ids": [used.lease_id, idle.lease_id]}).json()
+                assert beat["unknown"] == [idle.lease_id]  # the idle one was reclaimed, the used one lives
+                await used.close()
+
+        asyncio.run(run())
