@@ -59,9 +59,9 @@ async def direct_call(
         try:
             resp = await http.post(url, json=payload, headers=headers, timeout=http_timeout)
         except httpx.HTTPError as exc:
+            what = "is down or unreachable" if isinstance(exc, _NEVER_SENT) else "did not answer"
             error: FleetError = FleetUnavailable(
-                f"{op}: node {lease.node} of lease {lease.lease_id} unreachable or too slow: "
-                f"{type(exc).__name__}: {exc}",
+                f"{op}: node {lease.node} of lease {lease.lease_id} {what}: {type(exc).__name__}: {exc}",
                 body={"node": lease.node, "node_down": True},
             )
             error.__cause__ = exc

@@ -139,8 +139,9 @@ def create_app(pool: Pool) -> Starlette:
                     response, outcome = await answer(lambda: handler(query))
                 else:
                     body = {**await body_of(request), **request.path_params}
-                    if op in LEASE_OPS and not operator and (op != "close" or "lease_id" in body):
-                        # a call on a lease: only with that lease's credential (credentials.py)
+                    if op in LEASE_OPS and not operator and "lease_id" in body:
+                        # a call on a lease: only with that lease's credential (credentials.py); without a
+                        # lease id it is the handler's 400 (a close by request id needs none)
                         pool.credentials.check(
                             request.headers.get(CREDENTIAL_HEADER), op, body.get("lease_id")
                         )

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from pool_fixtures import PoolProc
 
+from swe_rl.fleet.call_headers import CREDENTIAL_HEADER
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.errors import FleetUnavailable
 
@@ -367,12 +368,17 @@ async def test_long_call_does_not_block_others(fleet, pool_factory, docker_clien
                     "eval_script": "touch /tmp/started; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo slow",
                     "timeout": 110,
                 },
+                headers={CREDENTIAL_HEADER: slow["credential"]},
             )
         )
         while inside_slow.exec_run("test -e /tmp/started").exit_code != 0:
             assert not long_call.done(), long_call.result().text
             await asyncio.sleep(0.1)
-        short = await http.post("/exec", json={"lease_id": quick["lease_id"], "command": "echo quick"})
+        short = await http.post(
+            "/exec",
+            json={"lease_id": quick["lease_id"], "command": "echo quick"},
+            headers={CREDENTIAL_HEADER: quick["credential"]},
+        )
         status = await http.get("/status")
         assert short.json()["output"] == "quick\n" and status.status_code == 200
         assert not long_call.done()  # answered while the long call still runs
