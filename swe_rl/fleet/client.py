@@ -44,7 +44,7 @@ from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, CREDENTIAL_HE
 from swe_rl.fleet.client_config import CLIENT_ENV as CLIENT_ENV  # re-exported: callers import it from here
 from swe_rl.fleet.client_config import EnvClientConfig
 from swe_rl.fleet.client_results import EvalResult, ExecResult
-from swe_rl.fleet.direct_client import direct_call, node_client
+from swe_rl.fleet.direct_client import NodeNotReached, direct_call, node_client
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, NetworkFull, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
@@ -89,16 +89,25 @@ class Lease(LeaseSnapshots):
     async def _call(self, op: str, body: dict[str, Any], timeout: float, retry: Retry) -> dict[str, Any]:
         credential = await self.current_credential()
         if op in protocol.ROUTED_CALLS and self.client.config.direct and credential and self.node:
-            return await direct_call(  # straight to the node (direct_client.py)
-                self.client._node_http,
-                self.client.config,
-                self,
-                op,
-                body,
-                credential,
-                timeout=timeout,
-                retry=retry,
-            )
+            try:
+                return await direct_call(  # straight to the node (direct_client.py)
+                    self.client._node_http,
+                    self.client.config,
+                    self,
+                    op,
+                    body,
+                    credential,
+                    timeout=timeout,
+                    retry=retry,
+                )
+            except NodeNotReached as exc:  # nothing ran: the pool knows whether the node is down or draining
+                log.info(
+                    "%s on lease %s: node %s not reached (%s): via the pool",
+                    op,
+                    self.lease_id,
+                    self.node,
+                    exc,
+                )
         return await self.client._call(
             op, {"lease_id": self.lease_id, **body}, timeout=timeout, retry=retry, credential=credential
         )

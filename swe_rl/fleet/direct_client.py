@@ -6,8 +6,10 @@ exec, diff, read_file, write_file and evaluate then go straight to the node with
 restarts); it still places, heartbeats, expires and closes leases. `EnvClientConfig.direct = False`
 sends every call through the pool instead (workers that cannot reach the nodes).
 
-Retries follow the client's policy (`Retry`): a call that changes the container is repeated only when
-its request never left (the pool's call replay does not exist on this path).
+Retries follow the client's policy (`Retry`): a call that changes the container is never repeated on
+this path once sent (the pool's call replay does not exist here). A call that never reached the node
+(`NodeNotReached`) goes through the pool instead: nothing ran, and the pool knows a draining node from a
+dead one.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ if TYPE_CHECKING:
     from swe_rl.fleet.client import Lease
 
 _NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+class NodeNotReached(Exception):
+    """The direct call never reached the node (refused, no route, connect timeout): nothing ran. The
+    caller sends it through the pool instead, which knows whether the node is down, draining for an
+    update (it waits for the restart) or only unreachable from this worker."""
 
 
 def node_client(config: EnvClientConfig) -> httpx.AsyncClient:
@@ -58,16 +66,16 @@ async def direct_call(
         nonlocal failures
         try:
             resp = await http.post(url, json=payload, headers=headers, timeout=http_timeout)
+        except _NEVER_SENT as exc:
+            raise NodeNotReached(f"{type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:
-            what = "is down or unreachable" if isinstance(exc, _NEVER_SENT) else "did not answer"
             error: FleetError = FleetUnavailable(
-                f"{op}: node {lease.node} of lease {lease.lease_id} {what}: {type(exc).__name__}: {exc}",
-                body={"node": lease.node, "node_down": True},
+                f"{op}: node {lease.node} of lease {lease.lease_id} did not answer: {type(exc).__name__}: {exc}",
+                body={"node": lease.node},
             )
             error.__cause__ = exc
             failures += 1
-            repeatable = retry is Retry.SAFE or isinstance(exc, _NEVER_SENT)
-            if repeatable and failures <= config.retries:
+            if retry is Retry.SAFE and failures <= config.retries:
                 raise TryAgain(error) from exc
             raise error from exc
         data = _json_or_text(resp)

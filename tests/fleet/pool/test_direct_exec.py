@@ -23,6 +23,7 @@ from swe_rl.fleet.errors import Forbidden
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from swe_rl.fleet.lease_credential import CREDENTIAL_HEADER, LeaseSigner, load_or_create_signing_key
 from swe_rl.fleet.pool.credentials import LEASE_OPS
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.docker  # starts a (two-node, in-memory) fleet: the fleet tier; no Docker needed
 
@@ -265,3 +266,12 @@ def test_direct_calls_keep_a_lease_alive_without_the_pool_on_their_path():
                 await used.close()
 
         asyncio.run(run())
+
+
+async def test_a_node_the_worker_cannot_reach_is_called_through_the_pool(fleet):
+    """A direct call that never reached the node (here: an address nobody listens on, as a node on a network
+    the worker does not see) runs through the pool instead, once: nothing had run."""
+    async with _client(fleet) as client, client.lease(IMAGE) as lease:
+        lease.node = f"http://127.0.0.1:{free_port()}"
+        result = await lease.exec("echo via-pool")
+        assert (result.returncode, result.output.strip()) == (0, "via-pool")
