@@ -177,7 +177,11 @@ async def test_least_loaded_placement_and_cap(fleet, pool_factory, base_image):
     assert metric(pool, 'swe_pool_allocations_total{outcome="full"}') == 2
 
     on_b = next(lease for lease in ok if lease["node"] == b.url)
-    pool.call("/close", {"lease_id": on_b["lease_id"]})
+    pool.call(
+        "/close",
+        {"lease_id": on_b["lease_id"]},
+        headers={**pool.headers, CREDENTIAL_HEADER: on_b["credential"]},
+    )
     assert pool.call("/allocate", {"image": base_image})["node"] == b.url  # the only node with room
 
 
