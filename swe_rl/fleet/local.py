@@ -37,7 +37,16 @@ EXEC_SERVER_ARGS = ["-m", "swe_rl.fleet.exec.app"]
 """How `python` starts an exec server."""
 POOL_SERVER_ARGS = ["-m", "swe_rl.fleet.pool.app"]
 """How `python` starts the pool server (from the repository until the pool joins the fleet package)."""
-SERVER_MODULES = ("flask", "waitress", "docker", "starlette", "uvicorn", "uvloop", "httptools", "cryptography")
+SERVER_MODULES = (
+    "flask",
+    "waitress",
+    "docker",
+    "starlette",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+    "cryptography",
+)
 """What the exec and pool servers import beyond the base install: the `server` extra (the `eval` extra
 pulls it in). uvicorn runs the pool on uvloop and httptools when they import."""
 
