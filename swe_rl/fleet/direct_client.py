@@ -69,8 +69,13 @@ async def direct_call(
         except _NEVER_SENT as exc:
             raise NodeNotReached(f"{type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:
+            what = (
+                "did not answer in time"
+                if isinstance(exc, httpx.TimeoutException)
+                else "is down or cut the call"
+            )
             error: FleetError = FleetUnavailable(
-                f"{op}: node {lease.node} of lease {lease.lease_id} did not answer: {type(exc).__name__}: {exc}",
+                f"{op}: node {lease.node} of lease {lease.lease_id} {what}: {type(exc).__name__}: {exc}",
                 body={"node": lease.node},
             )
             error.__cause__ = exc
