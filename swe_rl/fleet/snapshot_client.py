@@ -26,7 +26,8 @@ class LeaseSnapshots:
     lease_id: str
 
     async def current_credential(self) -> str:
-        raise NotImplementedError
+        """The lease's credential (`Lease` holds one); none here, and the pool answers 403 to a call without."""
+        return ""
 
     async def snapshot(
         self, extra_paths: list[str] | None = None, ttl: float | None = None, kind: Kind = "tree"
