@@ -163,6 +163,7 @@ async def test_exec_api_keeps_the_combined_form(pool, base_image):
             assert sorted(combined.output.split()) == ["a", "b"] and combined.stderr is None
             split = await env.exec("echo a; echo b >&2", separate_stderr=True, user="root")
             assert (split.output, split.stderr) == ("a\n", "b\n")
+            pool.credentials[env.lease_id] = env.credential  # the raw call is the lease holder's
             raw = pool.post("/exec", {"lease_id": env.lease_id, "command": "true", "separate_stderr": "yes"})
             assert raw.status_code == 400 and "separate_stderr" in raw.json()["error"]
 
