@@ -112,7 +112,11 @@ def pool(fleet, pool_factory) -> PoolProc:
 
 def sandbox(pool: PoolProc, image: str, url: str | None = None, **cfg: object) -> FleetSandbox:
     client_config = EnvClientConfig(
-        pool_url=url or pool.url, token=pool.token, backoff=0.05, heartbeat_interval=0.5
+        pool_url=url or pool.url,
+        token=pool.token,
+        backoff=0.05,
+        heartbeat_interval=0.5,
+        direct=url is None,  # a proxy in front of the pool: every call through it (call replay is the pool's)
     )
     return FleetSandbox(image, config=FleetSandboxConfig(**cfg), client_config=client_config)
 
