@@ -199,7 +199,9 @@ async def _probe(client: EnvClient, instance: TaskInstance) -> float:
 
 async def _pool_status(fleet: ChaosFleet) -> dict[str, Any]:
     async with httpx.AsyncClient(timeout=30) as http:
-        resp = await http.get(fleet.pool_url + "/status", headers={"Authorization": f"Bearer {fleet.token}"})
+        resp = await http.get(
+            fleet.pool_url + "/status", headers={"Authorization": f"Bearer {fleet.operator_token}"}
+        )
         return dict(resp.json())
 
 

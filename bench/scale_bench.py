@@ -188,7 +188,9 @@ def pin(fleet: MemoryFleet, cpu: int | None) -> None:
 
 async def pool_status(fleet: MemoryFleet) -> dict[str, Any]:
     async with httpx.AsyncClient(timeout=120) as http:
-        resp = await http.get(fleet.pool_url + "/status", headers={"Authorization": f"Bearer {fleet.token}"})
+        resp = await http.get(
+            fleet.pool_url + "/status", headers={"Authorization": f"Bearer {fleet.operator_token}"}
+        )
         return resp.json()
 
 

@@ -49,7 +49,13 @@ def pct(values: list[float], q: float) -> float:
 
 async def warm_up(fleet: LocalFleet, http: httpx.AsyncClient, count: int) -> None:
     """Ask the pool for `count` warm containers and wait until the node has them."""
-    resp = await http.post(fleet.pool_url + "/warm", json={"image": IMAGE, "count": count, **OPTS})
+    resp = await http.post(
+        fleet.pool_url + "/warm",
+        json={"image": IMAGE, "count": count, **OPTS},
+        headers={
+            "Authorization": f"Bearer {fleet.token}"
+        },  # the pool's client token (http carries the node's)
+    )
     resp.raise_for_status()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -85,7 +91,7 @@ async def tight_loop(n: int, exec_env: dict[str, str]) -> tuple[float, list[floa
     """Sequential allocate -> close on one image, no sleep, default warming; (first, allocates, closes, stats)."""
     with LocalFleet(exec_servers=1, max_containers_per_node=16, exec_env=exec_env) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300)
-        headers = {"Authorization": f"Bearer {fleet.token}"}
+        headers = {"Authorization": f"Bearer {fleet.exec_token}"}  # for the node's own /status
         allocs: list[float] = []
         closes: list[float] = []
         async with EnvClient(cfg) as client, httpx.AsyncClient(headers=headers, timeout=60) as http:
@@ -170,7 +176,7 @@ async def main_async(args: argparse.Namespace) -> None:
         pool_env={"SWE_POOL_WARM_MIN": "0", "SWE_POOL_HEALTH_INTERVAL": "1"},
     ) as fleet:
         cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=300)
-        headers = {"Authorization": f"Bearer {fleet.token}"}
+        headers = {"Authorization": f"Bearer {fleet.exec_token}"}  # for the node's own /status
         async with EnvClient(cfg) as client, httpx.AsyncClient(headers=headers, timeout=60) as http:
             await group(client, 2, False, None)  # first connections, image in the page cache
             for _ in range(args.rounds):

@@ -5,7 +5,7 @@
 # Required:  PROMPT_DATA (instances: slime JSONL, SWE-bench JSONL, ...), OUTPUT_DIR, and either
 #            EVAL_MODEL_PATH (SGLang is started here) or SGLANG_URL (an OpenAI-compatible /v1 base
 #            already serving the model); either SWE_POOL_URL (a running pool) or SWE_POOL_EXEC_URLS
-#            + SWE_EXEC_TOKEN (a pool is started here).
+#            + SWE_EXEC_TOKEN (a pool is started here, with a fresh client token unless SWE_POOL_TOKEN is set).
 # Optional:  SERVED_MODEL_NAME, CHAT_TEMPLATE (SGLang --chat-template), SGLANG_PORT (30000), SGLANG_TP (1), SGLANG_ARGS, POOL_PORT (18090),
 #            MAX_CONCURRENT (8), STEP_LIMIT (50), MAX_TOKENS (8192), TEMPERATURE (0), MAX_INSTANCES,
 #            EXTRA_EVAL_ARGS, DRY_RUN=1 (print the commands, run nothing).
@@ -64,12 +64,18 @@ fi
 
 if [[ -z "${SWE_POOL_URL:-}" ]]; then
   [[ -n "${SWE_EXEC_TOKEN:-}${SWE_EXEC_TOKEN_FILE:-}" ]] || die "set SWE_EXEC_TOKEN (or SWE_EXEC_TOKEN_FILE) for the fleet"
+  # the eval's client gets a token of its own for this pool, never the nodes' one
+  if [[ -z "${SWE_POOL_TOKEN:-}${SWE_POOL_TOKEN_FILE:-}" ]]; then
+    SWE_POOL_TOKEN="$("$python" -c 'import secrets; print(secrets.token_urlsafe(32))')"
+    export SWE_POOL_TOKEN
+  fi
   # on loopback (its default host): plain HTTP, whatever TLS the environment sets for a head's pool
   run_bg "$OUTPUT_DIR/pool.log" env -u SWE_POOL_TLS_CERT -u SWE_POOL_TLS_KEY SWE_POOL_PORT="$pool_port" \
     SWE_POOL_DB="$OUTPUT_DIR/leases.db" "$python" "$root/server/pool_server.py"
   export SWE_POOL_URL="http://127.0.0.1:$pool_port"
   wait_http "$SWE_POOL_URL/healthz" 60
 fi
+unset SWE_EXEC_TOKEN SWE_EXEC_TOKEN_FILE  # the eval below is a client: it never holds the nodes' token
 
 cmd=("$python" "$root/eval/eval_swe.py" --data "$PROMPT_DATA" --output-dir "$OUTPUT_DIR"
      --model "openai/$model_name" --api-base "$SGLANG_URL" --max-concurrent "${MAX_CONCURRENT:-8}"

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from swe_rl.fleet.lease_credential import CREDENTIAL_HEADER
 from tests.conftest import ROOT, ExecServerProc, free_port, wait_http
 
 FLEET_TOKEN = "pytest-fleet-" + secrets.token_hex(8)
@@ -50,23 +51,43 @@ class PoolProc:
     env: dict[str, str]
     proc: subprocess.Popen | None = None
     started: list[subprocess.Popen] = field(default_factory=list)
+    operator_token: str = field(default_factory=lambda: "pytest-operator-" + secrets.token_hex(8))
+    credentials: dict[str, str] = field(default_factory=dict)
+    """The credential of each lease this helper allocated (`post` sends it on calls naming the lease)."""
 
     @property
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
+    @property
+    def operator_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.operator_token}"}
+
     def post(self, path: str, json: Any = None, **kw: Any) -> httpx.Response:
-        return httpx.post(
-            self.url + path,
-            json=json,
-            headers=kw.pop("headers", self.headers),
-            timeout=kw.pop("timeout", 120),
-            **kw,
-        )
+        """POST as the lease holder: a call naming a lease this helper allocated carries its credential
+        (pass `headers` to send exactly those instead)."""
+        headers = kw.pop("headers", None)
+        if headers is None:
+            headers = dict(self.headers)
+            lease_id = json.get("lease_id") if isinstance(json, dict) else None
+            if path.startswith("/leases/"):
+                lease_id = path.split("/")[2]
+            if isinstance(lease_id, str) and lease_id in self.credentials:
+                headers[CREDENTIAL_HEADER] = self.credentials[lease_id]
+        resp = httpx.post(self.url + path, json=json, headers=headers, timeout=kw.pop("timeout", 120), **kw)
+        if path == "/allocate" and resp.status_code == 200:
+            data = resp.json()
+            if isinstance(data, dict) and data.get("credential"):
+                self.credentials[data["lease_id"]] = data["credential"]
+        return resp
 
     def get(self, path: str, **kw: Any) -> httpx.Response:
+        """GET with the operator token (`/status` lists the leases to it only) unless `headers` are given."""
         return httpx.get(
-            self.url + path, headers=kw.pop("headers", self.headers), timeout=kw.pop("timeout", 30), **kw
+            self.url + path,
+            headers=kw.pop("headers", self.operator_headers),
+            timeout=kw.pop("timeout", 30),
+            **kw,
         )
 
     def call(self, path: str, json: Any = None, **kw: Any) -> dict[str, Any]:
@@ -157,6 +178,7 @@ def pool_factory(exec_server_factory, tmp_path) -> Any:
             "SWE_POOL_EXEC_URLS": ",".join(s.url for s in servers),
             "SWE_EXEC_TOKEN": FLEET_TOKEN,
             "SWE_POOL_TOKEN": pool.token,
+            "SWE_POOL_OPERATOR_TOKEN": pool.operator_token,
             "SWE_POOL_PORT": str(port),
             "SWE_POOL_HOST": "127.0.0.1",
             "SWE_POOL_ID": pool.pool_id,

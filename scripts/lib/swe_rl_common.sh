@@ -46,7 +46,7 @@ swe_quote() {
 }
 swe_mask() {  # replace the values of known secrets by ***
   local text="$1" name value
-  for name in SWE_EXEC_TOKEN SWE_POOL_TOKEN WANDB_API_KEY HF_TOKEN; do
+  for name in SWE_EXEC_TOKEN SWE_POOL_TOKEN SWE_POOL_OPERATOR_TOKEN WANDB_API_KEY HF_TOKEN; do
     value="${!name:-}"
     if [[ -n "$value" ]]; then text="${text//"$value"/***}"; fi
   done
@@ -459,6 +459,12 @@ swe_runtime_env_json() {
   read -r -a file_names <<<"$SWE_FILE_NAMES"
   mapfile -t swe_names < <(compgen -e | grep '^SWE_' || true)
   names+=("${extra_names[@]}" "${file_names[@]}" "${swe_names[@]}")
+  # never the nodes' or the operator's token: rollout workers hold the pool's client token only
+  local kept=() name
+  for name in "${names[@]}"; do
+    case "$name" in SWE_EXEC_TOKEN | SWE_EXEC_TOKEN_FILE | SWE_POOL_OPERATOR_TOKEN | SWE_POOL_OPERATOR_TOKEN_FILE) ;; *) kept+=("$name") ;; esac
+  done
+  names=("${kept[@]}")
   "$PYTHON" - "$pythonpath" "${names[@]}" <<'PY'
 import json, os, sys
 env = {"PYTHONPATH": sys.argv[1], "CUDA_DEVICE_MAX_CONNECTIONS": "1", "PYTHONUNBUFFERED": "1",
@@ -543,8 +549,11 @@ swe_start_pool() {  # the pool server on the head, reachable from every ray node
   export SWE_POOL_HOST="${SWE_POOL_HOST:-$MASTER_ADDR}" SWE_POOL_PORT="$POOL_PORT"
   export SWE_POOL_DB="${SWE_POOL_DB:-$LOG_DIR/leases.db}" SWE_POOL_ID="${SWE_POOL_ID:-${RUN_NAME}_${RUN_TS}}"
   export SWE_POOL_MAX_PER_NODE="${SWE_POOL_MAX_PER_NODE:-15}"
+  # The pool's clients (the rollout workers) get a token of their own, never the exec servers' one: a run
+  # without SWE_POOL_TOKEN(_FILE) mints a fresh one (the pool refuses to start with the two equal).
   if [[ -z "${SWE_POOL_TOKEN:-}${SWE_POOL_TOKEN_FILE:-}" ]]; then
-    if [[ -n "${SWE_EXEC_TOKEN:-}" ]]; then export SWE_POOL_TOKEN="$SWE_EXEC_TOKEN"; else export SWE_POOL_TOKEN_FILE="$SWE_EXEC_TOKEN_FILE"; fi
+    SWE_POOL_TOKEN="$("$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(32))')"
+    export SWE_POOL_TOKEN
   fi
   # The tokens reach the pool through the environment (exported above, or by the user), never as an
   # argument: `env` below gets only names of no secret (tests/scripts/test_no_token_in_argv.py).

@@ -21,3 +21,7 @@ transit and any queue at the node included."""
 POOL_OWN_HEADER = "x-swe-pool-own-seconds"
 """On a routed call's answer: the pool's handling minus `NODE_WAIT_HEADER`: its own work and its event
 loop's lag, without the node's queue or the transit that `POOL_OVERHEAD_HEADER` counts as the pool's."""
+CREDENTIAL_HEADER = "x-swe-lease-credential"
+"""On a call to the pool on a lease: that lease's credential (swe_rl/fleet/lease_credential.py)."""
+LEASE_SCHEME = "Lease "
+"""A direct call to a node authorizes with ``Authorization: Lease <credential>`` (not the node's token)."""

@@ -32,6 +32,7 @@ import contextlib
 import logging
 import random
 import secrets
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -39,10 +40,11 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from swe_rl.fleet import protocol, responses
-from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
+from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, CREDENTIAL_HEADER, RESENT_HEADER
 from swe_rl.fleet.client_config import CLIENT_ENV as CLIENT_ENV  # re-exported: callers import it from here
 from swe_rl.fleet.client_config import EnvClientConfig, pool_tls
 from swe_rl.fleet.client_results import EvalResult, ExecResult
+from swe_rl.fleet.direct_client import NodeNotReached, direct_call, node_client
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, NetworkFull, TlsRefused, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
@@ -71,6 +73,11 @@ class Lease(LeaseSnapshots):
         self.lease_id, self.node, self.container_id = lease.lease_id, lease.node, lease.container_id
         self.image, self.instance_id, self.workdir = lease.image, lease.instance_id, lease.workdir
         self.expires_at: float = lease.expires_at
+        self.credential: str = lease.credential
+        """The lease's own credential (every call on it needs it; `lease_credential.py`): not a secret of
+        the pool or the nodes, only of this lease."""
+        self.credential_expires_at: float = lease.credential_expires_at
+        self._credential_life = max(1.0, self.credential_expires_at - time.time())
         self.warm: bool | None = lease.warm
         """Whether the node handed over a pre-started container (None: the pool did not say)."""
         self.closed = False
@@ -81,7 +88,52 @@ class Lease(LeaseSnapshots):
         return f"Lease({self.lease_id!r}, image={self.image!r}, node={self.node!r})"
 
     async def _call(self, op: str, body: dict[str, Any], timeout: float, retry: Retry) -> dict[str, Any]:
-        return await self.client._call(op, {"lease_id": self.lease_id, **body}, timeout=timeout, retry=retry)
+        credential = await self.current_credential()
+        if op in protocol.ROUTED_CALLS and self.client.config.direct and credential and self.node:
+            try:
+                return await direct_call(  # straight to the node (direct_client.py)
+                    self.client._node_http,
+                    self.client.config,
+                    self,
+                    op,
+                    body,
+                    credential,
+                    timeout=timeout,
+                    retry=retry,
+                )
+            except NodeNotReached as exc:  # nothing ran: the pool knows whether the node is down or draining
+                log.info(
+                    "%s on lease %s: node %s not reached (%s): via the pool",
+                    op,
+                    self.lease_id,
+                    self.node,
+                    exc,
+                )
+        return await self.client._call(
+            op, {"lease_id": self.lease_id, **body}, timeout=timeout, retry=retry, credential=credential
+        )
+
+    async def current_credential(self) -> str:
+        """The lease's credential, renewed by the pool once under a quarter of its life is left; while the
+        pool cannot renew it, the one held serves on until it expires."""
+        left = self.credential_expires_at - time.time()
+        if self.credential and left < self._credential_life / 4:
+            try:
+                data = await self.client._call(
+                    "credential",
+                    {"lease_id": self.lease_id},
+                    timeout=self.client.config.read_timeout,
+                    retry=Retry.SAFE,
+                    credential=self.credential,
+                )
+            except FleetError as exc:
+                if left <= 0:
+                    raise
+                log.warning("renewing the credential of lease %s failed (kept): %s", self.lease_id, exc)
+            else:
+                fresh = responses.CredentialResponse.model_validate(data)
+                self.credential, self.credential_expires_at = fresh.credential, fresh.credential_expires_at
+        return self.credential
 
     async def exec(
         self,
@@ -171,7 +223,11 @@ class Lease(LeaseSnapshots):
             return
         self.closed = True
         await self.client._call(
-            "close", {"lease_id": self.lease_id}, timeout=self.client.config.read_timeout, retry=Retry.SAFE
+            "close",
+            {"lease_id": self.lease_id},
+            timeout=self.client.config.read_timeout,
+            retry=Retry.SAFE,
+            credential=self.credential,
         )
 
 
@@ -194,6 +250,8 @@ class EnvClient(ClientSnapshots):
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
         )
+        self._node_http = node_client(self.config)
+        """The client of direct calls to the nodes (it carries no pool token)."""
         self._background: set[asyncio.Task[Any]] = set()
         self._pool_boot: str | None = None  # the pool process that answered last (call_headers.BOOT_HEADER)
         self._watched: dict[str, Lease] = {}  # leases heartbeated in the background, by lease id
@@ -213,6 +271,7 @@ class EnvClient(ClientSnapshots):
         if self._background:  # closes still under way (e.g. after a cancellation) finish first
             await asyncio.wait(list(self._background), timeout=self.config.read_timeout)
         await self._http.aclose()
+        await self._node_http.aclose()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -329,15 +388,18 @@ class EnvClient(ClientSnapshots):
             log.warning("pool replica %s failed: calls go to %s", failed, self._urls[self._current])
 
     async def _call(
-        self, op: str, body: dict[str, Any] | None, *, timeout: float, retry: Retry
+        self, op: str, body: dict[str, Any] | None, *, timeout: float, retry: Retry, credential: str = ""
     ) -> dict[str, Any]:
-        """One pool call with the retry policy of its kind; raises a FleetError subclass."""
+        """One pool call with the retry policy of its kind (and the lease's credential, for a call on a
+        lease); raises a FleetError subclass."""
         http_timeout = httpx.Timeout(timeout, connect=self.config.connect_timeout)
         cfg = self.config
         loop = asyncio.get_running_loop()
         refused_until = loop.time() + cfg.restart_grace
         failures = 0  # attempts that count against `retries` (not refused connections)
         headers = {CALL_ID_HEADER: secrets.token_urlsafe(16)} if retry is Retry.UNSENT else {}  # call replay
+        if credential:
+            headers[CREDENTIAL_HEADER] = credential
         sent_to = self._pool_boot  # the pool instance this call first goes to, as far as we know
 
         async def attempt() -> dict[str, Any]:

@@ -54,6 +54,10 @@ class EnvClientConfig(BaseModel):
     """Seconds between background heartbeats of a `lease()`; keep it well under the pool's lease TTL."""
     allocate_deadline: float = 600.0
     """Seconds allocate keeps retrying a full or unavailable fleet before giving up."""
+    direct: bool = True
+    """Call a lease's node directly with the lease's credential (`SWE_CLIENT_DIRECT`): the pool is off the
+    path of exec, diff, files and evaluate, and a pool restart interrupts none of them. Set it to 0 where
+    the workers cannot reach the nodes: every call then goes through the pool."""
     restart_grace: float = 30.0
     """Seconds a call keeps trying, about twice a second, while the pool refuses connections (a pool
     restarting); such attempts never reached the pool, so they do not count against `retries`. 0: off."""

@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "FleetError",
+    "Forbidden",
     "FleetUnavailable",
     "LeaseLost",
     "FleetFull",
@@ -68,6 +69,11 @@ class BadRequest(FleetError):
     """The pool refused the request (4xx); carries the server's message."""
 
 
+class Forbidden(BadRequest):
+    """403: the call on a lease lacked its credential, or the credential was expired, forged or for
+    another lease (swe_rl/fleet/lease_credential.py). Never retried."""
+
+
 class FileNotFound(FleetError):
     """read_file of a path that does not exist in the container."""
 
@@ -86,6 +92,8 @@ class CommandRefused(BadRequest):
 def error_for(op: str, status: int, body: dict[str, Any]) -> FleetError:
     """The one place HTTP answers become typed errors (the servers say "directory" only in text)."""
     message = f"{op}: {body.get('error') or f'HTTP {status}'}"
+    if status == 403 and body.get("credential_refused"):
+        return Forbidden(message, status=status, body=body)
     if status == 404 and op == "allocate":
         return ImageNotFound(message, status=status, body=body)
     if status == 404 and op == "read_file" and not body.get("lease_lost"):

@@ -37,7 +37,16 @@ EXEC_SERVER_ARGS = ["-m", "swe_rl.fleet.exec.app"]
 """How `python` starts an exec server."""
 POOL_SERVER_ARGS = ["-m", "swe_rl.fleet.pool.app"]
 """How `python` starts the pool server (from the repository until the pool joins the fleet package)."""
-SERVER_MODULES = ("flask", "waitress", "docker", "starlette", "uvicorn", "uvloop", "httptools")
+SERVER_MODULES = (
+    "flask",
+    "waitress",
+    "docker",
+    "starlette",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+    "cryptography",
+)
 """What the exec and pool servers import beyond the base install: the `server` extra (the `eval` extra
 pulls it in). uvicorn runs the pool on uvloop and httptools when they import."""
 
@@ -143,6 +152,11 @@ class LocalFleet:
     servers; one Docker lacks is created internal (no egress) and removed at stop (`local_networks.py`)."""
 
     token: str = field(default_factory=lambda: secrets.token_hex(24), repr=False)
+    """The pool's client token (what `client_env` hands out)."""
+    exec_token: str = field(default_factory=lambda: secrets.token_hex(24), repr=False)
+    """The exec servers' token: the pool's alone, never a client's."""
+    operator_token: str = field(default_factory=lambda: secrets.token_hex(24), repr=False)
+    """The pool's operator token (`/status` lists the leases to it only)."""
     pool_url: str = ""
     exec_urls: list[str] = field(default_factory=list)
     server_ids: list[str] = field(default_factory=list)
@@ -195,7 +209,7 @@ class LocalFleet:
             port = free_port()
             server_id = f"local-{run_id}-{i}"
             env = {
-                "SWE_EXEC_TOKEN": self.token,
+                "SWE_EXEC_TOKEN": self.exec_token,
                 "SWE_EXEC_SERVER_ID": server_id,
                 "SWE_EXEC_HOST": "127.0.0.1",
                 "SWE_EXEC_PORT": str(port),
@@ -216,8 +230,9 @@ class LocalFleet:
         port = free_port()
         env = {
             "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls),
-            "SWE_EXEC_TOKEN": self.token,
+            "SWE_EXEC_TOKEN": self.exec_token,
             "SWE_POOL_TOKEN": self.token,
+            "SWE_POOL_OPERATOR_TOKEN": self.operator_token,
             "SWE_POOL_HOST": "127.0.0.1",
             "SWE_POOL_PORT": str(port),
             "SWE_POOL_ID": f"local-pool-{run_id}",

@@ -81,6 +81,16 @@ class LeaseResponse(Answer):
     expires_at: float = 0.0
     warm: bool | None = None
     """Handed over from a node's warm pool (None: the pool did not say)."""
+    credential: str = ""
+    """The lease's own credential (swe_rl/fleet/lease_credential.py); empty from a pool without them."""
+    credential_expires_at: float = 0.0
+
+
+class CredentialResponse(Answer):
+    """``POST /credential``: a renewed credential for a lease."""
+
+    credential: str
+    credential_expires_at: float
 
 
 class HeartbeatResponse(Answer):

@@ -25,6 +25,10 @@ class LeaseSnapshots:
     client: EnvClient
     lease_id: str
 
+    async def current_credential(self) -> str:
+        """The lease's credential (`Lease` holds one); none here, and the pool answers 403 to a call without."""
+        return ""
+
     async def snapshot(
         self, extra_paths: list[str] | None = None, ttl: float | None = None, kind: Kind = "tree"
     ) -> SnapshotInfo:
@@ -40,6 +44,7 @@ class LeaseSnapshots:
             body.model_dump(exclude_none=True),
             timeout=SNAPSHOT_TIMEOUT,
             retry=Retry.UNSENT,
+            credential=await self.current_credential(),
         )
         return SnapshotInfo.model_validate(data)
 

@@ -65,3 +65,13 @@ def test_only_the_docker_backend_imports_docker_py_in_the_exec_server():
                 f"{path.name}:{node.lineno}: {n}" for n in names if n == "docker" or n.startswith("docker.")
             ]
     assert not bad, bad
+
+
+def test_the_client_needs_no_signing_library():
+    """Only the servers sign and verify lease credentials (`cryptography`, the `server` extra): the client,
+    which the slime plugin imports on every rollout worker, passes them on as opaque strings."""
+    import subprocess
+    import sys
+
+    code = "import sys, swe_rl.fleet.client; assert 'cryptography' not in sys.modules, 'client imported it'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120, cwd=ROOT)

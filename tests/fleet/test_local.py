@@ -21,7 +21,7 @@ def network_exists(docker_client, name: str) -> bool:
 
 def create_on(fleet: LocalFleet, image: str, network: str) -> httpx.Response:
     """A container on `network`, asked of the fleet's exec server directly (destroyed at once)."""
-    headers = {"Authorization": f"Bearer {fleet.token}"}
+    headers = {"Authorization": f"Bearer {fleet.exec_token}"}  # the node's token (the pool's, not a client's)
     r = httpx.post(
         fleet.exec_urls[0] + "/container/create",
         json={"image": image, "network": network},

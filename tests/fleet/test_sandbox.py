@@ -112,7 +112,11 @@ def pool(fleet, pool_factory) -> PoolProc:
 
 def sandbox(pool: PoolProc, image: str, url: str | None = None, **cfg: object) -> FleetSandbox:
     client_config = EnvClientConfig(
-        pool_url=url or pool.url, token=pool.token, backoff=0.05, heartbeat_interval=0.5
+        pool_url=url or pool.url,
+        token=pool.token,
+        backoff=0.05,
+        heartbeat_interval=0.5,
+        direct=url is None,  # a proxy in front of the pool: every call through it (call replay is the pool's)
     )
     return FleetSandbox(image, config=FleetSandboxConfig(**cfg), client_config=client_config)
 
@@ -163,6 +167,7 @@ async def test_exec_api_keeps_the_combined_form(pool, base_image):
             assert sorted(combined.output.split()) == ["a", "b"] and combined.stderr is None
             split = await env.exec("echo a; echo b >&2", separate_stderr=True, user="root")
             assert (split.output, split.stderr) == ("a\n", "b\n")
+            pool.credentials[env.lease_id] = env.credential  # the raw call is the lease holder's
             raw = pool.post("/exec", {"lease_id": env.lease_id, "command": "true", "separate_stderr": "yes"})
             assert raw.status_code == 400 and "separate_stderr" in raw.json()["error"]
 

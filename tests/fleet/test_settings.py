@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -152,10 +155,42 @@ def test_helpers():
 
 
 def test_the_pools_server_stack_is_auto_or_a_named_one():
-    base = {"SWE_POOL_EXEC_URLS": "http://n:1", "SWE_EXEC_TOKEN": "e"}
+    base = {"SWE_POOL_EXEC_URLS": "http://n:1", "SWE_EXEC_TOKEN": "e", "SWE_POOL_TOKEN": "c"}
     cfg = PoolConfig.from_env({**base, "SWE_POOL_LOOP": "asyncio", "SWE_POOL_HTTP": "h11"}).finalize()
     assert (cfg.loop, cfg.http) == ("asyncio", "h11")
     assert (PoolConfig().loop, PoolConfig().http) == ("auto", "auto")
     for name, value in (("SWE_POOL_LOOP", "trio"), ("SWE_POOL_HTTP", "h2")):
         with pytest.raises(SystemExit, match="SWE_POOL_LOOP must be"):
             PoolConfig.from_env({**base, name: value}).finalize()
+
+
+def test_the_pool_refuses_a_client_token_equal_to_the_nodes_token_or_none(tmp_path):
+    """Rollout workers hold the client token: it is never the exec servers' token, nor taken from it."""
+    base = {"SWE_POOL_EXEC_URLS": "http://n:1", "SWE_EXEC_TOKEN": "e", "SWE_POOL_DB": str(tmp_path / "l.db")}
+    with pytest.raises(SystemExit, match="no client token"):
+        PoolConfig.from_env(base).finalize()  # no longer defaults to the exec token
+    with pytest.raises(SystemExit, match="SWE_POOL_TOKEN equals SWE_EXEC_TOKEN"):
+        PoolConfig.from_env({**base, "SWE_POOL_TOKEN": "e"}).finalize()
+    for operator in ("e", "c"):
+        with pytest.raises(SystemExit, match="OPERATOR_TOKEN must differ"):
+            PoolConfig.from_env(
+                {**base, "SWE_POOL_TOKEN": "c", "SWE_POOL_OPERATOR_TOKEN": operator}
+            ).finalize()
+    cfg = PoolConfig.from_env({**base, "SWE_POOL_TOKEN": "c", "SWE_POOL_OPERATOR_TOKEN": "o"}).finalize()
+    assert (cfg.exec_token, cfg.pool_token, cfg.operator_token) == ("e", "c", "o")
+    assert cfg.signing_key_file == str(tmp_path / "l.key")  # beside the lease database
+
+
+def test_a_pool_process_with_equal_tokens_exits_with_the_reason(tmp_path):
+    env = {
+        **os.environ,
+        "SWE_POOL_EXEC_URLS": "http://127.0.0.1:9",
+        "SWE_EXEC_TOKEN": "same",
+        "SWE_POOL_TOKEN": "same",
+        "SWE_POOL_DB": str(tmp_path / "l.db"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "swe_rl.fleet.pool.app"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode != 0 and "SWE_POOL_TOKEN equals SWE_EXEC_TOKEN" in proc.stderr
+    assert not (tmp_path / "l.db").exists() and not (tmp_path / "l.key").exists()  # nothing half-made

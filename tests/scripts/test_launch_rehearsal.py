@@ -120,7 +120,7 @@ def test_the_head_launches_for_real_from_a_filled_env_file(rehearsal, tmp_path):
             "HF_CKPT": rehearsal["hf"],
             "PROMPT_DATA": slime_rows(tmp_path / "train.jsonl"),
             "SWE_POOL_EXEC_URLS": ",".join(fleet.exec_urls),
-            "SWE_EXEC_TOKEN": fleet.token,
+            "SWE_EXEC_TOKEN": fleet.exec_token,
             "WANDB_API_KEY": "rehearsal-wandb-key",
             "SWE_PRM_URL": "http://127.0.0.1:9/v1",
             "SWE_REHEARSAL_OUT": out,

@@ -295,6 +295,9 @@ def test_dry_run_prints_the_slime_command(script, env):
     assert traj.startswith(str(out / "swe_rollouts")) and traj.endswith("_20260101_000000")
     # the rollout manager reaches the pool on the head; slime, Megatron and swe_rl are importable
     assert runtime_env["SWE_POOL_URL"] == "http://10.0.0.1:18090"
+    # the rollout workers hold a client token of their own: never the exec servers' token
+    assert "SWE_EXEC_TOKEN" not in runtime_env and "SWE_EXEC_TOKEN_FILE" not in runtime_env
+    assert runtime_env["SWE_POOL_TOKEN"] and runtime_env["SWE_POOL_TOKEN"] != TOKEN
     assert runtime_env["PYTHONPATH"].split(":") == [str(ROOT), env["SLIME_DIR"], env["MEGATRON_DIR"]]
     assert runtime_env["SWE_MAX_CONCURRENT"] == "128"
     if "prm" in script:

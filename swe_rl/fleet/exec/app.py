@@ -32,6 +32,7 @@ from swe_rl.fleet.exec import validation as v
 from swe_rl.fleet.exec.arrival import arrival, stamp_arrivals
 from swe_rl.fleet.exec.backend import BackendError, backend_class
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
+from swe_rl.fleet.exec.direct_calls import DirectCalls
 from swe_rl.fleet.exec.drain import Drain
 from swe_rl.fleet.exec.health import HealthMonitor
 from swe_rl.fleet.exec.health_lane import health_lane
@@ -40,6 +41,7 @@ from swe_rl.fleet.exec.snapshot_routes import add_snapshot_routes
 from swe_rl.fleet.exec.tls_front import PrivateSocketDir, TlsFront
 from swe_rl.fleet.image_protocol import NodePrefetchAnswer, NodePrefetchRequest
 from swe_rl.fleet.image_protocol import parse as parse_image_request
+from swe_rl.fleet.lease_credential import LEASE_SCHEME
 from swe_rl.fleet.protocol import ApiError, DestroyRequest, parse
 from swe_rl.fleet.settings import read_token
 from swe_rl.fleet.tls import server_context, server_files
@@ -56,6 +58,8 @@ def create_app(manager: ContainerManager) -> Flask:
 
     drain = Drain()
     app.extensions["swe_drain"] = drain
+    direct = DirectCalls(manager.registry, cfg.state_dir, cfg.lease_keys)
+    app.extensions["swe_direct"] = direct
 
     @app.before_request
     def _auth() -> Any:
@@ -63,9 +67,15 @@ def create_app(manager: ContainerManager) -> Flask:
         if request.path == "/healthz":
             return None
         header = request.headers.get("Authorization", "")
-        supplied = header[7:] if header.startswith("Bearer ") else ""
-        if not cfg.token or not hmac.compare_digest(supplied.encode(), cfg.token.encode()):
-            return jsonify(error="unauthorized: missing or wrong bearer token"), 401
+        if header.startswith(LEASE_SCHEME):  # a lease holder's direct call (direct_calls.py)
+            try:
+                g.grant = direct.authorize(request.path, header)
+            except ApiError as exc:
+                return jsonify(exc.body()), exc.status
+        else:
+            supplied = header[7:] if header.startswith("Bearer ") else ""
+            if not cfg.token or not hmac.compare_digest(supplied.encode(), cfg.token.encode()):
+                return jsonify(error="unauthorized: missing or wrong bearer token"), 401
         if drain.refuses(request.path):
             return jsonify(error="node draining: it takes no new container (stopping)", draining=True), 503
         drain.enter()
@@ -80,6 +90,8 @@ def create_app(manager: ContainerManager) -> Flask:
     @app.after_request
     def _node_seconds(response: Any) -> Any:
         """The node's own time for the call, so the pool can tell its overhead apart (`forward`)."""
+        if g.get("grant") is not None and g.get("granted"):
+            direct.done(request.path, response.status_code)
         t0 = g.get("t0")
         if t0 is not None:
             response.headers[NODE_SECONDS_HEADER] = f"{time.monotonic() - t0:.6f}"
@@ -117,7 +129,12 @@ def create_app(manager: ContainerManager) -> Flask:
         return jsonify(error=f"internal error: {type(exc).__name__}: {exc}"), 500
 
     def body() -> dict[str, Any]:
-        return parse_body(request.get_data(cache=False))
+        data = parse_body(request.get_data(cache=False))
+        grant = g.get("grant")
+        if grant is not None:  # a direct call: only on the credential's own container and lease
+            direct.check_body(request.path, grant, data)
+            g.granted = True
+        return data
 
     def resources() -> dict[str, Any]:
         total, available = node_memory()
@@ -153,6 +170,9 @@ def create_app(manager: ContainerManager) -> Flask:
             **manager.warm_pool.counts(),
             **resources(),
             images=manager.images.counts(),
+            calls_in_flight=drain.in_flight,
+            lease_keys=direct.keys,
+            direct_calls=dict(direct.counts),
         ), (200 if healthy else 503)
 
     @app.get("/images")
@@ -215,8 +235,16 @@ def create_app(manager: ContainerManager) -> Flask:
 
     @app.post("/containers/touch")
     def touch() -> Any:
-        touched, missing = manager.touch(v.container_ids(body()))
+        data = body()
+        touched, missing = manager.touch(v.container_ids(data))
+        if data.get("report_used") is True:  # the pool's periodic touch: what lease holders called directly
+            return jsonify(touched=len(touched), missing=missing, used=direct.take_used())
         return jsonify(touched=len(touched), missing=missing)
+
+    @app.post("/lease-keys")
+    def lease_keys() -> Any:
+        """Trust the pool's public key(s) for direct calls (`direct_calls.py`); the node's token only."""
+        return jsonify(keys=direct.add_keys(body().get("keys")))
 
     add_snapshot_routes(app, manager.snapshots)
     return app

@@ -104,6 +104,9 @@ class ExecConfig:
     plain HTTP (bind to a private interface only). The pool then reaches this node by an https:// URL."""
     tls_key: str = field(default="", repr=False)
     """PEM private key of `tls_cert` (`SWE_EXEC_TLS_KEY`, `--tls-key`); readable by the server's user only."""
+    lease_keys: tuple[str, ...] = ()
+    """Public keys (base64url Ed25519) of pools whose per-lease credentials this node takes for direct
+    calls (`SWE_EXEC_LEASE_KEYS`, comma-separated); a pool also hands its own over (`POST /lease-keys`)."""
     backend: str = "docker"
     """What runs this node's containers: a name of `backend.BACKENDS`, `docker` (the default) or `memory`
     (load tests: no containers, commands are not run; `memory_backend.py`)."""

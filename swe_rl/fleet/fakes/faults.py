@@ -149,6 +149,11 @@ class ChaosFleet:
         self.node_env = node_env or [{} for _ in range(exec_servers)]
         """Per-node extra environment (e.g. ``DOCKER_HOST`` of a private daemon)."""
         self.token = secrets.token_hex(24)
+        """The pool's client token."""
+        self.exec_token = secrets.token_hex(24)
+        """The exec servers' token (the pool's alone)."""
+        self.operator_token = secrets.token_hex(24)
+        """The pool's operator token (`/status` lists the leases to it only)."""
         run = secrets.token_hex(3)
         self.server_ids = [f"{server_prefix}-{run}-{i}" for i in range(exec_servers)]
         self.pool_id = f"{server_prefix}-pool-{run}"
@@ -193,7 +198,7 @@ class ChaosFleet:
 
     def start_exec(self, i: int) -> None:
         env = {
-            "SWE_EXEC_TOKEN": self.token,
+            "SWE_EXEC_TOKEN": self.exec_token,
             "SWE_EXEC_SERVER_ID": self.server_ids[i],
             "SWE_EXEC_HOST": "127.0.0.1",
             "SWE_EXEC_PORT": str(self.exec_ports[i]),
@@ -207,8 +212,9 @@ class ChaosFleet:
     def start_pool(self) -> None:
         env = {
             "SWE_POOL_EXEC_URLS": ",".join(p.url for p in self.proxies),
-            "SWE_EXEC_TOKEN": self.token,
+            "SWE_EXEC_TOKEN": self.exec_token,
             "SWE_POOL_TOKEN": self.token,
+            "SWE_POOL_OPERATOR_TOKEN": self.operator_token,
             "SWE_POOL_HOST": "127.0.0.1",
             "SWE_POOL_PORT": str(self.pool_port),
             "SWE_POOL_ID": self.pool_id,

@@ -208,6 +208,11 @@ class MemoryFleet:
     python: str = sys.executable
 
     token: str = field(default_factory=lambda: secrets.token_hex(24), repr=False)
+    """The pool's client token."""
+    exec_token: str = field(default_factory=lambda: secrets.token_hex(24), repr=False)
+    """The exec servers' token (the pool's alone, never a client's)."""
+    operator_token: str = field(default_factory=lambda: secrets.token_hex(24), repr=False)
+    """The pool's operator token (`/status` lists the leases to it only)."""
     pool_url: str = ""
     exec_urls: list[str] = field(default_factory=list)
     helper: subprocess.Popen | None = None
@@ -237,7 +242,7 @@ class MemoryFleet:
             # mkdtemp, not TemporaryDirectory: that one deletes itself when collected, kept logs included
             self._own_dir = self.log_dir = Path(tempfile.mkdtemp(prefix="swe-rl-memory-fleet-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "SWE_EXEC_TOKEN": self.token, **self.exec_env}
+        env = {**os.environ, "SWE_EXEC_TOKEN": self.exec_token, **self.exec_env}
         parts = max(1, min(self.node_processes, self.nodes))
         shares = [self.nodes // parts + (1 if i < self.nodes % parts else 0) for i in range(parts)]
         started = []
@@ -260,8 +265,9 @@ class MemoryFleet:
         self._pool_env = {
             **os.environ,
             "SWE_POOL_EXEC_URLS": ",".join(self.exec_urls),
-            "SWE_EXEC_TOKEN": self.token,
+            "SWE_EXEC_TOKEN": self.exec_token,
             "SWE_POOL_TOKEN": self.token,
+            "SWE_POOL_OPERATOR_TOKEN": self.operator_token,
             "SWE_POOL_HOST": "127.0.0.1",
             "SWE_POOL_PORT": str(port),
             "SWE_POOL_ID": f"memory-pool-{secrets.token_hex(3)}",

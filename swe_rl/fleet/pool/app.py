@@ -34,9 +34,11 @@ from swe_rl.fleet.call_headers import (
     RESENT_HEADER,
 )
 from swe_rl.fleet.checks import InvalidRequest, parse_body
+from swe_rl.fleet.lease_credential import CREDENTIAL_HEADER
 from swe_rl.fleet.pool import __version__
 from swe_rl.fleet.pool.call_replay import Answer
 from swe_rl.fleet.pool.config import PoolConfig
+from swe_rl.fleet.pool.credentials import LEASE_OPS
 from swe_rl.fleet.pool.metrics import metrics_text, status_of
 from swe_rl.fleet.pool.pool import Pool
 from swe_rl.fleet.pool.prefetch import prefetch
@@ -82,6 +84,7 @@ def _count(query: dict[str, str], name: str, default: int) -> int:
 def create_app(pool: Pool) -> Starlette:
     """The pool's routes; the lifespan starts and stops the pool."""
     token = pool.cfg.pool_token.encode()
+    operator_token = pool.cfg.operator_token.encode()
     limit = pool.cfg.max_body_bytes
 
     async def body_of(request: Request) -> dict[str, Any]:
@@ -121,16 +124,27 @@ def create_app(pool: Pool) -> Starlette:
             t0 = time.monotonic()
             outcome = "ok"
             try:
+                operator = False
                 if auth:
                     header = request.headers.get("authorization", "")
                     supplied = header[7:].encode() if header.startswith("Bearer ") else b""
-                    if not hmac.compare_digest(supplied, token):
+                    operator = bool(operator_token) and hmac.compare_digest(supplied, operator_token)
+                    if not operator and not hmac.compare_digest(supplied, token):
                         raise ApiError(401, "unauthorized: missing or wrong bearer token")
                 if not json_body:  # a GET: its query parameters are its arguments
                     query = dict(request.query_params)
+                    query.pop("operator", None)  # said by the token, never by the caller
+                    if operator:
+                        query["operator"] = "1"
                     response, outcome = await answer(lambda: handler(query))
                 else:
                     body = {**await body_of(request), **request.path_params}
+                    if op in LEASE_OPS and not operator and "lease_id" in body:
+                        # a call on a lease: only with that lease's credential (credentials.py); without a
+                        # lease id it is the handler's 400 (a close by request id needs none)
+                        pool.credentials.check(
+                            request.headers.get(CREDENTIAL_HEADER), op, body.get("lease_id")
+                        )
                     call_id = request.headers.get(CALL_ID_HEADER)
                     if call_id:
                         key = (op, str(body.get("lease_id", "")))
@@ -195,8 +209,14 @@ def create_app(pool: Pool) -> Starlette:
         )
 
     async def status(query: dict[str, str]) -> dict[str, Any]:
-        """Every node, and one page of the leases (`offset`, `limit`): 50,000 leases are 9 MB."""
-        return status_of(pool, offset=_count(query, "offset", 0), limit=_count(query, "limit", STATUS_PAGE))
+        """Every node, and one page of the leases (`offset`, `limit`): 50,000 leases are 9 MB. Leases are
+        listed to the operator token only: a client's token sees the nodes and the totals."""
+        operator = query.pop("operator", None) == "1"
+        offset, limit = _count(query, "offset", 0), _count(query, "limit", STATUS_PAGE)
+        answer = status_of(pool, offset=offset, limit=limit if operator else 0)
+        if not operator:
+            answer["leases_page"] = {"offset": 0, "count": 0, "next": None, "operator_only": True}
+        return answer
 
     async def metrics(query: dict[str, str]) -> Response:
         return PlainTextResponse(metrics_text(pool), media_type="text/plain; version=0.0.4")
@@ -223,6 +243,7 @@ def create_app(pool: Pool) -> Starlette:
         Route("/allocate", endpoint("allocate", pool.allocate), methods=["POST"]),
         Route("/heartbeat", endpoint("heartbeat", heartbeat), methods=["POST"]),
         Route("/close", endpoint("close", pool.close), methods=["POST"]),
+        Route("/credential", endpoint("credential", pool.renew_credential), methods=["POST"]),
         Route("/warm", endpoint("warm", pool.warm), methods=["POST"]),
         Route("/leases/{lease_id}/snapshot", endpoint("snapshot", pool.snapshots.take), methods=["POST"]),
         Route(

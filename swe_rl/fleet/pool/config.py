@@ -20,7 +20,17 @@ class PoolConfig:
     exec_token: str = field(default="", repr=False)
     """Bearer token the pool sends to exec servers (`SWE_EXEC_TOKEN` / `SWE_EXEC_TOKEN_FILE`)."""
     pool_token: str = field(default="", repr=False)
-    """Bearer token clients must send (`SWE_POOL_TOKEN` / `SWE_POOL_TOKEN_FILE`; defaults to the exec token)."""
+    """Bearer token clients must send (`SWE_POOL_TOKEN` / `SWE_POOL_TOKEN_FILE`, required). It must differ
+    from the exec token: rollout workers hold this one and must never hold the nodes' token."""
+    operator_token: str = field(default="", repr=False)
+    """Bearer token of operators (`SWE_POOL_OPERATOR_TOKEN` / `SWE_POOL_OPERATOR_TOKEN_FILE`, optional): it
+    may do all a client may, and `/status` shows it every lease; a client's token sees counts only."""
+    signing_key_file: str = ""
+    """The pool's Ed25519 key that signs per-lease credentials (`SWE_POOL_SIGNING_KEY_FILE`, PEM; made,
+    mode 600, on first start; default beside the lease database). Its public half goes to the nodes."""
+    credential_ttl: float = 6 * 3600.0
+    """Seconds a per-lease credential is good for (`SWE_POOL_CREDENTIAL_TTL`); a client renews it
+    (`POST /credential`) before it runs out."""
     host: str = "127.0.0.1"
     """Address to bind (`SWE_POOL_HOST`). Loopback unless told otherwise."""
     port: int = 18090
@@ -111,13 +121,15 @@ class PoolConfig:
 
     def finalize(self) -> PoolConfig:
         """Fill port-dependent defaults and refuse settings the pool cannot run with."""
-        self.pool_token = self.pool_token or self.exec_token
         self.pool_id = (self.pool_id or f"{socket.gethostname()}:{self.port}")[:128]
         self.db_path = os.path.expanduser(self.db_path or f"~/.cache/swe-rl/pool-{self.port}.db")
         if self.database_url:  # the leases are every replica's: one stopping releases none of them
             self.keep_leases_on_exit = True
             if self.sync_interval <= 0:
                 raise SystemExit("error: SWE_POOL_SYNC_INTERVAL must be positive")
+        if not self.signing_key_file:
+            base = self.db_path if self.db_path != ":memory:" else f"~/.cache/swe-rl/pool-{self.port}.db"
+            self.signing_key_file = os.path.splitext(os.path.expanduser(base))[0] + ".key"
         if not self.exec_urls:
             raise SystemExit(
                 "error: no exec servers: set SWE_POOL_EXEC_URLS (comma-separated) or --exec-urls"
@@ -126,6 +138,20 @@ class PoolConfig:
             raise SystemExit(
                 "error: no exec token: set SWE_EXEC_TOKEN or SWE_EXEC_TOKEN_FILE (or --exec-token-file)"
             )
+        if not self.pool_token:
+            raise SystemExit(
+                "error: no client token: set SWE_POOL_TOKEN or SWE_POOL_TOKEN_FILE (or --token-file); it must"
+                " differ from the exec token (rollout workers hold it, never the nodes' token)"
+            )
+        if self.pool_token == self.exec_token:
+            raise SystemExit(
+                "error: SWE_POOL_TOKEN equals SWE_EXEC_TOKEN: give the pool's clients a token of their own "
+                "(rollout workers must never hold the nodes' token)"
+            )
+        if self.operator_token and self.operator_token in (self.pool_token, self.exec_token):
+            raise SystemExit("error: SWE_POOL_OPERATOR_TOKEN must differ from the client and exec tokens")
+        if self.credential_ttl <= 0:
+            raise SystemExit("error: SWE_POOL_CREDENTIAL_TTL must be positive")
         if self.lease_ttl <= 0 or self.max_per_node <= 0 or self.node_down_after <= 0:
             raise SystemExit("error: lease TTL, per-node cap and node-down-after must be positive")
         self.check_tls()
@@ -165,6 +191,7 @@ ENV: dict[str, EnvVar] = prefixed(
     exec_urls=EnvVar("SWE_POOL_EXEC_URLS", old=("SWE_EXEC_SERVER_URLS",), parse=_urls),
     exec_token=EnvVar("SWE_EXEC_TOKEN", file="SWE_EXEC_TOKEN_FILE", parse=str.strip),
     pool_token=EnvVar("SWE_POOL_TOKEN", file="SWE_POOL_TOKEN_FILE", parse=str.strip),
+    operator_token=EnvVar("SWE_POOL_OPERATOR_TOKEN", file="SWE_POOL_OPERATOR_TOKEN_FILE", parse=str.strip),
     pool_id=EnvVar("SWE_POOL_ID"),
     db_path=EnvVar("SWE_POOL_DB"),
     database_url=EnvVar("SWE_POOL_DATABASE_URL", file="SWE_POOL_DATABASE_URL_FILE", parse=str.strip),

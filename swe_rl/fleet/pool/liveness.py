@@ -21,6 +21,7 @@ from swe_rl.fleet.protocol import MAX_HEARTBEAT_BATCH, ApiError, HeartbeatReques
 
 if TYPE_CHECKING:
     from swe_rl.fleet.pool.config import PoolConfig
+    from swe_rl.fleet.pool.credentials import PoolCredentials
     from swe_rl.fleet.pool.metrics import Metrics
     from swe_rl.fleet.pool.routing import NodeCalls
     from swe_rl.fleet.pool.store import LeaseRecord
@@ -40,6 +41,7 @@ class LeaseLiveness:
     leases: dict[str, LeaseRecord]
     by_node: dict[str, dict[str, LeaseRecord]]
     allocating: set[str]
+    credentials: PoolCredentials
 
     def lease_of(self, body: dict[str, Any], *, allow_lost: bool = False) -> LeaseRecord:
         raise NotImplementedError
@@ -147,6 +149,8 @@ class LeaseLiveness:
                 return
         elif images_due:
             await refresh_images(http, node)
+        if self.credentials.node_needs_key(node):  # direct calls need our public key there (credentials.py)
+            await self.credentials.give_key(node, self.calls.route_post)
         self.nodes.succeeded(node)
 
     async def reconcile(self, node: Node) -> None:
@@ -245,11 +249,16 @@ class LeaseLiveness:
             if not leases:
                 continue
             try:
-                resp = await self._post(node, "/containers/touch", {"container_ids": list(leases)}, 30.0)
-                missing = json_of(resp).get("missing", []) if resp.status_code == 200 else []
+                body = {"container_ids": list(leases), "report_used": True}
+                resp = await self._post(node, "/containers/touch", body, 30.0)
+                answer = json_of(resp) if resp.status_code == 200 else {}
+                missing = answer.get("missing", [])
             except ApiError as exc:
                 log.warning("touch on %s failed: %s", node.url, exc.message)
                 continue
+            for cid in answer.get("used") or []:  # called directly since the last touch: alive
+                if cid in leases:
+                    leases[cid].touch()
             absent = [leases[cid] for cid in missing if cid in leases]
             for lease in await self._still_missing(node, absent):
                 self._mark_lost(lease, f"container {lease.container_id[:12]} no longer exists on {node.url}")

@@ -213,6 +213,11 @@ def metrics_text(pool: Pool) -> str:
         gauges.append(("swe_pool_node_leases", {"node": n.url}, pool.load(n)))
         gauges.append(("swe_pool_node_up", {"node": n.url}, 1 if n.healthy else 0))
         gauges.append(("swe_pool_node_warm_dropped", {"node": n.url}, n.warm_dropped))
+        for key, count in n.direct_calls.items():  # calls lease holders made on the node itself
+            op, _, outcome = key.partition(":")
+            gauges.append(
+                ("swe_pool_node_direct_calls", {"node": n.url, "op": op, "outcome": outcome}, count)
+            )
         for key in IMAGE_GAUGES:
             value = n.image_stats.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):

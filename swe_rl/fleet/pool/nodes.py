@@ -59,6 +59,10 @@ class Node:
     """Warm target we last sent per request key: (count, monotonic expiry)."""
     image_stats: dict[str, Any] = field(default_factory=dict)
     """The node's image figures (bytes used, budget, pulls, evictions), as of the last health check."""
+    lease_keys: list[str] = field(default_factory=list, repr=False)
+    """Pool public keys the node trusts for direct calls, as of the last health check (credentials.py)."""
+    direct_calls: dict[str, int] = field(default_factory=dict, repr=False)
+    """The node's counts of direct calls by ``op:outcome``, as of the last health check (for /metrics)."""
     calls: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
     """The tasks of routed calls waiting on this node now (cut when it is found down: `NodeSet.failed`)."""
     cut: set[asyncio.Task[Any]] = field(default_factory=set, repr=False)
@@ -88,6 +92,11 @@ class Node:
         self.draining = health.get("draining") is True
         images = health.get("images")
         self.image_stats = images if isinstance(images, dict) else {}
+        keys, direct = health.get("lease_keys"), health.get("direct_calls")
+        self.lease_keys = [str(k) for k in keys] if isinstance(keys, list) else []
+        self.direct_calls = (
+            {str(k): v for k, v in direct.items() if isinstance(v, int)} if isinstance(direct, dict) else {}
+        )
         warm = health.get("warm")
         self.warm = (
             {str(k): int(v) for k, v in warm.items() if isinstance(v, int)} if isinstance(warm, dict) else {}

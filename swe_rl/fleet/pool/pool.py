@@ -30,6 +30,7 @@ from starlette.responses import Response
 from swe_rl.fleet.pool import placement
 from swe_rl.fleet.pool.call_replay import CallReplay
 from swe_rl.fleet.pool.config import PoolConfig
+from swe_rl.fleet.pool.credentials import PoolCredentials
 from swe_rl.fleet.pool.liveness import LeaseLiveness
 from swe_rl.fleet.pool.metrics import Metrics
 from swe_rl.fleet.pool.nodes import Node, NodeSet
@@ -72,6 +73,8 @@ class Pool(LeaseLiveness, WarmDemand):
         self.replicas = ReplicaSync(self, shared) if shared else None
         """Set when several replicas share a PostgreSQL record (`SWE_POOL_DATABASE_URL`): replicas.py."""
         self.metrics = Metrics()
+        self.credentials = PoolCredentials(config)
+        """Signs each lease's credential; its public key goes to the nodes (direct calls)."""
         self.replays = CallReplay(config.call_replay_seconds, config.call_replay_bytes)
         self.table = LeaseTable(self.store, self.nodes.nodes)
         self.leases, self.by_request, self.by_node = (
@@ -252,7 +255,13 @@ class Pool(LeaseLiveness, WarmDemand):
             )
             raise
         self.metrics.inc("swe_pool_allocations_total", outcome="ok")
-        return result
+        return self.credentials.grant(result)  # the lease's own credential: every call on it needs it
+
+    async def renew_credential(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`POST /credential`: a fresh credential for a live lease (the app checked the one it came with)."""
+        lease = self.lease_of(body)
+        lease.touch()
+        return self.credentials.renew(lease.public(self.cfg.lease_ttl))
 
     async def _allocate_once(self, body: dict[str, Any]) -> dict[str, Any]:
         """Run one allocation per request id: a retry gets the lease, or awaits the allocation in flight."""

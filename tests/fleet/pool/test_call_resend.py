@@ -12,7 +12,7 @@ import httpx
 import pytest
 from agent_fixtures import client_for, leftover_containers
 
-from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, RESENT_HEADER
+from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, CREDENTIAL_HEADER, RESENT_HEADER
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 
 pytestmark = pytest.mark.docker
@@ -71,7 +71,8 @@ async def test_an_exec_cut_after_it_left_is_sent_again_and_runs_once(
     proxy = SeveringProxy(pool.port)
     url = await proxy.start()
     try:
-        config = EnvClientConfig(pool_url=url, token=pool.token, backoff=0.1)
+        # through the pool: call replay is the pool's (a direct call is resent only when it never left)
+        config = EnvClientConfig(pool_url=url, token=pool.token, backoff=0.1, direct=False)
         async with EnvClient(config) as client:
             lease = await client.allocate(base_image)
             try:
@@ -96,7 +97,7 @@ async def test_a_resend_to_a_pool_that_cannot_know_is_refused_and_not_run(
     pool = pool_factory([srv])
     async with client_for(pool) as client:
         lease = await client.allocate(base_image)
-        headers = {"Authorization": f"Bearer {pool.token}"}
+        headers = {"Authorization": f"Bearer {pool.token}", CREDENTIAL_HEADER: lease.credential}
         body = {"lease_id": lease.lease_id, "command": COUNT, "timeout": 60}
         try:
             async with httpx.AsyncClient(base_url=pool.url, headers=headers, timeout=120) as http:
@@ -111,7 +112,9 @@ async def test_a_resend_to_a_pool_that_cannot_know_is_refused_and_not_run(
                 assert first.status_code == 200 and first.json()["output"].strip() == "1"  # never run before
                 assert second.json() == first.json()  # the same answer again, not a second run
                 other = {CALL_ID_HEADER: call[CALL_ID_HEADER]}
-                misused = await http.post("/exec", json={**body, "lease_id": "another"}, headers=other)
+                misused = await http.post(  # the operator's token: past the credential check, to the replay's
+                    "/exec", json={**body, "lease_id": "another"}, headers={**other, **pool.operator_headers}
+                )
                 assert misused.status_code == 400  # one call id, one call
             assert (await lease.exec("wc -l < /tmp/runs")).output.strip() == "1"  # the refused one never ran
         finally:

@@ -24,7 +24,7 @@ def pool_alone(tmp_path) -> tuple[str, str, Path]:
     env = {
         **os.environ,
         "SWE_POOL_EXEC_URLS": f"http://127.0.0.1:{free_port()}",
-        "SWE_EXEC_TOKEN": token,
+        "SWE_EXEC_TOKEN": secrets.token_hex(16),
         "SWE_POOL_TOKEN": token,
         "SWE_POOL_PORT": str(port),
         "SWE_POOL_HOST": "127.0.0.1",
@@ -64,7 +64,7 @@ def send_half_a_request(url: str, token: str, path: str) -> None:
         )
 
 
-@pytest.mark.parametrize(("path", "then"), [("/heartbeat", 404), ("/exec", 404), ("/close", 200)])
+@pytest.mark.parametrize(("path", "then"), [("/heartbeat", 404), ("/exec", 403), ("/close", 403)])
 def test_a_client_that_disconnects_mid_body_is_logged_quietly(pool_alone, path, then):
     url, token, log_path = pool_alone
     send_half_a_request(url, token, path)

@@ -16,6 +16,7 @@ async def test_the_pools_start_is_frozen(tmp_path):
     cfg = PoolConfig(
         exec_urls=[f"http://127.0.0.1:{free_port()}"],  # no node: the start does not need one
         exec_token="t",
+        pool_token="pytest-client-token",
         pool_id=f"pytest-pool-{secrets.token_hex(4)}",
         db_path=str(tmp_path / "leases.db"),
         warm_min=0,

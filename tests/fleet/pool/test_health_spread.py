@@ -19,6 +19,7 @@ def _pool(tmp_path, n: int, interval: float) -> Pool:
     cfg = PoolConfig(
         exec_urls=[f"http://127.0.0.1:{9 + i}" for i in range(n)],  # never contacted: checks are recorded
         exec_token="t",
+        pool_token="pytest-client-token",
         pool_id=f"pytest-pool-{secrets.token_hex(4)}",
         db_path=str(tmp_path / "leases.db"),
         warm_min=0,

@@ -84,7 +84,13 @@ def test_client_heartbeats_all_its_leases_in_one_request(fleet):
             assert all(lease.expires_at > t for lease, t in zip(leases, first))
 
             # a lease the pool forgot (closed behind the client's back) is marked lost, the others go on
-            assert post(fleet, "/close", {"lease_id": leases[0].lease_id}).status_code == 200
+            closed = httpx.post(
+                fleet.pool_url + "/close",
+                json={"lease_id": leases[0].lease_id},
+                headers={"Authorization": f"Bearer {fleet.operator_token}"},  # behind the client's back
+                timeout=30,
+            )
+            assert closed.status_code == 200
             await client.heartbeat_all()
             assert leases[0].lost is not None and "unknown or expired lease" in str(leases[0].lost)
             assert all(lease.lost is None for lease in leases[1:])
@@ -102,7 +108,9 @@ def test_status_pages_its_leases_and_refuses_a_bad_page(fleet):
 
     def status(query: str) -> httpx.Response:
         return httpx.get(
-            fleet.pool_url + "/status" + query, headers={"Authorization": f"Bearer {fleet.token}"}, timeout=30
+            fleet.pool_url + "/status" + query,
+            headers={"Authorization": f"Bearer {fleet.operator_token}"},  # the leases: the operator's view
+            timeout=30,
         )
 
     async def run() -> None:

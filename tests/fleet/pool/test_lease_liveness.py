@@ -74,6 +74,7 @@ async def pool(exec_node, tmp_path) -> AsyncIterator[Pool]:
     cfg = PoolConfig(
         exec_urls=[exec_node.url],
         exec_token=exec_node.token,
+        pool_token="pytest-client-token",
         pool_id=f"pytest-pool-{secrets.token_hex(4)}",
         db_path=str(tmp_path / "leases.db"),
         warm_min=0,

@@ -27,7 +27,9 @@ LEASES = 50
 
 
 def get(fleet: MemoryFleet, url: str) -> dict:
-    resp = httpx.get(url, headers={"Authorization": f"Bearer {fleet.token}"}, timeout=30)
+    # the nodes' own /status takes their token; the pool's lists its leases to the operator token
+    token = fleet.operator_token if url.startswith(fleet.pool_url) else fleet.exec_token
+    resp = httpx.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
     assert resp.status_code == 200, resp.text
     return resp.json()
 

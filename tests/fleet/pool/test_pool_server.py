@@ -16,6 +16,7 @@ import httpx
 import pytest
 from pool_fixtures import PoolProc
 
+from swe_rl.fleet.call_headers import CREDENTIAL_HEADER
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.errors import FleetUnavailable
 
@@ -127,11 +128,17 @@ def test_auth_and_bad_input(fleet, pool_factory, docker_client, base_image):
     err(pool.post("/allocate", {"image": base_image, "memory": "lots"}), 400, "memory")  # exec server's check
     assert containers_of(docker_client, pool) == []  # nothing half-created
     err(pool.post("/exec", {"command": "true"}), 400, "lease_id")
-    assert err(pool.post("/exec", {"lease_id": "nope", "command": "true"}), 404, "unknown or expired lease")[
-        "lease_lost"
-    ]
+    # a call on a lease needs that lease's credential: without one, 403 before the lease is even looked up
+    err(pool.post("/exec", {"lease_id": "nope", "command": "true"}), 403, "needs the lease's credential")
+    err(pool.post("/close", {"lease_id": "nope"}), 403, "needs the lease's credential")
+    operator = pool.operator_headers  # needs none: it is told the lease is unknown
+    assert err(
+        pool.post("/exec", {"lease_id": "nope", "command": "true"}, headers=operator),
+        404,
+        "unknown or expired lease",
+    )["lease_lost"]
     err(pool.post("/heartbeat", {"lease_id": "nope"}), 404, "unknown or expired lease")
-    assert pool.call("/close", {"lease_id": "nope"}) == {"ok": True, "already_closed": True}
+    assert pool.call("/close", {"lease_id": "nope"}, headers=operator) == {"ok": True, "already_closed": True}
     lid = pool.call("/allocate", {"image": base_image})["lease_id"]
     err(pool.post("/exec", {"lease_id": lid}), 400, "command")  # passed through from the exec server
     err(pool.post("/exec", {"lease_id": lid, "command": "true", "timeout": "soon"}), 400, "timeout")
@@ -170,7 +177,11 @@ async def test_least_loaded_placement_and_cap(fleet, pool_factory, base_image):
     assert metric(pool, 'swe_pool_allocations_total{outcome="full"}') == 2
 
     on_b = next(lease for lease in ok if lease["node"] == b.url)
-    pool.call("/close", {"lease_id": on_b["lease_id"]})
+    pool.call(
+        "/close",
+        {"lease_id": on_b["lease_id"]},
+        headers={**pool.headers, CREDENTIAL_HEADER: on_b["credential"]},
+    )
     assert pool.call("/allocate", {"image": base_image})["node"] == b.url  # the only node with room
 
 
@@ -361,12 +372,17 @@ async def test_long_call_does_not_block_others(fleet, pool_factory, docker_clien
                     "eval_script": "touch /tmp/started; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo slow",
                     "timeout": 110,
                 },
+                headers={CREDENTIAL_HEADER: slow["credential"]},
             )
         )
         while inside_slow.exec_run("test -e /tmp/started").exit_code != 0:
             assert not long_call.done(), long_call.result().text
             await asyncio.sleep(0.1)
-        short = await http.post("/exec", json={"lease_id": quick["lease_id"], "command": "echo quick"})
+        short = await http.post(
+            "/exec",
+            json={"lease_id": quick["lease_id"], "command": "echo quick"},
+            headers={CREDENTIAL_HEADER: quick["credential"]},
+        )
         status = await http.get("/status")
         assert short.json()["output"] == "quick\n" and status.status_code == 200
         assert not long_call.done()  # answered while the long call still runs

@@ -141,9 +141,10 @@ async def test_owner_expiry_and_bad_input(fleet, pool_factory, fixture_instances
                 ),
                 (f"/leases/{lease.lease_id}/snapshot", {"owner": client.owner, "ttl": -1}, 400),
                 (f"/leases/{lease.lease_id}/snapshot", {"owner": client.owner, "surprise": 1}, 400),
-                ("/leases/nope/snapshot", {}, 404),
+                ("/leases/nope/snapshot", {}, 403),  # no credential for it: refused before any lookup
                 ("/snapshots/delete", {"snapshot_id": info.snapshot_id, "owner": other.owner}, 403),
             ]
+            pool.credentials[lease.lease_id] = lease.credential  # the helper's calls are the lease holder's
             for path, body, status in bad:
                 resp = pool.post(path, body)
                 assert resp.status_code == status, (path, body, resp.text)

@@ -1,0 +1,187 @@
+"""Per-lease credentials: what the pool hands a client with each lease, and what a node checks.
+
+A credential names one lease, the node and container it holds, the operations it allows and an expiry,
+signed by the pool with an Ed25519 key. A node verifies it with the pool's public key alone: it never
+asks the pool, so a direct call (client -> node) goes on while the pool restarts or is killed.
+
+Why Ed25519 (a public-key signature) and not an HMAC key shared by the pool and the nodes: a node that
+can check a credential cannot make one. With a shared HMAC key every node (a root shell in any one of
+them) could mint credentials for every container of every other node; with a signature only the pool's
+private key can, and the nodes hold nothing secret for it (the public key is handed to them by the pool
+over its exec-token channel, `POST /lease-keys`). Verifying costs ~0.1 ms of one core.
+
+Wire form (docs/fleet.md, "Per-lease credentials"): ``v1.<payload>.<signature>``, both parts unpadded
+base64url; the payload is compact JSON ``{"lease","node","container","ops","exp"}`` (exp: epoch
+seconds), the signature is over the bytes ``swe-lease-v1.<payload>``. Clients treat it as opaque.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from swe_rl.fleet.call_headers import CREDENTIAL_HEADER, LEASE_SCHEME
+
+__all__ = [
+    "CREDENTIAL_HEADER",
+    "LEASE_SCHEME",
+    "CredentialRefused",
+    "LeaseGrant",
+    "LeaseSigner",
+    "LeaseVerifier",
+]
+
+VERSION = "v1"
+_CONTEXT = b"swe-lease-v1."
+
+
+class CredentialRefused(Exception):
+    """The credential is missing, malformed, forged, expired, or not for this call (an HTTP 403)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseGrant:
+    """What a valid credential allows: these `ops` on `container` of `lease` on `node` until `exp`."""
+
+    lease: str
+    node: str
+    container: str
+    ops: tuple[str, ...]
+    exp: float
+
+    def allows(self, op: str, *, lease: str | None = None, container: str | None = None) -> None:
+        """Raise CredentialRefused unless op (on that lease and container, when given) is allowed now."""
+        if time.time() >= self.exp:
+            raise CredentialRefused(f"lease credential expired {time.time() - self.exp:.0f}s ago")
+        if op not in self.ops:
+            raise CredentialRefused(f"lease credential does not allow {op!r}")
+        if lease is not None and lease != self.lease:
+            raise CredentialRefused(f"lease credential is for lease {self.lease!r}, not {lease!r}")
+        if container is not None and container != self.container:
+            raise CredentialRefused("lease credential is for another container")
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def public_key_text(key: Ed25519PublicKey) -> str:
+    """A public key as the nodes receive it: its 32 raw bytes, base64url."""
+    return _b64(key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
+
+
+def parse_public_key(text: str) -> Ed25519PublicKey:
+    """The inverse of `public_key_text`; ValueError on anything else."""
+    try:
+        raw = _unb64(text.strip())
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"not a base64url public key: {exc}") from None
+    if len(raw) != 32:
+        raise ValueError(f"an Ed25519 public key has 32 bytes, not {len(raw)}")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def load_or_create_signing_key(path: str) -> Ed25519PrivateKey:
+    """The pool's signing key from `path` (PEM, PKCS#8), made there (mode 600) on first use.
+
+    Kept across restarts so credentials handed out before a restart stay good."""
+    path = os.path.expanduser(path)
+    try:
+        with open(path, "rb") as fh:
+            key = serialization.load_pem_private_key(fh.read(), password=None)
+    except FileNotFoundError:
+        key = Ed25519PrivateKey.generate()
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        pem = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pem)
+        return key
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{path} holds a {type(key).__name__}, not an Ed25519 private key")
+    return key
+
+
+class LeaseSigner:
+    """The pool's half: issues credentials, and checks those a client sends the pool itself."""
+
+    def __init__(self, key: Ed25519PrivateKey) -> None:
+        self.key = key
+        self.public = public_key_text(key.public_key())
+        self.verifier = LeaseVerifier([self.public])
+
+    def issue(
+        self, lease: str, node: str, container: str, ops: Iterable[str], ttl: float
+    ) -> tuple[str, float]:
+        """A credential for these ops on the lease's container, good for ttl seconds; and its expiry."""
+        exp = round(time.time() + ttl, 3)
+        payload = {"lease": lease, "node": node, "container": container, "ops": sorted(ops), "exp": exp}
+        body = _b64(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
+        signature = _b64(self.key.sign(_CONTEXT + body.encode("ascii")))
+        return f"{VERSION}.{body}.{signature}", exp
+
+
+class LeaseVerifier:
+    """The node's half: checks a credential against the public keys it trusts (several during a key change)."""
+
+    def __init__(self, keys: Iterable[str] = ()) -> None:
+        self.keys: dict[str, Ed25519PublicKey] = {}
+        for text in keys:
+            self.add(text)
+
+    def add(self, text: str) -> bool:
+        """Trust one more public key (base64url); False when it was trusted already. ValueError if bad."""
+        text = text.strip()
+        if text in self.keys:
+            return False
+        self.keys = {**self.keys, text: parse_public_key(text)}  # readers see one dict or the other
+        return True
+
+    def verify(self, credential: str) -> LeaseGrant:
+        """The grant a credential carries; CredentialRefused when it is malformed or no trusted key signed it.
+        Expiry and scope are the caller's check (`LeaseGrant.allows`), which knows the call."""
+        if not self.keys:
+            raise CredentialRefused("this node trusts no pool key yet: direct calls are off")
+        parts = credential.strip().split(".")
+        if len(parts) != 3 or parts[0] != VERSION:
+            raise CredentialRefused("malformed lease credential")
+        try:
+            signature = _unb64(parts[2])
+        except (binascii.Error, ValueError):
+            raise CredentialRefused("malformed lease credential") from None
+        signed = _CONTEXT + parts[1].encode("ascii", "replace")
+        for key in self.keys.values():
+            try:
+                key.verify(signature, signed)
+                break
+            except InvalidSignature:
+                continue
+        else:
+            raise CredentialRefused("lease credential signature does not verify")
+        try:
+            data = json.loads(_unb64(parts[1]))
+            grant = LeaseGrant(
+                str(data["lease"]),
+                str(data["node"]),
+                str(data["container"]),
+                tuple(str(op) for op in data["ops"]),
+                float(data["exp"]),
+            )
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            raise CredentialRefused("malformed lease credential") from None
+        return grant

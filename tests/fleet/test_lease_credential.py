@@ -1,0 +1,123 @@
+"""Per-lease credentials (swe_rl/fleet/lease_credential.py): what a node accepts, and every forgery it must not.
+
+The attacks: a changed payload (another container, another lease, a later expiry), a changed signature,
+a credential signed by a key the node does not trust, an expired one, one for another operation, and
+garbage. Each must be refused; only the pool's own signature over the exact payload passes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import stat
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from swe_rl.fleet.lease_credential import (
+    CredentialRefused,
+    LeaseSigner,
+    LeaseVerifier,
+    load_or_create_signing_key,
+    parse_public_key,
+)
+
+OPS = ("exec", "diff", "read_file", "write_file", "evaluate", "close")
+
+
+@pytest.fixture
+def signer() -> LeaseSigner:
+    return LeaseSigner(Ed25519PrivateKey.generate())
+
+
+def _payload(credential: str) -> dict:
+    part = credential.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+
+
+def _with_payload(credential: str, payload: dict) -> str:
+    version, _, signature = credential.split(".")
+    body = base64.urlsafe_b64encode(json.dumps(payload).encode()).rstrip(b"=").decode()
+    return f"{version}.{body}.{signature}"
+
+
+def test_a_credential_carries_its_lease_node_container_ops_and_expiry(signer):
+    credential, exp = signer.issue("lease-a", "http://n:5000", "c" * 64, OPS, 600)
+    grant = LeaseVerifier([signer.public]).verify(credential)
+    assert (grant.lease, grant.node, grant.container, grant.exp) == (
+        "lease-a",
+        "http://n:5000",
+        "c" * 64,
+        exp,
+    )
+    assert set(grant.ops) == set(OPS)
+    grant.allows("exec", lease="lease-a", container="c" * 64)  # no exception: allowed
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"container": "d" * 64},  # lease A's credential pointed at lease B's container
+        {"lease": "lease-b"},
+        {"exp": 4102444800.0},  # a later expiry
+        {"ops": ["exec", "destroy"]},
+    ],
+)
+def test_a_changed_payload_is_refused(signer, change):
+    credential, _ = signer.issue("lease-a", "http://n:5000", "c" * 64, OPS, 600)
+    forged = _with_payload(credential, {**_payload(credential), **change})
+    with pytest.raises(CredentialRefused, match="signature does not verify"):
+        LeaseVerifier([signer.public]).verify(forged)
+
+
+def test_a_changed_signature_and_garbage_are_refused(signer):
+    credential, _ = signer.issue("lease-a", "http://n:5000", "c" * 64, OPS, 600)
+    version, body, signature = credential.split(".")
+    flipped = signature[:10] + ("A" if signature[10] != "A" else "B") + signature[11:]
+    verifier = LeaseVerifier([signer.public])
+    with pytest.raises(CredentialRefused):
+        verifier.verify(f"{version}.{body}.{flipped}")
+    for garbage in ("", "v1", "v1.a.b", f"v2.{body}.{signature}", credential + ".x", "v1.%%%.%%%"):
+        with pytest.raises(CredentialRefused):
+            verifier.verify(garbage)
+
+
+def test_a_credential_of_another_key_is_refused(signer):
+    stranger = LeaseSigner(Ed25519PrivateKey.generate())
+    credential, _ = stranger.issue("lease-a", "http://n:5000", "c" * 64, OPS, 600)
+    with pytest.raises(CredentialRefused, match="signature does not verify"):
+        LeaseVerifier([signer.public]).verify(credential)
+    with pytest.raises(CredentialRefused, match="trusts no pool key"):
+        LeaseVerifier().verify(credential)
+    # a node told of both keys (a key change) takes both
+    both = LeaseVerifier([signer.public, stranger.public])
+    assert both.verify(credential).lease == "lease-a"
+
+
+def test_expiry_operation_lease_and_container_are_checked(signer):
+    expired, _ = signer.issue("lease-a", "http://n:5000", "c" * 64, OPS, -1)
+    with pytest.raises(CredentialRefused, match="expired"):
+        LeaseVerifier([signer.public]).verify(expired).allows("exec")
+    credential, _ = signer.issue("lease-a", "http://n:5000", "c" * 64, ("read_file",), 600)
+    grant = LeaseVerifier([signer.public]).verify(credential)
+    with pytest.raises(CredentialRefused, match="does not allow 'exec'"):
+        grant.allows("exec")
+    with pytest.raises(CredentialRefused, match="for lease 'lease-a', not 'lease-b'"):
+        grant.allows("read_file", lease="lease-b")
+    with pytest.raises(CredentialRefused, match="another container"):
+        grant.allows("read_file", container="d" * 64)
+
+
+def test_the_signing_key_is_made_once_mode_600_and_kept(tmp_path):
+    path = tmp_path / "keys" / "pool.key"
+    first = load_or_create_signing_key(str(path))
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    again = load_or_create_signing_key(str(path))
+    assert LeaseSigner(first).public == LeaseSigner(again).public  # credentials survive a pool restart
+
+
+def test_a_bad_public_key_is_a_clear_error():
+    for text in ("", "abc", base64.urlsafe_b64encode(b"x" * 31).decode()):
+        with pytest.raises(ValueError):
+            parse_public_key(text)
