@@ -272,6 +272,7 @@ class MemoryFleet:
             "SWE_POOL_PORT": str(port),
             "SWE_POOL_ID": f"memory-pool-{secrets.token_hex(3)}",
             "SWE_POOL_DB": str(self.log_dir / "leases.db"),
+            "SWE_POOL_SIGNING_KEY_FILE": str(self.log_dir / "lease-signing.key"),  # one key for every replica
             "SWE_POOL_MAX_PER_NODE": str(self.max_per_node),
             "SWE_LOG_LEVEL": "WARNING",
             **self.pool_env,

@@ -127,6 +127,11 @@ class PoolConfig:
             self.keep_leases_on_exit = True
             if self.sync_interval <= 0:
                 raise SystemExit("error: SWE_POOL_SYNC_INTERVAL must be positive")
+        if self.database_url and not self.signing_key_file:
+            raise SystemExit(
+                "error: pool replicas sign lease credentials with one key: set SWE_POOL_SIGNING_KEY_FILE to the"
+                " same key file on every replica (each checks the credentials the others issued)"
+            )
         if not self.signing_key_file:
             base = self.db_path if self.db_path != ":memory:" else f"~/.cache/swe-rl/pool-{self.port}.db"
             self.signing_key_file = os.path.splitext(os.path.expanduser(base))[0] + ".key"

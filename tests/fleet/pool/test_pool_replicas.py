@@ -218,6 +218,7 @@ async def test_real_nodes_a_lease_and_its_snapshot_through_either_replica(
         "SWE_POOL_ID": "pytest-replicas-" + secrets.token_hex(4),  # one pool: one owner label
         "SWE_POOL_TOKEN": token,
         "SWE_POOL_SYNC_INTERVAL": "0.3",
+        "SWE_POOL_SIGNING_KEY_FILE": str(tmp_path / "lease-signing.key"),  # every replica signs with one key
     }
     a, b = pool_factory([node], **shared), pool_factory([node], **shared)
 

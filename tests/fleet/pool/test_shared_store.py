@@ -114,14 +114,27 @@ def test_removals_reach_the_other_replica_once_each(stores):
 
 def test_the_sqlite_default_is_unchanged(tmp_path):
     cfg = PoolConfig(
-        exec_urls=["http://127.0.0.1:1"], exec_token="t", db_path=str(tmp_path / "l.db")
+        exec_urls=["http://127.0.0.1:1"], exec_token="t", pool_token="c", db_path=str(tmp_path / "l.db")
     ).finalize()
     assert cfg.database_url == "" and cfg.keep_leases_on_exit is False
     assert LeaseStore.shared is False
     shared = PoolConfig(
-        exec_urls=["http://127.0.0.1:1"], exec_token="t", database_url="postgresql://x/y"
+        exec_urls=["http://127.0.0.1:1"],
+        exec_token="t",
+        pool_token="c",
+        database_url="postgresql://x/y",
+        signing_key_file=str(tmp_path / "k.pem"),
     ).finalize()
     assert shared.keep_leases_on_exit is True  # a replica stopping releases nobody's leases
+
+
+def test_replicas_without_one_shared_signing_key_are_refused(tmp_path):
+    """Each replica checks the lease credentials the others issued: a key of its own (the default, beside
+    its own database file) would make every call through another replica a 403."""
+    with pytest.raises(SystemExit, match="SWE_POOL_SIGNING_KEY_FILE"):
+        PoolConfig(
+            exec_urls=["http://127.0.0.1:1"], exec_token="t", pool_token="c", database_url="postgresql://x/y"
+        ).finalize()
 
 
 def test_the_database_url_is_read_from_the_environment_or_a_file(tmp_path):
