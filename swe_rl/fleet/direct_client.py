@@ -20,9 +20,9 @@ import httpx
 
 from swe_rl.fleet.call_headers import LEASE_SCHEME
 from swe_rl.fleet.client_config import EnvClientConfig
-from swe_rl.fleet.tls import client_context
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, error_for
 from swe_rl.fleet.retry import Retry, RetryPolicy, TryAgain, retry_async
+from swe_rl.fleet.tls import client_context
 
 if TYPE_CHECKING:
     from swe_rl.fleet.client import Lease
