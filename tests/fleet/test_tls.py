@@ -53,7 +53,7 @@ def test_the_exec_server_refuses_half_a_key_pair_before_it_starts(ca, monkeypatc
 
 
 def _pool(**fields) -> PoolConfig:
-    return PoolConfig(exec_token="t", **fields)
+    return PoolConfig(exec_token="t", pool_token="c", **fields)
 
 
 def test_the_pool_with_tls_refuses_a_plain_http_node(ca):

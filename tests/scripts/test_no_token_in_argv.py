@@ -122,10 +122,11 @@ def _cmdlines() -> dict[int, bytes]:
 
 @pytest.mark.docker  # starts a fleet (an in-memory node and the pool): the fleet tier
 def test_the_launchers_pool_start_puts_no_token_in_any_process_listing(tmp_path):
-    """`swe_start_pool` as the head runs it, the token given as SWE_EXEC_TOKEN (which it hands on as the
-    pool's token), over TLS: while the pool serves, no process's command line holds the token."""
+    """`swe_start_pool` as the head runs it, the nodes' token given as SWE_EXEC_TOKEN and the clients' as
+    SWE_POOL_TOKEN, over TLS: while the pool serves, no process's command line holds either."""
     ca = TestCA(tmp_path)
     token = "launch-" + secrets.token_hex(16)
+    client_token = "client-" + secrets.token_hex(16)
     exec_port, exec_proc, _ = start_exec(tmp_path, ca, token)
     pool_cert = ca.issue("pool-launch")
     stop, out = tmp_path / "stop", tmp_path / "launch.out"
@@ -134,6 +135,7 @@ def test_the_launchers_pool_start_puts_no_token_in_any_process_listing(tmp_path)
         **{k: v for k, v in os.environ.items() if not k.startswith("SWE_")},
         "SWE_ENV_FILE": str(tmp_path / "empty.env"),
         "SWE_EXEC_TOKEN": token,
+        "SWE_POOL_TOKEN": client_token,
         "SWE_POOL_EXEC_URLS": f"https://127.0.0.1:{exec_port}",
         "SWE_POOL_EXEC_CA_FILE": str(ca.path),
         "SWE_POOL_TLS_CERT": str(pool_cert.cert),
@@ -177,19 +179,22 @@ while [[ ! -e "$STOP" ]]; do sleep 0.2; done
         assert fields["POOL_URL"].startswith("https://127.0.0.1:")  # TLS set: the launcher says https
         status = httpx.get(
             fields["POOL_URL"] + "/status",
-            headers={"Authorization": f"Bearer {token}"},
+            headers={"Authorization": f"Bearer {client_token}"},
             verify=client_context(str(ca.path)),
             timeout=60,
         )
-        assert status.status_code == 200  # the token reached the pool (by its environment)
+        assert status.status_code == 200  # the tokens reached the pool (by its environment)
         listings = _cmdlines()
         assert b"pool_server.py" in listings[int(fields["POOL_PID"])]  # the scan sees the pool's own
-        holders = {pid: cmd for pid, cmd in listings.items() if token.encode() in cmd}
+        holders = {
+            pid: cmd for pid, cmd in listings.items() if token.encode() in cmd or client_token.encode() in cmd
+        }
         assert not holders, holders
         if under:
             execs = trace.read_text(errors="replace")
             assert "pool_server.py" in execs and "curl" in execs  # the trace saw the launch's processes
-            assert token not in execs, [line for line in execs.splitlines() if token in line]
+            leaked = [line for line in execs.splitlines() if token in line or client_token in line]
+            assert not leaked, leaked
     finally:
         stop.touch()
         try:

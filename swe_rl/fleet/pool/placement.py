@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from swe_rl.fleet.pool.nodes import Node
+from swe_rl.fleet.protocol import ApiError
 
 WarmKey = tuple[str, str]
 """(image, create options as sorted JSON): one exact request."""
@@ -158,3 +159,47 @@ def spread(
         new[worst.url] -= 1
         total -= 1
     return new
+
+
+def placement_failure(
+    image: str,
+    *,
+    network_full: list[str],
+    full: int,
+    missing: list[str],
+    missing_network: str,
+    errors: list[str],
+    tried: bool,
+    node_count: int,
+    retry_after: float,
+) -> ApiError:
+    """Why no node took an allocate, as the answer the client gets, most telling reason first: a full
+    network (507, at once, not retries to a deadline), every node at its cap (429), the image or a named
+    network on no healthy node (404), no healthy node (503), every node's own error (503)."""
+    if network_full and not full and not errors:
+        return ApiError(
+            507,
+            "no free address on the container's network: " + "; ".join(network_full),
+            network_full=True,
+            nodes=[n.split(": ", 1)[0] for n in network_full],
+        )
+    if full:
+        return ApiError(
+            429,
+            f"all nodes that might hold {image} are full ({full} at their cap)",
+            headers={"Retry-After": str(retry_after)},
+            retry_after=retry_after,
+        )
+    if missing and not errors:
+        if missing_network:  # a named network the nodes allow but do not have: say so, not "image"
+            return ApiError(
+                404,
+                f"{missing_network} (and on every other healthy node)",
+                image=image,
+                nodes=missing,
+                network_missing=True,
+            )
+        return ApiError(404, f"image not found on any healthy node: {image}", image=image, nodes=missing)
+    if not tried:
+        return ApiError(503, f"no healthy exec server (of {node_count})", node_down=True)
+    return ApiError(503, "allocation failed on every healthy node: " + "; ".join(errors), node_down=True)

@@ -34,7 +34,7 @@ from swe_rl.fleet.pool.credentials import PoolCredentials
 from swe_rl.fleet.pool.liveness import LeaseLiveness
 from swe_rl.fleet.pool.metrics import Metrics
 from swe_rl.fleet.pool.nodes import Node, NodeSet
-from swe_rl.fleet.pool.placement import Demand, WarmKey, warm_key
+from swe_rl.fleet.pool.placement import Demand, WarmKey, placement_failure, warm_key
 from swe_rl.fleet.pool.release import DestroyQueue
 from swe_rl.fleet.pool.replicas import ReplicaSync, open_shared_store
 from swe_rl.fleet.pool.routing import NodeCalls, forward, json_of
@@ -419,34 +419,19 @@ class Pool(LeaseLiveness, WarmDemand):
                 raise ApiError(resp.status_code, message, node=node.url, **extra)
             else:
                 errors.append(f"{node.url}: {resp.status_code} {message}")
-        if network_full and not full and not errors:  # a clear reason at once, not retries to a deadline
-            raise ApiError(
-                507,
-                "no free address on the container's network: " + "; ".join(network_full),
-                network_full=True,
-                nodes=[n.split(": ", 1)[0] for n in network_full],
-            )
-        if full:
-            raise ApiError(
-                429,
-                f"all nodes that might hold {image} are full ({len(full)} at their cap)",
-                headers={"Retry-After": str(self.cfg.retry_after)},
-                retry_after=self.cfg.retry_after,
-            )
-        if missing and not errors:
+        if missing and not errors and not full and not network_full:  # the 404 below: no warm start either
             self._cancel_warm(key, payload)
-            if missing_network:  # a named network the nodes allow but do not have: say so, not "image"
-                raise ApiError(
-                    404,
-                    f"{missing_network} (and on every other healthy node)",
-                    image=image,
-                    nodes=missing,
-                    network_missing=True,
-                )
-            raise ApiError(404, f"image not found on any healthy node: {image}", image=image, nodes=missing)
-        if not tried:
-            raise ApiError(503, f"no healthy exec server (of {len(self.nodes.nodes)})", node_down=True)
-        raise ApiError(503, "allocation failed on every healthy node: " + "; ".join(errors), node_down=True)
+        raise placement_failure(
+            image,
+            network_full=network_full,
+            full=len(full),
+            missing=missing,
+            missing_network=missing_network,
+            errors=errors,
+            tried=bool(tried),
+            node_count=len(self.nodes.nodes),
+            retry_after=self.cfg.retry_after,
+        )
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

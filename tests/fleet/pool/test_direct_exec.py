@@ -155,7 +155,7 @@ async def test_tampered_expired_and_foreign_credentials_are_refused_by_the_node(
         )
         # signed by the pool's own key, but expired
         assert fleet.log_dir is not None
-        pool_key = LeaseSigner(load_or_create_signing_key(str(fleet.log_dir / "leases.key")))
+        pool_key = LeaseSigner(load_or_create_signing_key(str(fleet.log_dir / "lease-signing.key")))
         expired, _ = pool_key.issue(lease.lease_id, lease.node, lease.container_id, LEASE_OPS, -1)
         _expect(_node(lease.node, "exec", body, f"Lease {expired}"), 403, "expired")
         _expect(

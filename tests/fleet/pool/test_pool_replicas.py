@@ -55,16 +55,17 @@ def on(other: EnvClient, lease: Lease) -> Lease:
     return Lease(
         other,
         {"lease_id": lease.lease_id, "node": lease.node, "container_id": lease.container_id, "image": lease.image,
-         "instance_id": lease.instance_id, "workdir": lease.workdir, "expires_at": lease.expires_at},
+         "instance_id": lease.instance_id, "workdir": lease.workdir, "expires_at": lease.expires_at,
+         "credential": lease.credential, "credential_expires_at": lease.credential_expires_at},
     )  # fmt: skip
 
 
 def get(fleet: MemoryFleet, url: str, path: str) -> httpx.Response:
-    return httpx.get(url + path, headers={"Authorization": f"Bearer {fleet.token}"}, timeout=60)
+    return httpx.get(url + path, headers={"Authorization": f"Bearer {fleet.operator_token}"}, timeout=60)
 
 
 def containers(fleet: MemoryFleet) -> int:
-    return sum(len(httpx.get(u + "/status", headers={"Authorization": f"Bearer {fleet.token}"}, timeout=60).json()["containers"]) for u in fleet.exec_urls)  # fmt: skip
+    return sum(len(httpx.get(u + "/status", headers={"Authorization": f"Bearer {fleet.exec_token}"}, timeout=60).json()["containers"]) for u in fleet.exec_urls)  # fmt: skip
 
 
 def counter(text: str, name: str, **labels: str) -> float:
