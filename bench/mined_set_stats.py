@@ -1,12 +1,13 @@
 """What the mined set (data/mined_tasks/) is made of, beside SWE-bench's published figures.
 
-    python3 bench/mined_set_stats.py [--rows data/mined_tasks/instances.jsonl] [--markdown]
+    python3 bench/mined_set_stats.py [--rows data/mined_tasks/instances.jsonl] [--markdown] [--write-docs]
 
 Prints the yield per repository (commits looked at → candidates → certified, and the drops by
 stage, from the set's drops ledger) and the distributions of the gold patch's size (lines added
 plus lines removed, diff headers left out), the files it touches, and the FAIL_TO_PASS and
 PASS_TO_PASS counts: mean, median, 90th percentile and max, per language and overall. With
-``--markdown`` the same as the tables of docs/datasets.md ("The mined set").
+``--markdown`` the same as Markdown tables; ``--write-docs`` puts those in docs/datasets.md ("The
+mined set", between its ``mined-set-tables`` markers; a test checks they are the set's).
 
 SWE-bench's figures are the *published* ones (never recomputed here: the dataset is not on this
 machine): the SWE-bench paper's Table 1 (Jimenez et al., ICLR 2024; the full test set of 2,294
@@ -36,6 +37,11 @@ FAIL_TO_PASS tests and all tests (FAIL_TO_PASS + PASS_TO_PASS) per task."""
 VERIFIED_SINGLE_FILE = (429, 500)
 """SWE-bench Verified: tasks whose gold patch edits one file, of all (published analysis)."""
 STAGES = ("split", "policy", "build", "validate", "certify")
+DOCS = ROOT / "docs/datasets.md"
+BEGIN, END = (
+    "<!-- mined-set-tables: python3 bench/mined_set_stats.py --markdown -->",
+    "<!-- /mined-set-tables -->",
+)
 
 
 def patch_size(patch: str) -> tuple[int, int]:
@@ -153,16 +159,31 @@ def report(rows: list[dict], drops: list[dict], *, markdown: bool) -> str:
     return "\n".join(out)
 
 
+def with_tables(doc: str, tables: str) -> str:
+    """``doc`` with ``tables`` between its markers; ValueError when the markers are missing."""
+    head, sep, rest = doc.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise ValueError(f"the markers {BEGIN!r} and {END!r} are not in the document")
+    return f"{head}{BEGIN}\n{tables}\n{END}{tail}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=Path, default=SET_DIR / "instances.jsonl")
     ap.add_argument("--drops", type=Path, default=None, help="default: drops.jsonl beside --rows")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument(
+        "--write-docs", action="store_true", help=f"write the tables into {DOCS.relative_to(ROOT)}"
+    )
     args = ap.parse_args(argv)
     rows = _read(args.rows)
     if not rows:
         ap.error(f"no rows in {args.rows}")
     drops = _read(args.drops or args.rows.with_name("drops.jsonl"))
+    if args.write_docs:
+        DOCS.write_text(with_tables(DOCS.read_text(), report(rows, drops, markdown=True)))
+        return 0
     print(report(rows, drops, markdown=args.markdown))
     return 0
 

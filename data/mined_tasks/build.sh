@@ -10,8 +10,9 @@
 #             fleet (gold x2, the empty patch), and instances.jsonl and drops.jsonl are rewritten from
 #             the certified rows and the drops of every repository mined.
 #
-# Usage: data/mined_tasks/build.sh [--mine] [name ...]   (default: every repository of sources.tsv;
-#        with names and --mine, the rows and drops of the other repositories are kept as they are)
+# Usage: data/mined_tasks/build.sh [--mine | --rows FILE] [name ...]   (default: every repository of
+#        sources.tsv; with names and --mine, the rows and drops of the other repositories are kept as
+#        they are; --rows FILE: the images of those rows only, e.g. a test's sample)
 # Environment: SWE_MINED_MIRRORS (bare mirrors; default /work/.mirror), SWE_MINED_CACHE (clones and
 #              the miner's outputs; default ~/.cache/swe-rl/mined_tasks), PYTHON, SWE_MINE_JOBS (2)
 set -euo pipefail
@@ -22,8 +23,10 @@ CACHE="${SWE_MINED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/swe-rl/mined_tasks}"
 MIRRORS="${SWE_MINED_MIRRORS:-/work/.mirror}"
 PYTHON="${PYTHON:-python3}"
 JOBS="${SWE_MINE_JOBS:-2}"
+ROWS="$HERE/instances.jsonl"
 MINE=0
-[[ "${1:-}" == "--mine" ]] && MINE=1 && shift
+if [[ "${1:-}" == "--mine" ]]; then MINE=1; shift
+elif [[ "${1:-}" == "--rows" ]]; then ROWS=$(realpath "${2:?--rows needs a file}"); shift 2; fi
 ONLY=("$@")
 
 die() { echo "error: $*" >&2; exit 1; }
@@ -60,8 +63,8 @@ while IFS=$'\t' read -r -u 3 name repo range extra; do
       --name-prefix "swe-rl-mine-${name//+/-}" ${args[@]:+"${args[@]}"}
     mined+=("$name")
   else
-    [[ -f "$HERE/instances.jsonl" ]] || die "$HERE/instances.jsonl is missing: run with --mine first"
-    "$PYTHON" -m swe_rl.eval.mining.cli "$dir" --repo-name "$repo" --images-for "$HERE/instances.jsonl" \
+    [[ -f "$ROWS" ]] || die "$ROWS is missing (the set's rows: run with --mine first)"
+    "$PYTHON" -m swe_rl.eval.mining.cli "$dir" --repo-name "$repo" --images-for "$ROWS" \
       --output "$CACHE/unused.jsonl" ${args[@]:+"${args[@]}"}
   fi
 done 3<"$HERE/sources.tsv"
