@@ -80,8 +80,11 @@ def sample_images(docker_client, base_image, tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("row", SAMPLE, ids=[r["instance_id"] for r in SAMPLE])
 def test_gold_resolves_the_empty_patch_does_not_and_maps_equal_swebench(
-    official, sample_images, tmp_path, row
-):  # noqa: F811
+    official,  # noqa: F811 - the imported fixture
+    sample_images,
+    tmp_path,
+    row,
+):
     inst = instance_from_row(row)
     script = official_script(inst.eval_script or "")
     for label, patch in (("gold", inst.patch), ("empty", "")):
