@@ -23,13 +23,18 @@ CACHE="${SWE_MINED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/swe-rl/mined_tasks}"
 MIRRORS="${SWE_MINED_MIRRORS:-/work/.mirror}"
 PYTHON="${PYTHON:-python3}"
 JOBS="${SWE_MINE_JOBS:-2}"
+die() { echo "error: $*" >&2; exit 1; }
 ROWS="$HERE/instances.jsonl"
 MINE=0
 if [[ "${1:-}" == "--mine" ]]; then MINE=1; shift
-elif [[ "${1:-}" == "--rows" ]]; then ROWS=$(realpath "${2:?--rows needs a file}"); shift 2; fi
+elif [[ "${1:-}" == "--rows" ]]; then
+  [[ -f "${2:-}" ]] || die "--rows needs a file of rows (${2:-none given} is not one)"
+  ROWS=$(realpath "$2"); shift 2
+fi
 ONLY=("$@")
-
-die() { echo "error: $*" >&2; exit 1; }
+for name in "${ONLY[@]}"; do
+  cut -f1 "$HERE/sources.tsv" | grep -qxF "$name" || die "$name is not a name of $HERE/sources.tsv"
+done
 command -v docker >/dev/null || die "docker is not installed"
 # Go, JavaScript and Rust task images are built FROM the toolchain images (Debian's packages).
 PYTHON="$PYTHON" bash "$ROOT/data/build_multilang_images.sh" --toolchains go node rust

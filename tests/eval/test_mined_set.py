@@ -132,6 +132,15 @@ def _row(ident: str, repo: str, statement: str) -> dict:
             "FAIL_TO_PASS": ["t.py::test_a"], "problem_statement": statement}  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [(["--rows", "/nonexistent/rows.jsonl"], "--rows needs a file of rows"), (["no+such"], "is not a name")],
+)
+def test_build_sh_refuses_a_missing_rows_file_and_an_unknown_name_before_any_work(args, said):
+    proc = subprocess.run(["bash", str(SET / "build.sh"), *args], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and said in proc.stderr, proc.stderr
+
+
 def _miner_output(root: Path, name: str, repo: str, rows: int, drops: int, leaking: int = 0) -> None:
     out = root / name
     out.mkdir(parents=True)
