@@ -103,7 +103,9 @@ def _fmt(x: float) -> str:
     return f"{x:.1f}" if x != int(x) else str(int(x))
 
 
-def report(rows: list[dict], drops: list[dict], *, markdown: bool) -> str:
+def report(
+    rows: list[dict], drops: list[dict], *, markdown: bool, pending: dict[str, int] | None = None
+) -> str:
     """The yield table and the distributions table, as text or as Markdown tables."""
     sep = " | "
     out = []
@@ -125,9 +127,10 @@ def report(rows: list[dict], drops: list[dict], *, markdown: bool) -> str:
         tot.update(c)
         share = f"{100 * c['certified'] / c['candidates']:.0f}% of candidates" if c["candidates"] else "-"
         cells = [repo, langs.get(repo, "?"), c["looked"], c["candidates"], c["certified"], share]
-        out.append(sep.join(str(x) for x in [*cells, *(c[s] for s in STAGES)]))
+        out.append(sep.join(str(x) for x in [*cells, *(c[s] for s in STAGES), (pending or {}).get(repo, 0)]))
     out.append(sep.join(str(x) for x in ["**all**" if markdown else "all", len(set(langs.values())), tot["looked"],
-                                         tot["candidates"], tot["certified"], "", *(tot[s] for s in STAGES)]))  # fmt: skip
+                                         tot["candidates"], tot["certified"], "", *(tot[s] for s in STAGES),
+                                         sum((pending or {}).values())]))  # fmt: skip
     out.append("")
     groups: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
@@ -153,7 +156,9 @@ def report(rows: list[dict], drops: list[dict], *, markdown: bool) -> str:
     out.append(sep.join(["single-file gold patches", *([""] * (len(groups) - 1)), share,
                          f"Verified: {n} of {of} ({100 * n / of:.1f}%)"]))  # fmt: skip
     out.append("")
-    out.append("cells: mean / median / p90 / max per task")
+    out.append(
+        "cells: mean / median / p90 / max per task; pending: validated, not certified when the run was cut"
+    )
     if markdown:
         out = [f"| {ln} |" if sep in ln else ln for ln in out]
     return "\n".join(out)
@@ -181,10 +186,11 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         ap.error(f"no rows in {args.rows}")
     drops = _read(args.drops or args.rows.with_name("drops.jsonl"))
+    pending = {r["repo"]: int(r.get("pending", 0)) for r in _read(args.rows.with_name("runs.jsonl"))}
     if args.write_docs:
-        DOCS.write_text(with_tables(DOCS.read_text(), report(rows, drops, markdown=True)))
+        DOCS.write_text(with_tables(DOCS.read_text(), report(rows, drops, markdown=True, pending=pending)))
         return 0
-    print(report(rows, drops, markdown=args.markdown))
+    print(report(rows, drops, markdown=args.markdown, pending=pending))
     return 0
 
 

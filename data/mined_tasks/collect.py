@@ -5,7 +5,8 @@
 For each ``name``, ``DIR/<name>/tasks.jsonl`` (certified rows), ``tasks.drops.jsonl`` (every dropped
 commit, with its stage and reason) and ``tasks.stats.json`` (the run's counts and seconds) are merged
 into the set's ``instances.jsonl``, ``drops.jsonl`` (each drop given its ``repo``) and ``runs.jsonl``
-(one line per repository). A row whose statement does not pass the leak check as a whole
+(one line per repository; ``pending``: rows validated but not yet certified or dropped, a run cut
+short). A row whose statement does not pass the leak check as a whole
 (`swe_rl.eval.mining.statements.leaks`) is not merged: it goes to the drops, stage ``policy``, with
 the reasons. The files of the repositories not named are kept as they are; the output is sorted, so
 a re-run of the same mining gives the same bytes.
@@ -65,7 +66,11 @@ def collect(set_dir: Path, mined: Path, names: list[str]) -> dict[str, int]:
         leaking = {r["instance_id"]: drop for r in rows if (drop := leak_drop(r))}
         new_rows += [r for r in rows if r["instance_id"] not in leaking]
         new_drops += [{**d, "repo": repo} for d in drops] + list(leaking.values())
-        runs.append({"name": name, "repo": repo, "stats": stats})
+        decided = {r["instance_id"] for r in rows} | {d["instance_id"] for d in drops}
+        pending = [
+            r["instance_id"] for r in _read(out / "tasks.validated.jsonl") if r["instance_id"] not in decided
+        ]
+        runs.append({"name": name, "repo": repo, "stats": stats, "pending": len(pending)})
         done[repo] = len(rows) - len(leaking)
     keep = lambda r: r["repo"] not in done  # noqa: E731 - the other repositories' lines stay
     rows = [*filter(keep, _read(set_dir / "instances.jsonl")), *new_rows]

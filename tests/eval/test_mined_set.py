@@ -100,7 +100,8 @@ def test_the_stats_give_the_yield_of_every_repository_and_the_distributions():
 
 def test_the_tables_of_docs_datasets_are_the_sets():
     doc = (ROOT / "docs/datasets.md").read_text()
-    assert stats.with_tables(doc, stats.report(ROWS, DROPS, markdown=True)) == doc
+    pending = {r["repo"]: r["pending"] for r in _read(SET / "runs.jsonl")}
+    assert stats.with_tables(doc, stats.report(ROWS, DROPS, markdown=True, pending=pending)) == doc
     with pytest.raises(ValueError, match="markers"):
         stats.with_tables("no markers here", "t")
 
@@ -172,6 +173,13 @@ def test_collect_merges_one_repository_and_keeps_the_others(tmp_path):
     assert [r["repo"] for r in _read(set_dir / "instances.jsonl")] == ["a/x"]
     assert {d["repo"] for d in _read(set_dir / "drops.jsonl")} == {"b/y"}
     assert {r["repo"] for r in _read(set_dir / "runs.jsonl")} == {"a/x", "b/y"}
+    (mined / "c+z").mkdir()
+    (mined / "c+z/tasks.validated.jsonl").write_text(json.dumps(_row("c__z-1", "c/z", "s")) + "\n")
+    (mined / "c+z/tasks.drops.jsonl").write_text(
+        json.dumps({"commit": "c0", "instance_id": "c__z-0", "stage": "split", "reason": "r"}) + "\n"
+    )
+    collect.collect(set_dir, mined, ["c+z"])  # a run cut before certification: its validated row is pending
+    assert [r["pending"] for r in _read(set_dir / "runs.jsonl") if r["repo"] == "c/z"] == [1]
 
 
 def test_collect_refuses_a_name_without_output(tmp_path):
