@@ -3,7 +3,8 @@
     python3 data/mined_tasks/collect.py --set data/mined_tasks --mined DIR name [name ...]
 
 For each ``name``, ``DIR/<name>/tasks.jsonl`` (certified rows), ``tasks.drops.jsonl`` (every dropped
-commit, with its stage and reason) and ``tasks.stats.json`` (the run's counts and seconds) are merged
+commit, with its stage and reason), the verdicts of ``tasks.ledger.jsonl`` on validated rows a cut
+run did not write yet (`settle`) and ``tasks.stats.json`` (the run's counts and seconds) are merged
 into the set's ``instances.jsonl``, ``drops.jsonl`` (each drop given its ``repo``) and ``runs.jsonl``
 (one line per repository; ``pending``: rows validated but not yet certified or dropped, a run cut
 short). A row whose statement does not pass the leak check as a whole
@@ -40,6 +41,29 @@ def leak_drop(row: dict) -> dict | None:
             "stage": "policy", "reason": "the statement leaks: " + "; ".join(reasons)}  # fmt: skip
 
 
+def settle(out: Path, rows: list[dict], drops: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The validated rows a cut run's certification ledger already decided: (certified, drops).
+
+    The miner writes a repository's certified rows when its whole certification ends; a run cut
+    before then has the verdicts in ``tasks.ledger.jsonl`` only. They are taken as the miner takes
+    them (`swe_rl.eval.mining.cli.Miner.certify`): certified → a row, not certified → a drop at
+    ``certify`` with the ledger's reason, a fleet failure (``env_error``) or no entry → still pending.
+    """
+    decided = {r["instance_id"] for r in rows} | {d["instance_id"] for d in drops}
+    ledger = {e["instance_id"]: e for e in _read(out / "tasks.ledger.jsonl")}  # the last entry wins
+    certified, dropped = [], []
+    for row in _read(out / "tasks.validated.jsonl"):
+        entry = ledger.get(row["instance_id"])
+        if row["instance_id"] in decided or entry is None or entry.get("env_error"):
+            continue
+        if entry.get("certified"):
+            certified.append(row)
+        else:
+            dropped.append({"commit": row["mined_commit"], "instance_id": row["instance_id"], "stage": "certify",
+                            "reason": entry.get("reason") or "not certified"})  # fmt: skip
+    return certified, dropped
+
+
 def _repo_of(out: Path, rows: list[dict], drops: list[dict]) -> str:
     """owner/name of a miner's output: its rows say it; else the drops' instance ids do."""
     if rows:
@@ -60,6 +84,8 @@ def collect(set_dir: Path, mined: Path, names: list[str]) -> dict[str, int]:
     for name in names:
         out = mined / name
         rows, drops = _read(out / "tasks.jsonl"), _read(out / "tasks.drops.jsonl")
+        settled_rows, settled_drops = settle(out, rows, drops)
+        rows, drops = rows + settled_rows, drops + settled_drops
         repo = _repo_of(out, rows, drops)
         stats_file = out / "tasks.stats.json"
         stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}

@@ -182,6 +182,25 @@ def test_collect_merges_one_repository_and_keeps_the_others(tmp_path):
     assert [r["pending"] for r in _read(set_dir / "runs.jsonl") if r["repo"] == "c/z"] == [1]
 
 
+def test_collect_settles_what_a_cut_runs_ledger_decided(tmp_path):
+    out = tmp_path / "mined/c+z"
+    out.mkdir(parents=True)
+    validated = [_row(f"c__z-{i}", "c/z", "test_a fails") for i in range(4)]
+    (out / "tasks.validated.jsonl").write_text("".join(json.dumps(r) + "\n" for r in validated))
+    ledger = [{"instance_id": "c__z-0", "certified": True, "env_error": False, "reason": ""},
+              {"instance_id": "c__z-1", "certified": False, "env_error": False, "reason": "gold not resolved"},
+              {"instance_id": "c__z-2", "certified": False, "env_error": True, "reason": "fleet down"}]  # fmt: skip
+    (out / "tasks.ledger.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ledger))
+    (tmp_path / "set").mkdir()
+    assert collect.collect(tmp_path / "set", tmp_path / "mined", ["c+z"]) == {"c/z": 1}
+    assert [r["instance_id"] for r in _read(tmp_path / "set/instances.jsonl")] == ["c__z-0"]
+    drops = _read(tmp_path / "set/drops.jsonl")
+    assert [(d["instance_id"], d["stage"], d["reason"]) for d in drops] == [
+        ("c__z-1", "certify", "gold not resolved")
+    ]
+    assert _read(tmp_path / "set/runs.jsonl")[0]["pending"] == 2  # a fleet failure and no verdict yet
+
+
 def test_collect_refuses_a_name_without_output(tmp_path):
     with pytest.raises(SystemExit) as exc:
         collect.main(["--set", str(tmp_path), "--mined", str(tmp_path), "nothing+here"])
