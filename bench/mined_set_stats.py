@@ -126,7 +126,7 @@ def report(
     for repo, c in yield_per_repo(rows, drops).items():
         tot.update(c)
         share = f"{100 * c['certified'] / c['candidates']:.0f}% of candidates" if c["candidates"] else "-"
-        cells = [repo, langs.get(repo, "?"), c["looked"], c["candidates"], c["certified"], share]
+        cells = [repo, langs.get(repo, "-"), c["looked"], c["candidates"], c["certified"], share]
         out.append(sep.join(str(x) for x in [*cells, *(c[s] for s in STAGES), (pending or {}).get(repo, 0)]))
     out.append(sep.join(str(x) for x in ["**all**" if markdown else "all", len(set(langs.values())), tot["looked"],
                                          tot["candidates"], tot["certified"], "", *(tot[s] for s in STAGES),
