@@ -118,6 +118,7 @@ def report(
         "certified",
         "yield",
         *[f"{s} drops" for s in STAGES],
+        "pending",
     ]
     out.append(sep.join(head))
     if markdown:

@@ -96,6 +96,10 @@ def test_the_stats_give_the_yield_of_every_repository_and_the_distributions():
     assert sum(c["certified"] for c in counts.values()) == len(ROWS)
     text = stats.report(ROWS, DROPS, markdown=True)
     assert f"mined set ({len(ROWS)})" in text and "32.8 / 5888" in text and "429 of 500" in text
+    for block in text.split("\n\n")[
+        :2
+    ]:  # the yield table, the distributions: each line has the header's cells
+        assert len({ln.count(" | ") for ln in block.splitlines() if ln.startswith("| ")}) == 1, block
 
 
 def test_the_tables_of_docs_datasets_are_the_sets():
