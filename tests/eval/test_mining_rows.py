@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 KEYS_5X = ("instance_id", "image", "eval_script", "repo", "version", "FAIL_TO_PASS", "PASS_TO_PASS",
            "log_parser", "eval_type")  # fmt: skip
 """What swebench 5.0.2's make_test_spec reads (swebench/harness/utils.py), restated."""
+MINED_AT_LEAST = 50
+"""data/mined_tasks/ has at least this many rows (tests/eval/test_mined_set.py checks the exact set)."""
 
 
 def _rows(path: Path) -> list[dict]:
@@ -30,11 +32,11 @@ def _rows(path: Path) -> list[dict]:
 
 
 def committed_rows() -> list[dict]:
-    """The real-task set's rows, and the fixture rows of swebench 5.x's schema (they name a parser).
+    """The mined set's rows, the real-task set's, and the fixture rows of swebench 5.x's schema (they name a parser).
 
     The Python fixtures of ``data/fixtures/instances.jsonl`` are SWE-bench rows of the older schema
     (no ``log_parser``): they are converted as they load (docs/grading.md), not mined."""
-    rows = _rows(ROOT / "data/real_tasks/instances.jsonl")
+    rows = _rows(ROOT / "data/mined_tasks/instances.jsonl") + _rows(ROOT / "data/real_tasks/instances.jsonl")
     for path in sorted((ROOT / "data/fixtures").glob("*.jsonl")):
         rows += [r for r in _rows(path) if "log_parser" in r]
     return rows
@@ -72,7 +74,7 @@ def _harness():
 def test_every_committed_row_and_a_freshly_mined_one_loads_in_swebench_5(tmp_path):
     make_test_spec, registry, eval_type = _harness()
     rows = [*committed_rows(), _mined_row(tmp_path)]
-    assert len(rows) >= 13 + 3 + 1
+    assert len(rows) >= MINED_AT_LEAST + 13 + 3 + 1
     for row in rows:
         assert all(k in row for k in KEYS_5X), (row["instance_id"], [k for k in KEYS_5X if k not in row])
         spec = make_test_spec(row)  # as it is: no key added, none renamed

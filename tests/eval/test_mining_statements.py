@@ -99,6 +99,16 @@ def test_log_lines_that_would_give_the_fix_away_are_left_out(fix):
     assert "`test_add` checks" not in text and "return a + b" not in text
 
 
+def test_a_log_line_is_judged_as_the_statement_shows_it_in_a_fenced_block(fix):
+    """A plain word of a log line (``'collections'``) is code once fenced: the whole statement is checked."""
+    gold = Candidate(**{**fix.__dict__, "gold_patch": GOLD})
+    line = "E       TypeError: unexpected keyword argument 'collections'"
+    assert leaks(line, GOLD) == [] and leaks(f"```\n{line}\n```", GOLD) != []  # alone it passes
+    text = from_tests(gold, PY, F2P, P2P, BEFORE_LOG + line + "\n")
+    assert "collections" not in text and "E       assert -1 == 5" in text
+    assert leaks(text, GOLD, known=fix.test_patch) == []
+
+
 def test_the_commit_source_drops_how_the_task_was_made_and_keeps_it_as_provenance(fix):
     patch = (ROOT / "data/real_tasks/mutations/toolz-frequencies.patch").read_text()
     issue, how = split_provenance(patch.split("diff --git")[0])

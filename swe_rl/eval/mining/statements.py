@@ -208,7 +208,10 @@ def from_tests(
     if len(fail_to_pass) > len(shown):
         parts.append(f"- and {len(fail_to_pass) - len(shown)} more")
     known = candidate.test_patch + "\n" + "\n".join(fail_to_pass)
-    errors = [ln for ln in error_lines(before_log) if not leaks(ln, candidate.gold_patch, known=known)]
+    # Judged as the statement shows them, in a fenced block: every identifier there counts as code.
+    errors = [
+        ln for ln in error_lines(before_log) if not leaks(_fenced([ln]), candidate.gold_patch, known=known)
+    ]
     if errors:
         parts += ["", "What the run prints:", "```", *errors, "```"]
     parts += ["", "**How to reproduce.** From the repository's top:", "```", language.command_for(
@@ -218,7 +221,7 @@ def from_tests(
     snippets = [
         (t, code)
         for t, code in snippets
-        if code and not leaks("\n".join(code), candidate.gold_patch, known=known)
+        if code and not leaks(_fenced(code), candidate.gold_patch, known=known)
     ][:2]
     for test, code in snippets:
         parts += ["", f"`{_leaf(test)}` checks:", "```", *code, "```"]
@@ -226,6 +229,10 @@ def from_tests(
     keep = f", and the {n} test{'s' * (n != 1)} that pass{'es' * (n == 1)} today keep{'s' * (n == 1)} passing"
     parts += ["", f"**What is expected.** The failing tests pass{keep if n else ''}."]
     return "\n".join(parts).strip() + "\n"
+
+
+def _fenced(lines: list[str]) -> str:
+    return "\n".join(["```", *lines, "```"])
 
 
 _PROMPT = (
