@@ -5,9 +5,6 @@ crates no registry here offers), all without Docker. The images themselves: test
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -18,32 +15,9 @@ from swe_rl.eval.mining.envs import EnvUnavailable, env_date, plan_env
 from swe_rl.eval.mining.history import split_commit
 from swe_rl.eval.mining.languages import LANGUAGES
 from swe_rl.eval.mining.recipes import Recipe, detect_recipe
+from tests.eval.mining_repos import make_history
 
 pytest.importorskip("tomllib")
-
-
-def _history(path: Path, commits: list[tuple[str, dict[str, str]]]) -> list[str]:
-    """A repository whose commits are (ISO date, files written) in order; returns their shas."""
-    path.mkdir(parents=True)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@localhost", "GIT_CONFIG_GLOBAL": "/dev/null"}  # fmt: skip
-
-    def git(*args: str, when: str = "2024-01-01T00:00:00+00:00") -> str:
-        full = {**env, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
-        return subprocess.run(
-            ["git", "-C", str(path), *args], env=full, check=True, capture_output=True, text=True
-        ).stdout
-
-    git("init", "-q", "-b", "main")
-    shas = []
-    for when, files in commits:
-        for name, text in files.items():
-            (path / name).parent.mkdir(parents=True, exist_ok=True)
-            (path / name).write_text(text)
-        git("add", "-A")
-        git("commit", "-q", "-m", f"at {when}", when=when)
-        shas.append(git("rev-parse", "HEAD").strip())
-    return shas
 
 
 SETUP_PY = "from setuptools import setup\nsetup(name='p', extras_require={'testing': ['mock']})\n"
@@ -51,14 +25,16 @@ TOX = "[tox]\nenvlist = py311\n\n[testenv]\ndeps =\n    -r{toxinidir}/req-extra.
 
 
 def test_the_python_install_command_is_read_from_the_tree(tmp_path):
-    (a,) = _history(tmp_path / "a", [("2024-01-01T00:00:00+00:00", {"setup.py": SETUP_PY, "tox.ini": TOX})])
+    (a,) = make_history(
+        tmp_path / "a", [("2024-01-01T00:00:00+00:00", {"setup.py": SETUP_PY, "tox.ini": TOX})]
+    )
     # setup.py's "testing" extra; no requirement files, so tox.ini's deps (its -r kept, a factor line not)
     assert python_install(tmp_path / "a", a) == (
         "uv pip install -e '.[testing]' -r req-extra.txt hypothesis pytest"
     )
     files = {"requirements.txt": "six\n", "requirements/tests.txt": "pytest==7.0\n",
              "requirements/dev.txt": "-r tests.txt\nsphinx\n", "tox.ini": TOX}  # fmt: skip
-    (b,) = _history(tmp_path / "b", [("2024-01-01T00:00:00+00:00", files)])
+    (b,) = make_history(tmp_path / "b", [("2024-01-01T00:00:00+00:00", files)])
     # not installable (no setup.py, no pyproject): the runtime and test requirements only, tox.ini unread
     assert python_install(tmp_path / "b", b) == (
         "uv pip install -r requirements.txt -r requirements/tests.txt pytest"
@@ -66,25 +42,27 @@ def test_the_python_install_command_is_read_from_the_tree(tmp_path):
     assert dependency_files(tmp_path / "b", b, "python") == [
         "requirements.txt", "requirements/dev.txt", "requirements/tests.txt", "tox.ini"
     ]  # fmt: skip
-    (c,) = _history(tmp_path / "c", [("2024-01-01T00:00:00+00:00", {"pyproject.toml": "[tool.black]\n"})])
+    (c,) = make_history(tmp_path / "c", [("2024-01-01T00:00:00+00:00", {"pyproject.toml": "[tool.black]\n"})])
     assert python_install(tmp_path / "c", c) == "uv pip install pytest"  # a tool's file only
 
 
 def test_the_node_runner_is_read_from_the_dev_dependencies(tmp_path):
     package = {"name": "p", "devDependencies": {"mocha": "^5", "jest": "^22"}}
-    (a,) = _history(tmp_path / "a", [("2024-01-01T00:00:00+00:00", {"package.json": json.dumps(package)})])
+    (a,) = make_history(
+        tmp_path / "a", [("2024-01-01T00:00:00+00:00", {"package.json": json.dumps(package)})]
+    )
     assert node_runner(tmp_path / "a", a) == ("npx jest --ci --verbose {tests}", "parse_log_jest")
     recipe = detect_recipe(tmp_path / "a", a, "javascript")
     assert recipe.language(LANGUAGES["javascript"]).command_for(["test/a.test.js"]) == (
         "npx jest --ci --verbose test/a.test.js"
     )
-    (b,) = _history(tmp_path / "b", [("2024-01-01T00:00:00+00:00", {"package.json": "{}"})])
+    (b,) = make_history(tmp_path / "b", [("2024-01-01T00:00:00+00:00", {"package.json": "{}"})])
     assert node_runner(tmp_path / "b", b) is None  # node's own runner (the language's default)
 
 
 def test_consecutive_commits_share_an_environment_until_their_dependencies_or_month_change(tmp_path):
     repo = tmp_path / "r"
-    shas = _history(
+    shas = make_history(
         repo,
         [
             ("2021-03-04T05:06:07+00:00", {"setup.py": SETUP_PY, "p.py": "x = 1\n"}),
@@ -125,7 +103,7 @@ def test_consecutive_commits_share_an_environment_until_their_dependencies_or_mo
 
 def test_node_environments_keep_node_modules_and_install_before_the_date(tmp_path):
     repo = tmp_path / "r"
-    (sha,) = _history(
+    (sha,) = make_history(
         repo, [("2022-07-09T10:00:00+00:00", {"package.json": '{"name": "p"}', "index.js": ""})]
     )
     plan = plan_env(repo, sha, "javascript", Recipe(setup="npm run build"), "o/r")
@@ -145,22 +123,24 @@ GO_MOD = "module example.com/m\n\ngo 1.19\n\nrequire (\n\tgithub.com/a/b v1.2.0 
 
 
 def test_go_modules_and_crates_are_refused_with_the_reason_and_dependency_free_ones_need_none(tmp_path):
-    (go,) = _history(
+    (go,) = make_history(
         tmp_path / "go", [("2024-01-01T00:00:00+00:00", {"go.mod": GO_MOD, "m.go": "package m\n"})]
     )
     with pytest.raises(EnvUnavailable, match=r"needs Go modules github.com/a/b, golang.org/x/c: no registry"):
         plan_env(tmp_path / "go", go, "go", Recipe(), "o/go")
     cargo = '[package]\nname = "c"\n\n[dependencies]\nserde = "1"\nlocal = { path = "local" }\n\n[dev-dependencies]\nrand = "0.8"\n'
-    (rs,) = _history(tmp_path / "rs", [("2024-01-01T00:00:00+00:00", {"Cargo.toml": cargo})])
+    (rs,) = make_history(tmp_path / "rs", [("2024-01-01T00:00:00+00:00", {"Cargo.toml": cargo})])
     with pytest.raises(EnvUnavailable, match=r"needs crates rand, serde: no registry"):  # not the path crate
         plan_env(tmp_path / "rs", rs, "rust", Recipe(), "o/rs")
-    (free,) = _history(tmp_path / "f", [("2024-01-01T00:00:00+00:00", {"go.mod": "module m\n\ngo 1.19\n"})])
+    (free,) = make_history(
+        tmp_path / "f", [("2024-01-01T00:00:00+00:00", {"go.mod": "module m\n\ngo 1.19\n"})]
+    )
     assert plan_env(tmp_path / "f", free, "go", Recipe(), "o/f") is None  # the toolchain image is enough
 
 
 def test_the_miner_drops_a_candidate_whose_environment_cannot_be_had(tmp_path):
     repo = tmp_path / "go"
-    shas = _history(
+    shas = make_history(
         repo,
         [
             (

@@ -212,18 +212,18 @@ def run_and_commit(
     mounted read-only), then commit it as ``image`` (``env``: its ``ENV`` lines); the container is removed whatever happens."""
     name = f"swe-rl-env-{uuid.uuid4().hex[:10]}"
     ca = _ca_bundle()
-    cmd = ["run", "--name", name, "--label", f"{ENV_LABEL}={key}", "--entrypoint", "bash"]
+    cmd = ["run", "--name", name, "--label", f"{ENV_LABEL}={key}"]
     if ca:
         cmd += ["-v", f"{ca}:{_CA}:ro"]
         script = f"export SSL_CERT_FILE={_CA} PIP_CERT={_CA} npm_config_cafile={_CA}; {script}"
     if source is not None:
         cmd += ["-v", f"{source}:{_SRC}:ro"]
     try:
-        proc = _docker(*cmd, from_image, "-c", script, timeout=timeout)
+        proc = _docker(*cmd, from_image, "bash", "-c", script, timeout=timeout)
         if proc.returncode != 0:
             tail = " | ".join((proc.stderr + proc.stdout).strip().splitlines()[-6:])
             raise EnvFailed(f"environment {image}: the install failed: {tail[-600:]}")
-        changes = [f"LABEL {ENV_LABEL}={key}", f"ENV PATH={PATH}", *(f"ENV {e}" for e in env)]
+        changes = [f"LABEL {ENV_LABEL}={key}", f"ENV PATH={PATH}", 'CMD ["/bin/bash"]', *(f"ENV {e}" for e in env)]
         proc = _docker("commit", *(a for c in changes for a in ("--change", c)), name, image)
         if proc.returncode != 0:
             raise EnvFailed(f"environment {image}: docker commit failed: {proc.stderr.strip()[:300]}")
