@@ -223,7 +223,12 @@ def run_and_commit(
         if proc.returncode != 0:
             tail = " | ".join((proc.stderr + proc.stdout).strip().splitlines()[-6:])
             raise EnvFailed(f"environment {image}: the install failed: {tail[-600:]}")
-        changes = [f"LABEL {ENV_LABEL}={key}", f"ENV PATH={PATH}", 'CMD ["/bin/bash"]', *(f"ENV {e}" for e in env)]
+        changes = [
+            f"LABEL {ENV_LABEL}={key}",
+            f"ENV PATH={PATH}",
+            'CMD ["/bin/bash"]',
+            *(f"ENV {e}" for e in env),
+        ]
         proc = _docker("commit", *(a for c in changes for a in ("--change", c)), name, image)
         if proc.returncode != 0:
             raise EnvFailed(f"environment {image}: docker commit failed: {proc.stderr.strip()[:300]}")
