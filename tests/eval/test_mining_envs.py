@@ -122,20 +122,37 @@ def test_node_environments_keep_node_modules_and_install_before_the_date(tmp_pat
 GO_MOD = "module example.com/m\n\ngo 1.19\n\nrequire (\n\tgithub.com/a/b v1.2.0 // indirect\n\tgolang.org/x/c v0.1.0\n)\n"
 
 
-def test_go_modules_and_crates_are_refused_with_the_reason_and_dependency_free_ones_need_none(tmp_path):
+def test_go_modules_are_refused_and_crates_come_from_debians_registry(tmp_path):
     (go,) = make_history(
         tmp_path / "go", [("2024-01-01T00:00:00+00:00", {"go.mod": GO_MOD, "m.go": "package m\n"})]
     )
-    with pytest.raises(EnvUnavailable, match=r"needs Go modules github.com/a/b, golang.org/x/c: no registry"):
+    with pytest.raises(
+        EnvUnavailable, match=r"needs Go modules github.com/a/b, golang.org/x/c: no module proxy"
+    ):
         plan_env(tmp_path / "go", go, "go", Recipe(), "o/go")
-    cargo = '[package]\nname = "c"\n\n[dependencies]\nserde = "1"\nlocal = { path = "local" }\n\n[dev-dependencies]\nrand = "0.8"\n'
-    (rs,) = make_history(tmp_path / "rs", [("2024-01-01T00:00:00+00:00", {"Cargo.toml": cargo})])
-    with pytest.raises(EnvUnavailable, match=r"needs crates rand, serde: no registry"):  # not the path crate
-        plan_env(tmp_path / "rs", rs, "rust", Recipe(), "o/rs")
     (free,) = make_history(
         tmp_path / "f", [("2024-01-01T00:00:00+00:00", {"go.mod": "module m\n\ngo 1.19\n"})]
     )
     assert plan_env(tmp_path / "f", free, "go", Recipe(), "o/f") is None  # the toolchain image is enough
+    cargo = (
+        '[package]\nname = "c"\n\n[workspace]\nmembers = ["crates/*"]\n\n[dependencies]\n'
+        'serde = { version = "1", features = ["derive"] }\nlocal = { path = "local" }\n\n'
+        "[target.'cfg(unix)'.dev-dependencies]\nrand_core = \"0.6\"\n"
+    )
+    files = {"Cargo.toml": cargo, "crates/x/Cargo.toml": '[dependencies]\nitoa = "1"\n',
+             "fuzz/Cargo.toml": '[dependencies]\nlibfuzzer-sys = "0.4"\n'}  # fmt: skip
+    (rs,) = make_history(tmp_path / "rs", [("2024-01-01T00:00:00+00:00", files)])
+    plan = plan_env(tmp_path / "rs", rs, "rust", Recipe(), "o/rs")
+    assert plan is not None and plan.date == ""  # Debian offers one version: no date to resolve at
+    # the root's and the members' crates, a feature's own package; not the path crate, not fuzz/'s
+    packages = "librust-itoa-dev librust-rand-core-dev librust-serde-dev librust-serde+derive-dev"
+    assert f"for p in {packages}; do" in plan.script and "libfuzzer" not in plan.script
+    assert 'directory = "/usr/share/cargo/registry"' in plan.script
+    assert "cargo generate-lockfile --offline" in plan.script and "--locked" in plan.script
+    (none,) = make_history(
+        tmp_path / "n", [("2024-01-01T00:00:00+00:00", {"Cargo.toml": '[package]\nname = "n"\n'})]
+    )
+    assert plan_env(tmp_path / "n", none, "rust", Recipe(), "o/n") is None
 
 
 def test_the_miner_drops_a_candidate_whose_environment_cannot_be_had(tmp_path):

@@ -43,7 +43,11 @@ def image_exists(image: str) -> bool:
 def _dockerfile(language: RepoLanguage, instance_id: str, env: TaskEnv | None = None) -> str:
     commit = (
         "git init -q && "
-        + ("printf 'node_modules/\\n*.egg-info/\\n.eggs/\\n' >> .git/info/exclude && " if env else "")
+        + (
+            "printf 'node_modules/\\n*.egg-info/\\n.eggs/\\n/target/\\n/Cargo.lock\\n' >> .git/info/exclude && "
+            if env
+            else ""
+        )
         + "git add -A && "
         "GIT_AUTHOR_NAME=swe-rl GIT_AUTHOR_EMAIL=swe-rl@localhost "
         "GIT_COMMITTER_NAME=swe-rl GIT_COMMITTER_EMAIL=swe-rl@localhost "

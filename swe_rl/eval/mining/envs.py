@@ -15,12 +15,17 @@ commit's month and the last change of those files: every commit of a month whose
 are the same gets the same image, resolved as of a date no later than its own.
 
 Go and Rust: the module proxy and the crate registry are not reachable here. A Go module or crate
-with no dependency needs no environment (the toolchain image); one with dependencies is refused with
-`EnvUnavailable` (the candidate is dropped with that reason; docs/datasets.md, "Environments").
+with no dependency needs no environment (the toolchain image). A crate's dependencies come from
+Debian's ``librust-*-dev`` packages, a directory registry cargo is pointed at (source replacement);
+the environment fails, with cargo's reason, when they do not satisfy the manifest or its
+``Cargo.lock``. A Go module with requirements is refused with `EnvUnavailable` (Debian's
+``golang-*-dev`` sources are GOPATH trees, not a module cache). Either way the candidate is dropped
+with the reason (docs/datasets.md, "Environments").
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import shlex
@@ -35,6 +40,7 @@ from pathlib import Path
 from swe_rl.eval.mining.build import TaskEnv, export_tree
 from swe_rl.eval.mining.env_detect import dependency_files, python_install, toml_or_empty
 from swe_rl.eval.mining.history import git
+from swe_rl.eval.mining.languages import LANGUAGES
 from swe_rl.eval.mining.recipes import Recipe
 
 __all__ = [
@@ -122,15 +128,30 @@ def _slug(repo_name: str) -> str:
 def plan_env(repo: Path, commit: str, language: str, recipe: Recipe, repo_name: str) -> EnvPlan | None:
     """The environment of ``commit``'s tree; None when the toolchain image is all it needs."""
     files = dependency_files(repo, commit, language)
-    if language in ("go", "rust"):
-        needs = _go_requires(repo, commit) if language == "go" else _crate_deps(repo, commit, files)
+    if language == "go":
+        needs = _go_requires(repo, commit)
         if needs:
-            what = "Go modules" if language == "go" else "crates"
             raise EnvUnavailable(
-                f"needs {what} {', '.join(needs[:5])}{' ...' if len(needs) > 5 else ''}: no registry for "
-                f"them is reachable here (docs/datasets.md, 'Environments')"
+                f"needs Go modules {', '.join(needs[:5])}{' ...' if len(needs) > 5 else ''}: no module "
+                "proxy is reachable here and Debian's golang-*-dev packages are not wired in "
+                "(docs/datasets.md, 'Environments')"
             )
         return None
+    if language == "rust":
+        crates = _crate_deps(repo, commit, files)
+        if not crates:
+            return None  # the toolchain image is enough
+        script = "set -eux; " + "; ".join(
+            [_DEBIAN_CRATES.format(packages=" ".join(debian_crate_packages(crates))),
+             f"mkdir -p /testbed && cp -a {_SRC}/. /testbed/ && cd /testbed",
+             # a tracked Cargo.lock must be satisfiable as it is; else cargo picks Debian's versions
+             "if git ls-files --error-unmatch Cargo.lock >/dev/null 2>&1 || [ -f Cargo.lock ]; then "
+             "cargo metadata --offline --locked --format-version 1 >/dev/null; "
+             "else cargo generate-lockfile --offline; fi",
+             "cd / && rm -rf /testbed"]
+        )  # fmt: skip
+        key = _key(repo, commit, files, language, script)
+        return EnvPlan(language, f"swe-rl/env.{_slug(repo_name)}:{key}", key, "", script)
     if language not in TOOLCHAINS:
         return None
     date = env_date(repo, commit, files) if recipe.exclude_newer else ""
@@ -172,16 +193,43 @@ def _go_requires(repo: Path, commit: str) -> list[str]:
     return mods
 
 
+_DEBIAN_CRATES = (
+    "apt-get update -qq; for p in {packages}; do DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+    '--no-install-recommends $p >/dev/null 2>&1 || {{ echo "Debian offers no $p" >&2; exit 1; }}; done; '
+    "apt-get clean; rm -rf /var/lib/apt/lists/*; mkdir -p /root/.cargo; "
+    'printf \'[source.crates-io]\\nreplace-with = "debian"\\n[source.debian]\\ndirectory = '
+    '"/usr/share/cargo/registry"\\n\' > /root/.cargo/config.toml'
+)
+"""Debian's crates installed (one ``librust-<crate>[+<feature>]-dev`` package each) and cargo pointed
+at their directory registry instead of the crate registry."""
+
+
+def debian_crate_packages(crates: list[str]) -> list[str]:
+    """``serde`` → ``librust-serde-dev``, ``serde+derive`` (a feature) → ``librust-serde+derive-dev``."""
+    return [f"librust-{c.lower().replace('_', '-')}-dev" for c in crates]
+
+
 def _crate_deps(repo: Path, commit: str, files: list[str]) -> list[str]:
+    """The crates (and ``crate+feature`` for the features asked) the workspace's manifests depend on."""
     names: list[str] = []
-    for path in files:
-        if not path.endswith("Cargo.toml"):
-            continue
+    root = toml_or_empty(git(repo, "show", f"{commit}:Cargo.toml", check=False))
+    members = [m for m in root.get("workspace", {}).get("members", []) if isinstance(m, str)]
+    wanted = {"Cargo.toml"} | {
+        p for p in files for m in members if fnmatch.fnmatch(p, f"{m.rstrip('/')}/Cargo.toml")
+    }  # the root and the workspace's members: not a fuzz/ or example crate of its own
+    for path in sorted(wanted & set(files)):
         data = toml_or_empty(git(repo, "show", f"{commit}:{path}", check=False))
-        for table in ("dependencies", "dev-dependencies", "build-dependencies"):
-            for name, spec in data.get(table, {}).items():
-                if not (isinstance(spec, dict) and "path" in spec):  # a crate of the same repository
-                    names.append(name)
+        tables = [data, *(t for t in data.get("target", {}).values() if isinstance(t, dict))]
+        for table in (
+            t.get(k, {}) for t in tables for k in ("dependencies", "dev-dependencies", "build-dependencies")
+        ):
+            for name, spec in table.items():
+                if isinstance(spec, dict) and "path" in spec:
+                    continue  # a crate of the same repository
+                crate = spec.get("package", name) if isinstance(spec, dict) else name
+                names.append(crate)
+                if isinstance(spec, dict):
+                    names += [f"{crate}+{f}" for f in spec.get("features", []) if isinstance(f, str)]
     return sorted(set(names))
 
 
@@ -240,6 +288,8 @@ def run_and_commit(
 
 def toolchain(language: str, *, timeout: float = 1800) -> str:
     """The language's environment toolchain image, made once (Debian's packages; uv from the index)."""
+    if language not in TOOLCHAINS:
+        return LANGUAGES[language].image  # Rust: the toolchain image (data/build_multilang_images.sh)
     image, base, script = TOOLCHAINS[language]
     if not image_exists(image):
         run_and_commit(base, "set -eu; " + script, image, f"toolchain-{language}", timeout=timeout)
