@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -317,6 +318,9 @@ class Miner:
         except (BuildFailed, OSError) as exc:
             self.drop(cand.commit, iid, "build", str(exc))
             return "dropped"
+        except subprocess.TimeoutExpired:
+            self.drop(cand.commit, iid, "build", f"the build took more than {self.args.timeout:.0f} s")
+            return "dropped"
         finally:
             self.add(self.seconds, "build", time.perf_counter() - t0)
         self.count("built")
@@ -327,6 +331,9 @@ class Miner:
             )
         except NoFailToPass as exc:
             self.drop(cand.commit, iid, "validate", str(exc))
+            return "dropped"
+        except subprocess.TimeoutExpired:
+            self.drop(cand.commit, iid, "validate", f"a test run took more than {self.args.timeout:.0f} s")
             return "dropped"
         finally:
             self.add(self.seconds, "validate", time.perf_counter() - t0)
