@@ -18,7 +18,7 @@ from swe_rl.eval.mining.cli import Miner, main, parse_args
 from swe_rl.eval.mining.envs import ENV_LABEL, EnvFailed, _ca_bundle, toolchain
 from tests.eval.mining_repos import make_history
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker]
 
 PYPROJECT = '[project]\nname = "textcalc"\nversion = "0.1"\ndependencies = ["six"]\n'
 CODE_BUGGY = "import six\n\n\ndef is_text(x):\n    return isinstance(x, six.binary_type)\n\n\ndef double(x):\n    return 2 * x\n"
@@ -56,6 +56,7 @@ def _images(prefix: str) -> list[str]:
     return [i for i in out if i.startswith(prefix)]
 
 
+@pytest.mark.slow
 def test_a_project_with_a_dependency_is_mined_on_an_environment_of_its_date(tmp_path, base_image):
     if not _index_reachable():
         pytest.skip("the package index is not reachable from a container")
@@ -116,6 +117,7 @@ def test_a_project_with_a_dependency_is_mined_on_an_environment_of_its_date(tmp_
     assert not _images(f"swe-rl/env.swe-rl-test-env__{tag}:")
 
 
+@pytest.mark.slow
 def test_an_install_that_fails_drops_its_candidates_with_the_log_tail(tmp_path: Path, base_image):
     if not _index_reachable():
         pytest.skip("the package index is not reachable from a container")
@@ -142,5 +144,33 @@ def test_an_install_that_fails_drops_its_candidates_with_the_log_tail(tmp_path: 
         assert "the install failed" in drop["reason"] and "swe-rl-no-such-package-0f3c" in drop["reason"]
     finally:
         mine = _images(f"swe-rl/test-env-{tag}.") + _images(f"swe-rl/env.swe-rl-test-env__{tag}:")
+        if mine:
+            subprocess.run(["docker", "rmi", "-f", *mine], capture_output=True, check=False)
+
+
+@pytest.mark.docker
+def test_a_build_that_outlasts_the_timeout_drops_its_candidate_and_the_run_goes_on(tmp_path: Path):
+    repo = tmp_path / "repo"
+    shas = make_history(
+        repo,
+        [
+            (
+                "2024-01-02T00:00:00+00:00",
+                {"pyproject.toml": PYPROJECT, "textcalc.py": CODE_BUGGY, "tests/test_t.py": TESTS},
+            ),
+            ("2024-01-03T00:00:00+00:00", {"textcalc.py": CODE_FIXED, "tests/test_t.py": TESTS_MORE}),
+        ],
+    )
+    tag = uuid.uuid4().hex[:8]
+    out = tmp_path / "tasks.jsonl"
+    argv = [str(repo), "--output", str(out), "--no-certify", "--no-progress", "--timeout", "0.01",
+            "--image-template", f"swe-rl/test-env-{tag}.{{id}}:latest"]  # fmt: skip
+    try:
+        assert Miner(parse_args(argv)).run()["counts"]["built"] == 0  # no exception out of the worker
+        drops = [json.loads(line) for line in out.with_suffix(".drops.jsonl").read_text().splitlines()]
+        assert drops[-1]["commit"] == shas[1] and drops[-1]["stage"] == "build"
+        assert drops[-1]["reason"] == "the build took more than 0 s"
+    finally:
+        mine = _images(f"swe-rl/test-env-{tag}.")
         if mine:
             subprocess.run(["docker", "rmi", "-f", *mine], capture_output=True, check=False)
