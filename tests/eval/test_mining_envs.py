@@ -74,18 +74,18 @@ def test_consecutive_commits_share_an_environment_until_their_dependencies_or_mo
     plans = [plan_env(repo, sha, "python", Recipe(), "Own/Repo") for sha in shas]
     assert all(p is not None for p in plans)
     dates = [p.date for p in plans if p]
-    # the later of the month's first day and the last change of the dependency files
+    # the later of the month's first day and a day after the last change of the dependency files
     assert dates == [
-        "2021-03-04T05:06:07Z",
-        "2021-03-04T05:06:07Z",
-        "2021-03-25T00:00:00Z",
+        "2021-03-05T05:06:07Z",
+        "2021-03-05T05:06:07Z",
+        "2021-03-26T00:00:00Z",
         "2021-04-01T00:00:00Z",
     ]
     images = [p.image for p in plans if p]
     assert images[0] == images[1] and len(set(images)) == 3
     assert images[0].startswith("swe-rl/env.own__repo:")
     first = plans[0]
-    assert first is not None and "export UV_EXCLUDE_NEWER=2021-03-04T05:06:07Z" in first.script
+    assert first is not None and "export UV_EXCLUDE_NEWER=2021-03-05T05:06:07Z" in first.script
     assert "uv pip install -e '.[testing]' pytest" in first.script and "rm -rf /testbed" in first.script
     assert "pip install" in first.task_setup and "--no-index" in first.task_setup  # offline refresh
     # a recipe's install and dependencies replace and extend the detected command; no date when asked
@@ -107,7 +107,7 @@ def test_node_environments_keep_node_modules_and_install_before_the_date(tmp_pat
         repo, [("2022-07-09T10:00:00+00:00", {"package.json": '{"name": "p"}', "index.js": ""})]
     )
     plan = plan_env(repo, sha, "javascript", Recipe(setup="npm run build"), "o/r")
-    assert plan is not None and "npm_config_before=2022-07-09T10:00:00Z" in plan.script
+    assert plan is not None and "npm_config_before=2022-07-10T10:00:00Z" in plan.script
     assert plan.script.index("npm install") < plan.script.index("npm run build")
     assert "! -name node_modules" in plan.script  # the tree goes, node_modules stays
     # the task layer on top: node_modules and install litter kept out of the base commit

@@ -36,7 +36,7 @@ _NODE_RUNNERS = (  # devDependency -> (command, parser); the first one present w
     ("ava", "npx ava --tap {tests}", "parse_log_tap"),
 )
 PYTHON_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini")
-NODE_FILES = ("package.json", "package-lock.json", "npm-shrinkwrap.json")
+NODE_FILES = ("package.json", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock")
 
 
 def _tree(repo: Path, commit: str) -> list[str]:

@@ -11,7 +11,7 @@ trusted), never stored in the image. Task images are thin offline layers on top 
 
 Consecutive commits share one environment: its key hashes the recipe and the contents of the
 dependency files (env_detect.py) and its date, which is the later of the first day of the parent
-commit's month and the last change of those files: every commit of a month whose dependency files
+commit's month and one day after the last change of those files: every commit of a month whose dependency files
 are the same gets the same image, resolved as of a date no later than its own.
 
 Go and Rust: the module proxy and the crate registry are not reachable here. A Go module or crate
@@ -34,7 +34,7 @@ import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from swe_rl.eval.mining.build import TaskEnv, export_tree
@@ -104,15 +104,15 @@ class EnvPlan:
 
 
 def env_date(repo: Path, commit: str, files: list[str]) -> str:
-    """The later of the first day of ``commit``'s month (UTC) and the last change of ``files``."""
+    """The later of the first day of ``commit``'s month (UTC) and a day after the last change of ``files``."""
     when = datetime.fromisoformat(git(repo, "show", "-s", "--format=%cI", commit).strip()).astimezone(
         timezone.utc
     )
     date = when.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     if files:
         last = git(repo, "log", "-1", "--format=%cI", commit, "--", *files).strip()
-        if last:
-            date = max(date, datetime.fromisoformat(last).astimezone(timezone.utc))
+        if last:  # a day's grace: a maintainer pins the release they published minutes later
+            date = max(date, datetime.fromisoformat(last).astimezone(timezone.utc) + timedelta(days=1))
     return date.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
