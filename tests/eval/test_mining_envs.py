@@ -42,6 +42,9 @@ def test_the_python_install_command_is_read_from_the_tree(tmp_path):
     assert dependency_files(tmp_path / "b", b, "python") == [
         "requirements.txt", "requirements/dev.txt", "requirements/tests.txt", "tox.ini"
     ]  # fmt: skip
+    groups = '[project]\nname = "g"\n\n[dependency-groups]\ndocs = ["sphinx"]\ntests = ["pytest-xdist"]\n'
+    (g,) = make_history(tmp_path / "g", [("2024-01-01T00:00:00+00:00", {"pyproject.toml": groups})])
+    assert python_install(tmp_path / "g", g) == "uv pip install -e . --group tests pytest"
     (c,) = make_history(tmp_path / "c", [("2024-01-01T00:00:00+00:00", {"pyproject.toml": "[tool.black]\n"})])
     assert python_install(tmp_path / "c", c) == "uv pip install pytest"  # a tool's file only
 

@@ -1,7 +1,8 @@
 """What a commit's tree says about its environment: the install command, the files it depends on, the runner.
 
 Python: the project installed editable with its test extra (``-e '.[test]'`` when ``pyproject.toml``,
-``setup.cfg`` or ``setup.py`` names one of `TEST_EXTRAS`), its test requirement files
+``setup.cfg`` or ``setup.py`` names one of `TEST_EXTRAS`), its test dependency group (PEP 735
+``[dependency-groups]``, the first of `TEST_EXTRAS`), its test requirement files
 (``requirements*.txt``, ``*requirements*.txt``, ``requirements/<test|tests|testing|dev>.txt``:
 the test ones when there are, else the dev ones) passed as ``-r``, else ``tox.ini``'s
 ``[testenv] deps``; pytest always (resolved like the rest: the newest of the commit's date that the
@@ -129,6 +130,14 @@ def python_install(repo: Path, commit: str) -> str:
         extras = _extras(repo, commit, top)
         extra = next((e for e in TEST_EXTRAS if e in extras), "")
         args += ["-e", f".[{extra}]" if extra else "."]
+    groups = (
+        toml_or_empty(_show(repo, commit, "pyproject.toml")).get("dependency-groups", {})
+        if "pyproject.toml" in top
+        else {}
+    )
+    group = next((g for g in TEST_EXTRAS if g in groups), "")
+    if group:  # PEP 735 (uv reads them from the pyproject.toml in the working folder)
+        args += ["--group", group]
     reqs = [p for p in files if _is_requirements(p)]
     runtime = [p for p in reqs if p in ("requirements.txt", "requirements/main.txt")]
     tests = [p for p in reqs if _REQ_TEST.search(p)] or [p for p in reqs if _REQ_DEV.search(p)]
