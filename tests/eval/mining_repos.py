@@ -55,3 +55,27 @@ def make_python_repo(path: Path) -> list[str]:
         run("commit", "-q", "-m", message, when=i)
         shas.append(run("rev-parse", "HEAD").strip())
     return shas
+
+
+def make_history(path: Path, commits: list[tuple[str, dict[str, str]]]) -> list[str]:
+    """A repository whose commits are (ISO date, files written) in order; returns their shas."""
+    path.mkdir(parents=True)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@localhost", "GIT_CONFIG_GLOBAL": "/dev/null"}  # fmt: skip
+
+    def git(*args: str, when: str = "2024-01-01T00:00:00+00:00") -> str:
+        full = {**env, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+        return subprocess.run(
+            ["git", "-C", str(path), *args], env=full, check=True, capture_output=True, text=True
+        ).stdout
+
+    git("init", "-q", "-b", "main")
+    shas = []
+    for when, files in commits:
+        for name, text in files.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            (path / name).write_text(text)
+        git("add", "-A")
+        git("commit", "-q", "-m", f"at {when}", when=when)
+        shas.append(git("rev-parse", "HEAD").strip())
+    return shas

@@ -161,7 +161,7 @@ def test_candidates_are_built_and_validated_by_jobs_threads_at_once(tmp_path, mo
     shas = make_python_repo(repo)
     barrier = threading.Barrier(2, timeout=120)
 
-    def build(repo, parent, language, image, iid, *, timeout):
+    def build(repo, parent, language, image, iid, *, timeout, env=None):
         barrier.wait()
         return "0" * 40
 

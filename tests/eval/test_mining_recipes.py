@@ -14,7 +14,7 @@ import pytest
 
 from swe_rl.eval.mining.cli import Miner, main, parse_args
 from swe_rl.eval.mining.languages import LANGUAGES
-from swe_rl.eval.mining.recipes import Recipe, RecipeError, detect_recipe, env_dockerfile, load_recipe
+from swe_rl.eval.mining.recipes import Recipe, RecipeError, detect_recipe, load_recipe
 
 pytest.importorskip("tomllib")  # recipes are TOML: Python 3.11+
 
@@ -46,10 +46,13 @@ def _repo(path: Path, files: dict[str, str]) -> str:
 
 def test_the_recipe_file_overrides_key_by_key_and_refuses_what_it_cannot_use():
     base = Recipe(dependencies=["pytest"], install="pip install -e .")
-    recipe = load_recipe('test_command = "pytest -x {tests}"\nexclude_newer = false\n', base=base)
+    recipe = load_recipe(
+        'test_command = "pytest -x {tests}"\nexclude_newer = false\nsetup = "make"\n', base=base
+    )
     assert recipe == Recipe(
         dependencies=["pytest"],
         install="pip install -e .",
+        setup="make",
         exclude_newer=False,
         test_command="pytest -x {tests}",
     )
@@ -70,29 +73,18 @@ def test_detection_reads_the_project_and_the_repositorys_recipe_file(tmp_path):
         {"pyproject.toml": PYPROJECT, "requirements-test.txt": "# tests\nmock==4.0 # pin\n-e .\n"},
     )
     recipe = detect_recipe(tmp_path / "a", commit)
-    assert recipe.python == "3.11" and recipe.install == "pip install --no-deps -e ."
-    assert recipe.dependencies == ["attrs>=21", "hypothesis", "mock==4.0", "pytest"]  # not docs' sphinx
+    assert recipe.python == "3.11"  # requires-python >=3.8 admits Debian's 3.11
+    # the project with its test extra (not docs'), its test requirements, pytest
+    assert recipe.install == "uv pip install -e '.[test]' -r requirements-test.txt pytest"
     commit = _repo(
         tmp_path / "b", {"setup.py": "", ".swe-rl/recipe.toml": 'log_parser = "parse_log_pytest_v2"\n'}
     )
     recipe = detect_recipe(tmp_path / "b", commit)
-    assert recipe.dependencies == ["pytest"] and recipe.log_parser == "parse_log_pytest_v2"
+    assert recipe.install == "uv pip install -e . pytest" and recipe.log_parser == "parse_log_pytest_v2"
     assert (
         detect_recipe(tmp_path / "b", commit).language(LANGUAGES["python"]).log_parser
         == "parse_log_pytest_v2"
     )
-
-
-def test_the_environment_image_installs_the_dependencies_as_of_the_commits_date():
-    recipe = Recipe(python="3.11", dependencies=["attrs>=21", "pytest<8"])
-    text = env_dockerfile(recipe, "swe-rl/base:bookworm", "2021-03-04T05:06:07+00:00")
-    assert text == (
-        "FROM swe-rl/base:bookworm\n"
-        "RUN uv pip install --system --python python3.11 --exclude-newer 2021-03-04T05:06:07+00:00 "
-        "'attrs>=21' 'pytest<8'\n"
-    )
-    assert "--exclude-newer" not in env_dockerfile(Recipe(dependencies=["a"], exclude_newer=False), "x", "d")
-    assert env_dockerfile(Recipe(), "x", "d") == "FROM x\n"
 
 
 def test_the_miner_runs_the_recipes_test_command_and_refuses_a_bad_recipe(tmp_path):

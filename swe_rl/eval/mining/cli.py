@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -35,15 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from swe_rl.eval.mining.build import BuildFailed, build_task_image
+from swe_rl.eval.mining.envs import EnvFailed, EnvironmentMaker, EnvUnavailable
 from swe_rl.eval.mining.history import Candidate, Skipped, commits_in_range, git, split_commit
 from swe_rl.eval.mining.languages import LANGUAGES, UnknownLanguage, detect_language
 from swe_rl.eval.mining.policy import RowPolicy, after_validation, before_build
-from swe_rl.eval.mining.recipes import REPO_RECIPE, Recipe, RecipeError, load_recipe
+from swe_rl.eval.mining.recipes import REPO_RECIPE, Recipe, RecipeError, detect_recipe, load_recipe
 from swe_rl.eval.mining.statements import SOURCES, StatementSettings, split_provenance, write_statement
 from swe_rl.eval.mining.validate import NoFailToPass, task_row, test_section, validate
 from swe_rl.eval.progress import StatusBar
 
-STAGES = ("split", "build", "validate", "certify")
+STAGES = ("split", "env", "build", "validate", "certify")
 API_KEY_ENV = "SWE_MINE_STATEMENT_API_KEY"
 """The statement model's API key (never a command-line argument: it would show in ``ps``)."""
 
@@ -77,6 +79,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--recipe", type=Path, default=None,
         help=f"a recipe file (TOML: test_command, log_parser, ...; default: the repository's {REPO_RECIPE})",
+    )  # fmt: skip
+    p.add_argument(
+        "--with-deps", action="store_true",
+        help="task images on environment images with the project's dependencies as of the commit's date "
+        "(Python: uv pip install; JavaScript: npm install; Go/Rust: commits needing modules/crates dropped)",
     )  # fmt: skip
     p.add_argument("--jobs", type=int, default=2, help="candidates built and validated at once")
     p.add_argument("--certify-concurrency", type=int, default=2, help="certification runs at once")
@@ -139,8 +146,18 @@ def build_images_for(args: argparse.Namespace) -> int:
             if row.get("language") in LANGUAGES
             else detect_language(set(git(repo, "ls-tree", "--name-only", commit).split()))
         )
+        env = None
+        if row.get("env_image"):
+            recipe = recipe_for(repo, parent, language.name, args.recipe, detected=True)
+            env = EnvironmentMaker(repo, args.repo_name or row["repo"], timeout=args.timeout).task_env(
+                parent, language.name, recipe
+            )
+            if env is not None and env.image != row["env_image"]:
+                print(f"{row['instance_id']}: environment {env.image} != the row's {row['env_image']}")
+                bad += 1
+                continue
         base = build_task_image(
-            repo, parent, language, row["image_name"], row["instance_id"], timeout=args.timeout
+            repo, parent, language, row["image_name"], row["instance_id"], timeout=args.timeout, env=env
         )
         status = (
             "ok" if base == row["base_commit"] else f"base commit {base} != the row's {row['base_commit']}"
@@ -148,6 +165,15 @@ def build_images_for(args: argparse.Namespace) -> int:
         bad += status != "ok"
         print(f"{row['instance_id']}: {row['image_name']} {status}", flush=True)
     return 1 if bad else 0
+
+
+def recipe_for(repo: Path, commit: str, language: str, given: Path | None, *, detected: bool) -> Recipe:
+    """With dependencies (``detected``): what the tree says with the repository's recipe file over it,
+    and the given file over both; else `recipe_at`."""
+    if not detected:
+        return recipe_at(repo, commit, given)
+    recipe = detect_recipe(repo, commit, language)
+    return load_recipe(given.read_text(), base=recipe, where=str(given)) if given is not None else recipe
 
 
 def recipe_at(repo: Path, commit: str, given: Path | None) -> Recipe:
@@ -212,6 +238,9 @@ class Miner:
         """Guards the files and counters: candidates are built and validated by ``--jobs`` threads."""
         self.seconds = dict.fromkeys(STAGES, 0.0)
         self.counts = {"commits": 0, "candidates": 0, "built": 0, "validated": 0, "certified": 0}
+        self.envs = (
+            EnvironmentMaker(self.repo, self.repo_name, timeout=args.timeout) if args.with_deps else None
+        )
 
     def drop(self, commit: str, instance_id: str, stage: str, reason: str) -> None:
         with self.lock:
@@ -243,7 +272,9 @@ class Miner:
             base = LANGUAGES[self.args.language]
         else:
             base = detect_language(set(git(self.repo, "ls-tree", "--name-only", commit).split()))
-        return recipe_at(self.repo, commit, self.args.recipe).language(base)
+        return recipe_for(
+            self.repo, commit, base.name, self.args.recipe, detected=self.envs is not None
+        ).language(base)
 
     def split(self, commit: str) -> tuple[Candidate, Any, str, list[str]] | None:
         """Split one commit and judge what the commit alone tells; None when it is dropped."""
@@ -268,11 +299,27 @@ class Miner:
     def build_and_validate(self, cand: Candidate, language: Any, iid: str, flags: list[str]) -> str:
         """Build, validate and judge one candidate (in a worker thread); the word is its status."""
         image = self.args.image_template.format(id=iid.lower())
+        env = None
+        if self.envs is not None:
+            t0 = time.perf_counter()
+            try:
+                recipe = recipe_for(self.repo, cand.parent, language.name, self.args.recipe, detected=True)
+                env = self.envs.task_env(cand.parent, language.name, recipe)
+            except (EnvFailed, EnvUnavailable, RecipeError, OSError) as exc:
+                self.drop(cand.commit, iid, "env", str(exc))
+                return "dropped"
+            finally:
+                self.add(self.seconds, "env", time.perf_counter() - t0)
         t0 = time.perf_counter()
         try:
-            base = build_task_image(self.repo, cand.parent, language, image, iid, timeout=self.args.timeout)
+            base = build_task_image(
+                self.repo, cand.parent, language, image, iid, timeout=self.args.timeout, env=env
+            )
         except (BuildFailed, OSError) as exc:
             self.drop(cand.commit, iid, "build", str(exc))
+            return "dropped"
+        except subprocess.TimeoutExpired:
+            self.drop(cand.commit, iid, "build", f"the build took more than {self.args.timeout:.0f} s")
             return "dropped"
         finally:
             self.add(self.seconds, "build", time.perf_counter() - t0)
@@ -284,6 +331,9 @@ class Miner:
             )
         except NoFailToPass as exc:
             self.drop(cand.commit, iid, "validate", str(exc))
+            return "dropped"
+        except subprocess.TimeoutExpired:
+            self.drop(cand.commit, iid, "validate", f"a test run took more than {self.args.timeout:.0f} s")
             return "dropped"
         finally:
             self.add(self.seconds, "validate", time.perf_counter() - t0)
@@ -300,6 +350,8 @@ class Miner:
             extra["provenance"] = provenance
         if flags:
             extra["policy_flags"] = flags
+        if env is not None:
+            extra["env_image"] = env.image
         row = task_row(
             repo_name=self.repo_name, instance_id=iid, language=language, candidate=cand, image=image,
             base_commit=base, fail_to_pass=f2p, pass_to_pass=p2p, problem_statement=statement, extra=extra,

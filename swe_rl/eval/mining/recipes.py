@@ -1,42 +1,37 @@
-"""Environment recipes: how one repository's task environment is made and its tests run (first step).
+"""Environment recipes: how one repository's task environment is made and its tests run.
 
-A recipe says which Python, which dependencies (resolved as they were on the commit's date:
-``uv pip install --exclude-newer <date>``), the project's install command, the test command and its
-log parser. It is detected from the commit's tree (`detect_recipe`: ``requires-python``, the project's
-dependencies and its test extras, ``requirements*test*.txt``) and overridden, key by key, by a small
-TOML file (``swe-mine-tasks --recipe FILE``, or ``.swe-rl/recipe.toml`` in the repository)::
+A recipe says which Python, how the project and its dependencies are installed (resolved as they
+were on the commit's date: ``uv pip install`` under ``UV_EXCLUDE_NEWER``, ``npm install`` under
+``npm_config_before``; envs.py), what else to run, the test command and its log parser. What is not
+set is detected from the commit's tree (env_detect.py); a small TOML file overrides it key by key
+(``swe-mine-tasks --recipe FILE``, or ``.swe-rl/recipe.toml`` in the repository)::
 
     python = "3.11"                     # Debian's python3.X of the toolchain image
-    dependencies = ["pytest<8", "hypothesis"]
-    install = "pip install --no-deps -e ."   # run in /testbed once the dependencies are in
+    install = "uv pip install -e '.[tests]' 'pytest<8'"   # in /testbed, with network, once per environment
+    dependencies = ["hypothesis"]       # appended to the (detected or given) Python install command
+    setup = "npm run build"             # after the install, still with network
     exclude_newer = true                # resolve as of the commit's date (default)
     test_command = "python3 -m pytest -rA -p no:cacheprovider {tests}"
     log_parser = "parse_log_pytest"
-
-`env_dockerfile` renders the environment image (the toolchain image plus the dependencies: the only
-build that needs the package index); task images stay thin, offline layers on top. Building and
-sharing environment images between consecutive commits is the next step (docs/datasets.md).
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-import shlex
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from swe_rl.eval.mining.env_detect import node_runner, python_install
 from swe_rl.eval.mining.history import git
 from swe_rl.eval.mining.languages import RepoLanguage
 
-__all__ = ["DEBIAN_PYTHONS", "Recipe", "RecipeError", "detect_recipe", "env_dockerfile", "load_recipe"]
+__all__ = ["DEBIAN_PYTHONS", "Recipe", "RecipeError", "detect_recipe", "load_recipe"]
 
 DEBIAN_PYTHONS = ("3.11",)
 """The Pythons the toolchain images offer (Debian bookworm's); a recipe asking another is refused."""
 REPO_RECIPE = ".swe-rl/recipe.toml"
-TEST_EXTRAS = ("test", "tests", "testing", "dev")
-_REQUIREMENT_FILES = re.compile(r"^requirements[-_.]?(test|tests|testing|dev)?\.txt$")
 
 
 class RecipeError(ValueError):
@@ -63,6 +58,7 @@ class Recipe:
     python: str = ""
     dependencies: list[str] = field(default_factory=list)
     install: str = ""
+    setup: str = ""
     exclude_newer: bool = True
     test_command: str = ""
     log_parser: str = ""
@@ -104,37 +100,23 @@ def _show(repo: Path, commit: str, path: str) -> str | None:
     return out or None
 
 
-def detect_recipe(repo: Path, commit: str) -> Recipe:
-    """What the tree at ``commit`` says (Python projects), then ``.swe-rl/recipe.toml`` over it."""
-    deps: list[str] = []
-    python, install = "", ""
-    pyproject = _show(repo, commit, "pyproject.toml")
-    if pyproject:
-        try:
-            project = _toml(pyproject, "pyproject.toml").get("project", {})
-        except RecipeError:
-            project = {}
-        deps += [d for d in project.get("dependencies", []) if isinstance(d, str)]
-        extras = project.get("optional-dependencies", {})
-        for extra in TEST_EXTRAS:
-            deps += [d for d in extras.get(extra, []) if isinstance(d, str)]
-        if project.get("requires-python"):
-            python = _python_for(str(project["requires-python"]))
-        install = "pip install --no-deps -e ."
-    top = git(repo, "ls-tree", "--name-only", commit).split()
-    if not pyproject and "setup.py" in top:
-        install = "pip install --no-deps -e ."
-    for name in top:
-        if _REQUIREMENT_FILES.match(name):
-            lines = (_show(repo, commit, name) or "").splitlines()
-            deps += [
-                ln.split("#", 1)[0].strip()
-                for ln in lines
-                if ln.split("#", 1)[0].strip() and not ln.startswith("-")
-            ]
-    if install and not any(re.match(r"pytest\b", d) for d in deps):
-        deps.append("pytest")
-    recipe = Recipe(python=python, dependencies=list(dict.fromkeys(deps)), install=install)
+def detect_recipe(repo: Path, commit: str, language: str = "python") -> Recipe:
+    """What the tree at ``commit`` says (env_detect.py), then ``.swe-rl/recipe.toml`` over it."""
+    recipe = Recipe()
+    if language == "python":
+        python = ""
+        pyproject = _show(repo, commit, "pyproject.toml")
+        if pyproject:
+            try:
+                requires = _toml(pyproject, "pyproject.toml").get("project", {}).get("requires-python")
+            except RecipeError:
+                requires = None
+            python = _python_for(str(requires)) if requires else ""
+        recipe = Recipe(python=python, install=python_install(repo, commit))
+    elif language == "javascript":
+        runner = node_runner(repo, commit)
+        if runner:
+            recipe = Recipe(test_command=runner[0], log_parser=runner[1])
     override = _show(repo, commit, REPO_RECIPE)
     return load_recipe(override, base=recipe, where=REPO_RECIPE) if override else recipe
 
@@ -159,14 +141,3 @@ def _admits(spec: str, version: str) -> bool:
         if not ok:
             return False
     return True
-
-
-def env_dockerfile(recipe: Recipe, from_image: str, commit_date: str) -> str:
-    """The environment image: ``from_image`` plus the dependencies, resolved as of ``commit_date``."""
-    lines = [f"FROM {from_image}"]
-    if recipe.dependencies:
-        python = f"python{recipe.python}" if recipe.python else "python3"
-        when = f" --exclude-newer {shlex.quote(commit_date)}" if recipe.exclude_newer else ""
-        deps = " ".join(shlex.quote(d) for d in recipe.dependencies)
-        lines.append(f"RUN uv pip install --system --python {python}{when} {deps}")
-    return "\n".join(lines) + "\n"
