@@ -80,9 +80,12 @@ def _record(action: str, reason: str, path: str = "") -> TamperRecord:
 # -------------------------------------------------------------------------------------------------- node
 
 
-def _by_whom(by: str, workdir: str, changed: set[str]) -> tuple[str, str]:
-    """(action, words) for an assignment made from file `by`."""
+def _by_whom(by: str, state: str, workdir: str, changed: set[str]) -> tuple[str, str]:
+    """(action, words) for an assignment made from file `by` (`state`: ``written`` during the run, or
+    ``gone`` by the time of the assignment's report)."""
     root = workdir.rstrip("/") + "/"
+    if by and state in ("written", "gone"):
+        return "voided", f"by {by}, a file {state} during the run (no scan read it)"
     if by.startswith(root) and "/node_modules/" not in by[len(root) - 1 :]:
         rel = by[len(root) :]
         if rel in changed:
@@ -114,9 +117,11 @@ def _node_records(text: str, workdir: str, changed: set[str]) -> list[TamperReco
         elif event == "end":
             ended.add(pid)
         elif event == "set":
-            action, words = _by_whom(str(data.get("by", "")), workdir, changed)
+            action, words = _by_whom(str(data.get("by", "")), str(data.get("state", "")), workdir, changed)
             last_set[(pid, name)] = (action, words)
-            out.append(_record(action, f"node's test machinery changed during the run: {name} assigned {words}"))
+            out.append(
+                _record(action, f"node's test machinery changed during the run: {name} assigned {words}")
+            )
         elif event == "changed":
             how = str(data.get("how", ""))
             if how == "replaced" and (pid, name) in last_set:
@@ -231,7 +236,10 @@ def _libtest_problems(binary: dict) -> list[str]:
 def _rust_records(text: str) -> list[TamperRecord]:
     out = []
     for binary in _binaries(text):
-        out += [_record("voided", f"libtest's report does not hold together: {p}") for p in _libtest_problems(binary)]
+        out += [
+            _record("voided", f"libtest's report does not hold together: {p}")
+            for p in _libtest_problems(binary)
+        ]
     return out
 
 

@@ -17,7 +17,8 @@ NODE_GUARD = r"""'use strict';
 (() => {
   const fs = require('fs'), Module = require('module');
   const REPORT = __REPORT__;
-  const open = fs.openSync, write = fs.writeSync, stringify = JSON.stringify, define = Object.defineProperty;
+  const open = fs.openSync, write = fs.writeSync, stat = fs.statSync, stringify = JSON.stringify;
+  const define = Object.defineProperty, started = Date.now();
   const describe = Object.getOwnPropertyDescriptor, ownKeys = Reflect.ownKeys, ErrorCtor = Error;
   let threadId = 0, main = true;
   try { const w = require('worker_threads'); threadId = w.threadId; main = w.isMainThread; } catch (e) {}
@@ -45,7 +46,15 @@ NODE_GUARD = r"""'use strict';
       let current = d.value;
       const name = label + '.' + String(key);
       const get = function () { return current; };
-      const set = function (v) { if (v !== current) say('set', { name, by: caller() }); current = v; };
+      const set = function (v) {
+        if (v !== current) {
+          const by = caller();
+          let state = '';
+          try { state = by && stat(by).ctimeMs >= started ? 'written' : ''; } catch (e) { state = 'gone'; }
+          say('set', { name, by, state });
+        }
+        current = v;
+      };
       define(owner, key, { get, set, enumerable: d.enumerable, configurable: true });
       watched.push({ owner, key, name, value: d.value, get, now: () => current });
     }
