@@ -268,3 +268,27 @@ def test_node_code_written_at_run_time_voids_whoever_wrote_it(tmp_path):
     _, report = _node_run(tmp_path, extra, {"src/data.txt": shim.replace("\\n", "\n")})
     judged = _judged(tmp_path, report, {"src/m.js", "src/data.txt"})
     assert any(a == "voided" and "zz_gen.js, a file written during the run" in r for a, r in judged), judged
+
+
+def test_the_go_canary_file_carries_the_check_only_when_asked():
+    import random
+
+    from swe_rl.grading.canaries.languages import plant_language_canaries
+    from swe_rl.grading.canaries.plan import plan_canaries
+
+    loaded = load_instances(ROOT / "data" / "fixtures" / "instances_multilang.jsonl")
+    go = next(i for i in loaded.instances if "go-version" in i.instance_id)
+    script = go.eval_script or ""
+    plain = plant_language_canaries(plan_canaries(go, script), go, script, random.Random(1))
+    guarded = plant_language_canaries(
+        plan_canaries(go, script), go, script, random.Random(1), guard="/tmp/g/guard"
+    )
+    assert "Check(" not in plain.canary_source and '"os"' not in plain.canary_source
+    source = guarded.canary_source
+    assert '"/tmp/g/guard"' in source and "func init() {" in source and source.count('Check("Test') == 2
+    for name in guarded.must_pass:  # the checkpoint runs in the must-pass canaries, not the must-fail ones
+        body = source.split(f"func {name}(t *testing.T) {{")[1].split("\n}")[0]
+        assert "Check(" in body
+    for name in guarded.must_fail:
+        body = source.split(f"func {name}(t *testing.T) {{")[1].split("\n}")[0]
+        assert "Check(" not in body
