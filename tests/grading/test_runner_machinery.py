@@ -141,9 +141,17 @@ def test_node_report_judged_on_text():
 def test_go_report_judged_on_text():
     ok = '12 start\n12 ok "init"\n12 ok "TestAmberBasalt"\n'
     assert machinery_records("go", ok, "/testbed", set()) == []
-    bad = ok + '12 changed "init: the test binary runs under its own binary (process 9): re-executed"\n'
-    (record,) = machinery_records("go", bad, "/testbed", set())
-    assert record.action == "voided" and "re-executed" in record.reason
+    helper = ok + '12 changed "init: the test binary runs under its own binary (process 9): re-executed"\n'
+    (record,) = machinery_records("go", helper, "/testbed", set())  # TestHelperProcess: one test re-run
+    assert record.action == "noted" and "re-executed" in record.reason
+    rerun = (
+        helper
+        + '12 changed "TestAmberBasalt: the test binary runs under its own binary (process 9): re-executed"\n'
+    )
+    judged = machinery_records("go", rerun, "/testbed", set())  # the suite re-run: its canaries ran
+    assert [r.action for r in judged] == ["noted", "voided"]
+    filtered = ok + '12 changed "init: fd 1 is a pipe the test binary reads itself (pipe:[7])"\n'
+    assert [r.action for r in machinery_records("go", filtered, "/testbed", set())] == ["voided"]
 
 
 def _rust_report(listed: list[str], run: list[str], rc: str = "0", args: str = "--test-threads=1") -> str:

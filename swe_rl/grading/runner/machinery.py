@@ -15,7 +15,9 @@ the grader put code of its own into the test run itself (no extra exec):
   reached its exit handler (killed itself, ``process.reallyExit``) voids too.
 - **go**: the Go canary file (`canaries.languages`, compiled into the test binary) carries a check run
   at its ``init`` and in its must-pass canaries (the package's last tests): no ancestor process runs the
-  same binary (a re-exec'd test binary: ``os.Args[0]``, ``/proc/self/exe``, or a copy, by content), and
+  same binary (a re-exec'd test binary: ``os.Args[0]``, ``/proc/self/exe``, or a copy, by content; voids
+  when seen at a canary, i.e. the suite re-run, and is noted when seen only at ``init``: Go's
+  ``TestHelperProcess`` idiom re-runs the binary for one helper test), and
   the binary's fd 1 / fd 2 are what ``go test`` gave it (``os.Stdout`` is fd 1, no pipe behind fd 1 or
   fd 2 is read by the binary itself: an in-process filter of the ``--- FAIL`` lines).
 - **cargo**: a runner script (``CARGO_TARGET_<triple>_RUNNER``) runs each test binary: first libtest's
@@ -149,10 +151,14 @@ def _go_records(text: str) -> list[TamperRecord]:
         event, _, detail = rest.partition(" ")
         if event == "changed":
             try:
-                words = json.loads(detail)
+                words = str(json.loads(detail))
             except ValueError:
                 words = detail
-            out.append(_record("voided", f"the go test binary ({pid}): {words}"))
+            # a child re-run for one helper test (Go's TestHelperProcess idiom: ``-test.run``, its output
+            # read by the test that started it) never reaches the canaries; a re-run of the suite does
+            helper = words.startswith("init: ") and words.endswith("re-executed")
+            action = "noted" if helper else "voided"
+            out.append(_record(action, f"the go test binary ({pid}): {words}"))
         elif event not in ("start", "ok"):
             out.append(_record("voided", f"the go guard's report has a line it never writes: {row[:200]!r}"))
     return out
