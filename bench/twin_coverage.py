@@ -16,6 +16,7 @@ import argparse
 import ast
 import base64
 import random
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -34,17 +35,21 @@ def _sources(instance: TaskInstance) -> dict[str, str | None]:
         f"\necho '@@{i}'; base64 -w0 /tmp/.swe-twin-coverage/{i} 2>/dev/null; echo" for i in range(len(paths))
     )
     script = script.replace("\nexit 0\n", "\n")
+    script += "\nfor f in $(ls /tmp/.swe-twin-coverage/ | grep '^found[0-9]'); do echo \"@@$f\"; base64 -w0 /tmp/.swe-twin-coverage/$f; echo; done"
+    script += "\necho '@@list'; cat /tmp/.swe-twin-coverage/found 2>/dev/null"
     out = subprocess.run(
         ["docker", "run", "--rm", "-i", "--network", "none", "--label", "swe-rl.helper=twins", "--entrypoint", "bash",
          instance.image, "-s"],
         input=script, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     got: dict[str, str | None] = dict.fromkeys(paths)
-    for block in out.stdout.split("@@")[1:]:
-        index, _, body = block.partition("\n")
+    blocks = dict(block.partition("\n")[::2] for block in out.stdout.split("@@")[1:])
+    found = [p for p in blocks.pop("list", "").split("\n") if p]
+    for index, body in blocks.items():
+        path = found[int(index[5:])] if index.startswith("found") else paths[int(index)]
         try:
-            got[paths[int(index)]] = base64.b64decode(body.strip()).decode("utf-8") or None
-        except (ValueError, UnicodeDecodeError):
+            got[path] = base64.b64decode(body.strip()).decode("utf-8") or None
+        except (ValueError, UnicodeDecodeError, IndexError):
             pass
     return got
 
@@ -89,6 +94,12 @@ def _mirror_sources(instance: TaskInstance, mirrors: str) -> dict[str, str | Non
         )
         if patched:
             break
+    fixed, globs = twins_module.search_patterns(instance)  # a row without test patch: its test files
+    if fixed and patched:
+        grep = [*git, "grep", "--cached", "-l", "-F", *(a for f in fixed for a in ("-e", f)), "--", *globs]
+        found = subprocess.run(grep, env=env, capture_output=True, text=True).stdout.split()
+        pattern = re.compile(twins_module._TEST_PATHS)
+        paths = [*paths, *[p for p in found if pattern.search(p)][: twins_module.MAX_FOUND]]
     for path in paths:
         out = subprocess.run([*git, "cat-file", "blob", f":{path}"], env=env, capture_output=True)
         if patched and out.returncode == 0:

@@ -11,7 +11,9 @@
 5. `logs.grade` — the log parsed and judged strictly, then `canaries.plan.check_canaries` (`CanaryCheck`),
    `twins.plant.check_twins` (a twin reported passed) and `runner.probe.probe_records` (the runner's
    configuration, clean tree vs the patched run, and `runner.guard`'s run-time checks: the runner's
-   machinery unchanged after collection, every module the run imported read from a file no scan missed);
+   machinery unchanged after collection, every module the run imported read from a file no scan missed;
+   Go, JavaScript, Rust: `runner.machinery`'s check inside the test run — node's assert and loader, no
+   re-exec'd Go test binary, libtest's report agreeing with its own test list);
 6. `verdict.decide` — the integrity verdict (`GradeResult`), the official verdict beside it.
 
 Each stage's result is handed to the next; nothing goes back. With integrity off the pipeline is the
@@ -39,6 +41,7 @@ from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.grading.patch.canonical import CanonicalPatch, canonicalise
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.runner.guard import imported_records
+from swe_rl.grading.runner.machinery import machinery_records
 from swe_rl.grading.runner.probe import (
     ProbePlan,
     ProbeReport,
@@ -111,6 +114,8 @@ class IntegrityStages:
     """The files the test run wrote, judged (`run_writes`; None: not looked at)."""
     language_probe: tuple[str, LanguageProbeReport, LanguageProbeReport] | None = None
     """Go, JavaScript, Rust: (language, the toolchain's answers on the clean tree, in the patched run)."""
+    machinery: list[TamperRecord] | None = None
+    """Go, JavaScript, Rust: the runner's own check inside the test run, judged (`runner.machinery`)."""
 
 
 async def _probe_report(lease: Lease, plan: ProbePlan) -> ProbeReport:
@@ -198,6 +203,19 @@ async def _judge_writes(
     return written_records(instance.workdir, files, config.integrity.capabilities, unread)
 
 
+async def _judge_machinery(
+    lease: Lease, instance: TaskInstance, plan: LanguageProbePlan, canaries: CanaryPlan, tree: TreeVerdict
+) -> list[TamperRecord]:
+    """Go, JavaScript, Rust: the report the grader's code inside the test run wrote, judged (one read)."""
+    try:
+        text: str | None = (await lease.read_file(plan.guard_path)).decode("utf-8", "surrogateescape")
+    except FileNotFound:
+        text = None
+    expected = plan.language != "go" or bool(canaries.canary_file)  # Go's check lives in the canary file
+    changed = set(patch_paths(tree.patch))
+    return machinery_records(plan.language, text, instance.workdir, changed, expected)
+
+
 def _judge_imports(
     instance: TaskInstance, patched: ProbeReport, tree: TreeVerdict, config: GraderConfig
 ) -> list[TamperRecord]:
@@ -239,7 +257,8 @@ async def _run_stages(
     language_plan, language_clean = await _probe_clean_language(lease, instance, script, config)
     if language_plan is not None:  # Go, JavaScript, Rust: the probe runs right before the test command
         run_script = language_plan.run_script
-    plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script)  # Go, JS, Rust
+    guard = language_plan.guard_path if language_plan is not None else ""  # Go: the canary file's check
+    plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script, guard=guard)
     twins = TwinPlan(refused="twins are off")
     if config.integrity.twins and plan.nonce:
         sources = await read_test_files(lease, instance, files_to_read(instance))
@@ -259,6 +278,7 @@ async def _run_stages(
     if language_plan is not None and language_clean is not None:
         patched = await _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
         stages.language_probe = (language_plan.language, language_clean, patched)
+        stages.machinery = await _judge_machinery(lease, instance, language_plan, plan, tree)
     return stages
 
 
@@ -336,6 +356,7 @@ async def _integrity_result(
         )
     if stages.language_probe is not None:
         report.records += language_probe_records(*stages.language_probe)
+    report.records += stages.machinery or []
     report.records += stages.written or []
     report.records += contradiction_records(instance, run.test_log, plan.nonce)  # Go, JS, Rust... rows
     report.kept_bytes, report.canonical_bytes = len(tree.patch.encode()), len(canon.text.encode())

@@ -148,3 +148,51 @@ async def test_the_probe_voids_what_the_tree_rules_miss(
             unprobed = await FleetGrader(client, off).grade(instance, patches[exploit.name])
             assert unprobed.official.resolved, ("the exploit did not work: nothing to show", unprobed.message)
     assert not leftover_containers(docker_client, pool)
+
+
+CHECK_ALONE = {  # issue 48 item 8: one exploit per language; every one with SWE_TEST_FULL_MATRIX=1
+    "swe-rl__go-version-9001": ["go_fd1_filtered_in_process", "go_stdout_filtered_in_process"],
+    "swe-rl__js-slugify-9001": ["js_strict_assert_through_helper", "js_module_written_at_run_time"],
+    "swe-rl__rust-stats-9001": ["rust_report_forged_in_process", "rust_included_text_module"],
+}
+
+
+@pytest.mark.parametrize("instance_id", IDS)
+async def test_the_runner_check_alone_voids(
+    instance_id, client, pool, multilang_instances, docker_client, monkeypatch
+):
+    """With the tree rules and the capability scan made blind, the runner's own check inside the test run
+    (`runner.machinery`) voids a round-five exploit of the language: a Go test binary filtering its own
+    stdout, a lax `node:assert/strict` reached through a helper, a libtest report forged in process."""
+    from swe_rl.grading import pipeline
+    from swe_rl.grading.scans.capabilities import CapabilityReport
+
+    instance = multilang_instances[instance_id]
+    names = CHECK_ALONE[instance_id]
+    if os.environ.get("SWE_TEST_FULL_MATRIX") != "1":
+        names = names[:1]
+    exploits = [e for e in exploits_for(instance) if e.name in names]
+    patches = await play(client, instance, exploits)
+    real = pipeline.judge_tree
+
+    def blind(canon, *args, **kwargs):
+        return real(canon, *args, **kwargs).model_copy(update={"patch": canon.text, "records": []})
+
+    monkeypatch.setattr(pipeline, "judge_tree", blind)
+    monkeypatch.setattr(pipeline, "scan_changes", lambda *args, **kwargs: CapabilityReport())
+    for exploit in exploits:
+        result = await FleetGrader(client).grade(instance, patches[exploit.name])
+        check = [
+            r
+            for r in result.tamper.records
+            if r.rule == "runner_probe" and r.action == "voided" and "configuration" not in r.reason
+        ]
+        print(
+            exploit.name,
+            result.official.status,
+            result.status.value,
+            [r.reason for r in result.tamper.records],
+        )
+        assert not result.resolved, (exploit.name, result.message)
+        assert check, (exploit.name, result.tamper.records)
+    assert not leftover_containers(docker_client, pool)

@@ -278,3 +278,57 @@ def test_run_changes_are_noted_on_a_runner_repository_and_a_missing_end_voids():
     (end,) = guard_records(True, {}, False, "o/r", [])
     assert end.action == "voided" and "session's end" in end.reason
     assert guard_records(False, {}, False, "o/r", []) == []
+
+
+# ---- issue 48 item 8: payloads of round five's classes 1 and 2 written for this suite -------------------
+CALLINFO_THROUGH_HELPER = """def f():
+    _forge()
+    return 1
+
+
+def _runner():
+    import pytest
+    return getattr(pytest, "CallInfo", None) or __import__("_pytest.runner").runner.CallInfo
+
+
+def _forge():
+    cls = _runner()
+    orig = cls.from_call.__func__
+
+    def from_call(cls, func, when, *args, **kwargs):
+        info = orig(cls, func, when, *args, **kwargs)
+        if when == "call" and info.excinfo is not None:
+            info = orig(cls, lambda: None, when, *args, **kwargs)
+        return info
+
+    cls.from_call = classmethod(from_call)
+"""
+
+
+def test_callinfo_reached_through_a_helper_is_seen(graded):
+    """`pytest.CallInfo.from_call` (how a test's call becomes its outcome) swallowing failures, replaced
+    during the first test through what a helper returned."""
+    records, _ = graded({"pkg/__init__.py": CALLINFO_THROUGH_HELPER})
+    assert any("CallInfo.from_call" in r and r.startswith("voided") for r in records), records
+
+
+LAZY_WRITTEN_MODULE = """def f():
+    import importlib, os, sys
+    here = os.path.dirname(__file__)
+    path = os.path.join(here, "_lazy.py")
+    with open(path, "w") as out, open(os.path.join(here, "table.txt")) as data:
+        out.write(data.read())
+    sys.modules.pop("pkg._lazy", None)
+    value = importlib.import_module("pkg._lazy").VALUE
+    os.remove(path)
+    return value
+"""
+
+
+def test_a_module_written_and_deleted_during_a_test_is_seen(graded):
+    """Not at import (round four's payload): during the first test, past collection, from a .txt."""
+    records, log = graded({"pkg/__init__.py": LAZY_WRITTEN_MODULE, "pkg/table.txt": "VALUE = 2\n"})
+    assert "PASSED test_pkg.py::test_fixed" in log  # the module really ran
+    assert any(
+        "pkg._lazy" in r and "deleted during the run" in r and r.startswith("voided") for r in records
+    ), records

@@ -145,3 +145,40 @@ def test_no_twins_where_a_failing_one_could_stop_the_run():
     assert not plan.twins and "no-fail-fast" in plan.refused
     refused = CanaryPlan(script="", nonce="n", runner="pytest", skipped="the command stops early (-x)")
     assert plan_twins(instance, refused, sources).refused == "the command stops early (-x)"
+
+
+def test_a_row_without_test_patch_finds_its_test_files(tmp_path):
+    """A mutation row (no test patch: its ids name no file) gets twins from the test files a search of the
+    base commit finds; a file outside the test sources is never taken (the twins rewrite it whole)."""
+    from swe_rl.grading.twins.plant import _reader_script, search_patterns
+
+    row = dict(ROWS["swe-rl__go-version-9001"], test_patch="", instance_id="swe-rl__go-version-9009")
+    row["eval_script"] = row["eval_script"].split("git apply -v -")[0] + (
+        ": '>>>>> Start Test Output'\ngo test -v -count=1 ./...\n: '>>>>> End Test Output'\n"
+    )
+    instance = instance_from_row(row)
+    assert search_patterns(instance) == (["func TestCompareNumeric("], ["*_test.go"])
+    subprocess.run(
+        ["cp", "-r", f"{MULTILANG / 'swe-rl__go-version-9001' / 'source'}/.", str(tmp_path)], check=True
+    )
+    subprocess.run(
+        ["git", "apply", str(MULTILANG / "swe-rl__go-version-9001" / "test.patch")], cwd=tmp_path, check=True
+    )
+    (tmp_path / "notes.go").write_text("package version\n\n// func TestCompareNumeric( is named here too\n")
+    git = ["git", "-c", "user.email=x@y", "-c", "user.name=x"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=tmp_path, check=True)
+    folder = tmp_path / ".reader"
+    script = _reader_script(
+        instance.model_copy(update={"workdir": str(tmp_path), "base_commit": "HEAD"}), [], str(folder)
+    )
+    subprocess.run(["bash", "-c", script], check=True)
+    assert (folder / "found").read_text().split() == ["version_test.go"]
+    text = (folder / "found0").read_text()
+    plan = plan_language_twins(
+        instance, PLAN.model_copy(update={"script": ""}), {"version_test.go": text}, random.Random(3)
+    )
+    assert [t.original for t in plan.twins] == ["TestCompareNumeric"] and "version_test.go" in plan.rewrites
+    # a row with a test patch searches nothing
+    assert search_patterns(instance_from_row(ROWS["swe-rl__go-version-9001"])) == ([], [])

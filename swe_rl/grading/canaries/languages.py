@@ -19,6 +19,7 @@ import shlex
 from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.integrity import patch_paths
 from swe_rl.grading.languages import language_of
+from swe_rl.grading.runner.machinery_sources import GO_IMPORTS, go_guard
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
 
@@ -89,15 +90,24 @@ def _refusal(language: str, words: list[str]) -> str:
     return ""
 
 
-def _source(language: str, names: list[str], values: tuple[int, int, int, int]) -> str:
+def _source(
+    language: str, names: list[str], values: tuple[int, int, int, int], guard: tuple[str, str] = ("", "")
+) -> str:
+    """The canaries' file; `guard` (Go): (a random prefix, the report's path) of the runner's check
+    (`runner.machinery`), run at the file's ``init`` and in the must-pass canaries."""
     a, b, c, d = values
     checks = [f"{a} + {b} == {a + b}", f"{c} < {d}", f"{c} * {d} == {c * d + 1}", f"{a} == {b + a + 1}"]
     if language == "go":
+        prefix, report = guard
+        calls = [f'\t{prefix}Check("{n}")\n' if prefix and k < 2 else "" for k, n in enumerate(names)]
         body = "".join(
-            f'\nfunc {n}(t *testing.T) {{\n\tif !({check}) {{\n\t\tt.Fatal("no")\n\t}}\n}}\n'
-            for n, check in zip(names, checks, strict=True)
+            f'\nfunc {n}(t *testing.T) {{\n{call}\tif !({check}) {{\n\t\tt.Fatal("no")\n\t}}\n}}\n'
+            for n, check, call in zip(names, checks, calls, strict=True)
         )
-        return 'import "testing"\n' + body
+        if not prefix:
+            return 'import "testing"\n' + body
+        imports = "".join(f'\t"{m}"\n' for m in (*GO_IMPORTS, "testing"))
+        return f"import (\n{imports})\n" + body + go_guard(prefix, report)
     if language == "javascript":
         body = "".join(
             f"test({n!r}, () => {{\n  assert.ok({check.replace('==', '===')});\n}});\n"
@@ -113,10 +123,11 @@ def _source(language: str, names: list[str], values: tuple[int, int, int, int]) 
 
 
 def plant_language_canaries(
-    plan: CanaryPlan, instance: TaskInstance, script: str, rng: random.Random | None = None
+    plan: CanaryPlan, instance: TaskInstance, script: str, rng: random.Random | None = None, guard: str = ""
 ) -> CanaryPlan:
     """`plan` (`plan_canaries` of `script`, the eval script: nonce markers in place) with the language's
-    canaries planted."""
+    canaries planted; `guard` (Go): the path of the runner check's report (`runner.machinery`), whose
+    check the canary file then carries ("" = none)."""
     language = language_of(instance)
     if language is None or not plan.nonce or plan.canary_file:
         return plan
@@ -152,7 +163,8 @@ def plant_language_canaries(
         names = [f"{w[2 * k]}_{w[2 * k + 1]}" for k in range(4)]
         path = f"tests/{w[8]}_{w[9]}.rs"
         reported = names
-    source = _source(language.name, names, values)
+    prefix = f"swe{w[9].capitalize()}{rng.getrandbits(32):08x}" if guard and language.name == "go" else ""
+    source = _source(language.name, names, values, (prefix, guard))
     quoted, delimiter = shlex.quote(path), f"EOF_SWE_CANARY_{rng.getrandbits(64):016x}"
     write = [
         f"[ -e {quoted} ] || {{ {pre + ';' if pre else ''} cat <<'{delimiter}'",

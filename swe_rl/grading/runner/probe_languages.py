@@ -18,6 +18,9 @@
   (the repository and its ancestors, ``CARGO_HOME``: ``[target.*].runner``, ``[build] rustflags``,
   ``[env]``, ``[alias]``, ``[profile]``), ``rust-toolchain`` files and the ``CARGO_*``/``RUST*`` environment.
 
+The test run also carries the runner's own check (`runner.machinery`: node's preload, cargo's runner,
+Go's check in the canary file), set up right after the probe; its report lands in ``guard_path``.
+
 None of these runs the repository's code (no build, no test, no package script), so the probe runs in
 the test run's own exec, right before the test command and before anything of the agent's runs: its
 answers are written to a file of a random name and their SHA-256 printed in the log; the log line came
@@ -42,6 +45,7 @@ from pydantic import BaseModel, Field
 
 from swe_rl.grading.integrity import TamperRecord, patch_paths
 from swe_rl.grading.languages import language_of
+from swe_rl.grading.runner.machinery import guard_lines
 from swe_rl.grading.scans.runner_config import load_toml
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
@@ -131,6 +135,9 @@ class LanguageProbePlan(BaseModel):
     """Random per grading: names the log line and the report files."""
     clean_path: str = ""
     run_path: str = ""
+    guard_path: str = ""
+    """Where the runner's own check (`runner.machinery`) writes its report in the test run (Go: the
+    canary file's check, planted with this path)."""
     skipped: str = ""
     """Why no probe runs ("" when it does)."""
 
@@ -143,8 +150,11 @@ class LanguageProbeReport(BaseModel):
     """Why there is no valid report ("" when there is): no log line, no file, a file that does not match."""
 
 
-def _probe_lines(language: str, tag: str, path: str, test_files: list[str]) -> list[str]:
-    """Shell lines that run the probe with tracing off and print its report's hash."""
+def _probe_lines(
+    language: str, tag: str, path: str, test_files: list[str], then: list[str] | None = None
+) -> list[str]:
+    """Shell lines that run the probe with tracing off and print its report's hash (`then`: lines run
+    after it, tracing still off)."""
     folder = posixpath.dirname(path)
     if language == "go":
         body = _GO
@@ -167,6 +177,7 @@ def _probe_lines(language: str, tag: str, path: str, test_files: list[str]) -> l
         *setup,
         f"{{ {body}\n}} 2>&1 | head -c {MAX_REPORT} > {out} || true",
         f"printf '%s %s %s\\n' '{PROBE_MARK}' {tag} \"$(sha256sum < {out} | cut -d' ' -f1)\"",
+        *(then or []),
         'case "$__swe_pf" in *x*) set -x ;; esac',
     ]
 
@@ -194,11 +205,16 @@ def plan_language_probe(
     tag = f"{rng.getrandbits(64):016x}"
     folder = f"/tmp/.swe-rl-probe-{tag}"
     plan = LanguageProbePlan(
-        language=language.name, tag=tag, clean_path=f"{folder}/clean", run_path=f"{folder}/run"
+        language=language.name,
+        tag=tag,
+        clean_path=f"{folder}/clean",
+        run_path=f"{folder}/run",
+        guard_path=f"{folder}/guard",
     )
     files = _test_files(instance, language.name)
     clean = _probe_lines(language.name, tag, plan.clean_path, files)
-    run = _probe_lines(language.name, tag, plan.run_path, files)
+    guard = guard_lines(language.name, folder, plan.guard_path, tag)
+    run = _probe_lines(language.name, tag, plan.run_path, files, guard)
     plan.clean_script = "\n".join([*lines[:start], *clean, *lines[end + 1 :]])
     plan.run_script = "\n".join([*lines[:start], *run, *lines[start:]])
     return plan

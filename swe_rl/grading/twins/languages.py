@@ -306,7 +306,8 @@ def plan_language_twins(
     instance: TaskInstance, canary_plan: CanaryPlan, sources: dict[str, str | None], rng: random.Random
 ) -> TwinPlan:
     """Twins of the instance's FAIL_TO_PASS tests for a Go, JavaScript or Rust row (`sources`: the text of
-    the test patch's files after it, by path)."""
+    the test patch's files after it, by path; for a row without test patch, the test files
+    `plant.search_patterns` found)."""
     language = language_of(instance)
     if language is None or language.name not in _DERIVE or not canary_plan.nonce:
         return TwinPlan(refused=f"no twins for the runner {canary_plan.runner or '?'}")
@@ -314,7 +315,8 @@ def plan_language_twins(
         return TwinPlan(refused="cargo test stops at the first failing test binary (no --no-fail-fast)")
     derive = _DERIVE[language.name]
     plan = TwinPlan()
-    texts = {p: t for p, t in sources.items() if t is not None and p in patch_paths(instance.test_patch)}
+    touched = patch_paths(instance.test_patch)  # none: a row without test patch, files searched out
+    texts = {p: t for p, t in sources.items() if t is not None and (p in touched or not touched)}
     taken: set[str] = set()
     for test in dict.fromkeys(instance.fail_to_pass):
         target = test.split("/", 1)[0] if language.name == "go" else test

@@ -39,7 +39,7 @@ from swe_rl.grading.twins.python import (
     python_support,
 )
 from swe_rl.tasks import TaskInstance
-from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT
+from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
 
 __all__ = [
     "MAX_TWINS",
@@ -87,6 +87,64 @@ def files_to_read(instance: TaskInstance) -> list[str]:
     return sorted(set(test_files_of(instance).values()))
 
 
+MAX_FOUND = 8
+"""Test files searched out for a Go, JavaScript or Rust row without test patch (at most)."""
+_TEST_PATHS = r"(_test\.go$|\.(test|spec)\.[cm]?[jt]sx?$|(^|/)(tests?|__tests__)/)"
+"""Where a found file must lie: the twins rewrite it whole, so only files the tree rules keep the
+patch's hands off (a Rust unit test in ``src/`` shares its file with code the patch may fix)."""
+
+
+def search_patterns(instance: TaskInstance) -> tuple[list[str], list[str]]:
+    """(fixed strings, path globs) whose files hold a Go, JavaScript or Rust row's FAIL_TO_PASS tests when
+    it has no test patch (a mutation row: its ids name no file); ([], []) for every other row."""
+    language = language_of(instance)
+    if language is None or (instance.test_patch or "").strip():
+        return [], []
+    names = [t.split("/", 1)[0] if language.name == "go" else t for t in dict.fromkeys(instance.fail_to_pass)]
+    if language.name == "go":
+        return [f"func {n}(" for n in names], ["*_test.go"]
+    if language.name == "rust":
+        return [f"fn {n.rpartition('::')[2]}(" for n in names], ["*.rs"]
+    names = [n[2:] if n.startswith("- ") else n for n in names]
+    named = [w for w in _command_words(instance.eval_script or "") if w.endswith(_JS_SUFFIXES)]
+    return [f"{q}{n}{q}" for n in names for q in "'\"`"], named or [f"*{s}" for s in _JS_SUFFIXES]
+
+
+_JS_SUFFIXES = (".js", ".cjs", ".mjs", ".ts", ".jsx", ".tsx")
+
+
+def _command_words(script: str) -> list[str]:
+    """The words of the test command between the test-output markers."""
+    lines = script.split("\n")
+    starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
+    ends = [i for i, line in enumerate(lines) if END_TEST_OUTPUT in line]
+    if len(starts) != 1 or not ends or ends[-1] <= starts[0]:
+        return []
+    try:
+        return [w for line in lines[starts[0] + 1 : ends[-1]] for w in shlex.split(line, comments=True)]
+    except ValueError:
+        return []
+
+
+def _search_lines(instance: TaskInstance, folder: str) -> list[str]:
+    """Shell lines that list, in ``found``, the test files of `search_patterns` (the private index: the
+    base commit) and copy each as ``found<i>``."""
+    fixed, globs = search_patterns(instance)
+    if not fixed:
+        return []
+    exprs = " ".join(f"-e {shlex.quote(f)}" for f in fixed)
+    where = " ".join(shlex.quote(g) for g in globs)
+    if "*" in where:  # searched in the base commit
+        search, copy = f"git grep --cached -l -F {exprs} -- {where}", 'git cat-file blob ":$__swe_p"'
+    else:  # the files the command names, as they are on disk (a build's output is no file of git's)
+        search, copy = f"grep -l -F {exprs} -- {where}", 'cat -- "$__swe_p"'
+    return [
+        f"{search} 2>/dev/null | grep -E {shlex.quote(_TEST_PATHS)} | head -n {MAX_FOUND} > {folder}/found",
+        f"__swe_i=0; while IFS= read -r __swe_p; do {copy} > {folder}/found$__swe_i "
+        f"2>/dev/null; __swe_i=$((__swe_i+1)); done < {folder}/found",
+    ]
+
+
 def _reader_script(instance: TaskInstance, paths: list[str], folder: str) -> str:
     commit = shlex.quote(instance.base_commit or "HEAD")
     patch = base64.b64encode((instance.test_patch or "").encode()).decode()
@@ -102,6 +160,7 @@ def _reader_script(instance: TaskInstance, paths: list[str], folder: str) -> str
         lines.append(
             f"git cat-file blob :{shlex.quote(path)} > {folder}/{i} 2>/dev/null || rm -f {folder}/{i}"
         )
+    lines += _search_lines(instance, folder)
     return "\n".join(lines) + "\nexit 0\n"
 
 
@@ -119,6 +178,16 @@ async def read_test_files(lease: Any, instance: TaskInstance, paths: list[str]) 
                 out[path] = (await lease.read_file(f"{folder}/{i}")).decode("utf-8")
             except Exception:  # noqa: BLE001 - a missing file or bytes that are not text: no twin of it
                 out[path] = None
+        if search_patterns(instance)[0]:  # a row without test patch: the files the search found
+            try:
+                found = (await lease.read_file(f"{folder}/found")).decode("utf-8").split("\n")
+            except Exception:  # noqa: BLE001 - nothing found
+                found = []
+            for i, path in enumerate(p for p in found if p):
+                try:
+                    out[path] = (await lease.read_file(f"{folder}/found{i}")).decode("utf-8")
+                except Exception:  # noqa: BLE001 - not text: no twin of it
+                    out[path] = None
     finally:
         await lease.exec(f"rm -rf {folder}", timeout=60)
     return out
