@@ -31,13 +31,14 @@ import statistics
 import time
 from pathlib import Path
 
-from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.local import LocalFleet
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.grading.patch.canonical import canonicalise
+from swe_rl.grading.timing import recording, stage, tick
 from swe_rl.tasks import TaskInstance, load_instances
 from swe_rl.tasks.networks import network_for
 
@@ -70,11 +71,33 @@ async def stage_one(client: EnvClient, instance: TaskInstance, patch: str) -> fl
         return time.monotonic() - started
 
 
-async def timed(grader: FleetGrader, instance: TaskInstance, patch: str) -> float:
+def count_round_trips() -> None:
+    """Every container call a lease makes, counted and timed per operation in the grading's clock."""
+    call = Lease._call
+
+    async def counted(self: Lease, op: str, body: dict, timeout: float, retry: object) -> dict:  # type: ignore[type-arg]
+        tick("round trips")
+        with stage(f"  {op} calls"):
+            return await call(self, op, body, timeout, retry)  # type: ignore[arg-type]
+
+    Lease._call = counted  # type: ignore[method-assign,assignment]
+
+
+async def timed(
+    grader: FleetGrader,
+    instance: TaskInstance,
+    patch: str,
+    stages: dict[str, list[dict[str, float]]],
+    mode: str,
+) -> float:
     started = time.monotonic()
-    result = await grader.grade(instance, patch)
+    with recording() as clock:
+        result = await grader.grade(instance, patch)
     assert result.status.value in ("resolved", "unresolved"), result.message
-    return time.monotonic() - started
+    elapsed = time.monotonic() - started
+    clock["total"] = elapsed
+    stages.setdefault(mode, []).append(clock)
+    return elapsed
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -98,6 +121,8 @@ async def main_async(args: argparse.Namespace) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     instances = load(args.instances)
     rows = []
+    stages: dict[str, list[dict[str, float]]] = {}
+    count_round_trips()
     networks = list(dict.fromkeys(n for i in instances if isinstance(n := network_for(i, None), str)))
     with LocalFleet(  # with the networks rows name (a fixture that needs one: swe-rl-internal)
         exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}, networks=networks
@@ -123,7 +148,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     times: dict[str, list[float]] = {m: [] for m in (*modes, "stage 1")}
                     for r in range(args.rounds):
                         for mode in modes if r % 2 == 0 else modes[::-1]:
-                            times[mode].append(await timed(graders[mode], instance, patch))
+                            times[mode].append(await timed(graders[mode], instance, patch, stages, mode))
                         if args.stage_one:
                             times["stage 1"].append(await stage_one(client, instance, patch))
                     rows.append((instance.instance_id, label, times))
@@ -131,7 +156,25 @@ async def main_async(args: argparse.Namespace) -> None:
                         f"  {instance.instance_id} {label}: " + ", ".join(f"{m} {times[m]}" for m in modes),
                         flush=True,
                     )
+    breakdown(stages)
     report(rows, args.rounds)
+
+
+def breakdown(stages: dict[str, list[dict[str, float]]]) -> None:
+    """Per mode, each stage's median seconds over every grading (0 where a grading had no such stage);
+    `other` = the grading's time outside every stage (the lease: container start and removal, verdicts)."""
+    print("\nper-stage breakdown (median over gradings, seconds; indented: container calls by operation)")
+    for mode, clocks in stages.items():
+        names = list(dict.fromkeys(n for c in clocks for n in c if n not in ("total", "round trips")))
+        top = [n for n in names if not n.startswith(" ")]
+        print(
+            f"  {mode}: total {statistics.median(c['total'] for c in clocks):.2f} s, round trips "
+            f"{statistics.median(c.get('round trips', 0) for c in clocks):.0f}"
+        )
+        for name in names:
+            print(f"    {name:38} {statistics.median(c.get(name, 0.0) for c in clocks):6.2f}")
+        other = statistics.median(c["total"] - sum(c.get(n, 0.0) for n in top) for c in clocks)
+        print(f"    {'other (lease, container, verdicts)':38} {other:6.2f}")
 
 
 def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> None:

@@ -66,6 +66,7 @@ from swe_rl.grading.scans.run_writes import (
     written_sources_wanted,
 )
 from swe_rl.grading.scans.tree import TreeVerdict, judge_tree
+from swe_rl.grading.timing import stage
 from swe_rl.grading.twins.plant import (
     TwinPlan,
     check_twins,
@@ -224,7 +225,8 @@ async def _run_stages(
 ) -> IntegrityStages:
     test_dirs = sorted({posixpath.dirname(p) for p in patch_paths(instance.test_patch)} - {""})
     try:
-        canon = await canonicalise(lease, patch, extra_roots=test_dirs)
+        with stage("canonical patch"):
+            canon = await canonicalise(lease, patch, extra_roots=test_dirs)
     except ValueError as exc:
         raise CanonicalPatchFailed(str(exc)) from None
     if not canon.applied:  # the work tree is untouched: the official run can use this container
@@ -232,32 +234,44 @@ async def _run_stages(
         if config.integrity.official_verdict:
             official = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
         return IntegrityStages(canonical=canon, official_run=official)
-    tree = judge_tree(canon, instance, script, config.integrity)
-    capabilities = scan_changes(tree.sources, config.integrity.capabilities)
-    probe_plan, clean = await _probe_clean_tree(lease, script, config)
+    with stage("tree + capability scans"):
+        tree = judge_tree(canon, instance, script, config.integrity)
+        capabilities = scan_changes(tree.sources, config.integrity.capabilities)
+    with stage("clean-tree probe"):
+        probe_plan, clean = await _probe_clean_tree(lease, script, config)
     run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
-    language_plan, language_clean = await _probe_clean_language(lease, instance, script, config)
+    with stage("clean-tree probe"):
+        language_plan, language_clean = await _probe_clean_language(lease, instance, script, config)
     if language_plan is not None:  # Go, JavaScript, Rust: the probe runs right before the test command
         run_script = language_plan.run_script
     plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script)  # Go, JS, Rust
     twins = TwinPlan(refused="twins are off")
     if config.integrity.twins and plan.nonce:
-        sources = await read_test_files(lease, instance, files_to_read(instance))
-        twins = plan_twins(instance, plan, sources)
-        plan = plant_twins(plan, twins)
+        with stage("twins: read tests"):
+            sources = await read_test_files(lease, instance, files_to_read(instance))
+        with stage("twins: plan"):
+            twins = plan_twins(instance, plan, sources)
+            plan = plant_twins(plan, twins)
     writes = WritesPlan(script=plan.script, skipped="off")
     if config.integrity.run_writes:
         writes = plan_writes(plan.script, instance.workdir, python=language_of(instance) is None)
-    run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
+    with stage("test run"):
+        run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     if not writes.skipped:
         grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
-        stages.written = await _judge_writes(lease, instance, writes, run, tree, grader, config)
+        with stage("run writes"):
+            stages.written = await _judge_writes(lease, instance, writes, run, tree, grader, config)
     if probe_plan is not None and clean is not None:
-        stages.probe = (clean, await _probe_report(lease, probe_plan))
-        stages.written = [*(stages.written or []), *_judge_imports(instance, stages.probe[1], tree, config)]
+        with stage("probe report + imports"):
+            stages.probe = (clean, await _probe_report(lease, probe_plan))
+            stages.written = [
+                *(stages.written or []),
+                *_judge_imports(instance, stages.probe[1], tree, config),
+            ]
     if language_plan is not None and language_clean is not None:
-        patched = await _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
+        with stage("probe report + imports"):
+            patched = await _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
         stages.language_probe = (language_plan.language, language_clean, patched)
     return stages
 
@@ -343,9 +357,10 @@ async def _integrity_result(
         official = official_from(_judge(instance, patch, run, log_grader, False), "same_run")
     elif config.integrity.official_verdict:
         plain = config.model_copy(update={"integrity": config.integrity.model_copy(update={"enable": False})})
-        official = official_from(
-            await grade_patch(client, plain, log_grader, instance, patch), "full_patch_run"
-        )
+        with stage("official verdict: second container"):
+            official = official_from(
+                await grade_patch(client, plain, log_grader, instance, patch), "full_patch_run"
+            )
     else:
         official = OfficialVerdict(
             status="unknown", resolved=False, message="official run disabled", source="not_run"
@@ -393,13 +408,15 @@ async def grade_patch(
             network=network,
             expected=0,
         ) as lease:  # nothing follows a grading lease: warm nothing
-            await set_up_task(lease, instance, commit=False)  # a shared per-repo image: the task's bug
-            if config.record_baseline:
-                await record_baseline(lease)
+            with stage("set-up + baseline"):
+                await set_up_task(lease, instance, commit=False)  # a shared per-repo image: the task's bug
+                if config.record_baseline:
+                    await record_baseline(lease)
             if integrity:
                 stages = await _run_stages(lease, instance, patch, script, config)
             else:  # the official walk: the script as swebench 5.x runs it (exit status recorded)
-                run = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
+                with stage("test run"):
+                    run = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
     except (FleetError, CanonicalPatchFailed, TaskSetupFailed) as exc:
         log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
         if empty:
