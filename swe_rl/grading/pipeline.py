@@ -36,14 +36,13 @@ from swe_rl.grading.integrity import OfficialVerdict, TamperRecord, TamperReport
 from swe_rl.grading.languages import contradiction_records, language_of, section_statuses
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.patch.baseline import record_baseline
-from swe_rl.grading.patch.canonical import CanonicalPatch, canonicalise
+from swe_rl.grading.patch.canonical import CanonicalPatch
+from swe_rl.grading.prerun import read_clean_tree
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.runner.guard import imported_records
 from swe_rl.grading.runner.probe import (
     ProbePlan,
     ProbeReport,
-    plan_probe,
-    probe_names,
     probe_records,
     read_probe_report,
 )
@@ -51,7 +50,6 @@ from swe_rl.grading.runner.probe_languages import (
     LanguageProbePlan,
     LanguageProbeReport,
     language_probe_records,
-    plan_language_probe,
     read_language_probe,
 )
 from swe_rl.grading.scans.capabilities import CapabilityReport, scan_changes
@@ -70,10 +68,8 @@ from swe_rl.grading.timing import stage
 from swe_rl.grading.twins.plant import (
     TwinPlan,
     check_twins,
-    files_to_read,
     plan_twins,
     plant_twins,
-    read_test_files,
     without_twins,
 )
 from swe_rl.grading.verdict.decide import canary_records, capability_records, integrity_verdict, official_from
@@ -87,6 +83,8 @@ __all__ = ["IntegrityStages", "grade_patch"]
 log = logging.getLogger(__name__)
 
 MAX_APPLY_OUTPUT = 16 << 10
+READS_AT_ONCE = 8
+"""Container calls in flight at once reading back what the run wrote (up to `MAX_WRITTEN` files)."""
 
 
 class CanonicalPatchFailed(RuntimeError):
@@ -123,21 +121,6 @@ async def _probe_report(lease: Lease, plan: ProbePlan) -> ProbeReport:
     return read_probe_report(text, plan)
 
 
-async def _probe_clean_tree(
-    lease: Lease, script: str, config: GraderConfig
-) -> tuple[ProbePlan | None, ProbeReport | None]:
-    """The runner's configuration on the clean tree (collect-only, before the agent's patch is applied),
-    and the probe plan of the test run; (None, None) when the probe is off or the runner is not pytest."""
-    if not config.integrity.runner_probe:
-        return None, None
-    names = probe_names()
-    clean_plan = plan_probe(script, names, collect_only=True)
-    if clean_plan.skipped:
-        return None, None
-    await lease.evaluate("", clean_plan.script, timeout=config.eval_timeout)
-    return plan_probe(script, names, collect_only=False), await _probe_report(lease, clean_plan)
-
-
 async def _language_report(lease: Lease, plan: LanguageProbePlan, path: str, log: str) -> LanguageProbeReport:
     """The toolchain's answers in `path`, checked against the hash the exec printed in `log`."""
     try:
@@ -145,20 +128,6 @@ async def _language_report(lease: Lease, plan: LanguageProbePlan, path: str, log
     except FileNotFound:
         text = None
     return read_language_probe(log, text, plan)
-
-
-async def _probe_clean_language(
-    lease: Lease, instance: TaskInstance, script: str, config: GraderConfig
-) -> tuple[LanguageProbePlan | None, LanguageProbeReport | None]:
-    """Go, JavaScript, Rust: the toolchain's answers on the clean tree (an exec of the eval script with the
-    probe and without the tests), and the plan of the test run; (None, None) when off or another row."""
-    if not config.integrity.runner_probe:
-        return None, None
-    plan = plan_language_probe(instance, script)
-    if plan.skipped:
-        return None, None
-    run = await lease.evaluate("", plan.clean_script, timeout=config.eval_timeout)
-    return plan, await _language_report(lease, plan, plan.clean_path, run.test_log or "")
 
 
 async def _judge_writes(
@@ -181,20 +150,27 @@ async def _judge_writes(
     wanted = written_sources_wanted(written, instance.workdir, grader)
     patched = {s.path: s.after for s in tree.sources}
     root = instance.workdir.rstrip("/") + "/"
-    files: dict[str, tuple[bytes | None, bytes | None]] = {}
-    for path in wanted:
+
+    calls = asyncio.Semaphore(READS_AT_ONCE)
+
+    async def versions(path: str) -> tuple[bytes | None, bytes | None]:
+        async with calls:
+            return await _versions(path)
+
+    async def _versions(path: str) -> tuple[bytes | None, bytes | None]:
         try:
             after: bytes | None = await lease.read_file(path)
         except FileNotFound:
             after = None
-        before: bytes | None = None
         rel = path[len(root) :] if path.startswith(root) else ""
         if rel and patched.get(rel) is not None:
-            before = (patched[rel] or "").encode()
-        elif rel:
+            return (patched[rel] or "").encode(), after
+        if rel:
             shown = await lease.exec(f"git show HEAD:{shlex.quote(rel)}", timeout=60, separate_stderr=True)
-            before = shown.output.encode() if shown.returncode == 0 else None
-        files[path] = (before, after)
+            return (shown.output.encode() if shown.returncode == 0 else None), after
+        return None, after
+
+    files = dict(zip(wanted, await asyncio.gather(*map(versions, wanted)), strict=True))
     unread = len([p for p in written.paths if p not in wanted]) if len(wanted) >= MAX_WRITTEN else 0
     return written_records(instance.workdir, files, config.integrity.capabilities, unread)
 
@@ -225,10 +201,11 @@ async def _run_stages(
 ) -> IntegrityStages:
     test_dirs = sorted({posixpath.dirname(p) for p in patch_paths(instance.test_patch)} - {""})
     try:
-        with stage("canonical patch"):
-            canon = await canonicalise(lease, patch, extra_roots=test_dirs)
+        with stage("canonical patch + clean tree"):
+            clean_tree = await read_clean_tree(lease, instance, patch, script, config, test_dirs)
     except ValueError as exc:
         raise CanonicalPatchFailed(str(exc)) from None
+    canon = clean_tree.canonical
     if not canon.applied:  # the work tree is untouched: the official run can use this container
         official = None
         if config.integrity.official_verdict:
@@ -237,20 +214,16 @@ async def _run_stages(
     with stage("tree + capability scans"):
         tree = judge_tree(canon, instance, script, config.integrity)
         capabilities = scan_changes(tree.sources, config.integrity.capabilities)
-    with stage("clean-tree probe"):
-        probe_plan, clean = await _probe_clean_tree(lease, script, config)
+    probe_plan, clean = clean_tree.probe_plan, clean_tree.clean
     run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
-    with stage("clean-tree probe"):
-        language_plan, language_clean = await _probe_clean_language(lease, instance, script, config)
+    language_plan, language_clean = clean_tree.language_plan, clean_tree.language_clean
     if language_plan is not None:  # Go, JavaScript, Rust: the probe runs right before the test command
         run_script = language_plan.run_script
     plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script)  # Go, JS, Rust
     twins = TwinPlan(refused="twins are off")
     if config.integrity.twins and plan.nonce:
-        with stage("twins: read tests"):
-            sources = await read_test_files(lease, instance, files_to_read(instance))
         with stage("twins: plan"):
-            twins = plan_twins(instance, plan, sources)
+            twins = plan_twins(instance, plan, clean_tree.sources)
             plan = plant_twins(plan, twins)
     writes = WritesPlan(script=plan.script, skipped="off")
     if config.integrity.run_writes:
@@ -258,22 +231,28 @@ async def _run_stages(
     with stage("test run"):
         run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
-    if not writes.skipped:
-        grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
-        with stage("run writes"):
-            stages.written = await _judge_writes(lease, instance, writes, run, tree, grader, config)
-    if probe_plan is not None and clean is not None:
-        with stage("probe report + imports"):
-            stages.probe = (clean, await _probe_report(lease, probe_plan))
-            stages.written = [
-                *(stages.written or []),
-                *_judge_imports(instance, stages.probe[1], tree, config),
-            ]
-    if language_plan is not None and language_clean is not None:
-        with stage("probe report + imports"):
-            patched = await _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
-        stages.language_probe = (language_plan.language, language_clean, patched)
+    grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
+    with stage("after the run: writes, probe reports"):  # independent reads: side by side
+        written, patched, language = await asyncio.gather(
+            _judge_writes(lease, instance, writes, run, tree, grader, config)
+            if not writes.skipped
+            else _none(),
+            _probe_report(lease, probe_plan) if probe_plan is not None and clean is not None else _none(),
+            _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
+            if language_plan is not None and language_clean is not None
+            else _none(),
+        )
+    stages.written = written
+    if patched is not None and clean is not None:
+        stages.probe = (clean, patched)
+        stages.written = [*(written or []), *_judge_imports(instance, patched, tree, config)]
+    if language is not None and language_plan is not None and language_clean is not None:
+        stages.language_probe = (language_plan.language, language_clean, language)
     return stages
+
+
+async def _none() -> None:
+    return None
 
 
 def _judge(
