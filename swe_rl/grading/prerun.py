@@ -16,14 +16,22 @@ as it ran on its own, in the same order, on the same clean tree:
 
 Nothing of the agent's runs before or during this call: the patch is only applied to a private index.
 Output the fleet truncated (head and tail kept) is never parsed: the calls are made again one by one.
+
+The clean tree's answers (the test files, the probe's report) depend on the task alone — its image, its
+eval script, which stages are on — never on the patch: RL grades a group of patches per task, so the
+first grading's answers are kept (`CLEAN_CACHE` tasks, in this process) and the later ones ask only for
+the canonical patch. Their probe runs under the same random names as the kept clean run (no patch sees
+either); only a complete answer is kept (a valid report, every file read), so a failure is asked again.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
 import shlex
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 
 from swe_rl.fleet.client import Lease
 from swe_rl.fleet.errors import FileNotFound
@@ -49,6 +57,8 @@ __all__ = ["CleanTree", "read_clean_tree"]
 
 MAX_OUTPUT = 16 << 20
 """The exec's output kept (the fleet's evaluation cap): past it the calls are made one by one."""
+CLEAN_CACHE = 256
+"""Tasks whose clean-tree answers this process keeps (least recently used dropped first)."""
 
 
 @dataclass
@@ -66,6 +76,52 @@ class CleanTree:
     language_clean: LanguageProbeReport | None = None
     calls: int = 0
     """Container calls made (the bench's breakdown)."""
+    cached: bool = False
+    """The clean tree's answers were this task's kept ones (no reader, no clean probe ran)."""
+
+
+@dataclass
+class _Kept:
+    """One task's clean-tree answers and the names its probe ran under."""
+
+    names: tuple[str, str] | None
+    sources: dict[str, str | None]
+    clean: ProbeReport | None
+    language_plan: LanguageProbePlan | None
+    language_clean: LanguageProbeReport | None
+
+
+_kept: OrderedDict[str, _Kept] = OrderedDict()
+
+
+def _task_key(instance: TaskInstance, script: str, config: GraderConfig) -> str:
+    parts = (
+        instance.image,
+        instance.instance_id,
+        config.integrity.twins,
+        config.integrity.runner_probe,
+        script,
+    )
+    return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _keep(key: str, names: tuple[str, str] | None, got: CleanTree) -> None:
+    complete = (
+        got.canonical.applied
+        and all(text is not None for text in got.sources.values())
+        and (got.clean is None or not got.clean.error)
+        and (got.language_clean is None or not got.language_clean.error)
+    )
+    if complete:
+        _kept[key] = _Kept(names, dict(got.sources), got.clean, got.language_plan, got.language_clean)
+        _kept.move_to_end(key)
+        while len(_kept) > CLEAN_CACHE:
+            _kept.popitem(last=False)
+
+
+def forget_clean_trees() -> None:
+    """Drop every kept answer (tests; an image rebuilt under the same name)."""
+    _kept.clear()
 
 
 @dataclass
@@ -73,6 +129,8 @@ class _Plans:
     paths: list[str]
     python: tuple[ProbePlan, ProbePlan] | None  # (clean, run)
     language: LanguageProbePlan | None
+    names: tuple[str, str] | None = None
+    """The pytest probe's (module, folder), shared by its clean and patched runs."""
 
     @property
     def clean_script(self) -> str:
@@ -87,19 +145,21 @@ class _Plans:
         return self.language.clean_path if self.language is not None else ""
 
 
-def _plans(instance: TaskInstance, script: str, config: GraderConfig) -> _Plans:
+def _plans(
+    instance: TaskInstance, script: str, config: GraderConfig, names: tuple[str, str] | None = None
+) -> _Plans:
     paths = files_to_read(instance) if config.integrity.twins else []
     python: tuple[ProbePlan, ProbePlan] | None = None
     language: LanguageProbePlan | None = None
     if config.integrity.runner_probe:
-        names = probe_names()
+        names = names or probe_names()
         clean = plan_probe(script, names, collect_only=True)
         if not clean.skipped:
             python = (clean, plan_probe(script, names, collect_only=False))
         candidate = plan_language_probe(instance, script)
         if not candidate.skipped and python is None:  # (a pytest row has no language probe)
             language = candidate
-    return _Plans(paths, python, language)
+    return _Plans(paths, python, language, names)
 
 
 def _heredoc(path: str, text: str) -> list[str]:
@@ -218,14 +278,17 @@ async def read_clean_tree(
     lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig, roots: list[str]
 ) -> CleanTree:
     """Stage 1 and the clean tree's answers (raises ValueError when the canonical script failed)."""
-    plans = _plans(instance, script, config)
+    key = _task_key(instance, script, config)
+    kept = _kept.get(key)
+    plans = _plans(instance, script, config, kept.names if kept is not None else None)
+    asked = _Plans([], None, None) if kept is not None else plans  # kept: the canonical patch alone
     marker, mine = secrets.token_hex(8), secrets.token_hex(8)
-    bundle = bundle_script(instance, patch, plans, marker, mine, roots, config.eval_timeout)
+    bundle = bundle_script(instance, patch, asked, marker, mine, roots, config.eval_timeout)
     path = f"{WORK_DIR}/prerun.sh"
     await lease.write_file(path, bundle.encode("utf-8", "surrogateescape"))
     res = await lease.exec(
         f"bash {path}",
-        timeout=300 + (config.eval_timeout + 30 if plans.clean_script else 0),
+        timeout=300 + (config.eval_timeout + 30 if asked.clean_script else 0),
         max_output_bytes=MAX_OUTPUT,
         separate_stderr=True,
     )
@@ -235,5 +298,17 @@ async def read_clean_tree(
             raise ValueError(
                 f"canonical patch script failed ({res.returncode}): {(res.stderr or res.output)[-2000:]}"
             )
-        return await _one_by_one(lease, instance, patch, plans, config, roots)
-    return _finish(plans, parse_output(res.output, marker), parts, calls=2)
+        got = await _one_by_one(lease, instance, patch, asked, config, roots)
+    else:
+        got = _finish(asked, parse_output(res.output, marker), parts, calls=2)
+    if kept is None:
+        _keep(key, plans.names, got)
+        return got
+    if not got.canonical.applied:
+        return got
+    out = replace(got, sources=dict(kept.sources), cached=True)
+    if plans.python is not None and kept.clean is not None:
+        out.probe_plan, out.clean = plans.python[1], kept.clean
+    if kept.language_plan is not None and kept.language_clean is not None:
+        out.language_plan, out.language_clean = kept.language_plan, kept.language_clean
+    return out

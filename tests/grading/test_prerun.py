@@ -13,6 +13,8 @@ import pytest
 from swe_rl.fleet.client import ExecResult
 from swe_rl.grading import prerun
 from swe_rl.grading.config import GraderConfig
+from swe_rl.grading.patch.canonical import CanonicalPatch
+from swe_rl.grading.runner.probe import ProbeReport
 from swe_rl.grading.twins.plant import files_to_read
 from swe_rl.tasks import eval_script_for, load_instances
 
@@ -23,6 +25,13 @@ FIXTURES = Path(__file__).resolve().parents[2] / "data" / "fixtures" / "instance
 def instance():
     loaded = load_instances(FIXTURES, instance_ids=["jpvanhal__inflection-9001"])
     return loaded.instances[0]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept():
+    prerun.forget_clean_trees()
+    yield
+    prerun.forget_clean_trees()
 
 
 def _script(instance: Any) -> str:
@@ -108,14 +117,16 @@ async def test_the_answers_are_read_from_the_sections(instance, monkeypatch):
 async def test_output_the_fleet_cut_is_not_parsed_the_calls_are_made_one_by_one(instance, monkeypatch):
     seen = []
 
-    async def one_by_one(*args: Any) -> str:
+    fallback = prerun.CleanTree(canonical=CanonicalPatch(applied=False))
+
+    async def one_by_one(*args: Any) -> prerun.CleanTree:
         seen.append(args)
-        return "one by one"
+        return fallback
 
     monkeypatch.setattr(prerun, "_one_by_one", one_by_one)
     for truncated, done in ((True, True), (False, False)):
         make = lambda m, n, d=done: f"--{m}-end--\n" + (_sections(n, done=b"") if d else "")  # noqa: E731
-        assert await _answer(instance, _Lease("", truncated), make, monkeypatch) == "one by one"
+        assert await _answer(instance, _Lease("", truncated), make, monkeypatch) is fallback
     assert len(seen) == 2
 
 
@@ -124,3 +135,45 @@ async def test_a_failed_canonical_script_is_an_error_not_a_fallback(instance, mo
         await _answer(
             instance, _Lease("", False, returncode=2), lambda m, n: "not a git work tree", monkeypatch
         )
+
+
+async def test_a_tasks_clean_tree_is_asked_once_and_only_a_complete_answer_is_kept(instance, monkeypatch):
+    path = files_to_read(instance)[0]
+    canon = "--{m}-patch--\n\n--{m}-end--\n"
+    signed = ProbeReport(collected={"plugins": ["x"]}, finished={"plugins": ["x"]})
+    monkeypatch.setattr(
+        prerun, "read_probe_report", lambda text, plan: signed if text == "ok" else ProbeReport(error="no")
+    )
+
+    def make(report: bytes) -> Any:
+        def answer(marker: str, mine: str) -> str:
+            parts = {"file_0": b"def test_x(): pass\n", "log": b"", "report": report, "done": b""}
+            return canon.format(m=marker) + _sections(mine, **parts)
+
+        return answer
+
+    first = _Lease("", False)
+    assert (await _answer(instance, first, make(b"forged"), monkeypatch)).clean.error  # not kept: asked again
+    second = _Lease("", False)
+    got = await _answer(instance, second, make(b"ok"), monkeypatch)
+    assert "clean.sh" in second.bundle and not got.cached and got.clean == signed
+    third = _Lease("", False)
+    kept = await _answer(
+        instance, third, lambda m, n: canon.format(m=m) + _sections(n, done=b""), monkeypatch
+    )
+    assert "clean.sh" not in third.bundle and "reader.sh" not in third.bundle  # the canonical patch alone
+    assert kept.cached and kept.clean == signed and kept.sources == {path: "def test_x(): pass\n"}
+    assert kept.probe_plan is not None and got.probe_plan is not None
+    assert kept.probe_plan.module == got.probe_plan.module  # the patched run under the kept run's names
+    assert kept.probe_plan.key != got.probe_plan.key  # a fresh key per grading
+    other = GraderConfig(integrity=GraderConfig().integrity.model_copy(update={"twins": False}))
+    fourth = _Lease("", False)
+    fourth_lease_answer = make(b"ok")
+
+    async def exec_(command: str, **kw: Any) -> ExecResult:
+        fourth.output = fourth_lease_answer(*_markers(fourth.bundle))
+        return _result(fourth)
+
+    monkeypatch.setattr(fourth, "exec", exec_)
+    await prerun.read_clean_tree(fourth, instance, "PATCH\n", _script(instance), other, [])
+    assert "clean.sh" in fourth.bundle  # another set of stages: another task key
