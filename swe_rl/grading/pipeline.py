@@ -1,7 +1,9 @@
 """The grading pipeline: one patch, one fresh container, one straight walk through the stages.
 
 1. `patch.canonical` — the one canonical patch: what ``git apply`` accepts on the clean checkout, re-taken
-   under a git configuration the repository cannot change (`CanonicalPatch`);
+   under a git configuration the repository cannot change (`CanonicalPatch`); asked by `prerun` in one
+   container call with what else the clean checkout answers (the twins' test files, the clean-tree probe:
+   once per task);
 2. `scans.tree` — rules on the tree that patch produces (normalised names, hooks, shadows, symlinks,
    compiled code, parsed runner settings, tests): the patch the test run may see (`TreeVerdict`);
 3. `scans.capabilities` — the syntax tree of the added code (`CapabilityReport`);
