@@ -142,7 +142,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 "round 2": FleetGrader(client, GraderConfig(integrity=IntegrityConfig(**ROUND_THREE_OFF))),
                 "pipeline": FleetGrader(client),
             }
-            modes = MODES + (tuple(ALONE_OFF) if args.breakdown else ())
+            base = tuple(m for m in MODES if m != "round 2" or not args.no_round_2)
+            modes = base + (tuple(ALONE_OFF) if args.breakdown else ())
             for mode, switch in ALONE_OFF.items():
                 graders[mode] = FleetGrader(
                     client, GraderConfig(integrity=IntegrityConfig(**{switch: False}))
@@ -193,7 +194,8 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
     )
     added, ratios, official, versus = [], [], [], []
     for iid, label, times in rows:
-        o, r2, p = (times[m] for m in MODES)
+        o, r2, p = (times.get(m, []) for m in MODES)
+        r2 = r2 or [float("nan")] * len(p)  # --no-round-2
         pair_add = statistics.median(b - a for a, b in zip(r2, p, strict=True))  # same round, paired
         pair_ratio = statistics.median(b / a for a, b in zip(r2, p, strict=True))
         pair_vs = statistics.median(b / a for a, b in zip(o, p, strict=True))
@@ -246,6 +248,7 @@ def main() -> None:
         "--breakdown", action="store_true", help="also the pipeline with each round-three stage off"
     )
     p.add_argument("--conftest", action="store_true", help="also grade gold plus a dropped conftest.py hack")
+    p.add_argument("--no-round-2", action="store_true", help="official and pipeline only (a loaded machine)")
     asyncio.run(main_async(p.parse_args()))
 
 
