@@ -13,7 +13,11 @@ The figure is paired: per instance and round, ``pipeline - round 2`` (seconds ro
 ``--stage-one`` adds the canonical patch alone on a fresh lease (baseline + `canonicalise`);
 ``--breakdown`` adds the pipeline with each round-three stage alone off (`ALONE_OFF`);
 ``--conftest`` adds the gold patch plus a conftest.py hack (dropped: a second container runs the full patch
-for the official verdict). The last two lines:
+for the official verdict). Every gold patch must resolve in every mode (a false trip stops the bench).
+The pipeline keeps a task's clean-tree answers after its first grading (`grading.prerun`): with
+``--rounds`` > 1 the first grading of each task and the later ones are also shown apart. Before the
+table, per mode, where the time goes (`grading.timing`: seconds per stage, container calls per
+operation, round trips). The last two lines:
 
     grading: round-three stages add X s p50 per instance (Y x today's grading), official Z s
     integrity cost: p50 R x (N instances)          (pipeline / official, per instance)
@@ -30,14 +34,16 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
-from swe_rl.fleet.client import EnvClient, EnvClientConfig
+from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.local import LocalFleet
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.grading.patch.canonical import canonicalise
+from swe_rl.grading.timing import recording, stage, tick
 from swe_rl.tasks import TaskInstance, load_instances
 from swe_rl.tasks.networks import network_for
 
@@ -70,11 +76,36 @@ async def stage_one(client: EnvClient, instance: TaskInstance, patch: str) -> fl
         return time.monotonic() - started
 
 
-async def timed(grader: FleetGrader, instance: TaskInstance, patch: str) -> float:
+def count_round_trips() -> None:
+    """Every container call a lease makes, counted and timed per operation in the grading's clock."""
+    call = Lease._call
+
+    async def counted(
+        self: Lease, op: str, body: dict[str, Any], timeout: float, retry: Any
+    ) -> dict[str, Any]:
+        tick("round trips")
+        with stage(f"  {op} calls"):
+            return await call(self, op, body, timeout, retry)
+
+    Lease._call = counted  # type: ignore[method-assign]
+
+
+async def timed(
+    grader: FleetGrader,
+    instance: TaskInstance,
+    patch: str,
+    stages: dict[str, list[dict[str, float]]],
+    mode: str,
+) -> float:
     started = time.monotonic()
-    result = await grader.grade(instance, patch)
+    with recording() as clock:
+        result = await grader.grade(instance, patch)
     assert result.status.value in ("resolved", "unresolved"), result.message
-    return time.monotonic() - started
+    assert result.resolved or patch != instance.patch, f"{mode}: gold not resolved: {result.message}"
+    elapsed = time.monotonic() - started
+    clock["total"] = elapsed
+    stages.setdefault(mode, []).append(clock)
+    return elapsed
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -98,6 +129,8 @@ async def main_async(args: argparse.Namespace) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     instances = load(args.instances)
     rows = []
+    stages: dict[str, list[dict[str, float]]] = {}
+    count_round_trips()
     networks = list(dict.fromkeys(n for i in instances if isinstance(n := network_for(i, None), str)))
     with LocalFleet(  # with the networks rows name (a fixture that needs one: swe-rl-internal)
         exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}, networks=networks
@@ -109,7 +142,8 @@ async def main_async(args: argparse.Namespace) -> None:
                 "round 2": FleetGrader(client, GraderConfig(integrity=IntegrityConfig(**ROUND_THREE_OFF))),
                 "pipeline": FleetGrader(client),
             }
-            modes = MODES + (tuple(ALONE_OFF) if args.breakdown else ())
+            base = tuple(m for m in MODES if m != "round 2" or not args.no_round_2)
+            modes = base + (tuple(ALONE_OFF) if args.breakdown else ())
             for mode, switch in ALONE_OFF.items():
                 graders[mode] = FleetGrader(
                     client, GraderConfig(integrity=IntegrityConfig(**{switch: False}))
@@ -123,7 +157,7 @@ async def main_async(args: argparse.Namespace) -> None:
                     times: dict[str, list[float]] = {m: [] for m in (*modes, "stage 1")}
                     for r in range(args.rounds):
                         for mode in modes if r % 2 == 0 else modes[::-1]:
-                            times[mode].append(await timed(graders[mode], instance, patch))
+                            times[mode].append(await timed(graders[mode], instance, patch, stages, mode))
                         if args.stage_one:
                             times["stage 1"].append(await stage_one(client, instance, patch))
                     rows.append((instance.instance_id, label, times))
@@ -131,7 +165,25 @@ async def main_async(args: argparse.Namespace) -> None:
                         f"  {instance.instance_id} {label}: " + ", ".join(f"{m} {times[m]}" for m in modes),
                         flush=True,
                     )
+    breakdown(stages)
     report(rows, args.rounds)
+
+
+def breakdown(stages: dict[str, list[dict[str, float]]]) -> None:
+    """Per mode, each stage's median seconds over every grading (0 where a grading had no such stage);
+    `other` = the grading's time outside every stage (the lease: container start and removal, verdicts)."""
+    print("\nper-stage breakdown (median over gradings, seconds; indented: container calls by operation)")
+    for mode, clocks in stages.items():
+        names = list(dict.fromkeys(n for c in clocks for n in c if n not in ("total", "round trips")))
+        top = [n for n in names if not n.startswith(" ")]
+        print(
+            f"  {mode}: total {statistics.median(c['total'] for c in clocks):.2f} s, round trips "
+            f"{statistics.median(c.get('round trips', 0) for c in clocks):.0f}"
+        )
+        for name in names:
+            print(f"    {name:38} {statistics.median(c.get(name, 0.0) for c in clocks):6.2f}")
+        other = statistics.median(c["total"] - sum(c.get(n, 0.0) for n in top) for c in clocks)
+        print(f"    {'other (lease, container, verdicts)':38} {other:6.2f}")
 
 
 def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> None:
@@ -142,7 +194,8 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
     )
     added, ratios, official, versus = [], [], [], []
     for iid, label, times in rows:
-        o, r2, p = (times[m] for m in MODES)
+        o, r2, p = (times.get(m, []) for m in MODES)
+        r2 = r2 or [float("nan")] * len(p)  # --no-round-2
         pair_add = statistics.median(b - a for a, b in zip(r2, p, strict=True))  # same round, paired
         pair_ratio = statistics.median(b / a for a, b in zip(r2, p, strict=True))
         pair_vs = statistics.median(b / a for a, b in zip(o, p, strict=True))
@@ -172,6 +225,15 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
         f"grading: round-three stages add {percentile(added, 0.5):.2f} s p50 per instance "
         f"({percentile(ratios, 0.5):.2f}x today's grading), official {percentile(official, 0.5):.2f} s"
     )
+    if rounds > 1:  # the first grading of a task asks the clean tree; the later ones reuse its answers
+        for name, picked in (("first grading of a task", slice(0, 1)), ("later gradings", slice(1, None))):
+            part = [
+                statistics.median(
+                    b / a for a, b in list(zip(t["official"], t["pipeline"], strict=True))[picked]
+                )
+                for _, _, t in rows
+            ]
+            print(f"  pipeline / official, {name}: p50 {percentile(part, 0.5):.2f}x, max {max(part):.2f}x")
     print(f"integrity cost: p50 {percentile(versus, 0.5):.2f}x ({len(versus)} instances)")  # issue 48's line
 
 
@@ -186,6 +248,7 @@ def main() -> None:
         "--breakdown", action="store_true", help="also the pipeline with each round-three stage off"
     )
     p.add_argument("--conftest", action="store_true", help="also grade gold plus a dropped conftest.py hack")
+    p.add_argument("--no-round-2", action="store_true", help="official and pipeline only (a loaded machine)")
     asyncio.run(main_async(p.parse_args()))
 
 

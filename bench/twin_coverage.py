@@ -30,7 +30,7 @@ from swe_rl.tasks.loading import load_instances
 
 def _sources(instance: TaskInstance) -> dict[str, str | None]:
     paths = twins_module.files_to_read(instance)
-    script = twins_module._reader_script(instance, paths, "/tmp/.swe-twin-coverage")
+    script = twins_module.reader_script(instance, paths, "/tmp/.swe-twin-coverage")
     script += "".join(
         f"\necho '@@{i}'; base64 -w0 /tmp/.swe-twin-coverage/{i} 2>/dev/null; echo" for i in range(len(paths))
     )

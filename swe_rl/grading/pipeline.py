@@ -1,7 +1,9 @@
 """The grading pipeline: one patch, one fresh container, one straight walk through the stages.
 
 1. `patch.canonical` — the one canonical patch: what ``git apply`` accepts on the clean checkout, re-taken
-   under a git configuration the repository cannot change (`CanonicalPatch`);
+   under a git configuration the repository cannot change (`CanonicalPatch`); asked by `prerun` in one
+   container call with what else the clean checkout answers (the twins' test files, the clean-tree probe:
+   once per task);
 2. `scans.tree` — rules on the tree that patch produces (normalised names, hooks, shadows, symlinks,
    compiled code, parsed runner settings, tests): the patch the test run may see (`TreeVerdict`);
 3. `scans.capabilities` — the syntax tree of the added code (`CapabilityReport`);
@@ -38,15 +40,14 @@ from swe_rl.grading.integrity import OfficialVerdict, TamperRecord, TamperReport
 from swe_rl.grading.languages import contradiction_records, language_of, section_statuses
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.patch.baseline import record_baseline
-from swe_rl.grading.patch.canonical import CanonicalPatch, canonicalise
+from swe_rl.grading.patch.canonical import CanonicalPatch
+from swe_rl.grading.prerun import read_clean_tree
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.runner.guard import imported_records
 from swe_rl.grading.runner.machinery import machinery_records
 from swe_rl.grading.runner.probe import (
     ProbePlan,
     ProbeReport,
-    plan_probe,
-    probe_names,
     probe_records,
     read_probe_report,
 )
@@ -54,7 +55,6 @@ from swe_rl.grading.runner.probe_languages import (
     LanguageProbePlan,
     LanguageProbeReport,
     language_probe_records,
-    plan_language_probe,
     read_language_probe,
 )
 from swe_rl.grading.scans.capabilities import CapabilityReport, scan_changes
@@ -69,13 +69,12 @@ from swe_rl.grading.scans.run_writes import (
     written_sources_wanted,
 )
 from swe_rl.grading.scans.tree import TreeVerdict, judge_tree
+from swe_rl.grading.timing import stage
 from swe_rl.grading.twins.plant import (
     TwinPlan,
     check_twins,
-    files_to_read,
     plan_twins,
     plant_twins,
-    read_test_files,
     without_twins,
 )
 from swe_rl.grading.verdict.decide import canary_records, capability_records, integrity_verdict, official_from
@@ -89,6 +88,8 @@ __all__ = ["IntegrityStages", "grade_patch"]
 log = logging.getLogger(__name__)
 
 MAX_APPLY_OUTPUT = 16 << 10
+READS_AT_ONCE = 8
+"""Container calls in flight at once reading back what the run wrote (up to `MAX_WRITTEN` files)."""
 
 
 class CanonicalPatchFailed(RuntimeError):
@@ -127,21 +128,6 @@ async def _probe_report(lease: Lease, plan: ProbePlan) -> ProbeReport:
     return read_probe_report(text, plan)
 
 
-async def _probe_clean_tree(
-    lease: Lease, script: str, config: GraderConfig
-) -> tuple[ProbePlan | None, ProbeReport | None]:
-    """The runner's configuration on the clean tree (collect-only, before the agent's patch is applied),
-    and the probe plan of the test run; (None, None) when the probe is off or the runner is not pytest."""
-    if not config.integrity.runner_probe:
-        return None, None
-    names = probe_names()
-    clean_plan = plan_probe(script, names, collect_only=True)
-    if clean_plan.skipped:
-        return None, None
-    await lease.evaluate("", clean_plan.script, timeout=config.eval_timeout)
-    return plan_probe(script, names, collect_only=False), await _probe_report(lease, clean_plan)
-
-
 async def _language_report(lease: Lease, plan: LanguageProbePlan, path: str, log: str) -> LanguageProbeReport:
     """The toolchain's answers in `path`, checked against the hash the exec printed in `log`."""
     try:
@@ -149,20 +135,6 @@ async def _language_report(lease: Lease, plan: LanguageProbePlan, path: str, log
     except FileNotFound:
         text = None
     return read_language_probe(log, text, plan)
-
-
-async def _probe_clean_language(
-    lease: Lease, instance: TaskInstance, script: str, config: GraderConfig
-) -> tuple[LanguageProbePlan | None, LanguageProbeReport | None]:
-    """Go, JavaScript, Rust: the toolchain's answers on the clean tree (an exec of the eval script with the
-    probe and without the tests), and the plan of the test run; (None, None) when off or another row."""
-    if not config.integrity.runner_probe:
-        return None, None
-    plan = plan_language_probe(instance, script)
-    if plan.skipped:
-        return None, None
-    run = await lease.evaluate("", plan.clean_script, timeout=config.eval_timeout)
-    return plan, await _language_report(lease, plan, plan.clean_path, run.test_log or "")
 
 
 async def _judge_writes(
@@ -185,20 +157,27 @@ async def _judge_writes(
     wanted = written_sources_wanted(written, instance.workdir, grader)
     patched = {s.path: s.after for s in tree.sources}
     root = instance.workdir.rstrip("/") + "/"
-    files: dict[str, tuple[bytes | None, bytes | None]] = {}
-    for path in wanted:
+
+    calls = asyncio.Semaphore(READS_AT_ONCE)
+
+    async def versions(path: str) -> tuple[bytes | None, bytes | None]:
+        async with calls:
+            return await _versions(path)
+
+    async def _versions(path: str) -> tuple[bytes | None, bytes | None]:
         try:
             after: bytes | None = await lease.read_file(path)
         except FileNotFound:
             after = None
-        before: bytes | None = None
         rel = path[len(root) :] if path.startswith(root) else ""
         if rel and patched.get(rel) is not None:
-            before = (patched[rel] or "").encode()
-        elif rel:
+            return (patched[rel] or "").encode(), after
+        if rel:
             shown = await lease.exec(f"git show HEAD:{shlex.quote(rel)}", timeout=60, separate_stderr=True)
-            before = shown.output.encode() if shown.returncode == 0 else None
-        files[path] = (before, after)
+            return (shown.output.encode() if shown.returncode == 0 else None), after
+        return None, after
+
+    files = dict(zip(wanted, await asyncio.gather(*map(versions, wanted)), strict=True))
     unread = len([p for p in written.paths if p not in wanted]) if len(wanted) >= MAX_WRITTEN else 0
     return written_records(instance.workdir, files, config.integrity.capabilities, unread)
 
@@ -242,44 +221,60 @@ async def _run_stages(
 ) -> IntegrityStages:
     test_dirs = sorted({posixpath.dirname(p) for p in patch_paths(instance.test_patch)} - {""})
     try:
-        canon = await canonicalise(lease, patch, extra_roots=test_dirs)
+        with stage("canonical patch + clean tree"):
+            clean_tree = await read_clean_tree(lease, instance, patch, script, config, test_dirs)
     except ValueError as exc:
         raise CanonicalPatchFailed(str(exc)) from None
+    canon = clean_tree.canonical
     if not canon.applied:  # the work tree is untouched: the official run can use this container
         official = None
         if config.integrity.official_verdict:
             official = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
         return IntegrityStages(canonical=canon, official_run=official)
-    tree = judge_tree(canon, instance, script, config.integrity)
-    capabilities = scan_changes(tree.sources, config.integrity.capabilities)
-    probe_plan, clean = await _probe_clean_tree(lease, script, config)
+    with stage("tree + capability scans"):
+        tree = judge_tree(canon, instance, script, config.integrity)
+        capabilities = scan_changes(tree.sources, config.integrity.capabilities)
+    probe_plan, clean = clean_tree.probe_plan, clean_tree.clean
     run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
-    language_plan, language_clean = await _probe_clean_language(lease, instance, script, config)
+    language_plan, language_clean = clean_tree.language_plan, clean_tree.language_clean
     if language_plan is not None:  # Go, JavaScript, Rust: the probe runs right before the test command
         run_script = language_plan.run_script
     guard = language_plan.guard_path if language_plan is not None else ""  # Go: the canary file's check
     plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script, guard=guard)
     twins = TwinPlan(refused="twins are off")
     if config.integrity.twins and plan.nonce:
-        sources = await read_test_files(lease, instance, files_to_read(instance))
-        twins = plan_twins(instance, plan, sources)
-        plan = plant_twins(plan, twins)
+        with stage("twins: plan"):
+            twins = plan_twins(instance, plan, clean_tree.sources)
+            plan = plant_twins(plan, twins)
     writes = WritesPlan(script=plan.script, skipped="off")
     if config.integrity.run_writes:
         writes = plan_writes(plan.script, instance.workdir, python=language_of(instance) is None)
-    run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
+    with stage("test run"):
+        run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
-    if not writes.skipped:
-        grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
-        stages.written = await _judge_writes(lease, instance, writes, run, tree, grader, config)
-    if probe_plan is not None and clean is not None:
-        stages.probe = (clean, await _probe_report(lease, probe_plan))
-        stages.written = [*(stages.written or []), *_judge_imports(instance, stages.probe[1], tree, config)]
-    if language_plan is not None and language_clean is not None:
-        patched = await _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
-        stages.language_probe = (language_plan.language, language_clean, patched)
+    grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
+    with stage("after the run: writes, probe reports"):  # independent reads: side by side
+        written, patched, language = await asyncio.gather(
+            _judge_writes(lease, instance, writes, run, tree, grader, config)
+            if not writes.skipped
+            else _none(),
+            _probe_report(lease, probe_plan) if probe_plan is not None and clean is not None else _none(),
+            _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
+            if language_plan is not None and language_clean is not None
+            else _none(),
+        )
+    stages.written = written
+    if patched is not None and clean is not None:
+        stages.probe = (clean, patched)
+        stages.written = [*(written or []), *_judge_imports(instance, patched, tree, config)]
+    if language is not None and language_plan is not None and language_clean is not None:
+        stages.language_probe = (language_plan.language, language_clean, language)
         stages.machinery = await _judge_machinery(lease, instance, language_plan, plan, tree)
     return stages
+
+
+async def _none() -> None:
+    return None
 
 
 def _judge(
@@ -364,9 +359,10 @@ async def _integrity_result(
         official = official_from(_judge(instance, patch, run, log_grader, False), "same_run")
     elif config.integrity.official_verdict:
         plain = config.model_copy(update={"integrity": config.integrity.model_copy(update={"enable": False})})
-        official = official_from(
-            await grade_patch(client, plain, log_grader, instance, patch), "full_patch_run"
-        )
+        with stage("official verdict: second container"):
+            official = official_from(
+                await grade_patch(client, plain, log_grader, instance, patch), "full_patch_run"
+            )
     else:
         official = OfficialVerdict(
             status="unknown", resolved=False, message="official run disabled", source="not_run"
@@ -414,13 +410,15 @@ async def grade_patch(
             network=network,
             expected=0,
         ) as lease:  # nothing follows a grading lease: warm nothing
-            await set_up_task(lease, instance, commit=False)  # a shared per-repo image: the task's bug
-            if config.record_baseline:
-                await record_baseline(lease)
+            with stage("set-up + baseline"):
+                await set_up_task(lease, instance, commit=False)  # a shared per-repo image: the task's bug
+                if config.record_baseline:
+                    await record_baseline(lease)
             if integrity:
                 stages = await _run_stages(lease, instance, patch, script, config)
             else:  # the official walk: the script as swebench 5.x runs it (exit status recorded)
-                run = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
+                with stage("test run"):
+                    run = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
     except (FleetError, CanonicalPatchFailed, TaskSetupFailed) as exc:
         log.warning("grading %s failed on the fleet: %s", instance.instance_id, exc)
         if empty:

@@ -150,7 +150,7 @@ def test_no_twins_where_a_failing_one_could_stop_the_run():
 def test_a_row_without_test_patch_finds_its_test_files(tmp_path):
     """A mutation row (no test patch: its ids name no file) gets twins from the test files a search of the
     base commit finds; a file outside the test sources is never taken (the twins rewrite it whole)."""
-    from swe_rl.grading.twins.plant import _reader_script, search_patterns
+    from swe_rl.grading.twins.plant import reader_script, search_patterns
 
     row = dict(ROWS["swe-rl__go-version-9001"], test_patch="", instance_id="swe-rl__go-version-9009")
     row["eval_script"] = row["eval_script"].split("git apply -v -")[0] + (
@@ -170,7 +170,7 @@ def test_a_row_without_test_patch_finds_its_test_files(tmp_path):
     subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
     subprocess.run([*git, "commit", "-qm", "base"], cwd=tmp_path, check=True)
     folder = tmp_path / ".reader"
-    script = _reader_script(
+    script = reader_script(
         instance.model_copy(update={"workdir": str(tmp_path), "base_commit": "HEAD"}), [], str(folder)
     )
     subprocess.run(["bash", "-c", script], check=True)

@@ -301,7 +301,8 @@ class _HeldLease:
         return getattr(self._lease, name)
 
     async def exec(self, command: str, *args: Any, **kw: Any) -> Any:
-        if self._method == "exec" and "write-tree" in command:  # the canonical-patch script
+        if self._method == "exec" and ("write-tree" in command or command.endswith("/prerun.sh")):
+            # the canonical-patch script (alone, or in the pipeline's pre-run call: grading.prerun)
             self._held.set()
             command = HOLD + command
         return await self._lease.exec(command, *args, **kw)

@@ -145,7 +145,7 @@ def _search_lines(instance: TaskInstance, folder: str) -> list[str]:
     ]
 
 
-def _reader_script(instance: TaskInstance, paths: list[str], folder: str) -> str:
+def reader_script(instance: TaskInstance, paths: list[str], folder: str) -> str:
     commit = shlex.quote(instance.base_commit or "HEAD")
     patch = base64.b64encode((instance.test_patch or "").encode()).decode()
     lines = [
@@ -170,7 +170,7 @@ async def read_test_files(lease: Any, instance: TaskInstance, paths: list[str]) 
     folder = f"/tmp/.swe-twins-{random.SystemRandom().getrandbits(64):016x}"
     out: dict[str, str | None] = dict.fromkeys(paths)
     try:
-        res = await lease.exec(_reader_script(instance, paths, folder), timeout=120)
+        res = await lease.exec(reader_script(instance, paths, folder), timeout=120)
         if res.returncode != 0:
             return out
         for i, path in enumerate(paths):

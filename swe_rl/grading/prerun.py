@@ -1,0 +1,334 @@
+"""Before the test run, one container call: the canonical patch, the test files, the clean tree's probe.
+
+Before the agent's patch touches the work tree the pipeline needs three things of the clean checkout:
+the canonical patch (`patch.canonical`), the text of the task's test files the twins are cut from
+(`twins.plant`) and the runner's configuration on the clean tree (`runner.probe`, `runner.probe_languages`).
+Asked one by one they were 7 + N container calls (the patch written, the canonical exec; the reader's exec,
+one read per file, its clean-up exec; the probe's evaluate, a write and an exec, and its report read back).
+Here one file is written and one exec runs it (issue 48: grading cost is RL throughput), and each part runs
+as it ran on its own, in the same order, on the same clean tree:
+
+1. the canonical script, in a subshell (a private index and object store: the work tree is only read);
+2. the test files' reader, in a subshell (a private index on the base commit: git objects only);
+3. only when ``git apply`` accepted the patch: the clean tree's probe script, as ``evaluate`` runs an eval
+   script (``bash <file>`` from the work directory, same environment), bounded by the evaluation timeout;
+   its report file (and, for Go/JavaScript/Rust, its log) printed back base64.
+
+Nothing of the agent's runs before or during this call: the patch is only applied to a private index.
+Output the fleet truncated (head and tail kept) is never parsed: the calls are made again one by one.
+
+The clean tree's answers (the test files, the probe's report) depend on the task alone — its image, its
+eval script, which stages are on — never on the patch: RL grades a group of patches per task, so the
+first grading's answers are kept (`CLEAN_CACHE` tasks, in this process) and the later ones ask only for
+the canonical patch. Their probe runs under the same random names as the kept clean run (no patch sees
+either); only a complete answer is kept (a valid report, every file read), so a failure is asked again.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import shlex
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+from swe_rl.fleet.client import Lease
+from swe_rl.fleet.errors import FileNotFound
+from swe_rl.grading.config import GraderConfig
+from swe_rl.grading.patch.canonical import (
+    WORK_DIR,
+    CanonicalPatch,
+    canonical_script,
+    canonicalise,
+    parse_output,
+)
+from swe_rl.grading.runner.probe import ProbePlan, ProbeReport, plan_probe, probe_names, read_probe_report
+from swe_rl.grading.runner.probe_languages import (
+    LanguageProbePlan,
+    LanguageProbeReport,
+    plan_language_probe,
+    read_language_probe,
+)
+from swe_rl.grading.twins.plant import files_to_read, read_test_files, reader_script, search_patterns
+from swe_rl.tasks import TaskInstance
+
+__all__ = ["CleanTree", "read_clean_tree"]
+
+MAX_OUTPUT = 16 << 20
+"""The exec's output kept (the fleet's evaluation cap): past it the calls are made one by one."""
+CLEAN_CACHE = 256
+"""Tasks whose clean-tree answers this process keeps (least recently used dropped first)."""
+
+
+@dataclass
+class CleanTree:
+    """What the clean checkout answered before the test run."""
+
+    canonical: CanonicalPatch
+    sources: dict[str, str | None] = field(default_factory=dict)
+    """The test files' text (twins on; None: not there or not UTF-8)."""
+    probe_plan: ProbePlan | None = None
+    """The test run's probe plan (None: no pytest probe)."""
+    clean: ProbeReport | None = None
+    language_plan: LanguageProbePlan | None = None
+    """Go, JavaScript, Rust: the plan of the test run (None: no language probe)."""
+    language_clean: LanguageProbeReport | None = None
+    calls: int = 0
+    """Container calls made (the bench's breakdown)."""
+    cached: bool = False
+    """The clean tree's answers were this task's kept ones (no reader, no clean probe ran)."""
+
+
+@dataclass
+class _Kept:
+    """One task's clean-tree answers and the names its probe ran under."""
+
+    names: tuple[str, str] | None
+    sources: dict[str, str | None]
+    clean: ProbeReport | None
+    language_plan: LanguageProbePlan | None
+    language_clean: LanguageProbeReport | None
+
+
+_kept: OrderedDict[str, _Kept] = OrderedDict()
+
+
+def _task_key(instance: TaskInstance, script: str, config: GraderConfig) -> str:
+    parts = (
+        instance.image,
+        instance.instance_id,
+        config.integrity.twins,
+        config.integrity.runner_probe,
+        script,
+    )
+    return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _keep(key: str, names: tuple[str, str] | None, got: CleanTree) -> None:
+    complete = (
+        got.canonical.applied
+        and all(text is not None for text in got.sources.values())
+        and (got.clean is None or not got.clean.error)
+        and (got.language_clean is None or not got.language_clean.error)
+    )
+    if complete:
+        _kept[key] = _Kept(names, dict(got.sources), got.clean, got.language_plan, got.language_clean)
+        _kept.move_to_end(key)
+        while len(_kept) > CLEAN_CACHE:
+            _kept.popitem(last=False)
+
+
+def forget_clean_trees() -> None:
+    """Drop every kept answer (tests; an image rebuilt under the same name)."""
+    _kept.clear()
+
+
+@dataclass
+class _Plans:
+    paths: list[str]
+    python: tuple[ProbePlan, ProbePlan] | None  # (clean, run)
+    language: LanguageProbePlan | None
+    names: tuple[str, str] | None = None
+    """The pytest probe's (module, folder), shared by its clean and patched runs."""
+    search: bool = False
+    """A Go/JavaScript/Rust row without test patch: its test files are searched out (`search_patterns`)."""
+
+    @property
+    def reads(self) -> bool:
+        return bool(self.paths) or self.search
+
+    @property
+    def clean_script(self) -> str:
+        if self.python is not None:
+            return self.python[0].script
+        return self.language.clean_script if self.language is not None else ""
+
+    @property
+    def clean_report(self) -> str:
+        if self.python is not None:
+            return self.python[0].report_path
+        return self.language.clean_path if self.language is not None else ""
+
+
+def _plans(
+    instance: TaskInstance, script: str, config: GraderConfig, names: tuple[str, str] | None = None
+) -> _Plans:
+    paths = files_to_read(instance) if config.integrity.twins else []
+    search = config.integrity.twins and bool(search_patterns(instance)[0])
+    python: tuple[ProbePlan, ProbePlan] | None = None
+    language: LanguageProbePlan | None = None
+    if config.integrity.runner_probe:
+        names = names or probe_names()
+        clean = plan_probe(script, names, collect_only=True)
+        if not clean.skipped:
+            python = (clean, plan_probe(script, names, collect_only=False))
+        candidate = plan_language_probe(instance, script)
+        if not candidate.skipped and python is None:  # (a pytest row has no language probe)
+            language = candidate
+    return _Plans(paths, python, language, names, search)
+
+
+def _heredoc(path: str, text: str) -> list[str]:
+    """Lines writing `text` to `path` exactly (base64: no delimiter can occur in it)."""
+    data = base64.b64encode(text.encode("utf-8", "surrogateescape")).decode()
+    lines = [data[i : i + 76] for i in range(0, len(data), 76)]
+    end = f"EOF_SWE_PRE_{secrets.token_hex(8)}"
+    return [f"base64 -d > {shlex.quote(path)} <<'{end}'", *lines, end]
+
+
+def bundle_script(
+    instance: TaskInstance,
+    patch: str,
+    plans: _Plans,
+    marker: str,
+    mine: str,
+    extra_roots: list[str],
+    timeout: float,
+) -> str:
+    """The one script: `marker` names the canonical script's sections, `mine` the others'."""
+    work = WORK_DIR
+    folder = f"/tmp/.swe-twins-{secrets.token_hex(8)}"
+    lines = [
+        f"mkdir -p {work} || exit 2",
+        *_heredoc(f"{work}/patch.diff", patch),
+        *_heredoc(f"{work}/canon.sh", canonical_script(marker, extra_roots)),
+        f"bash {work}/canon.sh > {work}/canon.out 2> {work}/canon.err",
+        f'canon=$?; cat {work}/canon.out; [ "$canon" = 0 ] || {{ cat {work}/canon.err >&2; exit "$canon"; }}',
+    ]
+    applied = f"grep -qx -- '--{marker}-end--' {work}/canon.out && ! grep -qx -- '--{marker}-failed--' {work}/canon.out"
+    lines += [f"if {applied}; then", ":"]  # the rest only for a patch git apply accepted (as before)
+    if plans.reads:
+        lines += _heredoc(f"{work}/reader.sh", reader_script(instance, plans.paths, folder))
+        lines.append(f"if bash {work}/reader.sh > /dev/null 2>&1; then")  # as `read_test_files`: all or none
+        for i in range(len(plans.paths)):
+            lines.append(
+                f"[ -f {folder}/{i} ] && {{ echo '--{mine}-file-{i}--'; base64 -w0 < {folder}/{i}; echo; }}"
+            )
+        if plans.search:  # the files the search found: their list, then each (as `read_test_files`)
+            lines += [
+                f"[ -f {folder}/found ] && {{ echo '--{mine}-found--'; base64 -w0 < {folder}/found; echo; }}",
+                f'__swe_n=0; while [ -f {folder}/found$__swe_n ]; do echo "--{mine}-found-$__swe_n--"; '
+                f"base64 -w0 < {folder}/found$__swe_n; echo; __swe_n=$((__swe_n+1)); done",
+            ]
+        lines += ["fi", f"rm -rf {folder}"]
+    if plans.clean_script:
+        report, log = shlex.quote(plans.clean_report), f"{work}/clean.log"
+        bounded = f"timeout -k 10 {int(timeout)} bash {work}/clean.sh"
+        lines += [
+            *_heredoc(f"{work}/clean.sh", plans.clean_script),
+            f"if command -v timeout >/dev/null 2>&1; then {bounded}; else bash {work}/clean.sh; fi "
+            f"> {log} 2>&1 < /dev/null",
+            f"echo '--{mine}-log--'; base64 -w0 < {log}; echo",
+            f"[ -f {report} ] && {{ echo '--{mine}-report--'; base64 -w0 < {report}; echo; }}",
+        ]
+    lines.append("fi")
+    lines.append(f"echo '--{mine}-done--'")
+    return "\n".join(lines) + "\n"
+
+
+def _sections(output: str, mine: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    name: str | None = None
+    for line in output.split("\n"):
+        if line.startswith(f"--{mine}-") and line.endswith("--"):
+            name = line[len(mine) + 3 : -2]
+            out[name] = ""
+        elif name is not None:
+            out[name] += line
+    return out
+
+
+def _text(data: str | None) -> str | None:
+    return None if data is None else base64.b64decode(data).decode("utf-8", "surrogateescape")
+
+
+def _finish(plans: _Plans, canonical: CanonicalPatch, parts: dict[str, str], calls: int) -> CleanTree:
+    out = CleanTree(canonical=canonical, calls=calls)
+    for i, path in enumerate(plans.paths):
+        data = parts.get(f"file-{i}")
+        try:
+            out.sources[path] = None if data is None else base64.b64decode(data).decode("utf-8")
+        except UnicodeDecodeError:  # bytes that are not text: no twin of it (as `read_test_files`)
+            out.sources[path] = None
+    found = _text(parts.get("found")) or ""
+    for i, path in enumerate(p for p in found.split("\n") if p):
+        data = parts.get(f"found-{i}")
+        try:
+            out.sources[path] = None if data is None else base64.b64decode(data).decode("utf-8")
+        except UnicodeDecodeError:
+            out.sources[path] = None
+    if not canonical.applied:
+        return out
+    report = _text(parts.get("report"))
+    if plans.python is not None:
+        out.probe_plan, out.clean = plans.python[1], read_probe_report(report, plans.python[0])
+    if plans.language is not None:
+        out.language_plan = plans.language
+        out.language_clean = read_language_probe(_text(parts.get("log")) or "", report, plans.language)
+    return out
+
+
+async def _one_by_one(
+    lease: Lease, instance: TaskInstance, patch: str, plans: _Plans, config: GraderConfig, roots: list[str]
+) -> CleanTree:
+    """The same answers, one container call each (the bundle's output did not come back whole)."""
+    canonical = await canonicalise(lease, patch, extra_roots=roots)
+    out = CleanTree(canonical=canonical, calls=2)
+    if plans.reads:
+        out.sources = await read_test_files(lease, instance, plans.paths)
+        out.calls += 2 + len(plans.paths)
+    if not canonical.applied or not plans.clean_script:
+        return out
+    run = await lease.evaluate("", plans.clean_script, timeout=config.eval_timeout)
+    try:
+        text: str | None = (await lease.read_file(plans.clean_report)).decode("utf-8", "surrogateescape")
+    except FileNotFound:
+        text = None
+    out.calls += 3
+    if plans.python is not None:
+        out.probe_plan, out.clean = plans.python[1], read_probe_report(text, plans.python[0])
+    if plans.language is not None:
+        out.language_plan = plans.language
+        out.language_clean = read_language_probe(run.test_log or "", text, plans.language)
+    return out
+
+
+async def read_clean_tree(
+    lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig, roots: list[str]
+) -> CleanTree:
+    """Stage 1 and the clean tree's answers (raises ValueError when the canonical script failed)."""
+    key = _task_key(instance, script, config)
+    kept = _kept.get(key)
+    plans = _plans(instance, script, config, kept.names if kept is not None else None)
+    asked = _Plans([], None, None) if kept is not None else plans  # kept: the canonical patch alone
+    marker, mine = secrets.token_hex(8), secrets.token_hex(8)
+    bundle = bundle_script(instance, patch, asked, marker, mine, roots, config.eval_timeout)
+    path = f"{WORK_DIR}/prerun.sh"
+    await lease.write_file(path, bundle.encode("utf-8", "surrogateescape"))
+    res = await lease.exec(
+        f"bash {path}",
+        timeout=300 + (config.eval_timeout + 30 if asked.clean_script else 0),
+        max_output_bytes=MAX_OUTPUT,
+        separate_stderr=True,
+    )
+    parts = _sections(res.output, mine)
+    if res.truncated or "done" not in parts:
+        if res.returncode != 0 and not res.truncated:
+            raise ValueError(
+                f"canonical patch script failed ({res.returncode}): {(res.stderr or res.output)[-2000:]}"
+            )
+        got = await _one_by_one(lease, instance, patch, asked, config, roots)
+    else:
+        got = _finish(asked, parse_output(res.output, marker), parts, calls=2)
+    if kept is None:
+        _keep(key, plans.names, got)
+        return got
+    if not got.canonical.applied:
+        return got
+    out = replace(got, sources=dict(kept.sources), cached=True)
+    if plans.python is not None and kept.clean is not None:
+        out.probe_plan, out.clean = plans.python[1], kept.clean
+    if kept.language_plan is not None and kept.language_clean is not None:
+        out.language_plan, out.language_clean = kept.language_plan, kept.language_clean
+    return out

@@ -1,0 +1,179 @@
+"""The pre-run call (`grading.prerun`): one exec answers the canonical patch, the test files and the clean
+tree's probe; output the fleet cut is never parsed (the calls are made again one by one)."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swe_rl.fleet.client import ExecResult
+from swe_rl.grading import prerun
+from swe_rl.grading.config import GraderConfig
+from swe_rl.grading.patch.canonical import CanonicalPatch
+from swe_rl.grading.runner.probe import ProbeReport
+from swe_rl.grading.twins.plant import files_to_read
+from swe_rl.tasks import eval_script_for, load_instances
+
+FIXTURES = Path(__file__).resolve().parents[2] / "data" / "fixtures" / "instances.jsonl"
+
+
+@pytest.fixture(scope="module")
+def instance():
+    loaded = load_instances(FIXTURES, instance_ids=["jpvanhal__inflection-9001"])
+    return loaded.instances[0]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_kept():
+    prerun.forget_clean_trees()
+    yield
+    prerun.forget_clean_trees()
+
+
+def _script(instance: Any) -> str:
+    return eval_script_for(instance)
+
+
+def test_the_bundle_is_one_shell_script_carrying_every_part(instance):
+    plans = prerun._plans(instance, _script(instance), GraderConfig())
+    assert plans.paths and plans.python is not None  # twins on, a pytest row: both parts present
+    text = prerun.bundle_script(instance, "PATCH\n", plans, "m" * 16, "n" * 16, [], 600)
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    assert text.count("base64 -d >") == 4  # the patch, the canonical script, the reader, the clean probe
+    assert "timeout -k 10 600 bash" in text  # the clean probe bounded as its own evaluate was
+    bare = prerun.bundle_script(instance, "", prerun._Plans([], None, None), "m" * 16, "n" * 16, [], 600)
+    assert subprocess.run(["bash", "-n"], input=bare, text=True).returncode == 0  # an empty `if` is not bash
+
+
+class _Lease:
+    """Speaks the two calls the bundle makes; its exec answers `output`."""
+
+    def __init__(self, output: str, truncated: bool, returncode: int = 0) -> None:
+        self.output, self.truncated, self.returncode = output, truncated, returncode
+        self.bundle = ""
+
+    async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        self.bundle = data.decode()
+
+    async def exec(self, command: str, **kw: Any) -> ExecResult:
+        return _result(self)
+
+
+def _result(lease: _Lease) -> ExecResult:
+    return ExecResult(
+        returncode=lease.returncode,
+        output=lease.output,
+        timed_out=False,
+        truncated=lease.truncated,
+        output_bytes=len(lease.output),
+        duration=0.1,
+        stderr="",
+    )
+
+
+def _markers(bundle: str) -> tuple[str, str]:
+    """(the canonical script's marker, the bundle's own) as the bundle names them."""
+    done = next(line for line in bundle.splitlines() if line.endswith("-done--'"))
+    end = next(line for line in bundle.splitlines() if "-end--' " in line)
+    return end.split("'--", 1)[1].split("-end--", 1)[0], done.split("'--", 1)[1].split("-done--", 1)[0]
+
+
+async def _answer(instance: Any, lease: _Lease, make: Any, monkeypatch: Any) -> prerun.CleanTree:
+    """`make(canonical marker, own marker)` -> the exec's output, once the bundle is written."""
+
+    async def exec_(command: str, **kw: Any) -> ExecResult:
+        lease.output = make(*_markers(lease.bundle))
+        return _result(lease)
+
+    monkeypatch.setattr(lease, "exec", exec_)
+    return await prerun.read_clean_tree(lease, instance, "PATCH\n", _script(instance), GraderConfig(), [])
+
+
+def _sections(mine: str, **parts: bytes) -> str:
+    return "".join(
+        f"--{mine}-{k.replace('_', '-')}--\n{base64.b64encode(v).decode()}\n" for k, v in parts.items()
+    )
+
+
+async def test_the_answers_are_read_from_the_sections(instance, monkeypatch):
+    path = files_to_read(instance)[0]
+    canon = "--{m}-patch--\n\n--{m}-end--\n"
+
+    def make(marker: str, mine: str) -> str:
+        return canon.format(m=marker) + _sections(
+            mine, file_0=b"def test_x():\n    pass\n", log=b"", done=b""
+        )
+
+    got = await _answer(instance, _Lease("", False), make, monkeypatch)
+    assert got.canonical.applied and got.sources == {path: "def test_x():\n    pass\n"}
+    assert got.probe_plan is not None and got.clean is not None
+    assert got.clean.error  # no report section: an unsigned, empty report, as a missing file was
+
+
+async def test_output_the_fleet_cut_is_not_parsed_the_calls_are_made_one_by_one(instance, monkeypatch):
+    seen = []
+
+    fallback = prerun.CleanTree(canonical=CanonicalPatch(applied=False))
+
+    async def one_by_one(*args: Any) -> prerun.CleanTree:
+        seen.append(args)
+        return fallback
+
+    monkeypatch.setattr(prerun, "_one_by_one", one_by_one)
+    for truncated, done in ((True, True), (False, False)):
+        make = lambda m, n, d=done: f"--{m}-end--\n" + (_sections(n, done=b"") if d else "")  # noqa: E731
+        assert await _answer(instance, _Lease("", truncated), make, monkeypatch) is fallback
+    assert len(seen) == 2
+
+
+async def test_a_failed_canonical_script_is_an_error_not_a_fallback(instance, monkeypatch):
+    with pytest.raises(ValueError, match="canonical patch script failed"):
+        await _answer(
+            instance, _Lease("", False, returncode=2), lambda m, n: "not a git work tree", monkeypatch
+        )
+
+
+async def test_a_tasks_clean_tree_is_asked_once_and_only_a_complete_answer_is_kept(instance, monkeypatch):
+    path = files_to_read(instance)[0]
+    canon = "--{m}-patch--\n\n--{m}-end--\n"
+    signed = ProbeReport(collected={"plugins": ["x"]}, finished={"plugins": ["x"]})
+    monkeypatch.setattr(
+        prerun, "read_probe_report", lambda text, plan: signed if text == "ok" else ProbeReport(error="no")
+    )
+
+    def make(report: bytes) -> Any:
+        def answer(marker: str, mine: str) -> str:
+            parts = {"file_0": b"def test_x(): pass\n", "log": b"", "report": report, "done": b""}
+            return canon.format(m=marker) + _sections(mine, **parts)
+
+        return answer
+
+    first = _Lease("", False)
+    assert (await _answer(instance, first, make(b"forged"), monkeypatch)).clean.error  # not kept: asked again
+    second = _Lease("", False)
+    got = await _answer(instance, second, make(b"ok"), monkeypatch)
+    assert "clean.sh" in second.bundle and not got.cached and got.clean == signed
+    third = _Lease("", False)
+    kept = await _answer(
+        instance, third, lambda m, n: canon.format(m=m) + _sections(n, done=b""), monkeypatch
+    )
+    assert "clean.sh" not in third.bundle and "reader.sh" not in third.bundle  # the canonical patch alone
+    assert kept.cached and kept.clean == signed and kept.sources == {path: "def test_x(): pass\n"}
+    assert kept.probe_plan is not None and got.probe_plan is not None
+    assert kept.probe_plan.module == got.probe_plan.module  # the patched run under the kept run's names
+    assert kept.probe_plan.key != got.probe_plan.key  # a fresh key per grading
+    other = GraderConfig(integrity=GraderConfig().integrity.model_copy(update={"twins": False}))
+    fourth = _Lease("", False)
+    fourth_lease_answer = make(b"ok")
+
+    async def exec_(command: str, **kw: Any) -> ExecResult:
+        fourth.output = fourth_lease_answer(*_markers(fourth.bundle))
+        return _result(fourth)
+
+    monkeypatch.setattr(fourth, "exec", exec_)
+    await prerun.read_clean_tree(fourth, instance, "PATCH\n", _script(instance), other, [])
+    assert "clean.sh" in fourth.bundle  # another set of stages: another task key
