@@ -205,12 +205,8 @@ def bundle_script(
             lines.append(
                 f"[ -f {folder}/{i} ] && {{ echo '--{mine}-file-{i}--'; base64 -w0 < {folder}/{i}; echo; }}"
             )
-        if plans.search:  # the files the search found: their list, then each (as `read_test_files`)
-            lines += [
-                f"[ -f {folder}/found ] && {{ echo '--{mine}-found--'; base64 -w0 < {folder}/found; echo; }}",
-                f'__swe_n=0; while [ -f {folder}/found$__swe_n ]; do echo "--{mine}-found-$__swe_n--"; '
-                f"base64 -w0 < {folder}/found$__swe_n; echo; __swe_n=$((__swe_n+1)); done",
-            ]
+        if plans.search:
+            lines += found_lines(folder, mine)
         lines += ["fi", f"rm -rf {folder}"]
     if plans.clean_script:
         report, log = shlex.quote(plans.clean_report), f"{work}/clean.log"
@@ -225,6 +221,16 @@ def bundle_script(
     lines.append("fi")
     lines.append(f"echo '--{mine}-done--'")
     return "\n".join(lines) + "\n"
+
+
+def found_lines(folder: str, mine: str) -> list[str]:
+    """Lines printing what the reader's search found (a Go/JS/Rust row without test patch): the list of
+    paths, then each file, as `read_test_files` reads them one call each."""
+    return [
+        f"[ -f {folder}/found ] && {{ echo '--{mine}-found--'; base64 -w0 < {folder}/found; echo; }}",
+        f'__swe_n=0; while [ -f {folder}/found$__swe_n ]; do echo "--{mine}-found-$__swe_n--"; '
+        f"base64 -w0 < {folder}/found$__swe_n; echo; __swe_n=$((__swe_n+1)); done",
+    ]
 
 
 def _sections(output: str, mine: str) -> dict[str, str]:

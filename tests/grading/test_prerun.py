@@ -15,7 +15,7 @@ from swe_rl.grading import prerun
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.patch.canonical import CanonicalPatch
 from swe_rl.grading.runner.probe import ProbeReport
-from swe_rl.grading.twins.plant import files_to_read
+from swe_rl.grading.twins.plant import files_to_read, reader_script
 from swe_rl.tasks import eval_script_for, load_instances
 
 FIXTURES = Path(__file__).resolve().parents[2] / "data" / "fixtures" / "instances.jsonl"
@@ -177,3 +177,41 @@ async def test_a_tasks_clean_tree_is_asked_once_and_only_a_complete_answer_is_ke
     monkeypatch.setattr(fourth, "exec", exec_)
     await prerun.read_clean_tree(fourth, instance, "PATCH\n", _script(instance), other, [])
     assert "clean.sh" in fourth.bundle  # another set of stages: another task key
+
+
+def test_a_row_without_test_patch_gets_its_searched_test_files_in_the_one_call(tmp_path):
+    """A Go row whose FAIL_TO_PASS names no file (a mutation row): the reader's search finds the test file
+    in the base commit and the one call carries it back (the twins of such rows came from `read_test_files`
+    only; the bundle dropped them). The reader and the found lines run in real bash on a real git repo."""
+    from swe_rl.tasks.instance import TaskInstance
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    test_go = "package calc\n\nfunc TestAdd(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal()\n\t}\n}\n"
+    (repo / "calc_test.go").write_text(test_go)
+    (repo / "calc.go").write_text("package calc\n\nfunc Add(a, b int) int { return a + b }\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=repo, check=True)
+    row = TaskInstance(
+        instance_id="calc-1",
+        repo="x/calc",
+        problem_statement="p",
+        image="x",
+        workdir=str(repo),
+        fail_to_pass=["TestAdd"],
+        log_parser="parse_log_gotest",
+    )
+    plans = prerun._plans(row, "go test ./...", GraderConfig())
+    assert plans.search and plans.reads and not plans.paths
+    folder, mine = str(tmp_path / "reader"), "n" * 16
+    script = (
+        reader_script(row, plans.paths, folder).replace("\nexit 0\n", "\n")
+        + "\n".join(prerun.found_lines(folder, mine))
+        + "\n"
+    )
+    out = subprocess.run(["bash"], input=script, text=True, capture_output=True, check=True).stdout
+    canonical = CanonicalPatch(applied=True)
+    got = prerun._finish(plans, canonical, prerun._sections(out, mine), calls=1)
+    assert got.sources == {"calc_test.go": test_go}
