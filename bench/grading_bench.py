@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import math
 import os
 import statistics
 import time
@@ -208,10 +209,12 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
             f"{iid:38} {label:14} {statistics.median(o):>10.2f} {statistics.median(r2):>9.2f} "
             f"{statistics.median(p):>10.2f} {pair_add:>9.2f} {pair_ratio:>7.2f}x {pair_vs:>10.2f}x{stage}"
         )
-    print(
-        f"  round three on / off, per instance: p50 {percentile(ratios, 0.5):.2f}x, max {max(ratios):.2f}x; "
-        f"seconds added: p50 {percentile(added, 0.5):.2f}, max {max(added):.2f}"
-    )
+    with_round_2 = not any(math.isnan(r) for r in ratios)  # --no-round-2: no round-three figures
+    if with_round_2:
+        print(
+            f"  round three on / off, per instance: p50 {percentile(ratios, 0.5):.2f}x, max {max(ratios):.2f}x; "
+            f"seconds added: p50 {percentile(added, 0.5):.2f}, max {max(added):.2f}"
+        )
     for mode in ALONE_OFF:
         costs = [
             statistics.median(p - a for a, p in zip(t[mode], t["pipeline"], strict=True))
@@ -221,10 +224,11 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
         if costs:
             print(f"  {ALONE_OFF[mode]} alone costs (pipeline - {mode}): p50 {percentile(costs, 0.5):.2f} s")
     print(f"  pipeline / official, per instance: p50 {percentile(versus, 0.5):.2f}x, max {max(versus):.2f}x")
-    print(
-        f"grading: round-three stages add {percentile(added, 0.5):.2f} s p50 per instance "
-        f"({percentile(ratios, 0.5):.2f}x today's grading), official {percentile(official, 0.5):.2f} s"
-    )
+    if with_round_2:
+        print(
+            f"grading: round-three stages add {percentile(added, 0.5):.2f} s p50 per instance "
+            f"({percentile(ratios, 0.5):.2f}x today's grading), official {percentile(official, 0.5):.2f} s"
+        )
     if rounds > 1:  # the first grading of a task asks the clean tree; the later ones reuse its answers
         for name, picked in (("first grading of a task", slice(0, 1)), ("later gradings", slice(1, None))):
             part = [
