@@ -168,7 +168,9 @@ class DockerBackend:
     def from_config(cls, config: ExecConfig, env: Mapping[str, str]) -> DockerBackend:
         client = docker.from_env(max_pool_size=max(16, config.threads), timeout=600, environment=dict(env))
         pinger = docker.from_env(max_pool_size=1, timeout=PING_TIMEOUT, environment=dict(env))
-        return cls(client, pinger, workers=max(16, config.threads))
+        # every request thread may wait on one, plus the reaper, the warm refiller and the drain (threads are
+        # made on demand: a larger bound costs nothing idle)
+        return cls(client, pinger, workers=config.threads + 64)
 
     # containers
 
