@@ -17,9 +17,12 @@ and PostgreSQL: the rate is what this machine reached, not the pool's ceiling); 
 seconds of both pool processes over the exec phase, divided by the execs in it); the pool's own time per
 call (`x-swe-pool-overhead-seconds`: its handling minus the node's reported time), p50 and p99 over every
 exec answered; lost leases and failed calls (an exec that raised after the client's retries).
-All execs here are routed through the pool (direct exec to the nodes is another piece of work).
+With `--direct` the execs go straight to the lease's node with its credential (the pool off their
+path, as clients do by default); the overhead is then the call's time outside the node as the client
+sees it (its answer's arrival minus its sending, minus the node's `x-swe-node-seconds`), which also
+counts the bench's own event loop: an upper bound of what the head adds, which is nothing.
 
-    python bench/replica_bench.py [--leases 50000] [--nodes 100] [--rate 1000] [--seconds 60]
+    python bench/replica_bench.py [--leases 50000] [--nodes 100] [--rate 1000] [--seconds 60] [--direct]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from swe_rl.fleet.call_headers import POOL_OVERHEAD_HEADER
+from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER, POOL_OVERHEAD_HEADER
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 from swe_rl.testing.local_postgres import LocalPostgres
@@ -66,11 +69,22 @@ async def gated(n: int, limit: int, fn: Callable[[int], Awaitable[Any]]) -> list
     return await asyncio.gather(*(one(i) for i in range(n)))
 
 
-def make_clients(fleet: MemoryFleet, a: str, b: str, n: int, overheads: list[float]) -> list[EnvClient]:
+def make_clients(
+    fleet: MemoryFleet, a: str, b: str, n: int, overheads: list[float], direct: bool = False
+) -> list[EnvClient]:
     async def record(response: httpx.Response) -> None:
         value = response.headers.get(POOL_OVERHEAD_HEADER)
         if value is not None and response.request.url.path == "/exec":
             overheads.append(float(value))
+
+    async def sent(request: httpx.Request) -> None:
+        request.extensions["bench_sent"] = time.monotonic()
+
+    async def answered(response: httpx.Response) -> None:  # a direct call: its time outside the node
+        node = response.headers.get(NODE_SECONDS_HEADER)
+        began = response.request.extensions.get("bench_sent")
+        if node is not None and began is not None and response.request.url.path.endswith("/container/exec"):
+            overheads.append(max(0.0, time.monotonic() - began - float(node)))
 
     clients = []
     for i in range(n):
@@ -83,10 +97,13 @@ def make_clients(fleet: MemoryFleet, a: str, b: str, n: int, overheads: list[flo
             allocate_deadline=900,
             heartbeat_interval=60,
             restart_grace=60,
-            direct=False,  # routed: the pool's overhead is what this bench measures (direct calls skip it)
+            direct=direct,
         )
         client = EnvClient(cfg)
         client._http.event_hooks["response"].append(record)
+        if direct:
+            client._node_http.event_hooks["request"].append(sent)
+            client._node_http.event_hooks["response"].append(answered)
         clients.append(client)
     return clients
 
@@ -95,7 +112,7 @@ async def run(args: argparse.Namespace, fleet: MemoryFleet, a: str, b: str, a_pi
     assert fleet.pool is not None
     b_pid = fleet.pool.pid
     overheads: list[float] = []
-    clients = make_clients(fleet, a, b, max(2, args.leases // 1000), overheads)
+    clients = make_clients(fleet, a, b, max(2, args.leases // 1000), overheads, direct=args.direct)
     t0 = time.monotonic()
     leases: list[Lease] = await gated(
         args.leases,
@@ -203,6 +220,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="length of the exec phase")
     p.add_argument("--burst", type=int, default=400, help="calls in flight at most")
     p.add_argument("--close", action="store_true", help="close every lease at the end (minutes at 50,000)")
+    p.add_argument("--direct", action="store_true", help="execs straight to the nodes (lease credentials)")
     args = p.parse_args()
     cap = math.ceil(args.leases / args.nodes * 1.2)
     with (
