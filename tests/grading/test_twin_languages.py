@@ -182,3 +182,12 @@ def test_a_row_without_test_patch_finds_its_test_files(tmp_path):
     assert [t.original for t in plan.twins] == ["TestCompareNumeric"] and "version_test.go" in plan.rewrites
     # a row with a test patch searches nothing
     assert search_patterns(instance_from_row(ROWS["swe-rl__go-version-9001"])) == ([], [])
+
+
+def test_a_javascript_row_without_test_patch_gets_no_searched_files():
+    """Its test command may run build output (uuidjs runs dist/): rewriting such a file with twins broke
+    gold on a real row, so JavaScript rows without test patch are not searched (Go and Rust are)."""
+    from swe_rl.grading.twins.plant import search_patterns
+
+    row = {**ROWS["swe-rl__js-slugify-9001"], "test_patch": ""}
+    assert search_patterns(instance_from_row(row)) == ([], [])

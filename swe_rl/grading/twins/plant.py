@@ -39,7 +39,7 @@ from swe_rl.grading.twins.python import (
     python_support,
 )
 from swe_rl.tasks import TaskInstance
-from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
+from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT
 
 __all__ = [
     "MAX_TWINS",
@@ -95,35 +95,16 @@ patch's hands off (a Rust unit test in ``src/`` shares its file with code the pa
 
 
 def search_patterns(instance: TaskInstance) -> tuple[list[str], list[str]]:
-    """(fixed strings, path globs) whose files hold a Go, JavaScript or Rust row's FAIL_TO_PASS tests when
-    it has no test patch (a mutation row: its ids name no file); ([], []) for every other row."""
+    """(fixed strings, path globs) whose files hold a Go or Rust row's FAIL_TO_PASS tests when it has no
+    test patch (a mutation row: its ids name no file), searched in the base commit; ([], []) for every
+    other row. Not JavaScript: the files its command runs may be build output (uuidjs runs ``dist/``), and a
+    twin rewriting such a file whole broke gold on a real row (FAIL_TO_PASS 1/2)."""
     language = language_of(instance)
-    if language is None or (instance.test_patch or "").strip():
+    if language is None or language.name not in ("go", "rust") or (instance.test_patch or "").strip():
         return [], []
-    names = [t.split("/", 1)[0] if language.name == "go" else t for t in dict.fromkeys(instance.fail_to_pass)]
     if language.name == "go":
-        return [f"func {n}(" for n in names], ["*_test.go"]
-    if language.name == "rust":
-        return [f"fn {n.rpartition('::')[2]}(" for n in names], ["*.rs"]
-    names = [n[2:] if n.startswith("- ") else n for n in names]
-    named = [w for w in _command_words(instance.eval_script or "") if w.endswith(_JS_SUFFIXES)]
-    return [f"{q}{n}{q}" for n in names for q in "'\"`"], named or [f"*{s}" for s in _JS_SUFFIXES]
-
-
-_JS_SUFFIXES = (".js", ".cjs", ".mjs", ".ts", ".jsx", ".tsx")
-
-
-def _command_words(script: str) -> list[str]:
-    """The words of the test command between the test-output markers."""
-    lines = script.split("\n")
-    starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
-    ends = [i for i, line in enumerate(lines) if END_TEST_OUTPUT in line]
-    if len(starts) != 1 or not ends or ends[-1] <= starts[0]:
-        return []
-    try:
-        return [w for line in lines[starts[0] + 1 : ends[-1]] for w in shlex.split(line, comments=True)]
-    except ValueError:
-        return []
+        return [f"func {t.split('/', 1)[0]}(" for t in dict.fromkeys(instance.fail_to_pass)], ["*_test.go"]
+    return [f"fn {t.rpartition('::')[2]}(" for t in dict.fromkeys(instance.fail_to_pass)], ["*.rs"]
 
 
 def _search_lines(instance: TaskInstance, folder: str) -> list[str]:
@@ -134,10 +115,7 @@ def _search_lines(instance: TaskInstance, folder: str) -> list[str]:
         return []
     exprs = " ".join(f"-e {shlex.quote(f)}" for f in fixed)
     where = " ".join(shlex.quote(g) for g in globs)
-    if "*" in where:  # searched in the base commit
-        search, copy = f"git grep --cached -l -F {exprs} -- {where}", 'git cat-file blob ":$__swe_p"'
-    else:  # the files the command names, as they are on disk (a build's output is no file of git's)
-        search, copy = f"grep -l -F {exprs} -- {where}", 'cat -- "$__swe_p"'
+    search, copy = f"git grep --cached -l -F {exprs} -- {where}", 'git cat-file blob ":$__swe_p"'
     return [
         f"{search} 2>/dev/null | grep -E {shlex.quote(_TEST_PATHS)} | head -n {MAX_FOUND} > {folder}/found",
         f"__swe_i=0; while IFS= read -r __swe_p; do {copy} > {folder}/found$__swe_i "
