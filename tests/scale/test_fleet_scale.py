@@ -54,6 +54,9 @@ def test_2000_concurrent_leases_over_20_nodes():
             heartbeat_interval=60,
             allocate_deadline=900,
             backoff=0.2,
+            # routed: this is the pool's routing at scale. 2,000 direct execs at once on a loaded CI
+            # machine once met a ReadError from a simulated node (not yet understood; docs/fleet.md)
+            direct=False,
         )
         peak: dict = {}
 

@@ -31,8 +31,10 @@ async def test_a_fault_mid_batch_scores_nothing_wrongly_and_loses_nothing(fault,
     assert not report.lost_silently, report.line()
     assert report.leaked == 0 and report.pool_leases_left == 0, report.line()
     assert sum(report.statuses.values()) == 2, report.line()
-    if fault in ("grading_kill", "pool_kill"):  # the gold episode's grading / every call in flight
+    if fault == "grading_kill":  # the gold episode's grading
         assert report.statuses["env_error"] >= 1 and all(report.env_errors), report.line()
+    # pool_kill: container calls go straight to the nodes (lease credentials), so a pool SIGKILL cuts no
+    # exec in flight; an allocate it cuts is an env_error. Either way nothing is wrongly scored or lost.
     if fault == "grading_kill":
         assert all("died during the command" in reason for reason in report.env_errors), report.env_errors
     if fault == "slow_node":  # slowness is no failure
@@ -49,6 +51,12 @@ def test_a_private_daemon_leaves_the_hosts_bridge_alone(tmp_path, docker_client)
     def bridges() -> set[str]:
         return {p.name for p in Path("/sys/class/net").iterdir() if (p / "bridge").exists()}
 
+    def gone() -> set[str]:
+        """Bridges of `before` missing now, but for those of Docker networks removed meanwhile (another
+        test's network: its `br-<id>` goes with it, which is no harm of the private daemon)."""
+        live = {"br-" + n.id[:12] for n in docker_client.networks.list()}
+        return {b for b in before - bridges() if not b.startswith("br-") or b in live}
+
     before = bridges()
     # A deep root too: its sockets once lived under it and passed the 107-byte limit of a unix socket's path
     # (the daemon did not start under CI's longer pytest folders).
@@ -56,5 +64,5 @@ def test_a_private_daemon_leaves_the_hosts_bridge_alone(tmp_path, docker_client)
         assert daemon.answers()
         daemon.kill()
         daemon.start()  # a restart deletes it again if anything does
-        assert bridges() >= before, f"gone while the private daemon ran: {before - bridges()}"
-    assert bridges() >= before, f"gone after the private daemon: {before - bridges()}"
+        assert not gone(), f"gone while the private daemon ran: {gone()}"
+    assert not gone(), f"gone after the private daemon: {gone()}"

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from swe_rl.fleet.call_headers import (
+    CREDENTIAL_HEADER,
     NODE_SECONDS_HEADER,
     NODE_WAIT_HEADER,
     POOL_OVERHEAD_HEADER,
@@ -48,7 +49,7 @@ def test_each_routed_call_carries_the_node_time_and_the_pool_overhead():
             cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token)
             async with EnvClient(cfg) as client:
                 lease = await client.allocate("img:a")
-                headers = {"Authorization": f"Bearer {fleet.token}"}
+                headers = {"Authorization": f"Bearer {fleet.token}", CREDENTIAL_HEADER: lease.credential}
                 out = []
                 async with httpx.AsyncClient(headers=headers, timeout=30) as http:
                     for _ in range(5):
