@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from swe_rl.grading import grade
-from swe_rl.tasks import instance_from_row, official_script
-from tests.grading.test_official_5x import ROOT, assert_same, official  # noqa: F401 - official: a fixture
-from tests.grading.test_real_tasks import run_row
+from swe_rl.tasks import instance_from_row
+from tests.grading.test_official_5x import ROOT, official  # noqa: F401 - official: a fixture
+from tests.grading.test_real_tasks import gold_and_empty_as_swebench
 
 SET = ROOT / "data/mined_tasks"
 ROWS = [json.loads(ln) for ln in (SET / "instances.jsonl").read_text().splitlines() if ln.strip()]
@@ -85,11 +84,4 @@ def test_gold_resolves_the_empty_patch_does_not_and_maps_equal_swebench(
     tmp_path,
     row,
 ):
-    inst = instance_from_row(row)
-    script = official_script(inst.eval_script or "")
-    for label, patch in (("gold", inst.patch), ("empty", "")):
-        log = run_row(inst.image, script, patch)
-        assert ">>>>> Test Exit Code:" in log, log[-2000:]
-        assert_same(official, inst, log, tmp_path)
-        verdict = grade(inst, patch="p", apply_status="applied", test_log=log).resolved
-        assert verdict is (label == "gold"), (label, log[-2000:])
+    gold_and_empty_as_swebench(official, instance_from_row(row), tmp_path)

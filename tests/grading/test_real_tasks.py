@@ -63,7 +63,12 @@ def run_row(image: str, script: str, patch: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("row", ROWS, ids=[r["instance_id"] for r in ROWS])
 def test_gold_resolves_the_empty_patch_does_not_and_maps_equal_swebench(official, real_images, tmp_path, row):  # noqa: F811
-    inst = instance_from_row(row)
+    gold_and_empty_as_swebench(official, instance_from_row(row), tmp_path)
+
+
+def gold_and_empty_as_swebench(official, inst, tmp_path) -> None:  # noqa: F811 - official: the fixture's value
+    """The row's image run with its gold patch and with none: gold resolves, empty does not, and both logs
+    map to swebench's own verdicts (also used by the mined set's sample)."""
     script = official_script(inst.eval_script or "")
     for label, patch in (("gold", inst.patch), ("empty", "")):
         log = run_row(inst.image, script, patch)
