@@ -48,7 +48,7 @@ run_bg() {  # run_bg LOG CMD...: start in the background, remember the pid
 
 wait_http() {  # wait_http URL SECONDS
   [[ "$dry_run" == "1" ]] && { echo "+ wait for $1"; return; }
-  for _ in $(seq 1 "$2"); do curl -fsS -o /dev/null "$1" && return 0; sleep 1; done
+  for _ in $(seq 1 "$2"); do curl -fs -o /dev/null "$1" && return 0; sleep 1; done
   die "$1 did not answer within $2 s"
 }
 
