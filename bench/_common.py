@@ -16,13 +16,15 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))] * 1000 if s else float("nan")
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads); 0.0 once it is gone."""
+def cpu_s(pid: int, *, reaped: bool = False) -> float:
+    """User + system CPU seconds of a process (all its threads); 0.0 once it is gone. `reaped`: plus its
+    children's that exited and were waited for (PostgreSQL's backends come and go)."""
     try:
         fields = open(f"/proc/{pid}/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 async def gated(n: int, limit: int, fn: Callable[[int], Awaitable[Any]]) -> list[Any]:
