@@ -280,11 +280,12 @@ def main() -> None:
     p.add_argument("--leases", type=int, default=50_000)
     p.add_argument("--nodes", type=int, default=100)
     p.add_argument("--node-processes", type=int, default=4, help="processes serving the simulated nodes")
+    p.add_argument("--node-threads", type=int, default=2, help="WSGI threads per simulated node")
     p.add_argument("--client-processes", type=int, default=4, help="processes of the load generator")
     p.add_argument("--rate", type=float, default=1000.0, help="execs a second offered (open loop)")
     p.add_argument("--seconds", type=float, default=60.0, help="length of the exec phase")
     p.add_argument("--burst", type=int, default=400, help="allocates in flight at most (over all processes)")
-    p.add_argument("--max-in-flight", type=int, default=2000, help="unanswered execs per client process")
+    p.add_argument("--max-in-flight", type=int, default=250, help="unanswered execs per client process")
     p.add_argument("--close", action="store_true", help="close every lease at the end (minutes at 50,000)")
     p.add_argument("--routed", action="store_true", help="execs through the pool replicas, not to the nodes")
     p.add_argument("--pool-cpu", type=int, default=0, help="the CPU the pool replicas get to themselves")
@@ -311,6 +312,7 @@ def main() -> None:
             nodes=args.nodes,
             max_per_node=cap,
             node_processes=args.node_processes,
+            threads=args.node_threads,
             images=IMAGES,
             pool_env={
                 "SWE_POOL_DATABASE_URL": pg.url,

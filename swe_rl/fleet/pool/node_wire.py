@@ -136,7 +136,7 @@ class NodeWire:
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
         extra = ""
         if authorization:
-            if any(ord(c) < 0x20 or ord(c) == 0x7F for c in authorization):
+            if not authorization.isprintable():  # a control character would end the header
                 raise ValueError("the Authorization value holds a control character")
             extra = f"Authorization: {authorization}\r\n"
         return await self._request("POST", path, body, timeout, extra)
