@@ -1,7 +1,8 @@
 """Pool replicas at scale: two pool processes on one PostgreSQL lease record, one SIGKILLed mid-run.
 
 Runs `--nodes` simulated exec servers (swe_rl/fleet/fakes/simulated_fleet.py: the real exec server app
-over the in-memory backend, commands not run), a real PostgreSQL (Debian's server in a temporary
+over the in-memory backend, commands not run; `--node-threads` WSGI threads each, in `--node-processes`
+processes), a real PostgreSQL (Debian's server in a temporary
 directory: swe_rl/testing/local_postgres.py) and two real pool processes sharing it
 (`SWE_POOL_DATABASE_URL`). The load comes from `--client-processes` processes, each with its share of
 the EnvClients (every client holds both URLs, half of them A first, half B first). Then:
