@@ -49,7 +49,7 @@ from typing import Any
 import httpx
 from _common import cpu_s, gated, pct, pin  # bench/_common.py (bench/ is on the path of a script)
 
-from swe_rl.fleet.call_headers import POOL_OVERHEAD_HEADER, POOL_OWN_HEADER
+from swe_rl.fleet.call_headers import CREDENTIAL_HEADER, POOL_OVERHEAD_HEADER, POOL_OWN_HEADER
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 
@@ -131,7 +131,7 @@ async def exec_round(
             resp = await routed[i % len(routed)].post(
                 pool_url + "/exec",
                 json={"lease_id": lease.lease_id, "command": "echo ok", "timeout": 60},
-                headers=auth,
+                headers={**auth, CREDENTIAL_HEADER: lease.credential},  # every call on a lease needs it
             )
             assert resp.status_code == 200 and resp.json()["output"] == "ok\n", resp.text
             if overheads is not None:
@@ -279,7 +279,7 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
         lambda: exec_round(sample, args.rate, None, fleet.token, args.burst, fleet.pool_url, overheads, owns),
     )
     direct_lat = await phases.run(
-        "exec direct", lambda: exec_round(sample, args.rate, direct, fleet.token, args.burst)
+        "exec direct", lambda: exec_round(sample, args.rate, direct, fleet.exec_token, args.burst)
     )
     beats = await phases.run("heartbeats", lambda: heartbeat_cost(fleet, clients, leases, args.sample))
 
