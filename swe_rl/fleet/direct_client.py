@@ -39,6 +39,7 @@ from swe_rl.fleet.pool.node_wire import (
     NodeWire,
     WireConnectTimeout,
     WireError,
+    WireNoConnection,
     WireRefused,
     WireTimeout,
 )
@@ -122,7 +123,7 @@ async def direct_call(
         sent = time.monotonic()
         try:
             resp = await wire.post(path, payload, timeout, authorization=authorization)
-        except (WireRefused, WireConnectTimeout) as exc:
+        except (WireRefused, WireConnectTimeout, WireNoConnection) as exc:
             if not exc.resent:  # the first connection was never made: nothing was sent
                 raise NodeNotReached(f"{type(exc).__name__}: {exc}") from exc
             what = "refused the fresh connection after a kept-alive one broke (the call may have run)"

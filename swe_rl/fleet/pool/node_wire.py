@@ -59,6 +59,10 @@ class WireConnectTimeout(WireError):
     """The node accepted no connection within the connect timeout (nothing was sent)."""
 
 
+class WireNoConnection(WireError):
+    """No connection was made (no route, reset during the handshake, TLS refused): nothing was sent."""
+
+
 class _StaleConnection(Exception):
     """A kept-alive connection the node had closed: reset or ended before one byte of an answer."""
 
@@ -217,7 +221,7 @@ class NodeWire:
         except ConnectionRefusedError as exc:
             raise WireRefused(f"{type(exc).__name__}: {exc}") from exc
         except (OSError, ssl.SSLError) as exc:
-            raise WireError(f"{type(exc).__name__}: {exc}") from exc
+            raise WireNoConnection(f"{type(exc).__name__}: {exc}") from exc
         return _Conn(reader, writer)
 
     def close(self) -> None:

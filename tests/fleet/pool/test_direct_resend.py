@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -158,3 +159,43 @@ async def test_a_node_refusing_the_first_connection_is_not_reached(wires):
     await asyncio.sleep(0)
     with pytest.raises(NodeNotReached):
         await call(wires, node)
+
+
+async def test_a_node_whose_certificate_the_client_refuses_is_not_reached(tmp_path):
+    """A TLS handshake the client refuses (a node certified by a CA it does not hold) made no connection:
+    nothing was sent, so the call may go through the pool (NodeNotReached), as a refused connection may."""
+    from tests.fleet.tls_certs import TestCA
+
+    stranger = TestCA(tmp_path, name="stranger")
+    issued = stranger.issue("node")
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(issued.cert, issued.key)
+    requests: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            requests.append(await reader.readuntil(b"\r\n\r\n"))
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server_ctx)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    wires = NodeWires(config())  # the system's CAs: not the stranger's
+    try:
+        with pytest.raises(NodeNotReached, match="SSL|certificate"):
+            await direct_call(
+                wires,
+                config(),
+                lease_on(url),
+                "exec",
+                {"command": "true"},
+                CREDENTIAL,
+                timeout=10,
+                retry=Retry.UNSENT,
+            )
+    finally:
+        wires.close()
+        server.close()
+    assert requests == []
