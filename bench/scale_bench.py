@@ -47,8 +47,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
+from _common import cpu_s, gated, pct, pin  # bench/_common.py (bench/ is on the path of a script)
 
-from swe_rl.fleet.call_headers import POOL_OVERHEAD_HEADER, POOL_OWN_HEADER
+from swe_rl.fleet.call_headers import CREDENTIAL_HEADER, POOL_OVERHEAD_HEADER, POOL_OWN_HEADER
 from swe_rl.fleet.client import EnvClient, EnvClientConfig, Lease
 from swe_rl.fleet.fakes.simulated_fleet import MemoryFleet
 
@@ -57,22 +58,12 @@ PER_CLIENT = 100  # leases per EnvClient, like one rollout worker
 PRODUCTION_HEARTBEAT = 30.0  # the client's default interval, seconds
 
 
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))] * 1000 if s else float("nan")
-
-
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:
         for line in fh:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
-
-
-def cpu_s(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def runqueue_wait_s(pid: int) -> float:
@@ -110,16 +101,6 @@ class Phases:
         return result
 
 
-async def gated(n: int, limit: int, fn: Callable[[int], Awaitable[Any]]) -> list[Any]:
-    gate = asyncio.Semaphore(limit)
-
-    async def one(i: int) -> Any:
-        async with gate:
-            return await fn(i)
-
-    return await asyncio.gather(*(one(i) for i in range(n)))
-
-
 async def exec_round(
     leases: list[Lease],
     rate: float,
@@ -150,7 +131,7 @@ async def exec_round(
             resp = await routed[i % len(routed)].post(
                 pool_url + "/exec",
                 json={"lease_id": lease.lease_id, "command": "echo ok", "timeout": 60},
-                headers=auth,
+                headers={**auth, CREDENTIAL_HEADER: lease.credential},  # every call on a lease needs it
             )
             assert resp.status_code == 200 and resp.json()["output"] == "ok\n", resp.text
             if overheads is not None:
@@ -175,15 +156,16 @@ async def exec_round(
     return latencies
 
 
-def pin(fleet: MemoryFleet, cpu: int | None) -> None:
-    """The pool on core `cpu`, this process and the simulated nodes on the other cores (no-op: None)."""
+def pin_fleet(fleet: MemoryFleet, cpu: int | None) -> None:
+    """The pool on core `cpu`, this process and the simulated nodes on the other cores (no-op: None).
+    Every thread of each (`_common.pin`: an affinity set on a pid alone moves only its main thread)."""
     if cpu is None or fleet.pool is None:
         return
     others = (os.sched_getaffinity(0) | {cpu}) - {cpu} or {cpu}
-    os.sched_setaffinity(fleet.pool.pid, {cpu})
-    os.sched_setaffinity(0, others)
+    pin(fleet.pool.pid, {cpu})
+    pin(os.getpid(), others)
     for helper in fleet.helpers:
-        os.sched_setaffinity(helper.pid, others)
+        pin(helper.pid, others)
 
 
 async def pool_status(fleet: MemoryFleet) -> dict[str, Any]:
@@ -297,14 +279,14 @@ async def run_level(fleet: MemoryFleet, n: int, args: argparse.Namespace) -> dic
         lambda: exec_round(sample, args.rate, None, fleet.token, args.burst, fleet.pool_url, overheads, owns),
     )
     direct_lat = await phases.run(
-        "exec direct", lambda: exec_round(sample, args.rate, direct, fleet.token, args.burst)
+        "exec direct", lambda: exec_round(sample, args.rate, direct, fleet.exec_token, args.burst)
     )
     beats = await phases.run("heartbeats", lambda: heartbeat_cost(fleet, clients, leases, args.sample))
 
     # restart: SIGKILL with every lease held, then a new pool on the same store and port
     fleet.kill_pool(signal.SIGKILL)
     restart = await restart_timings(fleet, random.choice(leases))
-    pin(fleet, args.pool_cpu)
+    pin_fleet(fleet, args.pool_cpu)
     status = await pool_status(fleet)
     assert status["totals"]["leases"] == n, status["totals"]  # every lease recovered from the store
     recovered = await asyncio.gather(*(client.heartbeat_all() for client in clients))
@@ -420,7 +402,7 @@ async def main_async(args: argparse.Namespace) -> None:
         for n in args.leases:
             fleet.kill_pool(signal.SIGTERM)  # a fresh pool per level: its memory is this level's
             fleet.start_pool()
-            pin(fleet, args.pool_cpu)
+            pin_fleet(fleet, args.pool_cpu)
             results.append(await run_level(fleet, n, args))
             report(results[-1], args)
     r = results[-1]

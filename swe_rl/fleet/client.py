@@ -44,7 +44,7 @@ from swe_rl.fleet.call_headers import BOOT_HEADER, CALL_ID_HEADER, CREDENTIAL_HE
 from swe_rl.fleet.client_config import CLIENT_ENV as CLIENT_ENV  # re-exported: callers import it from here
 from swe_rl.fleet.client_config import EnvClientConfig, pool_tls
 from swe_rl.fleet.client_results import EvalResult, ExecResult
-from swe_rl.fleet.direct_client import NodeNotReached, direct_call, node_client
+from swe_rl.fleet.direct_client import NodeNotReached, direct_call, node_wires
 from swe_rl.fleet.errors import FleetError, FleetUnavailable, LeaseLost, NetworkFull, TlsRefused, error_for
 from swe_rl.fleet.image_protocol import prefetch_body
 from swe_rl.fleet.protocol import EVAL_APPLY_ALLOWANCE
@@ -92,7 +92,7 @@ class Lease(LeaseSnapshots):
         if op in protocol.ROUTED_CALLS and self.client.config.direct and credential and self.node:
             try:
                 return await direct_call(  # straight to the node (direct_client.py)
-                    self.client._node_http,
+                    self.client._node_wires,
                     self.client.config,
                     self,
                     op,
@@ -250,8 +250,8 @@ class EnvClient(ClientSnapshots):
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
             timeout=httpx.Timeout(self.config.read_timeout, connect=self.config.connect_timeout),
         )
-        self._node_http = node_client(self.config)
-        """The client of direct calls to the nodes (it carries no pool token)."""
+        self._node_wires = node_wires(self.config)
+        """The connections of direct calls to the nodes (they carry no pool token)."""
         self._background: set[asyncio.Task[Any]] = set()
         self._pool_boot: str | None = None  # the pool process that answered last (call_headers.BOOT_HEADER)
         self._watched: dict[str, Lease] = {}  # leases heartbeated in the background, by lease id
@@ -271,7 +271,7 @@ class EnvClient(ClientSnapshots):
         if self._background:  # closes still under way (e.g. after a cancellation) finish first
             await asyncio.wait(list(self._background), timeout=self.config.read_timeout)
         await self._http.aclose()
-        await self._node_http.aclose()
+        self._node_wires.close()
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)

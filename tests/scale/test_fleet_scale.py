@@ -54,9 +54,8 @@ def test_2000_concurrent_leases_over_20_nodes():
             heartbeat_interval=60,
             allocate_deadline=900,
             backoff=0.2,
-            # routed: this is the pool's routing at scale. 2,000 direct execs at once on a loaded CI
-            # machine once met a ReadError from a simulated node (not yet understood; docs/fleet.md)
-            direct=False,
+            # direct calls (the default): 2,000 execs at once straight to the nodes, each node's kept-alive
+            # connections reused under the burst (a stale one is sent again on a fresh one: direct_client.py)
         )
         peak: dict = {}
 

@@ -12,7 +12,8 @@ Errors keep the httpx split `routing.NodeCalls` maps: a connect timeout (`WireCo
 retried there: nothing was sent), a read timeout (`WireTimeout`, 504), anything else (`WireError`:
 refused, reset, malformed; the node is marked down). A kept-alive connection that breaks before one byte
 of its answer (the node closed it while idle) is first tried once more on a fresh connection: one stale
-connection does not mark a whole node down.
+connection does not mark a whole node down. The client's direct calls use it too (`direct_client.py`,
+no node token: each call carries its lease's ``Authorization``).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ HEAD_LIMIT = 64 << 10
 class WireError(Exception):
     """The node refused, reset or garbled the call."""
 
+    resent = False
+    """True when it is the failure of the once-more on a fresh connection after a kept-alive one broke
+    (`_nothing_answered`): then even a refused connection does not prove that nothing ran."""
+
 
 class WireTimeout(WireError):
     """The node did not answer within the call's time (the request may have been sent)."""
@@ -52,6 +57,10 @@ class WireRefused(WireError):
 
 class WireConnectTimeout(WireError):
     """The node accepted no connection within the connect timeout (nothing was sent)."""
+
+
+class WireNoConnection(WireError):
+    """No connection was made (no route, reset during the handshake, TLS refused): nothing was sent."""
 
 
 class _StaleConnection(Exception):
@@ -102,7 +111,7 @@ class NodeWire:
     def __init__(
         self,
         url: str,
-        token: str,
+        token: str | None,
         *,
         ssl_context: ssl.SSLContext | None,
         connect_timeout: float,
@@ -112,37 +121,54 @@ class NodeWire:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
-        if any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):
+        if token is not None and any(ord(c) < 0x21 or ord(c) == 0x7F for c in token):
             raise ValueError("the exec token holds a control character or a space")
         self.host, self.tls = parts.hostname, parts.scheme == "https"
         self.port = parts.port or (443 if self.tls else 80)
         self.ssl_context = ssl_context if self.tls else None
         self.base = parts.path.rstrip("/")
         self.connect_timeout, self.keep, self.expiry = connect_timeout, keep, expiry
-        self._headers = f"Host: {parts.netloc}\r\nAuthorization: Bearer {token}\r\n" + (
-            "Content-Type: application/json\r\n"
-        )
+        auth = f"Authorization: Bearer {token}\r\n" if token is not None else ""
+        self._headers = f"Host: {parts.netloc}\r\n{auth}Content-Type: application/json\r\n"
         self.idle: list[_Conn] = []
 
-    async def post(self, path: str, payload: dict[str, Any], timeout: float) -> NodeAnswer:
-        """POST payload as JSON to path; the answer, or WireConnectTimeout / WireTimeout / WireError."""
+    async def post(
+        self, path: str, payload: dict[str, Any], timeout: float, *, authorization: str = ""
+    ) -> NodeAnswer:
+        """POST payload as JSON to path; the answer, or WireConnectTimeout / WireTimeout / WireError.
+        `authorization`: this call's own ``Authorization`` value (a wire made without a token)."""
         body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        return await self._request("POST", path, body, timeout)
+        extra = ""
+        if authorization:
+            if not authorization.isprintable():  # a control character would end the header
+                raise ValueError("the Authorization value holds a control character")
+            extra = f"Authorization: {authorization}\r\n"
+        return await self._request("POST", path, body, timeout, extra)
 
     async def get(self, path: str, timeout: float) -> NodeAnswer:
         """GET path; the answer, or WireConnectTimeout / WireTimeout / WireError."""
         return await self._request("GET", path, b"", timeout)
 
-    async def _request(self, method: str, path: str, body: bytes, timeout: float) -> NodeAnswer:
-        head = f"{method} {self.base}{path} HTTP/1.1\r\n{self._headers}Content-Length: {len(body)}\r\n\r\n"
+    async def _request(
+        self, method: str, path: str, body: bytes, timeout: float, extra: str = ""
+    ) -> NodeAnswer:
+        head = (
+            f"{method} {self.base}{path} HTTP/1.1\r\n{self._headers}{extra}"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
         request = head.encode("latin-1") + body
         conn = self._reuse()
-        if conn is not None:
-            try:
-                return await self._exchange(conn, request, timeout)
-            except _StaleConnection:
-                pass  # closed by the node while idle: the request never reached it; once more, fresh
-        return await self._exchange(await self._connect(), request, timeout, reused=False)
+        if conn is None:
+            return await self._exchange(await self._connect(), request, timeout, reused=False)
+        try:
+            return await self._exchange(conn, request, timeout)
+        except _StaleConnection:
+            pass  # closed by the node while idle: the request never reached it; once more, fresh
+        try:
+            return await self._exchange(await self._connect(), request, timeout, reused=False)
+        except WireError as exc:
+            exc.resent = True
+            raise
 
     async def _exchange(
         self, conn: _Conn, request: bytes, timeout: float, *, reused: bool = True
@@ -195,7 +221,7 @@ class NodeWire:
         except ConnectionRefusedError as exc:
             raise WireRefused(f"{type(exc).__name__}: {exc}") from exc
         except (OSError, ssl.SSLError) as exc:
-            raise WireError(f"{type(exc).__name__}: {exc}") from exc
+            raise WireNoConnection(f"{type(exc).__name__}: {exc}") from exc
         return _Conn(reader, writer)
 
     def close(self) -> None:
