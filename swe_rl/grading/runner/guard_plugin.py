@@ -199,8 +199,13 @@ if any(m in sys.modules for m in _RAW_MODULES):
 
 
 def _audit(event, args):
-    if not _dirty and _raw(event, args):
-        _dirty.append(event)
+    if not _dirty:
+        try:
+            raw = _raw(event, args)
+        except Exception:  # never fail the audited operation; unsure: compare everything
+            raw = True
+        if raw:
+            _dirty.append(event)
     if event in _AUDIT_SETS:  # a class attribute or a function's __code__/__defaults__ set: seen at once
         if args and id(args[0]) in _ids[0] and len(_pending) < _MAX_CHANGES and args[1] != "__slotnames__":
             target = args[0]
