@@ -332,3 +332,40 @@ def test_a_module_written_and_deleted_during_a_test_is_seen(graded):
     assert any(
         "pkg._lazy" in r and "deleted during the run" in r and r.startswith("voided") for r in records
     ), records
+
+
+# ---- issue 48 item 5: the per-test check compares the classes' namespaces only when a write could dodge
+# the audit hook; these routes are still seen at the first check after them, not only at the session's end
+DELETED_ATTRIBUTE = """def f():
+    import pytest
+    del pytest.Function.repr_failure
+    return 1
+"""
+
+
+def test_a_class_attribute_deleted_during_a_test_is_seen_at_that_tests_report(graded):
+    """A deletion is not an audited event: the per-test check compares the classes' namespace sizes."""
+    records, _ = graded({"pkg/__init__.py": DELETED_ATTRIBUTE})
+    assert any(
+        "Function.repr_failure" in r and "before the call report of test_pkg.py::test_fixed" in r
+        for r in records
+    ), records
+
+
+NAMESPACE_THROUGH_GC = """def f():
+    import gc, pytest
+    space = gc.get_referents(vars(pytest.TestReport))[0]
+    orig = space["from_item_and_call"]
+    space["from_item_and_call"] = classmethod(lambda cls, item, call: orig.__func__(cls, item, call))
+    return 1
+"""
+
+
+def test_a_class_namespace_written_through_gc_is_seen_at_that_tests_report(graded):
+    """A write into a class's own dict (reached through gc, no audited set) makes every later check
+    compare the classes' namespaces: seen before the test's own report, not only at the session's end."""
+    records, _ = graded({"pkg/__init__.py": NAMESPACE_THROUGH_GC})
+    assert any(
+        "TestReport.from_item_and_call" in r and "before the call report of test_pkg.py::test_fixed" in r
+        for r in records
+    ), records

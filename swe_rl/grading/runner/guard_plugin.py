@@ -173,7 +173,39 @@ _ids = [frozenset()]
 _AUDIT_SETS = ("object.__setattr__", "object.__delattr__")
 
 
+_dirty = []
+"""Not empty once the run took a route around the audited writes to a class (its namespace reached
+through gc's object walks or raw memory: ctypes, cffi, ``/proc/<pid>/mem``, another process): from
+then on every check compares the watched classes' namespaces too (the cost of a check before issue 48)."""
+_DIRTY_EVENTS = ("gc.get_referents", "gc.get_referrers", "gc.get_objects", "subprocess.Popen", "os.system",
+                 "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "os.symlink", "os.link",
+                 "ctypes.", "cffi.")
+_RAW_MODULES = ("ctypes", "_ctypes", "cffi", "_cffi_backend")
+
+
+def _raw(event, args):
+    if event.startswith(_DIRTY_EVENTS):
+        return True
+    if event == "import":
+        return bool(args) and str(args[0]).split(".", 1)[0] in _RAW_MODULES
+    if event == "open" and args:  # process memory by path, however spelled (relative to a dir_fd...)
+        name = os.fsdecode(args[0]) if isinstance(args[0], (str, bytes)) else ""
+        return os.path.basename(name.rstrip("/")) == "mem"
+    return False
+
+
+if any(m in sys.modules for m in _RAW_MODULES):
+    _dirty.append("a raw-memory module was loaded before the grader")
+
+
 def _audit(event, args):
+    if not _dirty:
+        try:
+            raw = _raw(event, args)
+        except Exception:  # never fail the audited operation; unsure: compare everything
+            raw = True
+        if raw:
+            _dirty.append(event)
     if event in _AUDIT_SETS:  # a class attribute or a function's __code__/__defaults__ set: seen at once
         if args and id(args[0]) in _ids[0] and len(_pending) < _MAX_CHANGES and args[1] != "__slotnames__":
             target = args[0]
@@ -269,34 +301,37 @@ def _impls_of(callers):
 
 def _watchlist(pm, types):
     """What the check before each report compares by identity, flat (so that it runs at C speed): every
-    key and value of the watched mappings, every watched function's code and defaults, every hook
-    caller's type and executor, every hook implementation and its function."""
-    owners = []
+    key and value of the watched modules' namespaces, of the plugin manager and its hook relay, and of
+    the watched classes' namespaces (apart: `_quick_same` skips them while the audit hook sees their
+    writes), the classes' namespace sizes (a deletion is not an audited event), every watched function's
+    code and defaults, every hook caller's type and executor, every hook implementation and its function."""
+    spaces, classes = [], []
     for mname in _MACHINERY:
         mod = sys.modules.get(mname)
         if mod is None:
             continue
-        owners.append(vars(mod))
+        spaces.append(vars(mod))
         for cls in list(vars(mod).values()):
             if isinstance(cls, type) and getattr(cls, "__module__", "") == mname:
-                owners.append(vars(cls))
+                classes.append(cls)
     for kind in types:
-        owners.extend(vars(cls) for cls in kind.__mro__ if cls is not object)
+        classes.extend(cls for cls in kind.__mro__ if cls is not object)
     relay = getattr(pm, "hook", None)
     for extra in (pm, relay):
         try:
-            owners.append(vars(extra))
+            spaces.append(vars(extra))
         except TypeError:
             pass
-    keys = list(_chain.from_iterable(owners))
+    owners = [vars(cls) for cls in classes]
     values = list(_chain.from_iterable(map(_VALUES, owners)))
-    fns = [f for f in map(_inner, values) if f is not None]
+    fns = [f for f in map(_inner, values + list(_chain.from_iterable(map(_VALUES, spaces)))) if f is not None]
     callers = list(vars(relay).values()) if relay is not None else []
     impls = _impls_of(callers)
     hx = [getattr(c, "_hookexec", None) for c in callers]
-    return (owners, keys, values, fns, list(map(_CODE, fns)), list(map(_DEFAULTS, fns)),
-            list(map(_KWDEFAULTS, fns)), callers, list(map(type, callers)), hx, impls,
-            list(map(_FUNCTION, impls)))
+    return (spaces, list(_chain.from_iterable(spaces)), list(_chain.from_iterable(map(_VALUES, spaces))),
+            owners, list(_chain.from_iterable(owners)), values, list(map(len, owners)), classes,
+            fns, list(map(_CODE, fns)), list(map(_DEFAULTS, fns)), list(map(_KWDEFAULTS, fns)),
+            callers, list(map(type, callers)), hx, impls, list(map(_FUNCTION, impls)))
 
 
 def _same_all(now, was):
@@ -307,11 +342,18 @@ _AUDITED = hasattr(sys, "addaudithook")
 
 
 def _quick_same(w):
-    owners, keys, values, fns, codes, defaults, kwdefaults, callers, kinds, hx, impls, ifns = w
-    if not _same_all(list(_chain.from_iterable(map(_VALUES, owners))), values):
+    (spaces, skeys, svalues, owners, okeys, ovalues, sizes, classes, fns, codes, defaults, kwdefaults,
+     callers, kinds, hx, impls, ifns) = w
+    if not _same_all(list(_chain.from_iterable(map(_VALUES, spaces))), svalues):
         return False
-    if not _same_all(list(_chain.from_iterable(owners)), keys):
+    if not _same_all(list(_chain.from_iterable(spaces)), skeys):
         return False
+    if list(map(len, owners)) != sizes:  # a deleted class attribute (not an audited event)
+        return False
+    if not _AUDITED or _dirty:  # the classes' namespaces, unless every write to them is an audited event
+        if not (_same_all(list(_chain.from_iterable(map(_VALUES, owners))), ovalues)
+                and _same_all(list(_chain.from_iterable(owners)), okeys)):
+            return False
     if _AUDITED:  # reading __code__ is itself audited (slow): its writes are seen by the audit hook
         pass
     elif not (_same_all(list(map(_CODE, fns)), codes) and _same_all(list(map(_DEFAULTS, fns)), defaults)
@@ -328,16 +370,16 @@ def _quick_same(w):
 _watched = []
 
 
-def _check(where, item=None):
+def _check(where, item=None, full=False):
     try:
-        _checked(where, item)
+        _checked(where, item, full)
     except Exception as exc:  # never the run's failure: said, and the reward void
         if _record(["the runner guard could not check %s: %s: %s" % (where, type(exc).__name__, exc)]):
             _seen["run"] = _run
             _write(_state["config"], _state["session"], "run")
 
 
-def _checked(where, item):
+def _checked(where, item, full):
     config = _state["config"]
     pm = config.pluginmanager if config is not None else None
     found = False
@@ -345,7 +387,7 @@ def _checked(where, item):
         found = _record(["%s (by %s)" % (c, where.replace("before", "the check before", 1))
                          for c in _pending[:]])
         del _pending[:]
-    if not _watched or not _quick_same(_watched[0]):  # the full comparison only when something moved
+    if full or not _watched or not _quick_same(_watched[0]):  # the deep walk: at the end, or on a move
         found = _record(["%s (%s)" % (c, where) for c in _changes(_after, _machinery(pm, _items_types))])
         _watched[:] = [_watchlist(pm, _items_types)]
     if item is not None:
@@ -385,7 +427,8 @@ def _baseline():
     _watched[:] = [_watchlist(pm, _items_types)]
     watched = _watched[0]
     classes = [c for c in _chain.from_iterable(map(_VALUES, watched[0])) if isinstance(c, type)]
-    _ids[0] = frozenset(map(id, classes + list(_items_types) + watched[3]))
+    hooked = [f for f in watched[16] if type(f).__name__ == "function"]  # every plugin's hook functions
+    _ids[0] = frozenset(map(id, classes + watched[7] + list(_items_types) + watched[8] + hooked))
 
 
 def _wrapper(**kwargs):
@@ -417,7 +460,7 @@ def pytest_runtest_makereport(item, call):
 def pytest_sessionfinish(session):
     _state["finished"] = True
     if _after:
-        _check("at the session's end")
+        _check("at the session's end", full=True)
     _seen["run"] = _run
     _write(session.config, session, "finished", _state.get("loop"))
 '''.replace("__MACHINERY__", repr(tuple(MACHINERY))).replace(
