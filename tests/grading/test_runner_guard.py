@@ -369,3 +369,60 @@ def test_a_class_namespace_written_through_gc_is_seen_at_that_tests_report(grade
         "TestReport.from_item_and_call" in r and "before the call report of test_pkg.py::test_fixed" in r
         for r in records
     ), records
+
+
+EXECUTOR_CELL = """def f():
+    import contextlib, unittest.case
+    cells = unittest.case._Outcome.testPartExecutor.__closure__
+    def swallow(self, test_case, subTest=False):
+        try:
+            yield
+        except Exception:
+            pass
+    cells[0].cell_contents = swallow
+    return 1
+"""
+
+DEFAULTS_IN_PLACE = """def f():
+    import _pytest.runner
+    _pytest.runner.CallInfo.__init__.__kwdefaults__["_ispytest"] = True
+    return 1
+"""
+
+
+def test_a_watched_functions_closure_cell_swapped_is_seen(graded):
+    """`_Outcome.testPartExecutor` is a context manager whose closure holds the generator it runs: a new
+    generator put in that cell swallows every failing assertion of a unittest test, though the function,
+    its code and its defaults are the same objects. The cell's contents are compared too."""
+    records, log = graded({"pkg/__init__.py": EXECUTOR_CELL})
+    assert "PASSED test_unit.py::T::test_fixed" in log  # the exploit works: its failing assertion swallowed
+    assert any("testPartExecutor" in r and r.startswith("voided") for r in records), records
+
+
+def test_keyword_defaults_edited_in_place_are_seen(graded):
+    """The `__kwdefaults__` dict is the same object after an in-place edit: its values are compared."""
+    records, _ = graded({"pkg/__init__.py": DEFAULTS_IN_PLACE})
+    assert any("CallInfo.__init__" in r and r.startswith("voided") for r in records), records
+
+
+EXECUTOR_CELL_PUT_BACK = """def f():
+    import unittest.case
+    cells = unittest.case._Outcome.testPartExecutor.__closure__
+    original = cells[0].cell_contents
+    def swallow(self, test_case, subTest=False):
+        try:
+            yield
+        except Exception:
+            cells[0].cell_contents = original  # put back once used: the session's end sees nothing
+    cells[0].cell_contents = swallow
+    return 1
+"""
+
+
+def test_a_closure_cell_put_back_once_used_is_seen_at_that_tests_report(graded):
+    """Cell contents have no audited write: the check before each report compares them."""
+    records, log = graded({"pkg/__init__.py": EXECUTOR_CELL_PUT_BACK})
+    assert "PASSED test_unit.py::T::test_fixed" in log
+    assert any(r.startswith("voided") and "testPartExecutor" in r and "before the" in r for r in records), (
+        records
+    )

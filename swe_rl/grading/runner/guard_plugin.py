@@ -35,11 +35,32 @@ for _m in _MACHINERY:
         pass
 
 
+_EMPTY = object()
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return _EMPTY
+
+
+def _inside(fn):
+    """What a function holds besides its code and defaults tuple, whose contents can change while the
+    function, its code and its dicts stay the same objects: its closure cells' contents (a decorator's
+    wrapped function, a context manager's generator) and its keyword defaults' values (edited in place)."""
+    if type(fn).__name__ != "function":
+        return ()
+    kw = fn.__kwdefaults__
+    return tuple(map(_cell, fn.__closure__ or ())) + (tuple(kw) + tuple(kw.values()) if kw else ())
+
+
 def _facts(value):
     """The objects that make one callable what it is (compared by identity)."""
     if isinstance(value, (staticmethod, classmethod)):
         inner = value.__func__
-        return (value, inner, getattr(inner, "__code__", None), getattr(inner, "__defaults__", None))
+        return (value, inner, getattr(inner, "__code__", None), getattr(inner, "__defaults__", None),
+                *_inside(inner))
     if isinstance(value, property):
         return (value, value.fget, value.fset, value.fdel)
     if isinstance(value, type):
@@ -51,7 +72,7 @@ def _facts(value):
     code = getattr(value, "__code__", None) if type(value).__name__ == "function" else None
     if code is None:
         return (value,)
-    return (value, code, value.__defaults__, value.__kwdefaults__)
+    return (value, code, value.__defaults__, value.__kwdefaults__, *_inside(value))
 
 
 def _entries(owner, prefix, out):
@@ -328,10 +349,19 @@ def _watchlist(pm, types):
     callers = list(vars(relay).values()) if relay is not None else []
     impls = _impls_of(callers)
     hx = [getattr(c, "_hookexec", None) for c in callers]
+    kwdicts = [d for d in map(_KWDEFAULTS, fns) if d]
+    cells = list(_chain.from_iterable(f.__closure__ or () for f in fns + list(map(_FUNCTION, impls))
+                                      if type(f).__name__ == "function"))
     return (spaces, list(_chain.from_iterable(spaces)), list(_chain.from_iterable(map(_VALUES, spaces))),
             owners, list(_chain.from_iterable(owners)), values, list(map(len, owners)), classes,
             fns, list(map(_CODE, fns)), list(map(_DEFAULTS, fns)), list(map(_KWDEFAULTS, fns)),
-            callers, list(map(type, callers)), hx, impls, list(map(_FUNCTION, impls)))
+            callers, list(map(type, callers)), hx, impls, list(map(_FUNCTION, impls)),
+            cells, list(map(_cell, cells)), kwdicts, _kw_values(kwdicts))
+
+
+def _kw_values(kwdicts):
+    """Keys and values of the watched functions' keyword defaults (dicts that can be edited in place)."""
+    return list(_chain.from_iterable(_chain(d, d.values()) for d in kwdicts))
 
 
 def _same_all(now, was):
@@ -343,7 +373,10 @@ _AUDITED = hasattr(sys, "addaudithook")
 
 def _quick_same(w):
     (spaces, skeys, svalues, owners, okeys, ovalues, sizes, classes, fns, codes, defaults, kwdefaults,
-     callers, kinds, hx, impls, ifns) = w
+     callers, kinds, hx, impls, ifns, cells, cell_values, kwdicts, kw_values) = w
+    # closure cells and keyword defaults change in place, with no audited event: compared every time
+    if not (_same_all(list(map(_cell, cells)), cell_values) and _same_all(_kw_values(kwdicts), kw_values)):
+        return False
     if not _same_all(list(_chain.from_iterable(map(_VALUES, spaces))), svalues):
         return False
     if not _same_all(list(_chain.from_iterable(spaces)), skeys):
