@@ -109,6 +109,11 @@ tarball() {  # registry package==version sha256 -> the release's tarball (cached
 }
 
 releases=()
+# One build of the releases at a time (the test tier's workers may run this at once): the histories and
+# downloads under $CACHE are shared.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.releases.lock"
+flock 9
 while IFS=$'\t' read -r -u 3 name repo registry release pin commit extra; do
   [[ -z "$name" || "$name" == \#* ]] && continue
   if ((${#ONLY[@]})) && ! printf '%s\n' "${ONLY[@]}" | grep -qxF "$name"; then continue; fi
