@@ -107,12 +107,33 @@ def release_images(docker_client, base_image, tmp_path_factory):
     """The release sample's images (kept once built); under CI a release not downloadable fails."""
     names = sorted({RELEASES[r["release"]][0] for r in RELEASE_SAMPLE})
     proc = build_rows(RELEASE_SAMPLE, names, tmp_path_factory.mktemp("releases"), {})
-    if proc.returncode != 0 and "cannot download" in proc.stderr and not IN_CI:
-        pytest.skip(f"the release sample's sdists cannot be downloaded here: {proc.stderr.strip()[-300:]}")
+    judge_release_build(proc, in_ci=IN_CI)
+
+
+def judge_release_build(proc: subprocess.CompletedProcess, *, in_ci: bool) -> None:
+    """A failed build fails the test; a download that failed skips it, except under CI."""
+    if proc.returncode != 0 and "cannot download" in proc.stderr and not in_ci:
+        pytest.skip(f"the release sample's tarballs cannot be downloaded here: {proc.stderr.strip()[-300:]}")
     assert proc.returncode == 0, (
         "the release sample's images could not be built from the releases of data/mined_tasks/releases.tsv"
-        f" (pip download, sha256, the task commit made again): {proc.stderr[-3000:]}{proc.stdout[-2000:]}"
+        f" (download, sha256, the task commit made again): {proc.stderr[-3000:]}{proc.stdout[-2000:]}"
     )
+
+
+def test_a_release_that_cannot_be_downloaded_fails_under_ci_and_skips_elsewhere():
+    failed = subprocess.CompletedProcess(
+        [], 1, "", "error: cannot download the sdist of parse==1.20.1 (pip download)"
+    )
+    with pytest.raises(AssertionError, match="could not be built .* cannot download the sdist"):
+        judge_release_build(failed, in_ci=True)
+    with pytest.raises(pytest.skip.Exception, match="cannot be downloaded here"):
+        judge_release_build(failed, in_ci=False)
+    other = subprocess.CompletedProcess(
+        [], 1, "", "error: the tarball of parse==1.20.1 has sha256 0; releases.tsv pins 1"
+    )
+    with pytest.raises(AssertionError, match="releases.tsv pins"):
+        judge_release_build(other, in_ci=False)
+    judge_release_build(subprocess.CompletedProcess([], 0, "", ""), in_ci=True)
 
 
 @pytest.mark.docker
