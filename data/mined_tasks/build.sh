@@ -93,12 +93,13 @@ tarball() {  # registry package==version sha256 -> the release's tarball (cached
       pypi) "$PYTHON" -m pip download -q --no-deps --no-binary :all: --dest "$CACHE/downloads" "$release" >&2 ||
               die "cannot download the sdist of $release (pip download)" ;;
       debian) tmp=$(mktemp -d /tmp/swe-rl-mined-src.XXXXXX)
-              (cd "$tmp" && apt-get source --download-only -q "$package=$version" >/dev/null 2>&1) || {
-                rm -rf "$tmp"
-                die "cannot download the source package $package=$version (apt-get source: are deb-src lines set? scripts/setup_machine.sh sets them)"
-              }
+              # Only the orig tarball is needed: a missing Debian part (a component, the debian/ tarball)
+              # makes apt-get fail, and is no matter.
+              (cd "$tmp" && apt-get source --download-only -q "$package=$version" >/dev/null 2>&1) || true
               find "$tmp" -maxdepth 1 -name "$glob" -exec mv {} "$CACHE/downloads/" \;
-              rm -rf "$tmp" ;;
+              rm -rf "$tmp"
+              [[ -n "$(find "$CACHE/downloads" -maxdepth 1 -iname "$glob")" ]] ||
+                die "cannot download the source package $package=$version (apt-get source: are deb-src lines set? scripts/setup_machine.sh sets them)" ;;
     esac
     found=$(find "$CACHE/downloads" -maxdepth 1 -iname "$glob" | head -n 1)
   fi
