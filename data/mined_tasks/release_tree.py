@@ -26,19 +26,28 @@ Fixed author and committer (the release commit dated 2024-01-01): the same input
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
+from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "data/real_tasks"))
+from swe_rl.eval.mining.languages import LANGUAGES, RepoLanguage
 
-from make_history import extract  # noqa: E402 - data/real_tasks/make_history.py
 
-from swe_rl.eval.mining.languages import LANGUAGES, RepoLanguage  # noqa: E402
+def _make_history() -> ModuleType:
+    """data/real_tasks/make_history.py, whose ``extract`` unpacks a release as that set's histories do."""
+    path = Path(__file__).resolve().parents[1] / "real_tasks/make_history.py"
+    spec = importlib.util.spec_from_file_location("make_history", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+extract = _make_history().extract
 
 IDENTITY = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_AUTHOR_NAME": "swe-rl", "GIT_AUTHOR_EMAIL": "swe-rl@localhost",
             "GIT_COMMITTER_NAME": "swe-rl", "GIT_COMMITTER_EMAIL": "swe-rl@localhost"}  # fmt: skip
