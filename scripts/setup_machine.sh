@@ -35,27 +35,8 @@ if ((${#need_apt[@]})); then
   $sudo_cmd env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1 \
     apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
-# Source packages (apt-get source): the orig tarballs of the mined set's release-anchored Go rows
-# (data/mined_tasks/releases.tsv). deb-src lines beside the machine's own deb lines (the same archives), once.
-if command -v apt-get >/dev/null 2>&1 &&
-  ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-  echo "[setup] deb-src lines for apt-get source"
-  sudo_cmd=""; [[ "$(id -u)" == "0" ]] || sudo_cmd="sudo"
-  src822="" src_lines=""
-  for f in /etc/apt/sources.list.d/*.sources; do  # deb822 stanzas: the same with Types: deb-src
-    if [[ -f "$f" ]]; then src822+="$(sed 's/^Types: deb$/Types: deb-src/' "$f")"$'\n\n'; fi
-  done
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do  # one-line format: deb -> deb-src
-    if [[ -f "$f" ]]; then src_lines+="$(sed -n 's/^deb /deb-src /p' "$f")"$'\n'; fi
-  done
-  if [[ -n "${src822//[[:space:]]/}" ]]; then
-    printf '%s' "$src822" | $sudo_cmd tee /etc/apt/sources.list.d/swe-rl-deb-src.sources >/dev/null
-  fi
-  if [[ -n "${src_lines//[[:space:]]/}" ]]; then
-    printf '%s' "$src_lines" | $sudo_cmd tee /etc/apt/sources.list.d/swe-rl-deb-src.list >/dev/null
-  fi
-  $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-fi
+# Source packages (apt-get source): the orig tarballs of the mined set's release-anchored rows.
+bash scripts/ensure_deb_src.sh
 # The machine may ship only the Docker CLI without the daemon's package.
 command -v dockerd >/dev/null 2>&1 || { echo "error: dockerd still missing after install" >&2; exit 1; }
 

@@ -99,7 +99,7 @@ tarball() {  # registry package==version sha256 -> the release's tarball (cached
               find "$tmp" -maxdepth 1 -name "$glob" -exec mv {} "$CACHE/downloads/" \;
               rm -rf "$tmp"
               [[ -n "$(find "$CACHE/downloads" -maxdepth 1 -iname "$glob")" ]] ||
-                die "cannot download the source package $package=$version (apt-get source: are deb-src lines set? scripts/setup_machine.sh sets them)" ;;
+                die "cannot download the source package $package=$version (apt-get source: are deb-src lines set? scripts/ensure_deb_src.sh sets them)" ;;
     esac
     found=$(find "$CACHE/downloads" -maxdepth 1 -iname "$glob" | head -n 1)
   fi
