@@ -35,6 +35,8 @@ if ((${#need_apt[@]})); then
   $sudo_cmd env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=a NEEDRESTART_SUSPEND=1 \
     apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+# Source packages (apt-get source): the orig tarballs of the mined set's release-anchored rows.
+bash scripts/ensure_deb_src.sh
 # The machine may ship only the Docker CLI without the daemon's package.
 command -v dockerd >/dev/null 2>&1 || { echo "error: dockerd still missing after install" >&2; exit 1; }
 

@@ -7,7 +7,9 @@ commit, with its stage and reason), the verdicts of ``tasks.ledger.jsonl`` on va
 run did not write yet (`settle`) and ``tasks.stats.json`` (the run's counts and seconds) are merged
 into the set's ``instances.jsonl``, ``drops.jsonl`` (each drop given its ``repo``) and ``runs.jsonl``
 (one line per repository; ``pending``: rows validated but not yet certified or dropped, a run cut
-short). A row whose statement does not pass the leak check as a whole
+short). A release-anchored name (releases.tsv, ``--release NAME=PACKAGE==VERSION``) gives its rows,
+drops and run line the field ``release``, and replaces only the lines of that release: a repository
+can have both rows mined from its history and rows on a release. A row whose statement does not pass the leak check as a whole
 (`swe_rl.eval.mining.statements.leaks`) is not merged: it goes to the drops, stage ``policy``, with
 the reasons. The files of the repositories not named are kept as they are; the output is sorted, so
 a re-run of the same mining gives the same bytes.
@@ -75,13 +77,18 @@ def _repo_of(out: Path, rows: list[dict], drops: list[dict]) -> str:
     raise SystemExit(f"error: {out}: no row and no drop says which repository this is")
 
 
-def collect(set_dir: Path, mined: Path, names: list[str]) -> dict[str, int]:
-    """Merge; returns the certified rows per repository merged."""
+def collect(
+    set_dir: Path, mined: Path, names: list[str], releases: dict[str, str] | None = None
+) -> dict[str, int]:
+    """Merge; returns the certified rows per repository (per release for a release's name) merged."""
+    releases = releases or {}
     new_rows: list[dict] = []
     new_drops: list[dict] = []
     runs: list[dict] = []
     done: dict[str, int] = {}
+    done_releases: set[str] = set()
     for name in names:
+        tag = {"release": releases[name]} if name in releases else {}
         out = mined / name
         rows, drops = _read(out / "tasks.jsonl"), _read(out / "tasks.drops.jsonl")
         settled_rows, settled_drops = settle(out, rows, drops)
@@ -90,15 +97,19 @@ def collect(set_dir: Path, mined: Path, names: list[str]) -> dict[str, int]:
         stats_file = out / "tasks.stats.json"
         stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
         leaking = {r["instance_id"]: drop for r in rows if (drop := leak_drop(r))}
-        new_rows += [r for r in rows if r["instance_id"] not in leaking]
-        new_drops += [{**d, "repo": repo} for d in drops] + list(leaking.values())
+        new_rows += [{**r, **tag} for r in rows if r["instance_id"] not in leaking]
+        new_drops += [{**d, "repo": repo, **tag} for d in drops] + [{**d, **tag} for d in leaking.values()]
         decided = {r["instance_id"] for r in rows} | {d["instance_id"] for d in drops}
         pending = [
             r["instance_id"] for r in _read(out / "tasks.validated.jsonl") if r["instance_id"] not in decided
         ]
-        runs.append({"name": name, "repo": repo, "stats": stats, "pending": len(pending)})
-        done[repo] = len(rows) - len(leaking)
-    keep = lambda r: r["repo"] not in done  # noqa: E731 - the other repositories' lines stay
+        runs.append({"name": name, "repo": repo, "stats": stats, "pending": len(pending), **tag})
+        done[tag.get("release", repo)] = len(rows) - len(leaking)
+        done_releases |= set(tag.values())
+
+    def keep(line: dict) -> bool:  # the other repositories' and releases' lines stay
+        return line["release"] not in done_releases if "release" in line else line["repo"] not in done
+
     rows = [*filter(keep, _read(set_dir / "instances.jsonl")), *new_rows]
     drops = [*filter(keep, _read(set_dir / "drops.jsonl")), *new_drops]
     all_runs = [*filter(keep, _read(set_dir / "runs.jsonl")), *runs]
@@ -114,14 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--mined", type=Path, required=True, help="the folder of the miner's outputs, one per name"
     )
+    ap.add_argument(
+        "--release", action="append", default=[], metavar="NAME=PACKAGE==VERSION",
+        help="a name of releases.tsv and its release (repeatable)",
+    )  # fmt: skip
     ap.add_argument("names", nargs="+")
     args = ap.parse_args(argv)
+    releases = {name: release for name, _, release in (r.partition("=") for r in args.release)}
     missing = [n for n in args.names if not (args.mined / n).is_dir()]
     if missing:
         ap.error(f"no miner output for {', '.join(missing)} in {args.mined}")
-    done = collect(args.set, args.mined, args.names)
+    done = collect(args.set, args.mined, args.names, releases)
     total = sum(1 for ln in (args.set / "instances.jsonl").read_text().splitlines() if ln.strip())
-    print(f"merged {sum(done.values())} certified rows of {len(done)} repositories; the set has {total}")
+    print(
+        f"merged {sum(done.values())} certified rows of {len(done)} repositories or releases; the set has {total}"
+    )
     return 0
 
 

@@ -35,9 +35,10 @@ def _read(path: Path) -> list[dict]:
 
 ROWS = _read(SET / "instances.jsonl")
 DROPS = _read(SET / "drops.jsonl")
-SOURCES = {
+SOURCES = {  # the repositories of sources.tsv and of releases.tsv (release-anchored rows)
     line.split("\t")[1]: line.split("\t")
-    for line in (SET / "sources.tsv").read_text().splitlines()
+    for tsv in ("sources.tsv", "releases.tsv")
+    for line in (SET / tsv).read_text().splitlines()
     if line.strip() and not line.startswith("#")
 }
 
@@ -184,6 +185,27 @@ def test_collect_merges_one_repository_and_keeps_the_others(tmp_path):
     )
     collect.collect(set_dir, mined, ["c+z"])  # a run cut before certification: its validated row is pending
     assert [r["pending"] for r in _read(set_dir / "runs.jsonl") if r["repo"] == "c/z"] == [1]
+
+
+def test_collect_keeps_a_repositorys_release_rows_and_history_rows_apart(tmp_path):
+    mined, set_dir = tmp_path / "mined", tmp_path / "set"
+    set_dir.mkdir()
+    _miner_output(mined, "a+x", "a/x", rows=2, drops=1)
+    _miner_output(mined, "x@1.0", "a/x", rows=1, drops=1)
+    done = collect.collect(set_dir, mined, ["a+x", "x@1.0"], {"x@1.0": "x==1.0"})
+    assert done == {"a/x": 2, "x==1.0": 1}
+    released = [r for r in _read(set_dir / "instances.jsonl") if r.get("release") == "x==1.0"]
+    assert len(released) == 1 and len(_read(set_dir / "instances.jsonl")) == 3
+    _miner_output(tmp_path / "again", "a+x", "a/x", rows=1, drops=0)  # the history mined again
+    collect.collect(set_dir, tmp_path / "again", ["a+x"])
+    assert sorted(r.get("release", "") for r in _read(set_dir / "instances.jsonl")) == ["", "x==1.0"]
+    assert [d.get("release") for d in _read(set_dir / "drops.jsonl")] == ["x==1.0"]
+    _miner_output(tmp_path / "third", "x@1.0", "a/x", rows=0, drops=2)  # the release mined again
+    collect.main(
+        ["--set", str(set_dir), "--mined", str(tmp_path / "third"), "--release", "x@1.0=x==1.0", "x@1.0"]
+    )
+    assert [r.get("release") for r in _read(set_dir / "instances.jsonl")] == [None]
+    assert [r.get("release") for r in _read(set_dir / "runs.jsonl")] == [None, "x==1.0"]
 
 
 def test_collect_settles_what_a_cut_runs_ledger_decided(tmp_path):

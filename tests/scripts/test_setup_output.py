@@ -35,6 +35,7 @@ def checkout(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "scripts/lib/plain_lines.sh", copy / "scripts/lib")
     stub(copy / "scripts/ensure_docker.sh", BAR_OUT + "; exit ${ENSURE_RC:-0}")
     stub(copy / "scripts/install_package.sh", "echo '[setup] pip install -e .[eval]'")
+    stub(copy / "scripts/ensure_deb_src.sh", "exit 0")
     stub(copy / "scripts/build_base_image.sh", BAR_ERR)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
