@@ -55,7 +55,9 @@ def test_waiting_commands_hold_no_thread_each(exec_server_factory, docker_client
         try:
             deadline = time.monotonic() + BOUND
             while _started(container) < COMMANDS:
-                assert time.monotonic() < deadline, f"only {_started(container)} of {COMMANDS} commands started"
+                assert time.monotonic() < deadline, (
+                    f"only {_started(container)} of {COMMANDS} commands started"
+                )
                 assert not any(c.done() for c in calls), [c.result().text for c in calls if c.done()][:3]
                 time.sleep(0.5)
 
