@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from flask import Flask, g, jsonify, request
 from werkzeug.exceptions import HTTPException
@@ -29,14 +29,16 @@ from werkzeug.exceptions import HTTPException
 from swe_rl.fleet.call_headers import NODE_SECONDS_HEADER
 from swe_rl.fleet.checks import InvalidRequest, parse_body
 from swe_rl.fleet.exec import validation as v
-from swe_rl.fleet.exec.arrival import arrival, stamp_arrivals
-from swe_rl.fleet.exec.backend import BackendError, backend_class
+from swe_rl.fleet.exec.arrival import arrival
+from swe_rl.fleet.exec.backend import BackendError, NodeBackend, backend_class
+from swe_rl.fleet.exec.command_flow import Flow, FlowRun, Started
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.direct_calls import DirectCalls
 from swe_rl.fleet.exec.drain import Drain
 from swe_rl.fleet.exec.health import HealthMonitor
 from swe_rl.fleet.exec.health_lane import health_lane
 from swe_rl.fleet.exec.manager import ContainerManager
+from swe_rl.fleet.exec.parking import PARK_KEY, Parked, Slot, park_requests
 from swe_rl.fleet.exec.snapshot_routes import add_snapshot_routes
 from swe_rl.fleet.exec.tls_front import PrivateSocketDir, TlsFront
 from swe_rl.fleet.image_protocol import NodePrefetchAnswer, NodePrefetchRequest
@@ -66,6 +68,11 @@ def create_app(manager: ContainerManager) -> Flask:
         g.t0 = arrival(request.environ)
         if request.path == "/healthz":
             return None
+        slot = request.environ.get(PARK_KEY)
+        if slot is not None and slot.resumed:  # a parked call, resumed: authorized and counted when it came
+            for key, value in slot.kept.items():
+                setattr(g, key, value)
+            return None
         header = request.headers.get("Authorization", "")
         if header.startswith(LEASE_SCHEME):  # a lease holder's direct call (direct_calls.py)
             try:
@@ -84,6 +91,8 @@ def create_app(manager: ContainerManager) -> Flask:
 
     @app.teardown_request
     def _left(exc: BaseException | None) -> None:
+        if isinstance(exc, Parked):  # still in flight: its command runs, the resumed call ends it
+            return
         if g.pop("in_flight", False):
             drain.leave()
 
@@ -220,13 +229,18 @@ def create_app(manager: ContainerManager) -> Flask:
         )
 
     ops = manager.ops
+    # Calls that wait for commands: parked while a command runs (`parking.py`, `command_flow.py`).
+    flows: dict[str, Callable[[dict[str, Any]], Flow[dict[str, Any]]]] = {
+        "/container/exec": lambda b: ops.exec_flow(v.exec_request(b, cfg)),
+        "/container/diff": lambda b: ops.diff_flow(v.diff_request(b)),
+        "/container/evaluate": lambda b: ops.evaluate_flow(v.evaluate_request(b, cfg)),
+    }
+    for path, make in flows.items():
+        app.add_url_rule(path, path, _flow_route(make, body, manager.backend), methods=["POST"])
     routes: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
         "/container/create": lambda b: manager.create(v.create_request(b, cfg)),
-        "/container/exec": lambda b: ops.exec(v.exec_request(b, cfg)),
-        "/container/diff": lambda b: ops.diff(v.diff_request(b)),
         "/container/write_file": lambda b: ops.write_file(v.write_file_request(b)),
         "/container/read_file": lambda b: ops.read_file(v.read_file_request(b, cfg)),
-        "/container/evaluate": lambda b: ops.evaluate(v.evaluate_request(b, cfg)),
         "/container/destroy": lambda b: manager.destroy(parse(DestroyRequest, b).container_id),
         "/warm": lambda b: manager.warm(v.warm_request(b, cfg)),
     }
@@ -255,6 +269,32 @@ def _json_route(
 ) -> Any:
     def view() -> Any:
         return jsonify(handler(body()))
+
+    return view
+
+
+KEPT = ("grant", "granted", "in_flight")
+"""What a parked call keeps for its resumed one (`g`): its lease credential's grant and its drain count."""
+
+
+def _flow_route(
+    make: Callable[[dict[str, Any]], Flow[dict[str, Any]]],
+    body: Callable[[], dict[str, Any]],
+    backend: NodeBackend,
+) -> Any:
+    def view() -> Any:
+        slot: Slot | None = request.environ.get(PARK_KEY)
+        run: FlowRun[dict[str, Any]] = (
+            slot.state if slot is not None and slot.resumed else FlowRun(make(body()), backend)
+        )
+        if slot is None:  # a server that cannot park: the thread waits, as it always did
+            return jsonify(run.step())
+
+        def park(started: Started) -> NoReturn:
+            slot.kept = {key: g.get(key) for key in KEPT}
+            slot.park(run, started.on_end)
+
+        return jsonify(run.step(park))
 
     return view
 
@@ -357,7 +397,7 @@ def serve(cfg: ExecConfig) -> None:
         clear_untrusted_proxy_headers=True,
         asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
     )
-    health_lane(stamp_arrivals(server))
+    health_lane(park_requests(server))  # parking channels stamp arrivals too (`arrival.py`)
     front = None
     try:
         if sockets is not None:

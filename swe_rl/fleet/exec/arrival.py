@@ -30,7 +30,7 @@ class _StampedParser(HTTPRequestParser):
         return int(super().received(data))
 
 
-class _StampedTask(WSGITask):
+class StampedTask(WSGITask):
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
         arrival = getattr(self.request, "arrival", None)
@@ -41,7 +41,7 @@ class _StampedTask(WSGITask):
 
 class StampedChannel(HTTPChannel):
     parser_class = _StampedParser
-    task_class = _StampedTask
+    task_class = StampedTask
 
 
 def stamp_arrivals(server: Any) -> Any:

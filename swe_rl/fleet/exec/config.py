@@ -56,7 +56,8 @@ class ExecConfig:
     """On SIGTERM, seconds the calls in flight get to finish before the server exits (no new container
     lands meanwhile; leased containers stay for the next start). The unit's TimeoutStopSec is above it."""
     threads: int = 128
-    """WSGI worker threads: long calls (an evaluation) each hold one."""
+    """WSGI worker threads: a call holds one while it runs on the server, not while its commands run
+    (`parking.py`)."""
     allow_pull: bool = False
     """Pull images that are missing locally, once per image in the background (off: a missing image is a
     clear 404). Give images by full reference (`registry:5000/name:tag`) to pull from your registry."""

@@ -35,7 +35,7 @@ from swe_rl.fleet.exec.backend import (
     Unavailable,
 )
 from swe_rl.fleet.exec.daemon_watch import DaemonWatch
-from swe_rl.fleet.exec.docker_exec import DockerExecutor
+from swe_rl.fleet.exec.docker_exec import DockerExecutor, ExecStream
 from swe_rl.fleet.exec.executor import CommandOutcome
 from swe_rl.fleet.exec.image_disk import LocalImage
 
@@ -273,6 +273,18 @@ class DockerBackend:
                 user=user,
             )
 
+    @_watched
+    def start_command(self, container_id: str, command: str, **kw: Any) -> ExecStream:
+        """Start a command (`exec_run`'s arguments); the command lane reads it with no thread waiting
+        (`command_flow.StartsCommands`); its outcome is `command_outcome` once it ended."""
+        with _errors():
+            return self._executor.start(container_id, command, **kw)
+
+    @_watched
+    def command_outcome(self, started: ExecStream) -> CommandOutcome:
+        with _errors():
+            return self._executor.outcome(started)
+
     # files
 
     @_watched
@@ -356,6 +368,7 @@ class DockerBackend:
             return ()
 
     def close(self) -> None:
+        self._executor.lane.close()
         self.watch.close()
         self.client.close()
         if self._pinger is not None:

@@ -21,6 +21,7 @@ from typing import Any
 import docker
 import docker.errors
 
+from swe_rl.fleet.exec.command_lane import CommandLane
 from swe_rl.fleet.exec.daemon_watch import DaemonNotAnswering
 from swe_rl.fleet.exec.executor import (
     BOOT_ID,
@@ -38,6 +39,16 @@ from swe_rl.fleet.exec.executor import (
 from swe_rl.fleet.output import HeadTailBuffer
 
 log = logging.getLogger("swe_exec_server")
+
+
+KILL_PASSES = 20
+"""Host kill + in-container kill rounds before giving up on a command whose exec never reports an exit."""
+
+
+def _hung() -> DaemonNotAnswering:
+    return DaemonNotAnswering(
+        "the node's Docker daemon stopped answering during this command: it may have run"
+    )
 
 
 def _raw_socket(sock: Any) -> socket.socket:
@@ -74,26 +85,104 @@ def _read_with_the_headers(sock: Any) -> bytes:
         return b""
 
 
-KILL_WAIT = 300.0
-"""Upper bound on the wait for a timed-out command's kill before its answer leaves anyway (logged as an
-error). Far above the kill's own time (one `docker exec` per pass, even on a loaded node)."""
-KILL_PASSES = 20
-"""Host kill + in-container kill rounds before giving up on a command whose exec never reports an exit."""
-DRAIN_AFTER_KILL = 2.0
-"""Seconds the stream is still read after the kill finished (what the dead processes wrote last)."""
+class ExecStream:
+    """One started command: its output stream as the command lane reads it (`command_lane.Stream`), and
+    its end as a waiter sees it (`on_end`, `wait`). Made by `DockerExecutor.start`."""
+
+    def __init__(
+        self,
+        executor: DockerExecutor,
+        container_id: str,
+        tag: str,
+        exec_id: str,
+        began: CommandStart,
+        timeout: float,
+        handle: Any,
+        out: HeadTailBuffer,
+        err: HeadTailBuffer,
+        early: bytes,
+    ) -> None:
+        self.executor, self.container_id, self.tag, self.exec_id = executor, container_id, tag, exec_id
+        self.began = began
+        self.deadline = began.monotonic + timeout
+        self._handle = handle
+        """docker-py's socket object (closed at the end; `sock` is the socket under it)."""
+        self.sock: socket.socket = _raw_socket(handle)
+        self.out, self.err = out, err
+        self._buf = bytearray(early)
+        _split_frames(self._buf, out, err)
+        self.timed_out = False
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+
+    # the lane's side
+
+    def received(self, chunk: bytes) -> None:
+        self._buf += chunk
+        _split_frames(self._buf, self.out, self.err)
+
+    def start_kill(self, on_killed: Callable[[], None]) -> None:
+        def kill() -> None:
+            try:
+                self.executor.kill_group(self.container_id, self.tag, self.exec_id, self.began)
+            except Exception:
+                log.exception("kill of timed-out command in %s failed", self.container_id[:12])
+            finally:
+                on_killed()
+
+        # From a thread of its own: it calls Docker and sleeps between passes (never on the lane).
+        threading.Thread(target=kill, name="swe-kill", daemon=True).start()
+        if self.executor.awaiting_kill is not None:
+            self.executor.awaiting_kill(self.tag)
+
+    def ended(self, timed_out: bool, error: BaseException | None) -> None:
+        self.timed_out, self.error = timed_out, error
+        self.executor._running.pop(self.tag, None)
+        for closing in (self._handle, self.sock):
+            try:
+                closing.close()
+            except OSError:
+                pass
+        with self._lock:
+            self._done.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    # the waiter's side
+
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """`callback()` once the stream ended (at once, on this thread, when it already has)."""
+        with self._lock:
+            if not self._done.is_set():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def wait(self) -> None:
+        self._done.wait()
 
 
 class DockerExecutor:
     """Runs one command in a container with a deadline, streaming capped output.
 
-    A timed-out command's answer leaves only after its kill finished (every process of the command
-    gone), so a caller that reads `timed_out` can rely on nothing of it running any more.
+    A command is started here (`start`: two Docker calls on the caller's thread), its stream read by the
+    command lane (`command_lane.py`: no thread waits for it), and its outcome taken once it ended
+    (`outcome`). A timed-out command's stream ends only after its kill finished (every process of the
+    command gone), so a caller that reads `timed_out` can rely on nothing of it running any more.
     """
 
-    def __init__(self, client: docker.DockerClient, abandon: Callable[[], bool] = lambda: False) -> None:
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        abandon: Callable[[], bool] = lambda: False,
+        lane: CommandLane | None = None,
+    ) -> None:
         self.api = client.api
-        self._abandon = abandon
-        """True once the daemon counts as hung (`daemon_watch`): a command's stream is left at once."""
+        self.lane = lane or CommandLane(abandon=lambda: _hung() if abandon() else None)
+        """Reads every running command's stream; ends them all at once when the daemon counts as hung."""
         self._running: dict[str, tuple[str, float]] = {}
         """Container and monotonic start of each running command and killer, by tag."""
         self._kill_locks = [threading.Lock() for _ in range(64)]
@@ -117,14 +206,39 @@ class DockerExecutor:
         merge_stderr: bool = True,
         user: str | None = None,
     ) -> CommandOutcome:
+        """The command to its end, this thread waiting (server-internal commands; a request's commands
+        start with `start` and wait parked, `parking.py`)."""
+        stream = self.start(
+            container_id,
+            command,
+            timeout=timeout,
+            workdir=workdir,
+            env=env,
+            max_output=max_output,
+            merge_stderr=merge_stderr,
+            user=user,
+        )
+        stream.wait()
+        return self.outcome(stream)
+
+    def start(
+        self,
+        container_id: str,
+        command: str,
+        *,
+        timeout: float,
+        workdir: str | None,
+        env: Mapping[str, str] | None,
+        max_output: int,
+        merge_stderr: bool = True,
+        user: str | None = None,
+    ) -> ExecStream:
+        """Start the command and hand its stream to the lane; wait with the stream's `on_end`/`wait`."""
         tag = secrets.token_hex(8)
         began = CommandStart.now()
-        start = began.monotonic
-        self._running[tag] = (container_id, start)
-        killed = threading.Event()
+        self._running[tag] = (container_id, began.monotonic)
         out = HeadTailBuffer(max_output)
         err = out if merge_stderr else HeadTailBuffer(max_output)
-        timed_out = False
         try:
             exec_id = self.api.exec_create(
                 container_id,
@@ -137,101 +251,36 @@ class DockerExecutor:
                 environment={**(env or {}), MARKER_VAR: tag},
                 user=user or "",
             )["Id"]
-            sock = self.api.exec_start(exec_id, socket=True)
-
-            def kill() -> None:
-                try:
-                    self.kill_group(container_id, tag, exec_id, began)
-                finally:
-                    killed.set()
-
-            def start_kill() -> None:
-                # Kill from another thread: the daemon may block until this stream is drained.
-                threading.Thread(target=kill, daemon=True).start()
-                if self.awaiting_kill is not None:
-                    self.awaiting_kill(tag)
-
-            try:
-                early = _read_with_the_headers(sock)
-                timed_out = self._pump(
-                    _raw_socket(sock), out, err, start + timeout, start_kill, killed, bytearray(early)
-                )
-            finally:
-                if timed_out:
-                    self._await_kill(tag, killed, container_id)
-                try:
-                    sock.close()
-                except OSError:
-                    pass
-        finally:
+            handle = self.api.exec_start(exec_id, socket=True)
+            early = _read_with_the_headers(handle)
+        except BaseException:
             self._running.pop(tag, None)
-        if timed_out:
+            raise
+        stream = ExecStream(self, container_id, tag, exec_id, began, timeout, handle, out, err, early)
+        self.lane.watch(stream)
+        return stream
+
+    def outcome(self, stream: ExecStream) -> CommandOutcome:
+        """What an ended stream's command did (asks Docker for its exit code unless it timed out)."""
+        if stream.error is not None:
+            raise stream.error
+        if stream.timed_out:
             returncode = TIMEOUT_RETURNCODE
         else:
-            info = self.api.exec_inspect(exec_id)
-            returncode = info.get("ExitCode")
+            returncode = self.api.exec_inspect(stream.exec_id).get("ExitCode")
             if returncode is None:
                 returncode = -1
+        out, err = stream.out, stream.err
         return CommandOutcome(
             returncode=returncode,
             output=out.getvalue(),
-            stderr=b"" if merge_stderr else err.getvalue(),
-            timed_out=timed_out,
+            stderr=b"" if err is out else err.getvalue(),
+            timed_out=stream.timed_out,
             truncated=out.truncated,
             output_bytes=out.total,
-            duration=time.monotonic() - start,
+            duration=time.monotonic() - stream.began.monotonic,
             stderr_truncated=err is not out and err.truncated,
         )
-
-    def _await_kill(self, tag: str, killed: threading.Event, container_id: str) -> None:
-        """The answer of a timed-out command waits for its kill. Why: answering first let a caller see
-        the command's escaped processes alive after `timed_out` (seen under load: two timeouts at once,
-        the second kill queued behind the first for longer than the old 5 s drain)."""
-        if not killed.wait(KILL_WAIT):
-            log.error(
-                "kill of timed-out command in %s still running after %.0f s", container_id[:12], KILL_WAIT
-            )
-
-    def _pump(
-        self,
-        raw: socket.socket,
-        out: HeadTailBuffer,
-        err: HeadTailBuffer,
-        deadline: float,
-        kill: Callable[[], None],
-        killed: threading.Event,
-        buf: bytearray,
-    ) -> bool:
-        """Read multiplexed frames (after those already in `buf`) until EOF; on deadline start the kill
-        and drain until it is done."""
-        timed_out = False
-        hard_stop = None
-        _split_frames(buf, out, err)
-        raw.settimeout(0.2)
-        while True:
-            now = time.monotonic()
-            if not timed_out and now >= deadline:
-                timed_out = True
-                kill()
-            if timed_out and hard_stop is None and killed.is_set():
-                hard_stop = now + DRAIN_AFTER_KILL  # let the stream close after the kill
-            if hard_stop is not None and now >= hard_stop:
-                break  # something outside the command holds the stream open: abandon it
-            try:
-                chunk = raw.recv(65536)
-            except (TimeoutError, BlockingIOError):
-                if self._abandon():
-                    raise DaemonNotAnswering(
-                        "the node's Docker daemon stopped answering during this command: it may have run"
-                    ) from None
-                continue
-            except OSError:
-                break
-            if not chunk:
-                break
-            buf += chunk
-            _split_frames(buf, out, err)
-        return timed_out
 
     def kill_group(self, container_id: str, tag: str, exec_id: str, started: CommandStart) -> None:
         """Kill the timed-out command's whole process group, and what escaped it, until its exec ended.

@@ -1,11 +1,12 @@
 """`/healthz` on threads of its own: a health check never waits behind the node's commands.
 
-Why: waitress serves every request on one pool of worker threads, and a routed exec holds its thread
-until the command ends. With every thread on a long command (measured: 128 of them), the pool's health
+Why: waitress serves every request on one pool of worker threads, and a routed exec held its thread
+until the command ended. With every thread on a long command (measured: 128 of them), the pool's health
 check waited 11.6 s for a thread, over the pool's 5 s health timeout, and a busy node was marked down.
 Here each listener hands a channel whose next request is `GET /healthz` to a small dispatcher of its own
 (the answer is a snapshot, `health.py`: it never blocks), and every other request to the usual threads.
-Waitress has no public hook for this: the listener's `add_task` is replaced, as `arrival.py` replaces
+(A call waiting for its command no longer holds a thread, `parking.py`; the lane still keeps a check
+from queueing behind a burst of calls.) Waitress has no public hook for this: the listener's `add_task` is replaced, as `arrival.py` replaces
 its channel class.
 """
 

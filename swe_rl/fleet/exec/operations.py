@@ -16,6 +16,7 @@ from typing import Any
 
 from swe_rl.fleet import patch_baseline
 from swe_rl.fleet.exec.backend import BackendError, Conflict, NodeBackend, NotFound, Refused
+from swe_rl.fleet.exec.command_flow import Command, Flow, run_flow
 from swe_rl.fleet.exec.config import ExecConfig
 from swe_rl.fleet.exec.containers import ContainerRecord, Containers, Registry
 from swe_rl.fleet.exec.executor import CommandOutcome, decode_text
@@ -56,10 +57,13 @@ class Operations:
         self.backend: NodeBackend = containers.backend
 
     def exec(self, req: ExecRequest) -> dict[str, Any]:
+        return run_flow(self.exec_flow(req), self.backend)
+
+    def exec_flow(self, req: ExecRequest) -> Flow[dict[str, Any]]:
         with self.registry.use(req.container_id) as rec:
             workdir = req.workdir or rec.workdir
             user = req.user
-            res = self._run(
+            res = yield from self._command(
                 rec,
                 req.command,
                 timeout=req.timeout,
@@ -99,8 +103,12 @@ class Operations:
         )
 
     def _run(self, rec: ContainerRecord, command: str, **kw: Any) -> CommandOutcome:
+        return run_flow(self._command(rec, command, **kw), self.backend)
+
+    def _command(self, rec: ContainerRecord, command: str, **kw: Any) -> Flow[CommandOutcome]:
+        """One command of an operation, with the node's faults told apart from the command's."""
         try:
-            outcome = self.backend.exec_run(rec.id, command, **kw)
+            outcome = yield Command(rec.id, command, **kw)
             if (
                 outcome.returncode != 0
                 and _ENOSPC in outcome.output + outcome.stderr
@@ -155,6 +163,9 @@ class Operations:
         return int(fields[3]) < DISK_FULL_KIB
 
     def diff(self, req: DiffRequest) -> dict[str, Any]:
+        return run_flow(self.diff_flow(req), self.backend)
+
+    def diff_flow(self, req: DiffRequest) -> Flow[dict[str, Any]]:
         """The patch of the workdir; `record_baseline` records the episode-start state instead (see
         swe_rl/fleet/patch_baseline.py), which every later diff (against HEAD) then leaves out."""
         base = req.base
@@ -162,9 +173,9 @@ class Operations:
         with self.registry.use(req.container_id) as rec:
             workdir = req.workdir or rec.workdir
             if req.record_baseline:
-                return self._record_baseline(rec, workdir)
+                return (yield from self._record_baseline(rec, workdir))
             if base == "HEAD":  # one exec: the baseline diff, or the seed's diff when none was recorded
-                res = self._run(
+                res = yield from self._command(
                     rec,
                     patch_baseline.DIFF_SCRIPT if rec.baseline else patch_baseline.DIFF_OR_SEED_SCRIPT,
                     timeout=300.0,
@@ -180,7 +191,7 @@ class Operations:
                     )
             else:  # against another revision: everything untracked counts
                 cmd = f"git add -A >/dev/null && {patch_baseline.SAFE_DIFF} --cached {base}"
-                res = self._run(
+                res = yield from self._command(
                     rec,
                     patch_baseline.SAFE_GIT_ENV + cmd,
                     timeout=300.0,
@@ -195,8 +206,8 @@ class Operations:
             raise ApiError(413, f"patch larger than {max_bytes} bytes")
         return _encode_bytes("patch", res.output)
 
-    def _record_baseline(self, rec: ContainerRecord, workdir: str) -> dict[str, Any]:
-        res = self._run(
+    def _record_baseline(self, rec: ContainerRecord, workdir: str) -> Flow[dict[str, Any]]:
+        res = yield from self._command(
             rec,
             patch_baseline.BASELINE_SCRIPT,
             timeout=600.0,
@@ -213,6 +224,9 @@ class Operations:
         return {"patch": "", "baseline": decode_text(res.output).strip()}
 
     def write_file(self, req: WriteFileRequest) -> dict[str, Any]:
+        return run_flow(self._write_file_flow(req), self.backend)
+
+    def _write_file_flow(self, req: WriteFileRequest) -> Flow[dict[str, Any]]:
         data = req.content
         with self.registry.use(req.container_id) as rec:
             path = _resolve(req.path, rec.workdir)
@@ -235,7 +249,7 @@ class Operations:
             if not ok:
                 if not req.create_dirs:
                     raise ApiError(404, f"directory {parent!r} does not exist")
-                res = self._run(
+                res = yield from self._command(
                     rec,
                     f"mkdir -p -- {_sh_quote(parent)}",
                     timeout=60.0,
@@ -289,13 +303,16 @@ class Operations:
         return result
 
     def evaluate(self, req: EvaluateRequest) -> dict[str, Any]:
+        return run_flow(self.evaluate_flow(req), self.backend)
+
+    def evaluate_flow(self, req: EvaluateRequest) -> Flow[dict[str, Any]]:
         patch = req.patch
         start = time.monotonic()
         with self.registry.use(req.container_id) as rec:
             workdir = req.workdir or rec.workdir
             apply_status, strategy, apply_log = "empty", None, ""
             if patch.strip():
-                self.write_file(
+                yield from self._write_file_flow(
                     WriteFileRequest(
                         container_id=rec.id, path=f"{SCRATCH}/patch.diff", content=patch.encode()
                     )
@@ -303,7 +320,7 @@ class Operations:
                 apply_status = "failed"
                 logs = []
                 for strategy_name, cmd in APPLY_STRATEGIES:
-                    res = self._run(
+                    res = yield from self._command(
                         rec,
                         cmd.format(p=f"{SCRATCH}/patch.diff"),
                         timeout=300.0,
@@ -324,7 +341,7 @@ class Operations:
             if apply_status == "failed":
                 result.update({"returncode": None, "test_log": "", "timed_out": False, "truncated": False})
             else:
-                self.write_file(
+                yield from self._write_file_flow(
                     WriteFileRequest(
                         container_id=rec.id,
                         path=f"{SCRATCH}/eval.sh",
@@ -332,7 +349,7 @@ class Operations:
                         mode=0o755,
                     )
                 )
-                res = self._run(
+                res = yield from self._command(
                     rec,
                     f"bash {SCRATCH}/eval.sh",
                     timeout=req.timeout,
