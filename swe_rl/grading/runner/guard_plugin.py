@@ -359,8 +359,7 @@ def _watchlist(pm, types):
             cells, list(map(_cell, cells)), kwdicts, _kw_values(kwdicts))
 
 
-def _kw_values(kwdicts):
-    """Keys and values of the watched functions' keyword defaults (dicts that can be edited in place)."""
+def _kw_values(kwdicts):  # keys and values of the watched functions' keyword defaults (edited in place)
     return list(_chain.from_iterable(_chain(d, d.values()) for d in kwdicts))
 
 
