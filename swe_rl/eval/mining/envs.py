@@ -85,14 +85,15 @@ NOTES = "/etc/swe-rl-env-notes"
 _NPM = "npm install --no-audit --no-fund --ignore-scripts"
 _GONE = "ETARGET|E404|No matching version found|is not in this registry"
 NPM_INSTALL = (
-    f"if ! {_NPM} >/tmp/swe-rl-npm.log 2>&1; then tail -n 20 /tmp/swe-rl-npm.log >&2; "
-    f"grep -qE '{_GONE}' /tmp/swe-rl-npm.log || exit 1; "
-    "[ -e package-lock.json ] || [ -e npm-shrinkwrap.json ] || [ -e yarn.lock ] || exit 1; "
+    f"if ! {_NPM} >/tmp/swe-rl-npm.log 2>&1; then "
+    f"if grep -qE '{_GONE}' /tmp/swe-rl-npm.log && "
+    "{ [ -e package-lock.json ] || [ -e npm-shrinkwrap.json ] || [ -e yarn.lock ]; }; then "
     'echo "the lock file names a release the registry no longer has ($({ grep -m1 -oE '
     "'(No matching version found|is not in this registry).*' /tmp/swe-rl-npm.log || grep -m1 -oE "
     "'(ETARGET|E404).*' /tmp/swe-rl-npm.log; } | cut -c1-160)): it is ignored and package.json resolved "
     'as of the date" '
-    f"| tee -a {NOTES} >&2; rm -rf node_modules package-lock.json npm-shrinkwrap.json yarn.lock; {_NPM}; fi"
+    f"| tee -a {NOTES} >&2; rm -rf node_modules package-lock.json npm-shrinkwrap.json yarn.lock; {_NPM}; "
+    "else grep -v -e 'A complete log' -e '/_logs/' /tmp/swe-rl-npm.log | tail -n 20 >&2; exit 1; fi; fi"
 )
 """The default JavaScript install: ``npm install`` of the tree's files (the lock file wins where there
 is one); when it fails because the lock file pins a release the registry no longer has (unpublished,
