@@ -2,8 +2,8 @@
 
     python3 bench/mined_set_stats.py [--rows data/mined_tasks/instances.jsonl] [--markdown] [--write-docs]
 
-Prints the yield per repository (commits looked at → candidates → certified, and the drops by
-stage, from the set's drops ledger) and the distributions of the gold patch's size (lines added
+Prints the yield per repository (commits looked at → candidates → certified, how many of those have
+a dependency environment (``env_image``), and the drops by stage, from the set's drops ledger) and the distributions of the gold patch's size (lines added
 plus lines removed, diff headers left out), the files it touches, and the FAIL_TO_PASS and
 PASS_TO_PASS counts: mean, median, 90th percentile and max, per language and overall. With
 ``--markdown`` the same as Markdown tables; ``--write-docs`` puts those in docs/datasets.md ("The
@@ -36,7 +36,7 @@ PUBLISHED = {
 FAIL_TO_PASS tests and all tests (FAIL_TO_PASS + PASS_TO_PASS) per task."""
 VERIFIED_SINGLE_FILE = (429, 500)
 """SWE-bench Verified: tasks whose gold patch edits one file, of all (published analysis)."""
-STAGES = ("split", "policy", "build", "validate", "certify")
+STAGES = ("split", "policy", "env", "build", "validate", "certify")
 DOCS = ROOT / "docs/datasets.md"
 BEGIN, END = (
     "<!-- mined-set-tables: python3 bench/mined_set_stats.py --markdown -->",
@@ -87,6 +87,7 @@ def yield_per_repo(rows: list[dict], drops: list[dict]) -> dict[str, Counter[str
     out: dict[str, Counter[str]] = defaultdict(Counter)
     for row in rows:
         out[row["repo"]]["certified"] += 1
+        out[row["repo"]]["with deps"] += bool(row.get("env_image"))
     for drop in drops:
         out[drop["repo"]][drop["stage"]] += 1
     for counts in out.values():
@@ -116,6 +117,7 @@ def report(
         "commits",
         "candidates",
         "certified",
+        "with deps",
         "yield",
         *[f"{s} drops" for s in STAGES],
         "pending",
@@ -127,10 +129,19 @@ def report(
     for repo, c in yield_per_repo(rows, drops).items():
         tot.update(c)
         share = f"{100 * c['certified'] / c['candidates']:.0f}% of candidates" if c["candidates"] else "-"
-        cells = [repo, langs.get(repo, "-"), c["looked"], c["candidates"], c["certified"], share]
+        cells = [
+            repo,
+            langs.get(repo, "-"),
+            c["looked"],
+            c["candidates"],
+            c["certified"],
+            c["with deps"],
+            share,
+        ]
         out.append(sep.join(str(x) for x in [*cells, *(c[s] for s in STAGES), (pending or {}).get(repo, 0)]))
     out.append(sep.join(str(x) for x in ["**all**" if markdown else "all", len(set(langs.values())), tot["looked"],
-                                         tot["candidates"], tot["certified"], "", *(tot[s] for s in STAGES),
+                                         tot["candidates"], tot["certified"], tot["with deps"], "",
+                                         *(tot[s] for s in STAGES),
                                          sum((pending or {}).values())]))  # fmt: skip
     out.append("")
     groups: dict[str, list[dict]] = defaultdict(list)
@@ -158,7 +169,9 @@ def report(
                          f"Verified: {n} of {of} ({100 * n / of:.1f}%)"]))  # fmt: skip
     out.append("")
     out.append(
-        "cells: mean / median / p90 / max per task; pending: validated, not certified when the run was cut"
+        "cells: mean / median / p90 / max per task; with deps: rows whose task image is built on a "
+        "dependency environment (the row's env_image; the others on the toolchain image); pending: "
+        "validated, not certified when the run was cut"
     )
     if markdown:
         out = [f"| {ln} |" if sep in ln else ln for ln in out]

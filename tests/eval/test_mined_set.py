@@ -61,6 +61,23 @@ def test_the_set_is_real_commits_of_several_repositories_and_languages():
         assert "provenance" not in row or "SWE-smith" not in row["provenance"]
 
 
+def test_the_rows_of_repositories_mined_with_dependencies_name_their_environment():
+    """A row of a ``--with-deps`` line of sources.tsv carries the environment image its task image is
+    built on (build.sh makes it again and refuses a row whose environment it would not make); the
+    others run on the toolchain images and carry none."""
+    with_deps = {repo for repo, line in SOURCES.items() if "--with-deps" in line[3].split()}
+    env_rows = [r for r in ROWS if r.get("env_image")]
+    for row in ROWS:
+        if row["repo"] in with_deps:
+            slug = row["repo"].lower().replace("/", "__")
+            assert row.get("env_image", "").startswith(f"swe-rl/env.{slug}:"), row["instance_id"]
+        else:
+            assert not row.get("env_image"), row["instance_id"]
+    # issue 49: real dependency environments in the set, of several repositories, Node's among them
+    assert len(env_rows) >= 20 and len({r["repo"] for r in env_rows}) >= 3, len(env_rows)
+    assert {"python", "javascript"} <= {r["language"] for r in env_rows}
+
+
 def test_every_row_is_within_the_row_policy():
     policy = RowPolicy()
     for row in ROWS:

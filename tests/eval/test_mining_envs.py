@@ -30,7 +30,7 @@ def test_the_python_install_command_is_read_from_the_tree(tmp_path):
     )
     # setup.py's "testing" extra; no requirement files, so tox.ini's deps (its -r kept, a factor line not)
     assert python_install(tmp_path / "a", a) == (
-        "uv pip install -e '.[testing]' -r req-extra.txt hypothesis pytest"
+        "uv pip install --exclude-newer-package setuptools=2025-01-01T00:00:00Z -e '.[testing]' -r req-extra.txt hypothesis pytest"
     )
     files = {"requirements.txt": "six\n", "requirements/tests.txt": "pytest==7.0\n",
              "requirements/dev.txt": "-r tests.txt\nsphinx\n", "tox.ini": TOX}  # fmt: skip
@@ -44,7 +44,10 @@ def test_the_python_install_command_is_read_from_the_tree(tmp_path):
     ]  # fmt: skip
     groups = '[project]\nname = "g"\n\n[dependency-groups]\ndocs = ["sphinx"]\ntests = ["pytest-xdist"]\n'
     (g,) = make_history(tmp_path / "g", [("2024-01-01T00:00:00+00:00", {"pyproject.toml": groups})])
-    assert python_install(tmp_path / "g", g) == "uv pip install -e . --group tests pytest"
+    assert (
+        python_install(tmp_path / "g", g)
+        == "uv pip install --exclude-newer-package setuptools=2025-01-01T00:00:00Z -e . --group tests pytest"
+    )
     (c,) = make_history(tmp_path / "c", [("2024-01-01T00:00:00+00:00", {"pyproject.toml": "[tool.black]\n"})])
     assert python_install(tmp_path / "c", c) == "uv pip install pytest"  # a tool's file only
 
@@ -89,7 +92,11 @@ def test_consecutive_commits_share_an_environment_until_their_dependencies_or_mo
     assert images[0].startswith("swe-rl/env.own__repo:")
     first = plans[0]
     assert first is not None and "export UV_EXCLUDE_NEWER=2021-03-05T05:06:07Z" in first.script
-    assert "uv pip install -e '.[testing]' pytest" in first.script and "rm -rf /testbed" in first.script
+    assert (
+        "uv pip install --exclude-newer-package setuptools=2025-01-01T00:00:00Z -e '.[testing]' pytest"
+        in first.script
+        and "rm -rf /testbed" in first.script
+    )
     assert "pip install" in first.task_setup and "--no-index" in first.task_setup  # offline refresh
     # a recipe's install and dependencies replace and extend the detected command; no date when asked
     own = plan_env(
@@ -183,3 +190,56 @@ def test_the_miner_drops_a_candidate_whose_environment_cannot_be_had(tmp_path):
     assert drop["stage"] == "env" and "needs Go modules github.com/a/b" in drop["reason"]
     # without --with-deps nothing changes: no environment is planned
     assert Miner(parse_args([str(repo), "--output", str(out)])).envs is None
+
+
+FAKE_NPM = """#!/bin/bash
+# npm as the registry answers it: a lock file pinning gone@1.3.0 cannot be installed; package.json's
+# ranges can; a tree asking net@ fails for another reason (the network)
+if grep -q net package.json; then echo "npm ERR! code ENOTFOUND" >&2; exit 1; fi
+if grep -q lost package.json; then echo "npm ERR! notarget No matching version found for lost@^2.0.0." >&2; fi
+if grep -q lost package.json; then printf 'npm ERR! A complete log of this run can be found in:\nnpm ERR!   /root/.npm/_logs/x.log\n' >&2; exit 1; fi
+if [ -e yarn.lock ] || [ -e package-lock.json ]; then
+  echo "npm ERR! code ETARGET" >&2; echo "npm ERR! notarget No matching version found for gone@1.3.0." >&2; exit 1
+fi
+mkdir -p node_modules/gone && echo '{"version": "1.4.0"}' > node_modules/gone/package.json
+"""
+
+
+@pytest.mark.parametrize(
+    "files, ok, note",
+    [
+        ({"package.json": '{"devDependencies": {"gone": "^1.3.0"}}', "yarn.lock": "gone@1.3.0"}, True, True),
+        ({"package.json": '{"devDependencies": {"gone": "^1.3.0"}}'}, True, False),  # no lock: as it was
+        ({"package.json": '{"devDependencies": {"net": "^1"}}', "yarn.lock": ""}, False, False),  # not gone
+        ({"package.json": '{"devDependencies": {"lost": "^2"}}'}, False, False),  # gone, and no lock file
+    ],
+)
+def test_a_lock_file_naming_releases_the_registry_lost_is_set_aside_with_the_reason(
+    tmp_path, files, ok, note
+):
+    import os
+    import subprocess
+
+    from swe_rl.eval.mining.envs import NOTES, NPM_INSTALL
+
+    bin_dir, tree, notes = tmp_path / "bin", tmp_path / "testbed", tmp_path / "notes"
+    bin_dir.mkdir()
+    (bin_dir / "npm").write_text(FAKE_NPM)
+    (bin_dir / "npm").chmod(0o755)
+    tree.mkdir()
+    for name, text in files.items():
+        (tree / name).write_text(text)
+    script = NPM_INSTALL.replace(NOTES, str(notes)).replace("/tmp/swe-rl-npm.log", str(tmp_path / "npm.log"))
+    proc = subprocess.run(["bash", "-c", "set -eux; " + script], cwd=tree, capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}, check=False)  # fmt: skip
+    assert (proc.returncode == 0) == ok, proc.stderr
+    assert (tree / "node_modules" / "gone").is_dir() == ok
+    assert notes.exists() == note
+    if note:
+        text = notes.read_text()
+        assert "No matching version found for gone@1.3.0" in text and "resolved as of the date" in text
+        assert not (tree / "yarn.lock").exists()
+    if not ok:
+        # the last lines (what the drop's reason keeps) say why, not the shell's trace
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        assert ("ENOTFOUND" in tail or "lost@^2.0.0" in tail) and ".npm/_logs/x.log" not in tail, proc.stderr

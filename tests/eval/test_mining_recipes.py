@@ -75,12 +75,18 @@ def test_detection_reads_the_project_and_the_repositorys_recipe_file(tmp_path):
     recipe = detect_recipe(tmp_path / "a", commit)
     assert recipe.python == "3.11"  # requires-python >=3.8 admits Debian's 3.11
     # the project with its test extra (not docs'), its test requirements, pytest
-    assert recipe.install == "uv pip install -e '.[test]' -r requirements-test.txt pytest"
+    assert (
+        recipe.install
+        == "uv pip install --exclude-newer-package setuptools=2025-01-01T00:00:00Z -e '.[test]' -r requirements-test.txt pytest"
+    )
     commit = _repo(
         tmp_path / "b", {"setup.py": "", ".swe-rl/recipe.toml": 'log_parser = "parse_log_pytest_v2"\n'}
     )
     recipe = detect_recipe(tmp_path / "b", commit)
-    assert recipe.install == "uv pip install -e . pytest" and recipe.log_parser == "parse_log_pytest_v2"
+    assert (
+        recipe.install == "uv pip install --exclude-newer-package setuptools=2025-01-01T00:00:00Z -e . pytest"
+        and recipe.log_parser == "parse_log_pytest_v2"
+    )
     assert (
         detect_recipe(tmp_path / "b", commit).language(LANGUAGES["python"]).log_parser
         == "parse_log_pytest_v2"

@@ -37,6 +37,10 @@ _NODE_RUNNERS = (  # devDependency -> (command, parser); the first one present w
     ("ava", "npx ava --tap {tests}", "parse_log_tap"),
 )
 PYTHON_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "tox.ini")
+EDITABLE_SETUPTOOLS = "setuptools=2025-01-01T00:00:00Z"
+"""The date cap of setuptools alone for an editable install: an editable install needs PEP 660
+(setuptools 64, August 2022), so a project of an earlier date would fail to build ("no attribute
+'build_editable'") with the setuptools of its own date; a fixed date keeps the environment's key stable."""
 NODE_FILES = ("package.json", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock")
 
 
@@ -129,7 +133,7 @@ def python_install(repo: Path, commit: str) -> str:
     if installable:
         extras = _extras(repo, commit, top)
         extra = next((e for e in TEST_EXTRAS if e in extras), "")
-        args += ["-e", f".[{extra}]" if extra else "."]
+        args += ["--exclude-newer-package", EDITABLE_SETUPTOOLS, "-e", f".[{extra}]" if extra else "."]
     groups = (
         toml_or_empty(_show(repo, commit, "pyproject.toml")).get("dependency-groups", {})
         if "pyproject.toml" in top

@@ -80,6 +80,28 @@ TOOLCHAINS: dict[str, tuple[str, str, str]] = {
 }  # fmt: skip
 
 
+NOTES = "/etc/swe-rl-env-notes"
+"""A file of the environment image saying where its install departed from the tree's files, and why."""
+_NPM = "npm install --no-audit --no-fund --ignore-scripts"
+_GONE = "ETARGET|E404|No matching version found|is not in this registry"
+NPM_INSTALL = (
+    f"if ! {_NPM} >/tmp/swe-rl-npm.log 2>&1; then "
+    f"if grep -qE '{_GONE}' /tmp/swe-rl-npm.log && "
+    "{ [ -e package-lock.json ] || [ -e npm-shrinkwrap.json ] || [ -e yarn.lock ]; }; then "
+    'echo "the lock file names a release the registry no longer has ($({ grep -m1 -oE '
+    "'(No matching version found|is not in this registry).*' /tmp/swe-rl-npm.log || grep -m1 -oE "
+    "'(ETARGET|E404).*' /tmp/swe-rl-npm.log; } | cut -c1-160)): it is ignored and package.json resolved "
+    'as of the date" '
+    f"| tee -a {NOTES} >&2; rm -rf node_modules package-lock.json npm-shrinkwrap.json yarn.lock; {_NPM}; "
+    "else grep -v -e 'A complete log' -e '/_logs/' /tmp/swe-rl-npm.log | tail -n 20 >&2; exit 1; fi; fi"
+)
+"""The default JavaScript install: ``npm install`` of the tree's files (the lock file wins where there
+is one); when it fails because the lock file pins a release the registry no longer has (unpublished,
+or a scope republished since), the lock files are set aside and ``package.json``'s ranges are
+resolved as of the date instead, with the reason written to `NOTES` in the image. Any other failure
+stays a failure (the environment's candidates are dropped with the log's tail)."""
+
+
 class EnvUnavailable(RuntimeError):
     """The repository needs what the registries this machine reaches do not offer."""
 
@@ -164,7 +186,7 @@ def plan_env(repo: Path, commit: str, language: str, recipe: Recipe, repo_name: 
         refresh = f"{VENV}/bin/python -m pip install -q --no-index --no-deps --no-build-isolation -e . >/dev/null 2>&1 || true"
         task_setup = refresh if " -e " in f" {install} " else ""
     else:
-        body = [recipe.install or "npm install --no-audit --no-fund --ignore-scripts"]
+        body = [recipe.install or NPM_INSTALL]
         done = "find /testbed -mindepth 1 -maxdepth 1 ! -name node_modules -exec rm -rf {} +"
         task_setup = ""
     if recipe.setup:
