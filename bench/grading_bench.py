@@ -22,7 +22,7 @@ operation, round trips). The last two lines:
     grading: round-three stages add X s p50 per instance (Y x today's grading), official Z s
     integrity cost: p50 R x (N instances)          (pipeline / official, per instance)
 
-    python bench/grading_bench.py [--rounds 2] [--instances ID ...] [--stage-one] [--conftest]
+    python bench/grading_bench.py [--rounds 2] [--data FILE ...] [--instances ID ...] [--stage-one] [--conftest]
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
-def load(ids: list[str] | None) -> list[TaskInstance]:
+def load(ids: list[str] | None, data: list[str] | None = None) -> list[TaskInstance]:
     out: list[TaskInstance] = []
-    for path in JSONL:
+    for path in data or JSONL:
         loaded = load_instances(path, instance_ids=ids)
         out += loaded.instances
     return out
@@ -128,7 +128,7 @@ def load(ids: list[str] | None) -> list[TaskInstance]:
 
 async def main_async(args: argparse.Namespace) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    instances = load(args.instances)
+    instances = load(args.instances, args.data)
     rows = []
     stages: dict[str, list[dict[str, float]]] = {}
     count_round_trips()
@@ -246,6 +246,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument(
         "--instances", nargs="+", default=None, help="instance ids (default: every bundled fixture)"
+    )
+    p.add_argument(
+        "--data",
+        nargs="+",
+        default=None,
+        help="instance files (default: the bundled fixtures); e.g. data/mined_tasks/instances.jsonl with "
+        "--instances naming rows whose images are built",
     )
     p.add_argument("--stage-one", action="store_true", help="also time the canonical patch alone")
     p.add_argument(
