@@ -62,7 +62,9 @@ async def test_allocate_on_a_full_network_fails_at_once(
         await again.close()
 
 
-def network_containers(docker_client, name: str) -> list:
+def network_containers(docker_client, name: str) -> list[str]:
+    """The ids of the containers attached to the network, as the network itself lists them (not inspected
+    one by one: a container removed between the listing and its inspection was a 404 here)."""
     net = docker_client.networks.get(name)
     net.reload()
-    return net.containers
+    return list(net.attrs.get("Containers") or {})
