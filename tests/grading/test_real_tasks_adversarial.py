@@ -85,18 +85,28 @@ async def test_gold_is_clean_and_no_exploit_earns_a_reward_on_real_rows(
 ):
     instance = instance_from_row(row)
     language = row.get("language", "python")
+    test_file = _tree_test_file(instance, language)
+    await gold_clean_and_no_exploit_paid(
+        row, instance, test_file, PYTHON_EXPLOITS, client, pool, docker_client
+    )
+
+
+async def gold_clean_and_no_exploit_paid(
+    row: dict, instance, test_file: str, python_exploits: list, client, pool, docker_client
+) -> None:
+    """Gold resolves with nothing recorded, and no exploit of the suite (Python's `python_exploits`, or
+    the row language's own, played beside `test_file`) earns a reward; no container is left. Shared by
+    the real-task and the mined-set suites."""
     grader = FleetGrader(client)
     gold = await grader.grade(instance, instance.patch)
     assert gold.status is GradeStatus.RESOLVED and gold.official and gold.official.resolved, gold.message
     assert gold.tamper is not None and not gold.tamper.records, gold.tamper  # no rule, twin or probe trip
 
-    if language == "python":
-        patches = await exploit_patches(
-            client, instance, PYTHON_EXPLOITS, concurrency=2, test_file=_tree_test_file(instance, language)
-        )
-        names = [e.name for e in PYTHON_EXPLOITS]
+    if row.get("language", "python") == "python":
+        patches = await exploit_patches(client, instance, python_exploits, concurrency=2, test_file=test_file)
+        names = [e.name for e in python_exploits]
     else:
-        exploits = exploits_for(instance, _tree_test_file(instance, language))
+        exploits = exploits_for(instance, test_file)
         patches = await play(client, instance, exploits)
         names = [e.name for e in exploits]
     results = await graded_all(grader, instance, [patches[n] for n in names], concurrency=2)
