@@ -253,23 +253,25 @@ async def _run_stages(
         run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
+    toolchain = language_plan if language_plan is not None and language_clean is not None else None
     with stage("after the run: writes, probe reports"):  # independent reads: side by side
-        written, patched, language = await asyncio.gather(
+        written, patched, language, machinery = await asyncio.gather(
             _judge_writes(lease, instance, writes, run, tree, grader, config)
             if not writes.skipped
             else _none(),
             _probe_report(lease, probe_plan) if probe_plan is not None and clean is not None else _none(),
-            _language_report(lease, language_plan, language_plan.run_path, run.test_log or "")
-            if language_plan is not None and language_clean is not None
+            _language_report(lease, toolchain, toolchain.run_path, run.test_log or "")
+            if toolchain
             else _none(),
+            _judge_machinery(lease, instance, toolchain, plan, tree) if toolchain else _none(),
         )
     stages.written = written
     if patched is not None and clean is not None:
         stages.probe = (clean, patched)
         stages.written = [*(written or []), *_judge_imports(instance, patched, tree, config)]
-    if language is not None and language_plan is not None and language_clean is not None:
-        stages.language_probe = (language_plan.language, language_clean, language)
-        stages.machinery = await _judge_machinery(lease, instance, language_plan, plan, tree)
+    if language is not None and toolchain is not None and language_clean is not None:
+        stages.language_probe = (toolchain.language, language_clean, language)
+        stages.machinery = machinery
     return stages
 
 
@@ -412,7 +414,7 @@ async def grade_patch(
         ) as lease:  # nothing follows a grading lease: warm nothing
             with stage("set-up + baseline"):
                 await set_up_task(lease, instance, commit=False)  # a shared per-repo image: the task's bug
-                if config.record_baseline:
+                if config.record_baseline and not integrity:  # integrity: in the pre-run call (`prerun`)
                     await record_baseline(lease)
             if integrity:
                 stages = await _run_stages(lease, instance, patch, script, config)

@@ -5,9 +5,11 @@ the canonical patch (`patch.canonical`), the text of the task's test files the t
 (`twins.plant`) and the runner's configuration on the clean tree (`runner.probe`, `runner.probe_languages`).
 Asked one by one they were 7 + N container calls (the patch written, the canonical exec; the reader's exec,
 one read per file, its clean-up exec; the probe's evaluate, a write and an exec, and its report read back).
-Here one file is written and one exec runs it (issue 48: grading cost is RL throughput), and each part runs
-as it ran on its own, in the same order, on the same clean tree:
+Here one exec runs them (issue 48: grading cost is RL throughput; the script is the exec's command, or a
+file written first when it is larger than `INLINE_MAX`), and each part runs as it ran on its own, in the
+same order, on the same clean tree:
 
+0. the patch baseline (`GraderConfig.record_baseline`), as the fleet's ``record_baseline`` call took it;
 1. the canonical script, in a subshell (a private index and object store: the work tree is only read);
 2. the test files' reader, in a subshell (a private index on the base commit: git objects only);
 3. only when ``git apply`` accepted the patch: the clean tree's probe script, as ``evaluate`` runs an eval
@@ -20,8 +22,9 @@ Output the fleet truncated (head and tail kept) is never parsed: the calls are m
 The clean tree's answers (the test files, the probe's report) depend on the task alone — its image, its
 eval script, which stages are on — never on the patch: RL grades a group of patches per task, so the
 first grading's answers are kept (`CLEAN_CACHE` tasks, in this process) and the later ones ask only for
-the canonical patch. Their probe runs under the same random names as the kept clean run (no patch sees
-either); only a complete answer is kept (a valid report, every file read), so a failure is asked again.
+the canonical patch (nor the image's interpreter: `canonical.InterpreterFacts`). Their probe runs under
+the same random names as the kept clean run (no patch sees either); only a complete answer is kept (a
+valid report, every file read), so a failure is asked again.
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ from dataclasses import dataclass, field, replace
 
 from swe_rl.fleet.client import Lease
 from swe_rl.fleet.errors import FileNotFound
+from swe_rl.fleet.patch_baseline import BASELINE_SCRIPT
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.patch.canonical import (
     WORK_DIR,
     CanonicalPatch,
+    InterpreterFacts,
     canonical_script,
     canonicalise,
     parse_output,
@@ -59,6 +64,9 @@ MAX_OUTPUT = 16 << 20
 """The exec's output kept (the fleet's evaluation cap): past it the calls are made one by one."""
 CLEAN_CACHE = 256
 """Tasks whose clean-tree answers this process keeps (least recently used dropped first)."""
+INLINE_MAX = 96 << 10
+"""A bundle up to this size is the exec's command itself (one container call; one argument of a command
+line holds 128 KiB); a larger one is written to a file first, then run (two calls)."""
 
 
 @dataclass
@@ -89,6 +97,8 @@ class _Kept:
     clean: ProbeReport | None
     language_plan: LanguageProbePlan | None
     language_clean: LanguageProbeReport | None
+    interpreter: InterpreterFacts | None = None
+    """What the image's interpreter answered (None: no interpreter answered; asked again)."""
 
 
 _kept: OrderedDict[str, _Kept] = OrderedDict()
@@ -113,7 +123,11 @@ def _keep(key: str, names: tuple[str, str] | None, got: CleanTree) -> None:
         and (got.language_clean is None or not got.language_clean.error)
     )
     if complete:
-        _kept[key] = _Kept(names, dict(got.sources), got.clean, got.language_plan, got.language_clean)
+        facts = got.canonical.interpreter
+        interpreter = facts if facts.python else None
+        _kept[key] = _Kept(
+            names, dict(got.sources), got.clean, got.language_plan, got.language_clean, interpreter
+        )
         _kept.move_to_end(key)
         while len(_kept) > CLEAN_CACHE:
             _kept.popitem(last=False)
@@ -185,14 +199,25 @@ def bundle_script(
     mine: str,
     extra_roots: list[str],
     timeout: float,
+    interpreter: bool = True,
+    baseline: bool = False,
 ) -> str:
-    """The one script: `marker` names the canonical script's sections, `mine` the others'."""
+    """The one script: `marker` names the canonical script's sections, `mine` the others'; `interpreter`:
+    the canonical script asks the image's interpreter (not when this task's answer is kept); `baseline`:
+    the patch baseline is recorded first, as the fleet's ``record_baseline`` call records it (the same
+    script in the work directory; a work tree it cannot be taken in goes on without one, as there)."""
     work = WORK_DIR
     folder = f"/tmp/.swe-twins-{secrets.token_hex(8)}"
-    lines = [
-        f"mkdir -p {work} || exit 2",
+    lines = [f"mkdir -p {work} || exit 2"]
+    if baseline:
+        lines += [
+            *_heredoc(f"{work}/baseline.sh", BASELINE_SCRIPT),
+            f"bash {work}/baseline.sh > /dev/null 2> {work}/baseline.err || "
+            f"{{ echo 'no patch baseline:' >&2; tail -c 2000 {work}/baseline.err >&2; }}",
+        ]
+    lines += [
         *_heredoc(f"{work}/patch.diff", patch),
-        *_heredoc(f"{work}/canon.sh", canonical_script(marker, extra_roots)),
+        *_heredoc(f"{work}/canon.sh", canonical_script(marker, extra_roots, interpreter)),
         f"bash {work}/canon.sh > {work}/canon.out 2> {work}/canon.err",
         f'canon=$?; cat {work}/canon.out; [ "$canon" = 0 ] || {{ cat {work}/canon.err >&2; exit "$canon"; }}',
     ]
@@ -309,11 +334,25 @@ async def read_clean_tree(
     plans = _plans(instance, script, config, kept.names if kept is not None else None)
     asked = _Plans([], None, None) if kept is not None else plans  # kept: the canonical patch alone
     marker, mine = secrets.token_hex(8), secrets.token_hex(8)
-    bundle = bundle_script(instance, patch, asked, marker, mine, roots, config.eval_timeout)
-    path = f"{WORK_DIR}/prerun.sh"
-    await lease.write_file(path, bundle.encode("utf-8", "surrogateescape"))
+    facts = kept.interpreter if kept is not None else None
+    bundle = bundle_script(
+        instance,
+        patch,
+        asked,
+        marker,
+        mine,
+        roots,
+        config.eval_timeout,
+        interpreter=facts is None,
+        baseline=config.record_baseline,
+    )
+    command, calls = bundle, 1
+    if len(bundle) > INLINE_MAX or not bundle.isascii():  # (base64 and ASCII scripts: ASCII in practice)
+        path = f"{WORK_DIR}/prerun.sh"
+        await lease.write_file(path, bundle.encode("utf-8", "surrogateescape"))
+        command, calls = f"bash {path}", 2
     res = await lease.exec(
-        f"bash {path}",
+        command,
         timeout=300 + (config.eval_timeout + 30 if asked.clean_script else 0),
         max_output_bytes=MAX_OUTPUT,
         separate_stderr=True,
@@ -326,7 +365,9 @@ async def read_clean_tree(
             )
         got = await _one_by_one(lease, instance, patch, asked, config, roots)
     else:
-        got = _finish(asked, parse_output(res.output, marker), parts, calls=2)
+        got = _finish(asked, parse_output(res.output, marker), parts, calls=calls)
+    if facts is not None and got.canonical.applied:  # the kept answer of the image's interpreter
+        got.canonical = got.canonical.model_copy(update={"interpreter": facts})
     if kept is None:
         _keep(key, plans.names, got)
         return got

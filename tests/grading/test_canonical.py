@@ -7,6 +7,8 @@ import subprocess
 import pytest
 from canonical_fixtures import agent_diff, canonicalise_local, git, make_repo, record_baseline
 
+from swe_rl.grading.patch.canonical import parse_batch
+
 BASE = {"pkg/__init__.py": "", "pkg/core.py": "x = 1\ny = 2\n", "README": "hi\n"}
 FIX = "diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1,2 +1,2 @@\n-x = 1\n+x = 3\n y = 2\n"
 CONTEXT_DIFF_CONFTEST = """*** /dev/null
@@ -95,3 +97,35 @@ def test_an_edit_in_the_same_second_as_the_baseline_is_in_the_patch(tmp_path, ro
     record_baseline(repo, tmp_path)
     (repo / "pkg" / "core.py").write_text("x = 2\ny = 2\n")
     assert "+x = 2" in agent_diff(repo, tmp_path)
+
+
+def test_every_changed_blob_comes_back_exactly_from_one_git_process(repo, tmp_path):
+    """Blobs are read by one `git cat-file --batch`: text, bytes that are not text, a last line without
+    its newline, an added and a deleted file all come back byte for byte; a stream cut short is an error."""
+    binary = bytes(range(256)) + b"\n\n--x--\n"
+    (repo / "blob.bin").write_bytes(binary)
+    (repo / "pkg" / "core.py").write_text("x = 3\ny = 2")  # no newline at the end
+    (repo / "pkg" / "new.py").write_text("z = 1\n")
+    (repo / "README").unlink()
+    subprocess.run(["git", "add", "-N", "."], cwd=repo, check=True)
+    patch = subprocess.run(
+        ["git", "diff", "--binary", "HEAD"], cwd=repo, capture_output=True, check=True
+    ).stdout.decode("latin-1")
+    subprocess.run(["git", "reset", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=repo, check=True)
+    subprocess.run(["git", "clean", "-qfd"], cwd=repo, check=True)
+    canon = canonicalise_local(repo, tmp_path, patch)
+    got = {c.path: (canon.blobs.get(c.old_blob), canon.blobs.get(c.new_blob)) for c in canon.changes}
+    assert got == {
+        "README": (b"hi\n", None),
+        "blob.bin": (None, binary),
+        "pkg/core.py": (b"x = 1\ny = 2\n", b"x = 3\ny = 2"),
+        "pkg/new.py": (None, b"z = 1\n"),
+    }
+    whole = b"".join(
+        f"{s} blob {len(b)}\n".encode() + b + b"\n" for s, b in [("a" * 40, binary), ("b" * 40, b"")]
+    )
+    assert parse_batch(whole) == {"a" * 40: binary, "b" * 40: b""}
+    for cut in (whole[:-1], whole[:50], b"a" * 40 + b" blob"):
+        with pytest.raises(ValueError):
+            parse_batch(cut)

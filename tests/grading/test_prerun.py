@@ -4,6 +4,7 @@ tree's probe; output the fleet cut is never parsed (the calls are made again one
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -50,17 +51,24 @@ def test_the_bundle_is_one_shell_script_carrying_every_part(instance):
 
 
 class _Lease:
-    """Speaks the two calls the bundle makes; its exec answers `output`."""
+    """Speaks the calls the bundle makes (the exec, a write first when it is not the exec's command);
+    its exec answers `output`."""
 
     def __init__(self, output: str, truncated: bool, returncode: int = 0) -> None:
         self.output, self.truncated, self.returncode = output, truncated, returncode
-        self.bundle = ""
+        self.bundle, self.calls = "", 0
 
     async def write_file(self, path: str, data: bytes, mode: int | None = None) -> None:
-        self.bundle = data.decode()
+        self.bundle, self.calls = data.decode(), self.calls + 1
 
     async def exec(self, command: str, **kw: Any) -> ExecResult:
+        self.take(command)
         return _result(self)
+
+    def take(self, command: str) -> None:
+        self.calls += 1
+        if not command.startswith("bash /"):  # the bundle itself is the command
+            self.bundle = command
 
 
 def _result(lease: _Lease) -> ExecResult:
@@ -86,6 +94,7 @@ async def _answer(instance: Any, lease: _Lease, make: Any, monkeypatch: Any) -> 
     """`make(canonical marker, own marker)` -> the exec's output, once the bundle is written."""
 
     async def exec_(command: str, **kw: Any) -> ExecResult:
+        lease.take(command)
         lease.output = make(*_markers(lease.bundle))
         return _result(lease)
 
@@ -171,6 +180,7 @@ async def test_a_tasks_clean_tree_is_asked_once_and_only_a_complete_answer_is_ke
     fourth_lease_answer = make(b"ok")
 
     async def exec_(command: str, **kw: Any) -> ExecResult:
+        fourth.take(command)
         fourth.output = fourth_lease_answer(*_markers(fourth.bundle))
         return _result(fourth)
 
@@ -215,3 +225,93 @@ def test_a_row_without_test_patch_gets_its_searched_test_files_in_the_one_call(t
     canonical = CanonicalPatch(applied=True)
     got = prerun._finish(plans, canonical, prerun._sections(out, mine), calls=1)
     assert got.sources == {"calc_test.go": test_go}
+
+
+async def test_a_bundle_is_the_execs_own_command_up_to_its_limit_then_a_file(instance, monkeypatch):
+    """One container call for the bundle (it is the exec's command: one argument of a command line holds
+    128 KiB), two when it is larger (written to a file, then run)."""
+    canon = "--{m}-patch--\n\n--{m}-end--\n"
+    make = lambda m, n: canon.format(m=m) + _sections(n, done=b"")  # noqa: E731
+    small = _Lease("", False)
+    got = await _answer(instance, small, make, monkeypatch)
+    assert small.calls == 1 and got.calls == 1 and "base64 -d >" in small.bundle
+    prerun.forget_clean_trees()
+    large, big = _Lease("", False), "+" + "x" * (prerun.INLINE_MAX + 1) + "\n"
+
+    async def exec_(command: str, **kw: Any) -> ExecResult:
+        large.take(command)
+        large.output = make(*_markers(large.bundle))
+        return _result(large)
+
+    monkeypatch.setattr(large, "exec", exec_)
+    got = await prerun.read_clean_tree(large, instance, big, _script(instance), GraderConfig(), [])
+    assert large.calls == 2 and got.calls == 2 and len(large.bundle) > prerun.INLINE_MAX
+
+
+async def test_a_tasks_later_gradings_reuse_its_interpreters_answer(instance, monkeypatch):
+    """The image's interpreter is asked on a task's first grading only (its answer depends on the image and
+    the clean tree, never on the patch); a first answer without an interpreter is asked again."""
+    facts = {"python": "/usr/bin/python3", "version": "3.11.2", "stdlib": ["json"], "distributions": ["pkg"]}
+    asked: list[bool] = []
+
+    def answer(python: dict[str, Any] | None) -> Any:
+        def make(marker: str, mine: str) -> str:
+            part = f"--{marker}-python--\n{base64.b64encode(json.dumps(python).encode()).decode()}\n"
+            canon = f"--{marker}-patch--\n\n" + (part if python is not None else "") + f"--{marker}-end--\n"
+            return canon + _sections(mine, file_0=b"def test_x(): pass\n", log=b"", report=b"ok", done=b"")
+
+        return make
+
+    async def run(lease: _Lease, python: dict[str, Any] | None) -> prerun.CleanTree:
+        got = await _answer(instance, lease, answer(python), monkeypatch)
+        canon = base64.b64decode(
+            lease.bundle.split("canon.sh <<'", 1)[1].split("\n", 1)[1].split("\nEOF_", 1)[0]
+        )
+        asked.append(b"-python--" in canon)
+        return got
+
+    signed = ProbeReport(collected={"plugins": ["x"]}, finished={"plugins": ["x"]})
+    monkeypatch.setattr(prerun, "read_probe_report", lambda text, plan: signed)
+    first = await run(_Lease("", False), facts)
+    later = await run(_Lease("", False), None)  # not asked: the kept answer stands in
+    assert asked == [True, False] and later.cached
+    assert later.canonical.interpreter == first.canonical.interpreter and later.canonical.interpreter.python
+    prerun.forget_clean_trees()
+    await run(_Lease("", False), {**facts, "python": ""})  # no interpreter answered: asked again
+    await run(_Lease("", False), facts)
+    assert asked[2:] == [True, True]
+
+
+def test_the_patch_baseline_is_recorded_first_in_the_same_call(tmp_path, monkeypatch, instance):
+    """`record_baseline` on: the bundle records the baseline (the fleet's own script) before the canonical
+    script reads it; run here for real with git, the container's paths moved into a temporary directory."""
+    from canonical_fixtures import make_repo
+
+    from swe_rl.fleet import patch_baseline
+    from swe_rl.grading.patch import canonical
+
+    work, base = str(tmp_path / "canon"), str(tmp_path / "baseline")
+    moved = patch_baseline.BASELINE_SCRIPT.replace(patch_baseline.BASELINE_DIR, base)
+    monkeypatch.setattr(prerun, "BASELINE_SCRIPT", moved)
+    monkeypatch.setattr(prerun, "WORK_DIR", work)
+    monkeypatch.setattr(canonical, "WORK_DIR", work)
+    monkeypatch.setattr(canonical, "BASELINE_DIR", base)
+    repo = make_repo(tmp_path, {"pkg/core.py": "x = 1\n"})
+    (repo / "build").mkdir()
+    (repo / "build" / "out.txt").write_text("left by the image's install\n")  # untracked, not ignored
+    fix = "--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    empty = prerun._Plans([], None, None)
+    for baseline in (False, True):
+        text = prerun.bundle_script(instance, fix, empty, "m" * 16, "n" * 16, [], 60, baseline=baseline)
+        assert (text.find("baseline.sh") < text.find("canon.sh")) if baseline else "baseline.sh" not in text
+        res = subprocess.run(["bash", "-c", text], cwd=repo, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        assert (tmp_path / "baseline" / "tree").exists() is baseline
+        canon = canonical.parse_output(res.stdout, "m" * 16)
+        assert [(c.path, c.kind) for c in canon.changes] == [("pkg/core.py", "modified")]
+    res = subprocess.run(["bash", "-c", text], cwd=tmp_path, capture_output=True, text=True)  # no work tree
+    assert (
+        res.returncode == 2
+        and "no patch baseline" in res.stderr
+        and "not inside a git work tree" in res.stderr
+    )

@@ -31,6 +31,7 @@ __all__ = [
     "TreeChange",
     "canonical_script",
     "canonicalise",
+    "parse_batch",
     "parse_output",
     "parse_raw",
 ]
@@ -140,9 +141,22 @@ print(json.dumps({"python": sys.executable, "version": sys.version.split()[0], "
 _PYTHONS = "/opt/miniconda3/envs/testbed/bin/python /opt/conda/envs/testbed/bin/python python3 python"
 
 
-def canonical_script(marker: str, extra_roots: list[str] | None = None) -> str:
-    """The sh script run in the grading container (the agent's patch is at ``$W/patch.diff``)."""
+def canonical_script(marker: str, extra_roots: list[str] | None = None, interpreter: bool = True) -> str:
+    """The sh script run in the grading container (the agent's patch is at ``$W/patch.diff``).
+
+    `interpreter=False`: the interpreter is not asked (`InterpreterFacts` depend on the image and the
+    clean tree, never on the patch: a task's later gradings reuse its first answer, `grading.prerun`)."""
     extra = " ".join(shlex.quote(r) for r in extra_roots or [])
+    query = ""
+    if interpreter:
+        query = f"""echo "--$M-python--"
+for py in {_PYTHONS}; do
+  if command -v "$py" >/dev/null 2>&1; then
+    (cd / && "$py" -c {shlex.quote(_QUERY)} "$top" {extra} 2>/dev/null) | base64 -w0; break
+  fi
+done
+echo
+"""
     return f"""{SAFE_GIT_ENV}
 W={WORK_DIR}; B={BASELINE_DIR}; M={marker}
 top=$(git rev-parse --show-toplevel 2>/dev/null) || {{ echo "not inside a git work tree: $(pwd)" >&2; exit 2; }}
@@ -175,20 +189,34 @@ echo "--$M-patch--"; {SAFE_DIFF} "$base" "$after" | base64 -w0; echo
 echo "--$M-raw--"; git diff --raw -z --no-abbrev --no-renames "$base" "$after" | base64 -w0; echo
 echo "--$M-blobs--"
 git diff --raw --no-abbrev --no-renames "$base" "$after" | awk '{{print $3; print $4}}' | sort -u | \\
-while read -r sha; do
-  [ "$(git cat-file -t "$sha" 2>/dev/null)" = blob ] || continue
-  [ "$(git cat-file -s "$sha")" -le {MAX_BLOB_BYTES} ] || continue
-  printf '%s ' "$sha"; git cat-file blob "$sha" | base64 -w0; echo
-done
-echo "--$M-python--"
-for py in {_PYTHONS}; do
-  if command -v "$py" >/dev/null 2>&1; then
-    (cd / && "$py" -c {shlex.quote(_QUERY)} "$top" {extra} 2>/dev/null) | base64 -w0; break
-  fi
-done
-echo
-echo "--$M-end--"
+  git cat-file --batch-check | awk '$2 == "blob" && $3 <= {MAX_BLOB_BYTES} {{print $1}}' | \\
+  git cat-file --batch | base64 -w0; echo
+{query}echo "--$M-end--"
 """
+
+
+def parse_batch(data: bytes) -> dict[str, bytes]:
+    """``git cat-file --batch`` output (``<sha> <type> <size>``, the content, a newline, per object) -> blobs.
+
+    One git process reads every changed blob (three per blob before: a second of git start-ups on a
+    loaded machine for a patch of a few files); a stream cut short raises ValueError."""
+    blobs: dict[str, bytes] = {}
+    at = 0
+    while at < len(data):
+        end = data.find(b"\n", at)
+        if end < 0:
+            raise ValueError("canonical patch script: a blob header without its content")
+        header = data[at:end].decode("ascii", "replace").split()
+        if len(header) != 3 or not header[2].isdigit():
+            raise ValueError(f"canonical patch script: not a blob header: {header!r}")
+        size = int(header[2])
+        body = data[end + 1 : end + 1 + size]
+        if len(body) != size or data[end + 1 + size : end + 2 + size] != b"\n":
+            raise ValueError(f"canonical patch script: blob {header[0]} cut short")
+        if header[0] != _NULL_SHA:
+            blobs[header[0]] = body
+        at = end + 2 + size
+    return blobs
 
 
 def parse_raw(data: bytes) -> list[TreeChange]:
@@ -241,11 +269,7 @@ def parse_output(output: str, marker: str) -> CanonicalPatch:
         return CanonicalPatch(applied=False, apply_output=parts["failed"].strip())
     if "end" not in parts:
         raise ValueError(f"canonical patch script did not finish: {output[-2000:]}")
-    blobs: dict[str, bytes] = {}
-    for line in parts.get("blobs", "").split("\n"):
-        sha, _, data = line.partition(" ")
-        if sha and sha != _NULL_SHA:
-            blobs[sha] = base64.b64decode(data)
+    blobs = parse_batch(_b64(parts.get("blobs", "")))
     facts: dict[str, Any] = {}
     python = _b64(parts.get("python", ""))
     if python.strip():

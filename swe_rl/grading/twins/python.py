@@ -29,6 +29,7 @@ import re
 import string
 from dataclasses import dataclass, field
 
+from swe_rl.grading.twins.cases import fewer_cases
 from swe_rl.grading.twins.forms import Edit, FileNames, make_ctx, mutate_statement
 
 __all__ = [
@@ -219,7 +220,7 @@ def _non_empty(it: ast.expr, tables: dict[str, ast.expr]) -> bool:
 def _swallows(handler: ast.ExceptHandler) -> bool:
     kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
     return any(
-        k is None or (isinstance(k, ast.Name) and k.id in _SWALLOWING) or (isinstance(k, ast.Attribute))
+        k is None or (isinstance(k, ast.Name) and k.id in _SWALLOWING) or isinstance(k, ast.Attribute)
         for k in kinds
     )
 
@@ -438,7 +439,7 @@ def derive_python_twin(
         return "a generator test"
     data = source.encode("utf-8")
     ctx = make_ctx(data, names, rng)
-    plan = _plan_edits(func, ctx, _tables(tree))
+    plan = _plan_edits(func, ctx, tables := _tables(tree))
     if plan is None:
         return "no assertion every run reaches states an expected value or exception"
     starts = ctx.starts
@@ -455,13 +456,9 @@ def derive_python_twin(
         edits.append((*(edit.span or (a, b)), edit.text))
     for item in plan.unwrap:
         node = item.context_expr
-        edits.append(
-            (
-                ctx.offset(node.lineno, node.col_offset),
-                ctx.offset(node.end_lineno or node.lineno, node.end_col_offset or 0),
-                f"{names.null_context}()",
-            )
-        )
+        stop = ctx.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
+        edits.append((ctx.offset(node.lineno, node.col_offset), stop, f"{names.null_context}()"))
+    edits += fewer_cases(func, tables, data, ctx.offset, rng)  # a few of its parameter sets
     name_at = data.find(b"def", ctx.offset(func.lineno, func.col_offset)) + 3
     while data[name_at : name_at + 1] in (b" ", b"\t"):
         name_at += 1
