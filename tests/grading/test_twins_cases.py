@@ -105,6 +105,8 @@ def test_pytest_runs_the_cut_twin_honest_code_fails_every_case_an_always_equal_r
 @pytest.mark.parametrize("decorator", [
     "@pytest.mark.parametrize('n', [1, 2, 3, 4, 5, 6], ids=['a', 'b', 'c', 'd', 'e', 'f'])",  # a list of ids
     "@pytest.mark.parametrize('n', IDS_TABLE, ids=IDS)",  # ids from a table
+    "@pytest.mark.parametrize('n', [1, 2, 3, 4, 5, 6], ids=OTHER_IDS)",  # a name from elsewhere: maybe a list
+    "@pytest.mark.parametrize('n', [1, 2, 3, 4, 5, 6], ids=ids.made)",
     "@pytest.mark.parametrize('n', [*range(9)])",  # starred
     "@pytest.mark.parametrize('n', list(range(9)))",  # a call
     "@pytest.mark.parametrize('n', [1, 2, 3])",  # no more than the cap
@@ -118,16 +120,11 @@ def test_every_form_the_cut_cannot_follow_keeps_all_its_cases(decorator):
     assert decorator.split(", ids")[0].split("(", 1)[1] in twin.code
 
 
-def test_ids_given_by_a_function_do_not_stop_the_cut():
-    source = LITERAL.replace("[(0, 0)", "[(0, 0)").replace(
+@pytest.mark.parametrize("ids", ["str", "idfn", "lambda v: str(v)"])
+def test_ids_given_by_a_function_do_not_stop_the_cut(ids):
+    source = "def idfn(v):\n    return str(v)\n\n\n" + LITERAL.replace(
         '@pytest.mark.parametrize(("n", "expected"), [',
-        '@pytest.mark.parametrize(("n", "expected"), ids=str, argvalues=[',
+        f'@pytest.mark.parametrize(("n", "expected"), ids={ids}, argvalues=[',
     )
-    assert (
-        len(
-            ast.literal_eval(
-                ast.parse(_twin(source, 2).code.strip()).body[0].decorator_list[0].keywords[1].value
-            )
-        )
-        == MAX_CASES
-    )
+    decorator = ast.parse(_twin(source, 2).code.strip()).body[0].decorator_list[0]
+    assert len(ast.literal_eval(decorator.keywords[1].value)) == MAX_CASES

@@ -12,8 +12,8 @@ group of gradings of one task covers the table), written in the file's own terms
 - a literal list or tuple of cases: a literal list of the chosen elements, cut from the file's text;
 - a module-level name bound once to such a literal: a slice of it, ``NAME[i:i + MAX_CASES]``.
 
-Anything else (a call, a comprehension, a name bound twice, starred elements, ``ids`` given as a list
-the cut would have to follow, a non-literal ``ids``) keeps every case, as before.
+Anything else (a call, a comprehension, a name bound twice, starred elements, ``ids`` that may be a list
+the cut would have to follow) keeps every case, as before.
 """
 
 from __future__ import annotations
@@ -47,28 +47,35 @@ def _literal(node: ast.expr) -> list[ast.expr] | None:
     return None
 
 
-def _ids_allow_a_cut(call: ast.Call, tables: dict[str, ast.expr]) -> bool:
-    """``ids`` absent or a function: the cut needs nothing else (a list of ids would have to follow it)."""
+def _ids_allow_a_cut(call: ast.Call, functions: set[str]) -> bool:
+    """``ids`` absent or surely a function (a lambda, a builtin, a def of the file): the cut needs nothing
+    else. A list of ids would have to follow the cut (a name imported from elsewhere may be one: pytest
+    would refuse the whole file, the originals with it), so any other ``ids`` keeps every case."""
     ids = next((k.value for k in call.keywords if k.arg == "ids"), None)
     if ids is None or isinstance(ids, ast.Lambda):
         return True
-    return isinstance(ids, ast.Name) and ids.id not in tables  # a function's name (str, a def, ...)
+    return isinstance(ids, ast.Name) and ids.id in functions
+
+
+_BUILTIN_IDS = {"str", "repr", "hex", "oct", "bin", "ascii", "format", "type", "id"}
 
 
 def fewer_cases(
     func: ast.FunctionDef | ast.AsyncFunctionDef,
     tables: dict[str, ast.expr],
+    functions: set[str],
     source: bytes,
     offset,  # (line, col) -> byte offset in `source`
     rng: random.Random,
 ) -> list[tuple[int, int, str]]:
     """Text edits (start, end, new text) cutting each ``parametrize`` of `func`'s decorators to at most
-    `MAX_CASES` parameter sets."""
+    `MAX_CASES` parameter sets (`tables`: the file's module-level names bound once; `functions`: the names
+    of its module-level defs)."""
     edits: list[tuple[int, int, str]] = []
     for decorator in func.decorator_list:
         call = _parametrize(decorator)
         cases = _cases(call) if call is not None else None
-        if call is None or cases is None or not _ids_allow_a_cut(call, tables):
+        if call is None or cases is None or not _ids_allow_a_cut(call, functions | _BUILTIN_IDS):
             continue
         start = offset(cases.lineno, cases.col_offset)
         end = offset(cases.end_lineno or cases.lineno, cases.end_col_offset or 0)

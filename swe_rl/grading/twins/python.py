@@ -458,7 +458,8 @@ def derive_python_twin(
         node = item.context_expr
         stop = ctx.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
         edits.append((ctx.offset(node.lineno, node.col_offset), stop, f"{names.null_context}()"))
-    edits += fewer_cases(func, tables, data, ctx.offset, rng)  # a few of its parameter sets
+    defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    edits += fewer_cases(func, tables, defs, data, ctx.offset, rng)  # a few of its parameter sets
     name_at = data.find(b"def", ctx.offset(func.lineno, func.col_offset)) + 3
     while data[name_at : name_at + 1] in (b" ", b"\t"):
         name_at += 1
