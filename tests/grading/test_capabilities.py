@@ -288,3 +288,49 @@ def test_catalogue_tables_name_known_capabilities():
         *(capability for _, capability in catalogue.PATH_MARKERS),
     }
     assert used <= set(catalogue.CAPABILITIES)
+
+
+def test_changed_lines_leave_out_the_lines_both_versions_start_and_end_with():
+    """The changed lines of a large file come from the part between the common head and tail (what the
+    whole-file matcher found there too); the sites of a text are kept for the task's next patch."""
+    import difflib
+    import random
+
+    from swe_rl.grading.scans.capabilities import scan
+
+    def whole(before: str, after: str) -> set[int]:
+        m = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+        return {
+            j + 1
+            for tag, _, _, j1, j2 in m.get_opcodes()
+            if tag in {"insert", "replace"}
+            for j in range(j1, j2)
+        }
+
+    rng = random.Random(7)
+    base = [f"line_{i} = {i}" for i in range(400)]
+    for _ in range(50):
+        lines = list(base)
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(lines))
+            if rng.random() < 0.5:
+                lines.insert(at, f"added = {rng.random()}")
+            else:
+                lines[at] = f"changed = {rng.random()}"
+        before, after = "\n".join(base) + "\n", "\n".join(lines) + "\n"
+        assert scan._changed_lines(before, after) == whole(before, after)
+    assert scan._changed_lines("a\nb\n", "a\nb\n") == set()
+    assert scan._changed_lines("a\n", "a\nb\n") == {2} and scan._changed_lines("b\n", "a\nb\n") == {1}
+    text = "import os\nos.system('x')\n"
+    kept = scan._sites(text, kept=True)
+    assert kept == scan._sites(text, kept=True) == scan._sites(text)
+    assert kept is not scan._sites(text, kept=True)  # a copy each time
+    walks = []
+    real = scan.find_sites
+    scan.find_sites = lambda tree: walks.append(tree) or real(tree)  # type: ignore[assignment]
+    try:
+        scan._sites(text + "\n", kept=True), scan._sites(text + "\n", kept=True)  # before the patch: once
+        scan._sites(text + "\n"), scan._sites(text + "\n")  # a patched file: each time
+    finally:
+        scan.find_sites = real
+    assert len(walks) == 3

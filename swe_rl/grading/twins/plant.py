@@ -29,13 +29,14 @@ from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.integrity import TamperRecord, patch_paths
 from swe_rl.grading.languages import language_of
 from swe_rl.grading.twins.languages import plan_language_twins
+from swe_rl.grading.twins.placement import insertion_points
 from swe_rl.grading.twins.plan import Twin, TwinPlan, TwinSkip
 from swe_rl.grading.twins.python import (
     FileNames,
     PythonTwin,
     derive_python_twin,
     file_names,
-    insertion_points,
+    parse,
     python_support,
 )
 from swe_rl.tasks import TaskInstance
@@ -180,7 +181,7 @@ def _python_file(
     """`source` with `twins` inserted where each was placed and the file's helpers before its first
     definition (after its imports): every test of the file, original or twin, comes after them, so where
     the helpers are tells nothing of which tests are twins."""
-    tree = ast.parse(source)
+    tree = parse(source)
     data = source.encode("utf-8")
     starts = [0]
     for line in data.split(b"\n"):
@@ -222,14 +223,24 @@ def plan_twins(
     files = test_files_of(instance)
     plan = TwinPlan()
     seen: set[tuple[str, str]] = set()
-    derived: list[tuple[str, Twin, PythonTwin]] = []
-    names_of: dict[str, FileNames] = {}
-    taken: dict[str, set[str]] = {}
+    candidates: list[tuple[str, str, str]] = []
     for test in instance.fail_to_pass:
         part, target = _split_id(test)
-        if (part, target) in seen:
+        if (part, target) not in seen:
+            seen.add((part, target))
+            candidates.append((test, part, target))
+    # derived in a random order until MAX_TWINS are: the same draw as sampling among all derivable ones,
+    # without deriving the tests no twin of this run is taken from (a large file's walks, per test)
+    rng.shuffle(candidates)
+    chosen: list[tuple[str, Twin, PythonTwin]] = []
+    names_of: dict[str, FileNames] = {}
+    taken: dict[str, set[str]] = {}
+    for test, part, target in candidates:
+        if len(chosen) >= MAX_TWINS:
+            plan.skipped.append(
+                TwinSkip(test=test, reason=f"more than {MAX_TWINS} twins per run (not drawn)")
+            )
             continue
-        seen.add((part, target))
         path = files[part]
         source = sources.get(path)
         if source is None:
@@ -237,7 +248,7 @@ def plan_twins(
             continue
         if path not in names_of:
             try:
-                names_of[path] = file_names(ast.parse(source), rng)
+                names_of[path] = file_names(parse(source), rng)
             except (SyntaxError, ValueError) as exc:
                 plan.skipped.append(
                     TwinSkip(test=test, reason=f"the test file does not parse here ({type(exc).__name__})")
@@ -248,11 +259,7 @@ def plan_twins(
             plan.skipped.append(TwinSkip(test=test, reason=got))
             continue
         twin = Twin(original=test, test_id=f"{part}::{got.name}", file=path, mutation=got.mutation)
-        derived.append((path, twin, got))
-    chosen = rng.sample(derived, min(MAX_TWINS, len(derived)))
-    for _path, twin, _ in derived:
-        if all(t is not twin for _, t, _ in chosen):
-            plan.skipped.append(TwinSkip(test=twin.original, reason=f"more than {MAX_TWINS} twins derivable"))
+        chosen.append((path, twin, got))
     for path in sorted({p for p, _, _ in chosen}):
         mine = [(t, g) for p, t, g in chosen if p == path]
         text = _python_file(path, sources[path] or "", mine, names_of[path], rng)

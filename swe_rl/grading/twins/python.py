@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from swe_rl.grading.twins.cases import fewer_cases
 from swe_rl.grading.twins.forms import Edit, FileNames, make_ctx, mutate_statement
+from swe_rl.grading.twins.placement import first_line, insertion_points, needs
 
 __all__ = [
     "FileNames",
@@ -99,6 +100,7 @@ def _words(name: str) -> list[str]:
     return [w.lower() for w in re.split(r"[_\W]+", spaced) if w.isalpha() and len(w) > 1]
 
 
+@functools.lru_cache(maxsize=8)
 def _vocabulary(tree: ast.Module) -> tuple[list[str], set[str]]:
     """(words of the file's test names and of the names its tests use, every name defined in the file)."""
     words: list[str] = []
@@ -286,6 +288,7 @@ class _Walker:
         return _LEAVES if _leaves_flow(stmt) else _OPEN
 
 
+@functools.lru_cache(maxsize=8)
 def _tables(tree: ast.Module) -> dict[str, ast.expr]:
     """Module-level names bound exactly once, by a plain assignment."""
     bound: dict[str, list[ast.expr]] = {}
@@ -368,58 +371,6 @@ def _xfail(nodes: list[ast.AST], tree: ast.Module) -> bool:
     return any("xfail" in ast.dump(d) or "expectedFailure" in ast.dump(d) for d in [*decorators, *marks])
 
 
-def _first_line(stmt: ast.stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", [])
-    return min([stmt.lineno, *(d.lineno for d in decorators)])
-
-
-def _binds(stmt: ast.stmt, names: set[str]) -> bool:
-    for node in ast.walk(stmt):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
-            return True
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
-            return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name.split(".")[0]) in names for a in node.names):
-                return True
-    return False
-
-
-def insertion_points(
-    scope: list[ast.stmt], starts: list[int], size: int, needs: set[str], docstring: bool
-) -> list[int]:
-    """Offsets (line starts) in `scope` where a definition may go: before a def or class that comes after
-    every statement binding a name of `needs` (what its decorators and defaults read when defined, and
-    after ``from __future__`` imports and the docstring), or after the scope's last statement."""
-    earliest = 0
-    for i, stmt in enumerate(scope):
-        future = isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__"
-        if future or _binds(stmt, needs) or (i == 0 and docstring and isinstance(stmt, ast.Expr)):
-            earliest = i + 1
-    points = [
-        starts[_first_line(s) - 1]
-        for s in scope[earliest:]
-        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    ]
-    last = scope[-1] if scope else None
-    end = (
-        starts[last.end_lineno]
-        if last is not None and last.end_lineno is not None and last.end_lineno < len(starts)
-        else size
-    )
-    return [*points, min(end, size)]
-
-
-def _needs(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
-    """Names read when the def statement itself runs (decorators, defaults, annotations)."""
-    roots: list[ast.AST] = [
-        *func.decorator_list,
-        *func.args.defaults,
-        *(d for d in func.args.kw_defaults if d),
-    ]
-    return {n.id for r in roots for n in ast.walk(r) if isinstance(n, ast.Name)}
-
-
 def derive_python_twin(
     source: str, target: str, taken: set[str], names: FileNames, rng: random.Random
 ) -> PythonTwin | str:
@@ -443,7 +394,7 @@ def derive_python_twin(
     if plan is None:
         return "no assertion every run reaches states an expected value or exception"
     starts = ctx.starts
-    first = _first_line(func)
+    first = first_line(func)
     head_col = min([func.col_offset, *(d.col_offset - 1 for d in func.decorator_list)])
     if data[starts[first - 1] : ctx.offset(first, max(head_col, 0))].strip():
         return "the test does not start its own line"
@@ -478,7 +429,7 @@ def derive_python_twin(
     docstring = bool(
         tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant)
     )
-    points = insertion_points(scope, starts, len(data), _needs(func), owner is None and docstring)
+    points = insertion_points(scope, starts, len(data), needs(func), owner is None and docstring)
     if owner is not None and points[-1] <= starts[owner.lineno - 1]:
         return "the test's class has no body of its own lines"
     lines = ", ".join(str(getattr(e.node, "lineno", "?")) for e in plan.edits)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import posixpath
 from collections.abc import Iterable
 
@@ -123,19 +124,41 @@ class CapabilityReport(BaseModel):
         return [f for f in self.findings if f.action == "flag"]
 
 
-def _sites(text: str) -> list[Site] | SyntaxError:
+def _sites(text: str, kept: bool = False) -> list[Site] | SyntaxError:
+    """The capability sites of `text`; `kept`: a file as it was before the patch, the same for every patch
+    of a task's group (RL grades several), walked once (a large module's walk is most of the scan's time;
+    a patched file is walked every time, as each patch makes its own)."""
+    found = _kept_sites(text) if kept else _walk(text)
+    return found if isinstance(found, SyntaxError) else list(found)
+
+
+def _walk(text: str) -> tuple[Site, ...] | SyntaxError:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
         return exc if isinstance(exc, SyntaxError) else SyntaxError(str(exc))
-    return find_sites(tree)
+    return tuple(find_sites(tree))
+
+
+_kept_sites = functools.lru_cache(maxsize=32)(_walk)
 
 
 def _changed_lines(before: str, after: str) -> set[int]:
-    """1-based lines of `after` that are not lines of `before` (inserted or replaced)."""
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    """1-based lines of `after` that are not lines of `before` (inserted or replaced): the lines both
+    start and end with are left out first (a patch changes a few lines of a large file; the matcher's
+    work grows with the product of the lengths it compares)."""
+    old, new = before.splitlines(), after.splitlines()
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    matcher = difflib.SequenceMatcher(
+        None, old[head : len(old) - tail], new[head : len(new) - tail], autojunk=False
+    )
     return {
-        line + 1
+        head + line + 1
         for tag, _, _, j1, j2 in matcher.get_opcodes()
         if tag in {"insert", "replace"}
         for line in range(j1, j2)
@@ -147,7 +170,7 @@ def added_sites(before: str | None, after: str) -> list[Site] | SyntaxError:
     after_sites = _sites(after)
     if isinstance(after_sites, SyntaxError) or before is None:
         return after_sites
-    before_sites = _sites(before)
+    before_sites = _sites(before, kept=True)
     if isinstance(before_sites, SyntaxError):
         return after_sites
     changed = _changed_lines(before, after)
@@ -162,7 +185,7 @@ def scan_source(
     config = config or CapabilityConfig()
     sites = added_sites(before, after)
     if isinstance(sites, SyntaxError):
-        if before is not None and isinstance(_sites(before), SyntaxError):
+        if before is not None and isinstance(_sites(before, kept=True), SyntaxError):
             # it did not parse before either (data, another Python's syntax): the parts that parse
             # are scanned, the parse failure itself is not new
             sites = added_sites(
