@@ -29,10 +29,11 @@ import asyncio
 import logging
 import posixpath
 import shlex
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from swe_rl.fleet.client import EnvClient, EvalResult, FleetError, Lease
-from swe_rl.fleet.errors import FileNotFound
+from swe_rl.fleet.errors import BadRequest, FileNotFound
 from swe_rl.grading.canaries.languages import plant_language_canaries
 from swe_rl.grading.canaries.plan import CanaryPlan, check_canaries, plan_canaries, without_canaries
 from swe_rl.grading.config import GraderConfig
@@ -65,6 +66,7 @@ from swe_rl.grading.scans.run_writes import (
     WritesPlan,
     plan_writes,
     read_listing,
+    unpack_bundle,
     written_records,
     written_sources_wanted,
 )
@@ -119,26 +121,50 @@ class IntegrityStages:
     """Go, JavaScript, Rust: the runner's own check inside the test run, judged (`runner.machinery`)."""
 
 
-async def _probe_report(lease: Lease, plan: ProbePlan) -> ProbeReport:
-    """The plugin's report, checked (no file: an unsigned, empty report)."""
-    try:
-        text = (await lease.read_file(plan.report_path)).decode("utf-8", "replace")
-    except FileNotFound:
-        text = None
-    return read_probe_report(text, plan)
+Read = Callable[[str], Awaitable["str | None"]]
+"""A file of the grading container after the run, as text (None: not there)."""
 
 
-async def _language_report(lease: Lease, plan: LanguageProbePlan, path: str, log: str) -> LanguageProbeReport:
+async def _after_run_reader(lease: Lease, writes: WritesPlan) -> Read:
+    """What reads the files the grader needs after the run: the run's bundle (the listing and the probes'
+    reports copied into one file, `run_writes.plan_writes`) in one call; a file the bundle does not hold
+    (no bundle: the script stopped before it, or it is too large to read) is read on its own."""
+    held: dict[str, str | None] = {}
+    if writes.bundle:
+        try:
+            held = unpack_bundle(
+                (await lease.read_file(writes.bundle)).decode("utf-8", "surrogateescape"), writes
+            )
+        except (FileNotFound, BadRequest):
+            held = {}
+
+    async def read(path: str) -> str | None:
+        if path in held:
+            return held[path]
+        try:
+            return (await lease.read_file(path)).decode("utf-8", "surrogateescape")
+        except FileNotFound:
+            return None
+
+    return read
+
+
+async def _probe_report(read: Read, plan: ProbePlan) -> ProbeReport:
+    """The plugin's report, checked (no file: an unsigned, empty report; bytes not UTF-8: not its own)."""
+    text = await read(plan.report_path)
+    return read_probe_report(
+        None if text is None else text.encode(errors="surrogateescape").decode(errors="replace"), plan
+    )
+
+
+async def _language_report(read: Read, plan: LanguageProbePlan, path: str, log: str) -> LanguageProbeReport:
     """The toolchain's answers in `path`, checked against the hash the exec printed in `log`."""
-    try:
-        text: str | None = (await lease.read_file(path)).decode("utf-8", "surrogateescape")
-    except FileNotFound:
-        text = None
-    return read_language_probe(log, text, plan)
+    return read_language_probe(log, await read(path), plan)
 
 
 async def _judge_writes(
     lease: Lease,
+    read: Read,
     instance: TaskInstance,
     plan: WritesPlan,
     run: EvalResult,
@@ -147,11 +173,7 @@ async def _judge_writes(
     config: GraderConfig,
 ) -> list[TamperRecord]:
     """The files the run wrote, read back with the version each started from, and judged."""
-    try:
-        text: str | None = (await lease.read_file(plan.listing)).decode("utf-8", "surrogateescape")
-    except FileNotFound:
-        text = None
-    written = read_listing(run.test_log or "", text, plan)
+    written = read_listing(run.test_log or "", await read(plan.listing), plan)
     if written.error:
         return [TamperRecord(path="", rule="run_written_file", action="noted", reason=written.error)]
     wanted = written_sources_wanted(written, instance.workdir, grader)
@@ -183,13 +205,10 @@ async def _judge_writes(
 
 
 async def _judge_machinery(
-    lease: Lease, instance: TaskInstance, plan: LanguageProbePlan, canaries: CanaryPlan, tree: TreeVerdict
+    read: Read, instance: TaskInstance, plan: LanguageProbePlan, canaries: CanaryPlan, tree: TreeVerdict
 ) -> list[TamperRecord]:
-    """Go, JavaScript, Rust: the report the grader's code inside the test run wrote, judged (one read)."""
-    try:
-        text: str | None = (await lease.read_file(plan.guard_path)).decode("utf-8", "surrogateescape")
-    except FileNotFound:
-        text = None
+    """Go, JavaScript, Rust: the report the grader's code inside the test run wrote, judged."""
+    text = await read(plan.guard_path)
     expected = plan.language != "go" or bool(canaries.canary_file)  # Go's check lives in the canary file
     changed = set(patch_paths(tree.patch))
     return machinery_records(plan.language, text, instance.workdir, changed, expected)
@@ -246,24 +265,33 @@ async def _run_stages(
         with stage("twins: plan"):
             twins = plan_twins(instance, plan, clean_tree.sources)
             plan = plant_twins(plan, twins)
+    toolchain = language_plan if language_plan is not None and language_clean is not None else None
+    probed = probe_plan if probe_plan is not None and clean is not None else None
     writes = WritesPlan(script=plan.script, skipped="off")
-    if config.integrity.run_writes:
-        writes = plan_writes(plan.script, instance.workdir, python=language_of(instance) is None)
+    if config.integrity.run_writes:  # the probes' reports come back with the listing, in its bundle
+        reports = (
+            [probed.report_path]
+            if probed
+            else [toolchain.run_path, toolchain.guard_path]
+            if toolchain
+            else []
+        )
+        writes = plan_writes(plan.script, instance.workdir, language_of(instance) is None, carry=reports)
     with stage("test run"):
         run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
-    toolchain = language_plan if language_plan is not None and language_clean is not None else None
-    with stage("after the run: writes, probe reports"):  # independent reads: side by side
+    with stage("after the run: writes, probe reports"):  # one read of the bundle, the rest side by side
+        read = await _after_run_reader(lease, writes)
         written, patched, language, machinery = await asyncio.gather(
-            _judge_writes(lease, instance, writes, run, tree, grader, config)
+            _judge_writes(lease, read, instance, writes, run, tree, grader, config)
             if not writes.skipped
             else _none(),
-            _probe_report(lease, probe_plan) if probe_plan is not None and clean is not None else _none(),
-            _language_report(lease, toolchain, toolchain.run_path, run.test_log or "")
+            _probe_report(read, probed) if probed else _none(),
+            _language_report(read, toolchain, toolchain.run_path, run.test_log or "")
             if toolchain
             else _none(),
-            _judge_machinery(lease, instance, toolchain, plan, tree) if toolchain else _none(),
+            _judge_machinery(read, instance, toolchain, plan, tree) if toolchain else _none(),
         )
     stages.written = written
     if patched is not None and clean is not None:

@@ -91,3 +91,80 @@ def test_records():
     assert all(r.rule == "run_written_file" for r in records)
     assert written_records("/testbed", {}) == []
     assert WrittenFiles().paths == []
+
+
+def test_the_listing_and_the_reports_come_back_in_one_bundle(tmp_path):
+    """The reports the grader reads after the run are copied with the listing into one file (read in one
+    call): each part exactly its file's bytes, the listing still matching its hash in the log, a report
+    that is not there None, a part that is not base64 None (as an unreadable file)."""
+    from swe_rl.grading.scans.run_writes import unpack_bundle
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    report, missing = tmp_path / "report", tmp_path / "gone"
+    raw = b'{"a": 1}\n\xff\xfe not utf-8\n--x--\n'
+    run = f"printf 'x = 1\\n' > mod.py\nprintf '%b' '{raw.decode('latin-1').encode('unicode_escape').decode()}' > {report}"
+    plan = plan_writes(
+        _script(run), str(repo), python=False, rng=random.Random(5), carry=[str(report), str(missing)]
+    )
+    try:
+        done = subprocess.run(
+            ["bash", "-c", plan.script], cwd=repo, capture_output=True, text=True, timeout=60
+        )
+        bundle = open(plan.bundle, "rb").read().decode("utf-8", "surrogateescape")
+    finally:
+        subprocess.run(["rm", "-rf", f"/tmp/.swe-rl-writes-{plan.tag}"], check=True)
+    parts = unpack_bundle(bundle, plan)
+    assert set(parts) == {plan.listing, str(report), str(missing)}
+    assert parts[str(report)] is not None and parts[str(report)].encode("utf-8", "surrogateescape") == raw
+    assert parts[str(missing)] is None
+    written = read_listing(done.stdout + done.stderr, parts[plan.listing], plan)
+    assert not written.error and [p.removeprefix(f"{repo}/") for p in written.paths] == ["mod.py"]
+    forged = bundle.replace(bundle.split("\n")[3], "not base64 !!")  # the report's part
+    assert unpack_bundle(forged, plan)[str(report)] is None
+
+
+async def test_after_the_run_one_read_serves_every_file_the_bundle_holds():
+    """The pipeline reads the bundle once; without it (the script stopped before it, or a file too large
+    for one read) each file is read on its own, as before."""
+    import base64
+
+    from swe_rl.fleet.errors import BadRequest, FileNotFound
+    from swe_rl.grading.pipeline import _after_run_reader
+    from swe_rl.grading.scans.run_writes import WritesPlan
+
+    plan = WritesPlan(script="", tag="t" * 16, listing="/w/list", bundle="/w/bundle", carried=["/w/report"])
+    files = {"/w/list": b"/repo/a.py\n", "/w/report": b"signed\n", "/w/other": b"x"}
+
+    class Lease:
+        def __init__(self, bundle: object) -> None:
+            self.bundle, self.reads = bundle, []
+
+        async def read_file(self, path: str) -> bytes:
+            self.reads.append(path)
+            if path == "/w/bundle":
+                if isinstance(self.bundle, Exception):
+                    raise self.bundle
+                return self.bundle  # type: ignore[return-value]
+            if path not in files:
+                raise FileNotFound("no such file", status=404)
+            return files[path]
+
+    packed = "".join(
+        f"--{'t' * 16}-{i}--\n{base64.b64encode(files[p]).decode()}\n"
+        for i, p in enumerate(["/w/list", "/w/report"])
+    )
+    lease = Lease(packed.encode())
+    read = await _after_run_reader(lease, plan)  # type: ignore[arg-type]
+    assert [await read(p) for p in ("/w/list", "/w/report", "/w/other", "/w/none")] == [
+        "/repo/a.py\n",
+        "signed\n",
+        "x",
+        None,
+    ]
+    assert lease.reads == ["/w/bundle", "/w/other", "/w/none"]  # the bundle's files: no read of their own
+    for failure in (FileNotFound("gone", status=404), BadRequest("too large", status=413)):
+        lease = Lease(failure)
+        read = await _after_run_reader(lease, plan)  # type: ignore[arg-type]
+        assert [await read(p) for p in ("/w/list", "/w/report")] == ["/repo/a.py\n", "signed\n"]
+        assert lease.reads == ["/w/bundle", "/w/list", "/w/report"]

@@ -27,10 +27,12 @@ their own modules) are not listed; a file written and removed within the run is 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import posixpath
 import random
 import shlex
+from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
@@ -44,6 +46,7 @@ __all__ = [
     "WrittenFiles",
     "plan_writes",
     "read_listing",
+    "unpack_bundle",
     "written_records",
     "written_sources_wanted",
 ]
@@ -65,6 +68,10 @@ class WritesPlan(BaseModel):
     tag: str = ""
     listing: str = ""
     """Where the list of written files lands."""
+    bundle: str = ""
+    """One file holding the list and the `carried` files after the run (one read instead of several)."""
+    carried: list[str] = Field(default_factory=list)
+    """Files the grader reads after the run (the probes' reports), copied into the bundle."""
     skipped: str = ""
 
 
@@ -76,8 +83,13 @@ class WrittenFiles(BaseModel):
     """Why there is no valid list ("" when there is)."""
 
 
-def plan_writes(script: str, workdir: str, python: bool, rng: random.Random | None = None) -> WritesPlan:
-    """`script` (the final run script: canaries and twins planted) with the marker and the listing."""
+def plan_writes(
+    script: str, workdir: str, python: bool, rng: random.Random | None = None, carry: Sequence[str] = ()
+) -> WritesPlan:
+    """`script` (the final run script: canaries and twins planted) with the marker and the listing; the
+    listing and the files of `carry` are then copied, base64 under markers, into one bundle file, read back
+    in one call (each part checked as its own file was: the list against its hash in the log, a report
+    against its signature)."""
     rng = rng or random.SystemRandom()
     lines = script.split("\n")
     starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
@@ -101,15 +113,47 @@ def plan_writes(script: str, workdir: str, python: bool, rng: random.Random | No
         f"-o -path '*/node_modules/.cache' \\) -prune -o -type f \\( -newer {mark} -o -cnewer {mark} \\) "
         f"-print 2>/dev/null | sort -u | head -n 5000 > {listing}"
     )
+    bundle = f"{folder}/bundle"
+    pack = [f": > {bundle}"] + [
+        f"[ -f {shlex.quote(p)} ] && {{ echo '--{tag}-{i}--'; base64 -w0 < {shlex.quote(p)}; echo; }} "
+        f">> {bundle} 2>/dev/null || true"
+        for i, p in enumerate([listing, *carry])
+    ]
     after = [
         quiet,
         find,
         f"printf '%s %s %s\\n' '{WRITES_MARK}' {tag} \"$(sha256sum < {listing} | cut -d' ' -f1)\"",
+        *pack,
         loud,
     ]
     start, end = starts[0], ends[0]
     out = [*lines[:start], *before, *lines[start : end + 1], *after, *lines[end + 1 :]]
-    return WritesPlan(script="\n".join(out), tag=tag, listing=listing)
+    return WritesPlan(script="\n".join(out), tag=tag, listing=listing, bundle=bundle, carried=list(carry))
+
+
+def unpack_bundle(text: str, plan: WritesPlan) -> dict[str, str | None]:
+    """The bundle's parts: path -> text (None: the file was not there), for the listing and the carried
+    files; a part that is not base64 is None (as an unreadable file)."""
+    parts: dict[str, str] = {}
+    name: str | None = None
+    for line in text.split("\n"):
+        if line.startswith(f"--{plan.tag}-") and line.endswith("--"):
+            name = line[len(plan.tag) + 3 : -2]
+            parts[name] = ""
+        elif name is not None:
+            parts[name] += line
+    out: dict[str, str | None] = {}
+    for i, path in enumerate([plan.listing, *plan.carried]):
+        data = parts.get(str(i))
+        try:
+            out[path] = (
+                None
+                if data is None
+                else base64.b64decode(data, validate=True).decode("utf-8", "surrogateescape")
+            )
+        except ValueError:
+            out[path] = None
+    return out
 
 
 def read_listing(log: str, text: str | None, plan: WritesPlan) -> WrittenFiles:
