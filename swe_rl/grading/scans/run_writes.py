@@ -13,6 +13,9 @@ by a look at the tree it leaves:
   **or ctime** is newer than the marker (``touch -d`` sets an old mtime, never an old ctime), pruning
   normal artefacts (``.git``, ``__pycache__``, ``.pytest_cache``, ``.hypothesis``, ``.mypy_cache``,
   ``node_modules/.cache``, the repository's ``target/``), and prints the list's SHA-256 in the log;
+- the list and the files the grader reads after the run (the probes' reports: ``carry``) are copied,
+  base64 under random markers, into one bundle file, read back in one container call (each part is
+  checked as its own file was: the list against its hash in the log, a report against its signature);
 - the grader reads the list, then each listed source file (by suffix, as the patch scan picks them), and
   scans it with the capability scan of the patch, the version the run started from as ``before``
   (the patched tree's, else the base commit's, else none): whatever that scan would void voids; a new
