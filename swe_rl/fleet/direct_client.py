@@ -151,6 +151,8 @@ async def direct_call(
         data = _json_or_text(resp)
         if resp.status_code == 200:
             return data
+        if resp.status_code == 503 and data.get("not_started") is True:  # a node ending its drain
+            raise NodeNotReached(f"node {lease.node} refused the call unstarted: {data.get('error')}")
         status = resp.status_code
         if status == 404 and str(data.get("error", "")).startswith("unknown container"):
             status, data = (

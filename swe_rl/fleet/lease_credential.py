@@ -8,7 +8,11 @@ Why Ed25519 (a public-key signature) and not an HMAC key shared by the pool and 
 can check a credential cannot make one. With a shared HMAC key every node (a root shell in any one of
 them) could mint credentials for every container of every other node; with a signature only the pool's
 private key can, and the nodes hold nothing secret for it (the public key is handed to them by the pool
-over its exec-token channel, `POST /lease-keys`). Verifying costs ~0.1 ms of one core.
+over its exec-token channel, `POST /lease-keys`). Verifying a signature costs ~0.1 ms of one core, half
+of a direct exec's CPU in the exec server's app; so a verifier keeps the credentials it verified
+(`VERIFIED_KEPT`, bounded) and checks a known one again by a dictionary look-up: the same bytes under
+the same trusted key verify the same way every time. Expiry and scope are checked on every call all the
+same (`LeaseGrant.allows`), and a credential kept is taken only while the key that signed it is trusted.
 
 Wire form (docs/fleet.md, "Per-lease credentials"): ``v1.<payload>.<signature>``, both parts unpadded
 base64url; the payload is compact JSON ``{"lease","node","container","ops","exp"}`` (exp: epoch
@@ -21,6 +25,7 @@ import base64
 import binascii
 import json
 import os
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -42,6 +47,10 @@ __all__ = [
 
 VERSION = "v1"
 _CONTEXT = b"swe-lease-v1."
+VERIFIED_KEPT = 16384
+"""Verified credentials a verifier keeps: ~1.4 KB each with their grant (23 MB when full). A node holds one
+or two per lease it runs; the pool's, one per lease called through it (beyond the bound, the oldest are
+checked again when next used)."""
 
 
 class CredentialRefused(Exception):
@@ -137,10 +146,17 @@ class LeaseSigner:
 
 
 class LeaseVerifier:
-    """The node's half: checks a credential against the public keys it trusts (several during a key change)."""
+    """The node's half: checks a credential against the public keys it trusts (several during a key change).
 
-    def __init__(self, keys: Iterable[str] = ()) -> None:
+    Credentials it verified are kept (up to `kept`, the oldest dropped first) with the key that signed
+    them: the same credential again costs a look-up, not a signature check, while that key is trusted."""
+
+    def __init__(self, keys: Iterable[str] = (), *, kept: int = VERIFIED_KEPT) -> None:
         self.keys: dict[str, Ed25519PublicKey] = {}
+        self.kept = kept
+        self._verified: dict[str, tuple[str, LeaseGrant]] = {}
+        """credential -> (the trusted key's text that verified it, its grant); insertion order: oldest first."""
+        self._lock = threading.Lock()
         for text in keys:
             self.add(text)
 
@@ -152,11 +168,26 @@ class LeaseVerifier:
         self.keys = {**self.keys, text: parse_public_key(text)}  # readers see one dict or the other
         return True
 
+    def remove(self, text: str) -> bool:
+        """Stop trusting a key; False when it was not trusted. What it signed fails from now on, the
+        credentials kept as verified included (each is taken only while its key is in `keys`)."""
+        text = text.strip()
+        if text not in self.keys:
+            return False
+        self.keys = {k: v for k, v in self.keys.items() if k != text}
+        with self._lock:
+            self._verified = {c: kept for c, kept in self._verified.items() if kept[0] != text}
+        return True
+
     def verify(self, credential: str) -> LeaseGrant:
         """The grant a credential carries; CredentialRefused when it is malformed or no trusted key signed it.
         Expiry and scope are the caller's check (`LeaseGrant.allows`), which knows the call."""
-        if not self.keys:
+        keys = self.keys
+        if not keys:
             raise CredentialRefused("this node trusts no pool key yet: direct calls are off")
+        known = self._verified.get(credential)
+        if known is not None and known[0] in keys:
+            return known[1]
         parts = credential.strip().split(".")
         if len(parts) != 3 or parts[0] != VERSION:
             raise CredentialRefused("malformed lease credential")
@@ -165,13 +196,15 @@ class LeaseVerifier:
         except (binascii.Error, ValueError):
             raise CredentialRefused("malformed lease credential") from None
         signed = _CONTEXT + parts[1].encode("ascii", "replace")
-        for key in self.keys.values():
+        signer = ""
+        for text, key in keys.items():
             try:
                 key.verify(signature, signed)
-                break
             except InvalidSignature:
                 continue
-        else:
+            signer = text
+            break
+        if not signer:
             raise CredentialRefused("lease credential signature does not verify")
         try:
             data = json.loads(_unb64(parts[1]))
@@ -184,4 +217,16 @@ class LeaseVerifier:
             )
         except (binascii.Error, ValueError, KeyError, TypeError):
             raise CredentialRefused("malformed lease credential") from None
+        self._keep(credential, signer, grant)
         return grant
+
+    def _keep(self, credential: str, key: str, grant: LeaseGrant) -> None:
+        if self.kept <= 0 or grant.exp <= time.time():  # an expired one is refused by every call anyway
+            return
+        with self._lock:
+            if key not in self.keys:  # removed while this call verified with it
+                return
+            verified = self._verified
+            while len(verified) >= self.kept:
+                del verified[next(iter(verified))]
+            verified[credential] = (key, grant)

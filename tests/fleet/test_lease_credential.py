@@ -121,3 +121,60 @@ def test_a_bad_public_key_is_a_clear_error():
     for text in ("", "abc", base64.urlsafe_b64encode(b"x" * 31).decode()):
         with pytest.raises(ValueError):
             parse_public_key(text)
+
+
+# Verified credentials are kept (a look-up instead of a signature check per call): what must still hold.
+
+
+def test_a_kept_credential_is_still_checked_for_expiry_op_and_container(signer, monkeypatch):
+    credential, exp = signer.issue("lease-a", "http://n:5000", "c" * 64, ("read_file",), 600)
+    verifier = LeaseVerifier([signer.public])
+    verifier.verify(credential).allows("read_file", container="c" * 64)
+    grant = verifier.verify(credential)  # kept: no signature check this time
+    assert credential in verifier._verified
+    with pytest.raises(CredentialRefused, match="does not allow 'exec'"):
+        grant.allows("exec")
+    with pytest.raises(CredentialRefused, match="another container"):
+        grant.allows("read_file", container="d" * 64)
+    # the clock passes its expiry: the kept credential is refused like any other
+    monkeypatch.setattr("swe_rl.fleet.lease_credential.time.time", lambda: exp + 1)
+    with pytest.raises(CredentialRefused, match="expired"):
+        verifier.verify(credential).allows("read_file")
+
+
+def test_a_kept_credential_fails_once_its_key_is_no_longer_trusted(signer):
+    other = LeaseSigner(Ed25519PrivateKey.generate())
+    verifier = LeaseVerifier([signer.public, other.public])
+    credential, _ = signer.issue("lease-a", "http://n:5000", "c" * 64, OPS, 600)
+    kept_by_other, _ = other.issue("lease-b", "http://n:5000", "d" * 64, OPS, 600)
+    assert verifier.verify(credential).lease == "lease-a"
+    assert verifier.verify(kept_by_other).lease == "lease-b"
+    assert verifier.remove(signer.public) and not verifier.remove(signer.public)
+    with pytest.raises(CredentialRefused, match="signature does not verify"):
+        verifier.verify(credential)
+    assert verifier.verify(kept_by_other).lease == "lease-b"  # the other key's credentials stay good
+    verifier.remove(other.public)
+    with pytest.raises(CredentialRefused, match="trusts no pool key"):
+        verifier.verify(kept_by_other)
+
+
+def test_a_tampered_copy_of_a_kept_credential_is_refused(signer):
+    verifier = LeaseVerifier([signer.public])
+    credential, _ = signer.issue("lease-a", "http://n:5000", "c" * 64, OPS, 600)
+    verifier.verify(credential)
+    forged = _with_payload(credential, {**_payload(credential), "container": "d" * 64})
+    with pytest.raises(CredentialRefused, match="signature does not verify"):
+        verifier.verify(forged)
+    assert forged not in verifier._verified
+
+
+def test_the_kept_credentials_are_bounded_and_expired_ones_never_kept(signer):
+    verifier = LeaseVerifier([signer.public], kept=2)
+    issued = [signer.issue(f"lease-{i}", "http://n:5000", "c" * 64, OPS, 600)[0] for i in range(5)]
+    for credential in issued:
+        verifier.verify(credential)
+    assert list(verifier._verified) == issued[-2:]  # the oldest dropped first
+    assert [verifier.verify(c).lease for c in issued] == [f"lease-{i}" for i in range(5)]  # all still verify
+    expired, _ = signer.issue("lease-x", "http://n:5000", "c" * 64, OPS, -1)
+    verifier.verify(expired)
+    assert expired not in verifier._verified

@@ -84,7 +84,7 @@ def create_app(manager: ContainerManager) -> Flask:
             if not cfg.token or not hmac.compare_digest(supplied.encode(), cfg.token.encode()):
                 return jsonify(error="unauthorized: missing or wrong bearer token"), 401
         if drain.refuses(request.path):
-            return jsonify(error="node draining: it takes no new container (stopping)", draining=True), 503
+            return jsonify(drain.refusal()), 503
         drain.enter()
         g.in_flight = True
         return None
@@ -358,6 +358,7 @@ def serve(cfg: ExecConfig) -> None:
     def _drained() -> None:
         """Wait for the calls in flight (up to `drain_seconds`), then stop the server's loop."""
         left = drain.wait(cfg.drain_seconds)
+        drain.close()  # what still arrives is refused unstarted (503 not_started): safe to send again
         if left:
             log.warning("stopping with %d call(s) still running after %gs", left, cfg.drain_seconds)
         destroyed = manager.stop()

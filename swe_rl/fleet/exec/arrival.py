@@ -15,7 +15,8 @@ from typing import Any
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer
-from waitress.task import WSGITask
+
+from swe_rl.fleet.exec.one_write import OneWriteTask
 
 ARRIVAL_KEY = "swe.arrival"
 """WSGI environ key: `time.monotonic()` when the server read the request's first bytes (absent: unknown)."""
@@ -30,7 +31,7 @@ class _StampedParser(HTTPRequestParser):
         return int(super().received(data))
 
 
-class StampedTask(WSGITask):
+class StampedTask(OneWriteTask):  # a response's head and body in one write
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
         arrival = getattr(self.request, "arrival", None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, NoReturn, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, NoReturn, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from swe_rl.fleet.exec.backend import BackendError, NodeBackend
 from swe_rl.fleet.exec.executor import CommandOutcome
@@ -63,6 +63,14 @@ class StartsCommands(Protocol):
     def command_outcome(self, started: Any) -> CommandOutcome: ...
 
 
+def starts_commands(backend: object) -> TypeGuard[StartsCommands]:
+    """`isinstance(backend, StartsCommands)`, without typing's protocol check (it lists the protocol's
+    members again on every call: ~8 us of CPU per exec)."""
+    return callable(getattr(backend, "start_command", None)) and callable(
+        getattr(backend, "command_outcome", None)
+    )
+
+
 Park = Callable[[Started], NoReturn]
 """Leaves the request until the started command ended (raises `parking.Parked`)."""
 
@@ -87,7 +95,7 @@ class FlowRun(Generic[T]):
             raise
 
     def _step(self, park: Park | None) -> T:
-        starts = self._backend if isinstance(self._backend, StartsCommands) else None
+        starts = self._backend if starts_commands(self._backend) else None
         while True:
             if self._waiting is not None:
                 self._collect()

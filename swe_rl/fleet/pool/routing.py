@@ -235,12 +235,15 @@ class NodeCalls:
                 node_down=True,
             ) from exc
         except WireRefused as exc:
-            if not node.draining:
-                self.nodes.failed(node, f"{type(exc).__name__}: {exc}", immediately=True)
-                raise ApiError(
-                    503, f"node {node.url} is down ({exc})", node=node.url, node_down=True
-                ) from exc
-            raise NodeRestarting(node.url) from exc  # it said it was stopping: nothing was sent
+            if node.draining and not exc.resent:
+                raise NodeRestarting(node.url) from exc  # it said it was stopping, and nothing was sent
+            # Refused after a kept-alive connection broke with no answer: the node may have read the call
+            # and died in it (killed at the end of its drain), so it is never sent again.
+            self.nodes.failed(node, f"{type(exc).__name__}: {exc}", immediately=True)
+            error = ApiError(503, f"node {node.url} is down ({exc})", node=node.url, node_down=True)
+            if exc.resent:
+                error.extra["may_have_run"] = True
+            raise error from exc
         except _FAILURES as exc:
             self.nodes.failed(node, f"{type(exc).__name__}: {exc}", immediately=True)
             raise ApiError(
@@ -254,8 +257,9 @@ node's SWE_EXEC_DRAIN_SECONDS, 600 s by default, then the restart); then it is s
 
 
 class NodeRestarting(ApiError):
-    """A draining node refused the connection: it stopped to restart; the call was not sent. A 503 to any
-    caller but `forward`, whose calls on a lease wait for the node to come back."""
+    """A draining node refused the first connection of a call: it stopped to restart; the call was not
+    sent. A 503 to any caller but `forward`, whose calls on a lease wait for the node to come back. (A
+    connection refused after a kept-alive one broke unanswered is not this: the call may have run.)"""
 
     def __init__(self, url: str) -> None:
         super().__init__(503, f"node {url} is restarting after draining", node=url, node_restarting=True)
@@ -321,18 +325,22 @@ async def forward(
         try:
             for attempt in (1, 2):
                 try:
-                    return await calls.route_post(node, f"/container/{op}", payload, timeout + call_margin)
+                    answer = await calls.route_post(node, f"/container/{op}", payload, timeout + call_margin)
+                    if not _not_started(answer):
+                        return answer
+                    node.draining = True  # its own word: stopping; the call goes to the restarted node
                 except NodeRestarting:
-                    if attempt == 2 or not await _restarted(node, RESTART_WAIT):
-                        raise ApiError(
-                            503,
-                            f"node {node.url} drained and did not come back within {RESTART_WAIT:.0f}s",
-                            node=node.url,
-                            node_down=True,
-                        ) from None
-                    log.info(
-                        "node %s is back after draining: the call on lease %s goes", node.url, lease.lease_id
-                    )
+                    pass
+                if attempt == 2 or not await _restarted(node, RESTART_WAIT):
+                    raise ApiError(
+                        503,
+                        f"node {node.url} drained and did not come back within {RESTART_WAIT:.0f}s",
+                        node=node.url,
+                        node_down=True,
+                    ) from None
+                log.info(
+                    "node %s is back after draining: the call on lease %s goes", node.url, lease.lease_id
+                )
             raise AssertionError("unreachable")
         except asyncio.CancelledError:
             if task is None or task not in node.cut:
@@ -383,6 +391,11 @@ async def forward(
             lease_lost=True,
         )
     return resp.status_code, data
+
+
+def _not_started(resp: Answer) -> bool:
+    """The node refused the call before starting it (`exec/drain.py`: its drain is over, it is exiting)."""
+    return resp.status_code == 503 and json_of(resp).get("not_started") is True
 
 
 def _unknown_container(resp: Answer) -> bool:

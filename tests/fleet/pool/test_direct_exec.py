@@ -178,6 +178,26 @@ async def test_tampered_expired_and_foreign_credentials_are_refused_by_the_node(
         assert (await lease.exec("echo still")).output.strip() == "still"
 
 
+async def test_a_credential_the_node_verified_before_is_still_checked_on_every_call(fleet):
+    """The node keeps the credentials it verified (no signature check the next time): scope and expiry are
+    checked on each call all the same."""
+    async with _client(fleet) as client, client.lease(IMAGE) as a, client.lease(IMAGE) as b:
+        assert fleet.log_dir is not None
+        pool_key = LeaseSigner(load_or_create_signing_key(str(fleet.log_dir / "lease-signing.key")))
+        ttl = 3.0
+        only_exec, exp = pool_key.issue(a.lease_id, a.node, a.container_id, ("exec",), ttl)
+        mine = {"container_id": a.container_id, "command": "echo kept"}
+        resp = _node(a.node, "exec", mine, f"Lease {only_exec}")
+        assert resp.status_code == 200 and resp.json()["output"].strip() == "kept", resp.text
+        _expect(_node(a.node, "read_file", {"container_id": a.container_id, "path": "/x"}, f"Lease {only_exec}"),
+                403, "does not allow 'read_file'")  # fmt: skip
+        theirs = {"container_id": b.container_id, "command": "echo x"}
+        _expect(_node(b.node, "exec", theirs, f"Lease {only_exec}"), 403, "forbidden")
+        await asyncio.sleep(max(0.0, exp - time.time()) + 0.5)  # its expiry passes (a wait, not a timing)
+        _expect(_node(a.node, "exec", mine, f"Lease {only_exec}"), 403, "expired")
+        assert (await a.exec("echo own")).output.strip() == "own"  # the lease's own credential still works
+
+
 async def test_a_credential_is_renewed_by_its_holder_only(fleet):
     async with _client(fleet) as client, client.lease(IMAGE) as lease:
         resp = _pool(fleet, "/credential", {"lease_id": lease.lease_id}, credential=lease.credential)

@@ -199,3 +199,28 @@ async def test_a_node_whose_certificate_the_client_refuses_is_not_reached(tmp_pa
         wires.close()
         server.close()
     assert requests == []
+
+
+async def test_a_call_the_node_refused_unstarted_goes_through_the_pool(wires):
+    """A node whose drain ended answers 503 `not_started` (exec/drain.py): nothing ran, so the call is
+    NodeNotReached (the caller sends it through the pool, which waits for the restarted node)."""
+    requests: list[bytes] = []
+    refusal = json.dumps({"error": "node stopping", "draining": True, "not_started": True}).encode()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            requests.append(await reader.readuntil(b"\r\n\r\n"))
+            head = f"HTTP/1.1 503 Service Unavailable\r\nContent-Length: {len(refusal)}\r\n\r\n"
+            writer.write(head.encode() + refusal)
+            await writer.drain()
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    node = SimpleNamespace(url=f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+    try:
+        with pytest.raises(NodeNotReached, match="refused the call unstarted"):
+            await call(wires, cast(Node, node), Retry.SAFE)  # not retried on the node either
+        assert len(requests) == 1
+    finally:
+        server.close()
