@@ -301,7 +301,10 @@ class _HeldLease:
         return getattr(self._lease, name)
 
     async def exec(self, command: str, *args: Any, **kw: Any) -> Any:
-        if self._method == "exec" and ("write-tree" in command or command.endswith("/prerun.sh")):
+        prerun = (
+            command.endswith("/prerun.sh") or "/canon.sh <<'" in command
+        )  # written, or the command itself
+        if self._method == "exec" and ("write-tree" in command or prerun):
             # the canonical-patch script (alone, or in the pipeline's pre-run call: grading.prerun)
             self._held.set()
             command = HOLD + command
