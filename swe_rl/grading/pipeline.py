@@ -64,6 +64,7 @@ from swe_rl.grading.scans.run_writes import (
 )
 from swe_rl.grading.scans.run_writes import (
     WritesPlan,
+    bundle_from_log,
     plan_writes,
     read_listing,
     unpack_bundle,
@@ -125,12 +126,15 @@ Read = Callable[[str], Awaitable["str | None"]]
 """A file of the grading container after the run, as text (None: not there)."""
 
 
-async def _after_run_reader(lease: Lease, writes: WritesPlan) -> Read:
+async def _after_run_reader(lease: Lease, writes: WritesPlan, printed: str | None = None) -> Read:
     """What reads the files the grader needs after the run: the run's bundle (the listing and the probes'
-    reports copied into one file, `run_writes.plan_writes`) in one call; a file the bundle does not hold
-    (no bundle: the script stopped before it, or it is too large to read) is read on its own."""
+    reports copied into one file, `run_writes.plan_writes`) as the run printed it into its log
+    (`printed`), else read in one call; a file the bundle does not hold (no bundle: the script stopped
+    before it, or it is too large to read) is read on its own."""
     held: dict[str, str | None] = {}
-    if writes.bundle:
+    if printed is not None:
+        held = unpack_bundle(printed, writes)
+    elif writes.bundle:
         try:
             held = unpack_bundle(
                 (await lease.read_file(writes.bundle)).decode("utf-8", "surrogateescape"), writes
@@ -282,7 +286,10 @@ async def _run_stages(
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
     with stage("after the run: writes, probe reports"):  # one read of the bundle, the rest side by side
-        read = await _after_run_reader(lease, writes)
+        printed, log = bundle_from_log(run.test_log or "", writes)
+        if printed is not None:  # the bundle leaves the log: it is the grader's, not the run's output
+            run.test_log = log
+        read = await _after_run_reader(lease, writes, printed)
         written, patched, language, machinery = await asyncio.gather(
             _judge_writes(lease, read, instance, writes, run, tree, grader, config)
             if not writes.skipped

@@ -8,10 +8,13 @@ import random
 import subprocess
 
 from swe_rl.grading.scans.run_writes import (
+    BUNDLE_MARK,
     WRITES_MARK,
     WrittenFiles,
+    bundle_from_log,
     plan_writes,
     read_listing,
+    unpack_bundle,
     written_records,
     written_sources_wanted,
 )
@@ -97,8 +100,6 @@ def test_the_listing_and_the_reports_come_back_in_one_bundle(tmp_path):
     """The reports the grader reads after the run are copied with the listing into one file (read in one
     call): each part exactly its file's bytes, the listing still matching its hash in the log, a report
     that is not there None, a part that is not base64 None (as an unreadable file)."""
-    from swe_rl.grading.scans.run_writes import unpack_bundle
-
     repo = tmp_path / "repo"
     repo.mkdir()
     report, missing = tmp_path / "report", tmp_path / "gone"
@@ -122,6 +123,25 @@ def test_the_listing_and_the_reports_come_back_in_one_bundle(tmp_path):
     assert not written.error and [p.removeprefix(f"{repo}/") for p in written.paths] == ["mod.py"]
     forged = bundle.replace(bundle.split("\n")[3], "not base64 !!")  # the report's part
     assert unpack_bundle(forged, plan)[str(report)] is None
+    printed, log = bundle_from_log(done.stdout, plan)  # the same bundle, printed into the log
+    assert printed == bundle and BUNDLE_MARK not in log and f"{WRITES_MARK} {plan.tag} " in log
+
+
+def test_the_bundle_printed_last_is_the_one_read_and_leaves_the_log():
+    """The run's own output may print a bundle of its own (before the grader's lines, the run's processes
+    being gone by then): the last whole one counts; a log cut before its end line holds none."""
+    from swe_rl.grading.scans.run_writes import WritesPlan
+
+    plan = WritesPlan(script="", tag="a" * 16, listing="/w/list", bundle="/w/bundle")
+    head, foot = f"{BUNDLE_MARK} {plan.tag} begin\n", f"{BUNDLE_MARK} {plan.tag} end\n"
+    forged, real = "--aaaaaaaaaaaaaaaa-0--\nZm9yZ2Vk\n", "--aaaaaaaaaaaaaaaa-0--\nL3IvYS5weQo=\n"
+    log = f"test output\n{head}{forged}{foot}more\n{head}{real}{foot}tail\n"
+    printed, rest = bundle_from_log(log, plan)
+    assert printed == real and rest == f"test output\n{head}{forged}{foot}more\ntail\n"
+    assert unpack_bundle(printed, plan) == {"/w/list": "/r/a.py\n"}
+    assert bundle_from_log(f"out\n{head}{real}", plan) == (None, f"out\n{head}{real}")  # cut: no end
+    assert bundle_from_log(f"out{head}{real}{foot}", plan)[0] is None  # not at a line's start
+    assert bundle_from_log(log, plan.model_copy(update={"tag": "b" * 16}))[0] is None  # another tag
 
 
 async def test_after_the_run_one_read_serves_every_file_the_bundle_holds():
@@ -163,6 +183,10 @@ async def test_after_the_run_one_read_serves_every_file_the_bundle_holds():
         None,
     ]
     assert lease.reads == ["/w/bundle", "/w/other", "/w/none"]  # the bundle's files: no read of their own
+    lease = Lease(FileNotFound("never read", status=404))
+    read = await _after_run_reader(lease, plan, packed)  # type: ignore[arg-type]
+    assert [await read(p) for p in ("/w/list", "/w/report")] == ["/repo/a.py\n", "signed\n"]
+    assert lease.reads == []  # printed into the log: no container call after the run
     for failure in (FileNotFound("gone", status=404), BadRequest("too large", status=413)):
         lease = Lease(failure)
         read = await _after_run_reader(lease, plan)  # type: ignore[arg-type]

@@ -14,8 +14,9 @@ by a look at the tree it leaves:
   normal artefacts (``.git``, ``__pycache__``, ``.pytest_cache``, ``.hypothesis``, ``.mypy_cache``,
   ``node_modules/.cache``, the repository's ``target/``), and prints the list's SHA-256 in the log;
 - the list and the files the grader reads after the run (the probes' reports: ``carry``) are copied,
-  base64 under random markers, into one bundle file, read back in one container call (each part is
-  checked as its own file was: the list against its hash in the log, a report against its signature);
+  base64 under random markers, into one bundle file, which the script then prints into the log (each part is checked as its own file was: the list against its hash in the log, a report against
+  its signature): no container call reads anything after the run. A log cut by the fleet's output cap
+  holds no whole bundle; then the bundle file is read back in one call (`bundle_from_log`);
 - the grader reads the list, then each listed source file (by suffix, as the patch scan picks them), and
   scans it with the capability scan of the patch, the version the run started from as ``before``
   (the patched tree's, else the base commit's, else none): whatever that scan would void voids; a new
@@ -47,6 +48,7 @@ from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
 __all__ = [
     "WritesPlan",
     "WrittenFiles",
+    "bundle_from_log",
     "plan_writes",
     "read_listing",
     "unpack_bundle",
@@ -55,6 +57,7 @@ __all__ = [
 ]
 
 WRITES_MARK = ">>>>> swe-rl run writes"
+BUNDLE_MARK = ">>>>> swe-rl run bundle"
 MAX_FILES = 200
 """Listed files read back and scanned at most (the rest is recorded as not read)."""
 MAX_BYTES = 512 << 10
@@ -122,16 +125,37 @@ def plan_writes(
         f">> {bundle} 2>/dev/null || true"
         for i, p in enumerate([listing, *carry])
     ]
+    show = (  # the bundle into the log, between two lines naming it (`bundle_from_log`)
+        f"printf '%s %s begin\\n' '{BUNDLE_MARK}' {tag}; cat {bundle} 2>/dev/null; "
+        f"printf '%s %s end\\n' '{BUNDLE_MARK}' {tag}"
+    )
     after = [
         quiet,
         find,
         f"printf '%s %s %s\\n' '{WRITES_MARK}' {tag} \"$(sha256sum < {listing} | cut -d' ' -f1)\"",
         *pack,
+        show,
         loud,
     ]
     start, end = starts[0], ends[0]
     out = [*lines[:start], *before, *lines[start : end + 1], *after, *lines[end + 1 :]]
     return WritesPlan(script="\n".join(out), tag=tag, listing=listing, bundle=bundle, carried=list(carry))
+
+
+def bundle_from_log(log: str, plan: WritesPlan) -> tuple[str | None, str]:
+    """The bundle the script printed at the end of `log` (None: no whole one, e.g. a log the fleet cut)
+    and the log without it. The last pair of its lines counts: the script prints them after the test
+    command's processes are gone, and nothing of the run's writes to the log after them."""
+    begin, end = f"{BUNDLE_MARK} {plan.tag} begin\n", f"{BUNDLE_MARK} {plan.tag} end\n"
+    if not plan.tag:
+        return None, log
+    start = log.rfind(begin)
+    if start < 0 or (start > 0 and log[start - 1] != "\n"):
+        return None, log
+    stop = log.find(end, start + len(begin))
+    if stop < 0 or log[stop - 1] != "\n":
+        return None, log
+    return log[start + len(begin) : stop], log[:start] + log[stop + len(end) :]
 
 
 def unpack_bundle(text: str, plan: WritesPlan) -> dict[str, str | None]:

@@ -317,6 +317,9 @@ def plant_twins(canary_plan: CanaryPlan, twins: TwinPlan, rng: random.Random | N
                 f'[ -n "${{{backup}+x}}" ] && {{ {{ {check}; }} >/dev/null 2>&1 || {{ {restore}; }}; }}'
             )
         after.append(f'[ -n "${{{backup}+x}}" ] && {{ {restore}; unset {backup}; }}')
+    # not traced (``set -x``): a rewrite's trace would print the whole test file twice into the log
+    quiet, loud = "__swe_tf=$-; { set +x; } 2>/dev/null", 'case "$__swe_tf" in *x*) set -x ;; esac'
+    before, after = [quiet, *before, loud], [quiet, *after, loud]
     lines = canary_plan.script.split("\n")
     hide = next(i for i, line in enumerate(lines) if line.startswith("__swe_self="))
     end = max(i for i, line in enumerate(lines) if END_TEST_OUTPUT in line)
