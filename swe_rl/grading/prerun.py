@@ -24,11 +24,14 @@ eval script, which stages are on — never on the patch: RL grades a group of pa
 first grading's answers are kept (`CLEAN_CACHE` tasks, in this process) and the later ones ask only for
 the canonical patch (nor the image's interpreter: `canonical.InterpreterFacts`). Their probe runs under
 the same random names as the kept clean run (no patch sees either); only a complete answer is kept (a
-valid report, every file read), so a failure is asked again.
+valid report, every file read), so a failure is asked again. A group's patches are graded at the same
+time: while one grading of a task asks the clean tree, the others of that task wait for its answer
+instead of each asking it too (one clean run per task, not one per patch of the group).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import secrets
@@ -102,6 +105,8 @@ class _Kept:
 
 
 _kept: OrderedDict[str, _Kept] = OrderedDict()
+_asking: dict[tuple[int, str], asyncio.Event] = {}
+"""(event loop, task key) -> set when the grading asking that task's clean tree is done, kept or not."""
 
 
 def _task_key(instance: TaskInstance, script: str, config: GraderConfig) -> str:
@@ -331,6 +336,31 @@ async def read_clean_tree(
     """Stage 1 and the clean tree's answers (raises ValueError when the canonical script failed)."""
     key = _task_key(instance, script, config)
     kept = _kept.get(key)
+    asking = (id(asyncio.get_running_loop()), key)
+    if kept is None and asking in _asking:  # another grading of this task asks it: its answer serves
+        await _asking[asking].wait()
+        kept = _kept.get(key)
+    if kept is not None:
+        return await _read(lease, instance, patch, script, config, roots, key, kept)
+    done = _asking[asking] = asyncio.Event()
+    try:
+        return await _read(lease, instance, patch, script, config, roots, key, None)
+    finally:
+        done.set()
+        if _asking.get(asking) is done:
+            del _asking[asking]
+
+
+async def _read(
+    lease: Lease,
+    instance: TaskInstance,
+    patch: str,
+    script: str,
+    config: GraderConfig,
+    roots: list[str],
+    key: str,
+    kept: _Kept | None,
+) -> CleanTree:
     plans = _plans(instance, script, config, kept.names if kept is not None else None)
     asked = _Plans([], None, None) if kept is not None else plans  # kept: the canonical patch alone
     marker, mine = secrets.token_hex(8), secrets.token_hex(8)

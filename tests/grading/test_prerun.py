@@ -315,3 +315,48 @@ def test_the_patch_baseline_is_recorded_first_in_the_same_call(tmp_path, monkeyp
         and "no patch baseline" in res.stderr
         and "not inside a git work tree" in res.stderr
     )
+
+
+async def test_a_groups_gradings_at_the_same_time_ask_the_clean_tree_once(instance, monkeypatch):
+    """RL grades a group's patches together: while one grading asks a task's clean tree, the others of the
+    task wait for its answer (one clean probe per task, not one per patch); a first answer that is not
+    kept (incomplete) lets each waiting grading ask on its own."""
+    import asyncio
+
+    signed = ProbeReport(collected={"plugins": ["x"]}, finished={"plugins": ["x"]})
+    monkeypatch.setattr(
+        prerun, "read_probe_report", lambda text, plan: signed if text == "ok" else ProbeReport(error="no")
+    )
+    bundles: list[str] = []
+
+    async def group(report: bytes, size: int) -> list[prerun.CleanTree]:
+        def lease() -> _Lease:
+            one = _Lease("", False)
+
+            async def exec_(command: str, **kw: Any) -> ExecResult:
+                one.take(command)
+                bundles.append(one.bundle)
+                await asyncio.sleep(0.05)  # the first one's call is still out when the others start
+                marker, mine = _markers(one.bundle)
+                parts = {"file_0": b"def test_x(): pass\n", "log": b"", "report": report, "done": b""}
+                one.output = f"--{marker}-patch--\n\n--{marker}-end--\n" + _sections(mine, **parts)
+                return _result(one)
+
+            one.exec = exec_  # type: ignore[method-assign]
+            return one
+
+        return await asyncio.gather(
+            *(
+                prerun.read_clean_tree(lease(), instance, "PATCH\n", _script(instance), GraderConfig(), [])
+                for _ in range(size)
+            )
+        )
+
+    got = await group(b"ok", 4)
+    assert sum("clean.sh" in b for b in bundles) == 1 and len(bundles) == 4
+    assert [g.cached for g in got].count(False) == 1 and all(g.clean == signed for g in got)
+    prerun.forget_clean_trees()
+    bundles.clear()
+    got = await group(b"forged", 3)  # nothing kept: the waiting ones ask too
+    assert sum("clean.sh" in b for b in bundles) == 3 and not any(g.cached for g in got)
+    assert not prerun._asking
