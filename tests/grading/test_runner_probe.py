@@ -36,14 +36,25 @@ def _script(repo: Path, command: str) -> str:
     [
         (
             "pytest -rA tests/test_x.py",
-            "PYTHONPATH={d}${{PYTHONPATH:+:$PYTHONPATH}} pytest -p {m} -rA tests/test_x.py",
+            "PYTHONPATH={d}${{PYTHONPATH:+:$PYTHONPATH}} pytest -p {m} --tb=native -rA tests/test_x.py",
         ),
         (
             "python -m pytest -rA t.py",
-            "PYTHONPATH={d}${{PYTHONPATH:+:$PYTHONPATH}} python -m pytest -p {m} -rA t.py",
+            "PYTHONPATH={d}${{PYTHONPATH:+:$PYTHONPATH}} python -m pytest -p {m} --tb=native -rA t.py",
         ),
-        ("PYTHONPATH=src pytest t.py", "PYTHONPATH={d}:src pytest -p {m} t.py"),
-        ("/usr/bin/pytest t.py", "PYTHONPATH={d}${{PYTHONPATH:+:$PYTHONPATH}} /usr/bin/pytest -p {m} t.py"),
+        ("PYTHONPATH=src pytest t.py", "PYTHONPATH={d}:src pytest -p {m} --tb=native t.py"),
+        (
+            "/usr/bin/pytest t.py",
+            "PYTHONPATH={d}${{PYTHONPATH:+:$PYTHONPATH}} /usr/bin/pytest -p {m} --tb=native t.py",
+        ),
+        (  # the command's own traceback style is kept
+            "pytest --no-header -rA --tb=no t.py",
+            "PYTHONPATH={d}${{PYTHONPATH:+:$PYTHONPATH}} pytest -p {m} --no-header -rA --tb=no t.py",
+        ),
+        (
+            "pytest --tb short t.py",
+            "PYTHONPATH={d}${{PYTHONPATH:+:$PYTHONPATH}} pytest -p {m} --tb short t.py",
+        ),
     ],
 )
 def test_the_plugin_goes_on_the_test_command_only(command, expected):
@@ -59,7 +70,9 @@ def test_the_plugin_goes_on_the_test_command_only(command, expected):
     assert key_line.startswith("exec ") and "< <(printf" in key_line
     assert lines.index(key_line) > lines.index("__swe_pf=$-; { set +x; } 2>/dev/null")
     clean = plan_probe(_script(Path("/testbed"), command), names, collect_only=True)
-    assert f"-p {module} --collect-only" in clean.script and clean.key != plan.key
+    ours = expected.format(d=folder, m=module).split(" -p ", 1)[1].split()[:2]  # the clean run: the same
+    style = ours[1] if ours[1] == "--tb=native" else ""  # options, then --collect-only
+    assert f"-p {module} {style} --collect-only".replace("  ", " ") in clean.script and clean.key != plan.key
     fd = int(key_line.split("<", 1)[0].removeprefix("exec "))
     assert 63 < fd <= 200  # 63: where bash puts the process substitution itself (measured: the key is lost)
     assert "PYTHONDONTWRITEBYTECODE=1 " in clean.script and "PYTHONDONTWRITEBYTECODE" not in plan.script

@@ -18,6 +18,10 @@ computed at run time. So the grader asks pytest what it ended up with:
   ids; it writes them to a report file signed with an HMAC whose key it reads, once, from a pipe the
   runner shell opened (``exec N< <(printf ...)`` with tracing off, in the script bash parsed whole
   and removed before the tests start): the key is in no file, environment or command line;
+- the run formats failures with Python's own traceback (``--tb=native``) unless its command names
+  ``--tb``: pytest's default form parses the whole test file's syntax tree for every failure (0.1 s a
+  failure in a 5,800-line file), which the twins, failing by design, paid on every grading; the
+  outcomes and the ``-rA`` summary lines are the same in every style;
 - `compare_probes` lists what differs; a difference voids the reward (`probe_records`). A forged
   report needs the key; a missing or unsigned report on the patched tree when the clean tree gave
   one voids too (the agent's code stopped the runner or took the key). A clean tree without a report
@@ -161,6 +165,8 @@ def _write(config, session, when, machinery=None):
 '''
 
 _RUNNER = re.compile(r"(?:^|(?<=\s))(?:\S*/)?(?:python[\d.]*\s+-m\s+pytest|pytest|py\.test)(?=\s|$)")
+_TB = re.compile(r"(?:^|\s)--tb(?:[=\s]|$)")
+"""The test command sets its own traceback style (kept)."""
 
 
 class ProbePlan(BaseModel):
@@ -225,10 +231,11 @@ def plan_probe(
     runner = _RUNNER.search(line)
     if runner is None:  # read_runner_command said pytest: cannot happen, but never guess
         return ProbePlan(script=script, skipped="the pytest word was not found on the test command")
-    extra = f" -p {module}" + (
+    head, tail = line[: runner.end()], line[runner.end() :]
+    native = "" if _TB.search(tail) else " --tb=native"  # (the clean probe too: the same options)
+    extra = f" -p {module}{native}" + (
         " --collect-only" if collect_only else ""
     )  # pytest 4.5-5.2: ``--co`` is ambiguous
-    head, tail = line[: runner.end()], line[runner.end() :]
     if re.search(r"(?:^|\s)PYTHONPATH=", head):
         head = re.sub(r"((?:^|\s)PYTHONPATH=)", rf"\g<1>{folder}:", head, count=1)
     else:
