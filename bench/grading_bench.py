@@ -10,6 +10,9 @@ alternating order (round 0 official → round 2 → pipeline, round 1 the revers
 - ``pipeline``: integrity on (default), every stage.
 The figure is paired: per instance and round, ``pipeline - round 2`` (seconds round three adds) and
 ``pipeline / round 2``; per instance the median over rounds; then over instances the p50 and the max.
+The integrity cost per instance is the total of its gradings, pipeline over official: RL grades a group
+of ``--n-samples-per-prompt`` patches per task (8 by default, as ``--rounds``), and the pipeline asks a
+task's clean tree on its first grading only (the first and the later gradings are also shown apart).
 ``--stage-one`` adds the canonical patch alone on a fresh lease (baseline + `canonicalise`);
 ``--breakdown`` adds the pipeline with each round-three stage alone off (`ALONE_OFF`);
 ``--conftest`` adds the gold patch plus a conftest.py hack (dropped: a second container runs the full patch
@@ -20,9 +23,9 @@ table, per mode, where the time goes (`grading.timing`: seconds per stage, conta
 operation, round trips; the pipeline's first grading of a task and its later ones apart). The last two lines:
 
     grading: round-three stages add X s p50 per instance (Y x today's grading), official Z s
-    integrity cost: p50 R x (N instances)          (pipeline / official, per instance)
+    integrity cost: p50 R x (N instances)          (per instance: its gradings' total, pipeline / official)
 
-    python bench/grading_bench.py [--rounds 2] [--data FILE ...] [--instances ID ...] [--stage-one] [--conftest]
+    python bench/grading_bench.py [--rounds 8] [--data FILE ...] [--instances ID ...] [--stage-one] [--conftest]
 """
 
 from __future__ import annotations
@@ -202,7 +205,7 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
         r2 = r2 or [float("nan")] * len(p)  # --no-round-2
         pair_add = statistics.median(b - a for a, b in zip(r2, p, strict=True))  # same round, paired
         pair_ratio = statistics.median(b / a for a, b in zip(r2, p, strict=True))
-        pair_vs = statistics.median(b / a for a, b in zip(o, p, strict=True))
+        pair_vs = sum(p) / sum(o)  # the task's group graded: what RL pays per task, side by side
         added.append(pair_add)
         ratios.append(pair_ratio)
         versus.append(pair_vs)
@@ -226,7 +229,10 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
         ]
         if costs:
             print(f"  {ALONE_OFF[mode]} alone costs (pipeline - {mode}): p50 {percentile(costs, 0.5):.2f} s")
-    print(f"  pipeline / official, per instance: p50 {percentile(versus, 0.5):.2f}x, max {max(versus):.2f}x")
+    print(
+        f"  pipeline / official, per instance (its {rounds} gradings' total, as RL grades a group of "
+        f"--n-samples-per-prompt patches per task): p50 {percentile(versus, 0.5):.2f}x, max {max(versus):.2f}x"
+    )
     if with_round_2:
         print(
             f"grading: round-three stages add {percentile(added, 0.5):.2f} s p50 per instance "
@@ -246,7 +252,12 @@ def report(rows: list[tuple[str, str, dict[str, list[float]]]], rounds: int) -> 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=8,
+        help="gradings per task and mode (default 8: a group, the launch's --n-samples-per-prompt)",
+    )
     p.add_argument(
         "--instances", nargs="+", default=None, help="instance ids (default: every bundled fixture)"
     )
