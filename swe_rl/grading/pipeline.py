@@ -280,7 +280,13 @@ async def _run_stages(
             if toolchain
             else []
         )
-        writes = plan_writes(plan.script, instance.workdir, language_of(instance) is None, carry=reports)
+        writes = plan_writes(
+            plan.script,
+            instance.workdir,
+            language_of(instance) is None,
+            carry=reports,
+            import_path=clean.path if probed and clean is not None else (),
+        )
     with stage("test run"):
         run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)

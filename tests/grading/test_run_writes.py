@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import shlex
 import subprocess
 
 from swe_rl.grading.scans.run_writes import (
@@ -73,6 +74,29 @@ def test_listing_must_match_the_hash_in_the_log():
     assert read_listing(line, "", plan).error
     assert read_listing("", good, plan).error
     assert "sys.path" in plan.script and "python3 -c" in plan.script
+
+
+def test_a_known_import_path_is_written_down_not_asked(tmp_path):
+    """With the clean run's import path (the probe plugin's), no interpreter starts before the test
+    command, and a file the run writes there is listed as one written in the repository is."""
+    repo, site = tmp_path / "repo", tmp_path / "site packages"
+    repo.mkdir()
+    site.mkdir()
+    # (a test command's first write comes after its interpreter started, not in the mark's clock tick)
+    run = f"sleep 0.05; printf 'import os\\n' > {shlex.quote(str(site))}/injected.pth"
+    plan = plan_writes(_script(run), str(repo), python=True, rng=random.Random(4), import_path=[str(site)])
+    assert "python -c" not in plan.script and "python3 -c" not in plan.script
+    try:
+        done = subprocess.run(
+            ["bash", "-c", plan.script], cwd=repo, capture_output=True, text=True, timeout=60
+        )
+        text = open(plan.listing).read()
+    finally:
+        subprocess.run(["rm", "-rf", f"/tmp/.swe-rl-writes-{plan.tag}"], check=True)
+    written = read_listing(done.stdout + done.stderr, text, plan)
+    assert not written.error and written.paths == [f"{site}/injected.pth"]
+    asked = plan_writes(_script(run), str(repo), python=True, rng=random.Random(4))
+    assert "python3 -c" in asked.script  # not known: asked, as before
 
 
 def test_records():

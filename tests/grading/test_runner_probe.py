@@ -7,6 +7,7 @@ import random
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -159,6 +160,9 @@ def clean_tree(tmp_path_factory):
     names = probe_names()
     clean = _probe(root, names, collect_only=True)
     assert not clean.error, clean.error
+    # the interpreter's import path as the plugin was imported: the run-writes listing's directories
+    assert clean.path and all(Path(p).is_dir() and not p.startswith("/tmp") for p in clean.path)
+    assert any(Path(p).resolve() == Path(sysconfig.get_paths()["purelib"]).resolve() for p in clean.path)
     yield root, names, clean
     shutil.rmtree(root.parent, ignore_errors=True)
 

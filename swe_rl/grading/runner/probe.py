@@ -96,6 +96,8 @@ def _signer(key):
 _sign = _signer(_key())
 del _key, _signer
 _seen = {{}}
+_seen["path"] = [p for p in (os.path.realpath(p or ".") for p in sys.path)
+                 if os.path.isdir(p) and not p.startswith(("/tmp", "/proc", "/dev"))]
 
 
 def _file(obj):
@@ -192,6 +194,10 @@ class ProbeReport(BaseModel):
     run: dict[str, Any] = Field(default_factory=dict)
     """What the run-time checks found (`runner_guard`): ``changes`` of the runner's machinery after
     collection, ``imports`` of modules from files no scan read."""
+    path: list[str] = Field(default_factory=list)
+    """The interpreter's import path as the plugin was imported (before any code of the repository),
+    directories only, none under /tmp, /proc, /dev: the clean run's is where the run-writes listing looks
+    besides the repository (`scans.run_writes`), instead of asking the interpreter once more."""
     error: str = ""
     """Why there is no valid report ("" when there is): missing, unsigned, forged signature."""
 
@@ -274,8 +280,12 @@ def read_probe_report(text: str | None, plan: ProbePlan) -> ProbeReport:
         data = json.loads(body)
     except ValueError:
         return ProbeReport(error="the probe report does not parse")
+    path = data.get("path")
     return ProbeReport(
-        collected=data.get("collected") or {}, finished=data.get("finished") or {}, run=data.get("run") or {}
+        collected=data.get("collected") or {},
+        finished=data.get("finished") or {},
+        run=data.get("run") or {},
+        path=[p for p in path if isinstance(p, str)] if isinstance(path, list) else [],
     )
 
 

@@ -90,12 +90,19 @@ class WrittenFiles(BaseModel):
 
 
 def plan_writes(
-    script: str, workdir: str, python: bool, rng: random.Random | None = None, carry: Sequence[str] = ()
+    script: str,
+    workdir: str,
+    python: bool,
+    rng: random.Random | None = None,
+    carry: Sequence[str] = (),
+    import_path: Sequence[str] = (),
 ) -> WritesPlan:
     """`script` (the final run script: canaries and twins planted) with the marker and the listing; the
-    listing and the files of `carry` are then copied, base64 under markers, into one bundle file, read back
-    in one call (each part checked as its own file was: the list against its hash in the log, a report
-    against its signature)."""
+    listing and the files of `carry` are then copied, base64 under markers, into one bundle file, printed
+    into the log (each part checked as its own file was: the list against its hash in the log, a report
+    against its signature). `import_path`: a Python row's import directories as the clean tree's probe
+    plugin saw them (the test command's own interpreter, before any code of the repository); none: the
+    script asks ``python`` for them before the test command."""
     rng = rng or random.SystemRandom()
     lines = script.split("\n")
     starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
@@ -111,11 +118,14 @@ def plan_writes(
         "    if os.path.isdir(p) and not p.startswith(('/tmp', '/proc', '/dev')): print(p)"
     )  # the interpreter the eval script put first (a conda env's `python`; Debian images: `python3`)
     ask = f"{{ python -c {code} || python3 -c {code}; }} > {paths} 2>/dev/null || true"
+    if import_path:  # known: written down, no interpreter started
+        ask = "printf '%s\\n' " + " ".join(map(shlex.quote, import_path)) + f" > {paths}"
     before = [quiet, f"mkdir -p {folder}", *([ask] if python else []), f": > {mark}", loud]
     root = shlex.quote(workdir)
     names = " -o ".join(f"-name {n}" for n in _PRUNED)
     find = (
-        f"find {root} $(sort -u {paths} 2>/dev/null) -xdev \\( {names} -o -path {root}/target "
+        f"mapfile -t __swe_dirs < <(sort -u {paths} 2>/dev/null); "  # one word per line: spaces kept
+        f'find {root} ${{__swe_dirs[@]+"${{__swe_dirs[@]}}"}} -xdev \\( {names} -o -path {root}/target '
         f"-o -path '*/node_modules/.cache' \\) -prune -o -type f \\( -newer {mark} -o -cnewer {mark} \\) "
         f"-print 2>/dev/null | sort -u | head -n 5000 > {listing}"
     )
