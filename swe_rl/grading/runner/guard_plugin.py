@@ -92,6 +92,14 @@ def _pname(plugin, name):
     return str(name)
 
 
+def _typed(out, types):
+    """The test items' classes (and their bases) into a walk's entries."""
+    for kind in types:
+        for cls in kind.__mro__:
+            if cls is not object:
+                _entries(cls, "%s.%s." % (cls.__module__, cls.__qualname__), out)
+
+
 def _machinery(pm=None, types=()):
     out = {}
     for mname in _MACHINERY:
@@ -102,10 +110,7 @@ def _machinery(pm=None, types=()):
         for cname, cls in list(vars(mod).items()):
             if isinstance(cls, type) and getattr(cls, "__module__", "") == mname:
                 _entries(cls, "%s.%s." % (mname, cname), out)
-    for kind in types:
-        for cls in kind.__mro__:
-            if cls is not object:
-                _entries(cls, "%s.%s." % (cls.__module__, cls.__qualname__), out)
+    _typed(out, types)
     if pm is not None:
         out["<plugin manager>"] = (type(pm),)
         _entries(pm, "<plugin manager>.", out)
@@ -195,9 +200,9 @@ _AUDIT_SETS = ("object.__setattr__", "object.__delattr__")
 
 
 _dirty = []
-"""Not empty once the run took a route around the audited writes to a class (its namespace reached
-through gc's object walks or raw memory: ctypes, cffi, ``/proc/<pid>/mem``, another process): from
-then on every check compares the watched classes' namespaces too (the cost of a check before issue 48)."""
+"""Not empty once the run took a route around the audited writes to a function (its code reached through
+gc's object walks or raw memory: ctypes, cffi, ``/proc/<pid>/mem``, another process): from then on every
+check reads the watched functions' code and defaults too (the classes' namespaces are compared always)."""
 _DIRTY_EVENTS = ("gc.get_referents", "gc.get_referrers", "gc.get_objects", "subprocess.Popen", "os.system",
                  "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "os.symlink", "os.link",
                  "ctypes.", "cffi.")
@@ -227,7 +232,7 @@ def _audit(event, args):
             raw = True
         if raw:
             _dirty.append(event)
-    if event in _AUDIT_SETS:  # a class attribute or a function's __code__/__defaults__ set: seen at once
+    if event in _AUDIT_SETS:  # a function's __code__/__defaults__ (a class's special names) set: seen at once
         if args and id(args[0]) in _ids[0] and len(_pending) < _MAX_CHANGES and args[1] != "__slotnames__":
             target = args[0]
             _pending.append("%s %s.%s" % ("set" if event.endswith("setattr__") else "deleted",
@@ -323,9 +328,9 @@ def _impls_of(callers):
 def _watchlist(pm, types):
     """What the check before each report compares by identity, flat (so that it runs at C speed): every
     key and value of the watched modules' namespaces, of the plugin manager and its hook relay, and of
-    the watched classes' namespaces (apart: `_quick_same` skips them while the audit hook sees their
-    writes), the classes' namespace sizes (a deletion is not an audited event), every watched function's
-    code and defaults, every hook caller's type and executor, every hook implementation and its function."""
+    the watched classes' namespaces and their sizes, every watched function's code and defaults (read only
+    where no audit hook sees their writes), every hook caller's type and executor, every hook
+    implementation and its function."""
     spaces, classes = [], []
     for mname in _MACHINERY:
         mod = sys.modules.get(mname)
@@ -380,13 +385,14 @@ def _quick_same(w):
         return False
     if not _same_all(list(_chain.from_iterable(spaces)), skeys):
         return False
-    if list(map(len, owners)) != sizes:  # a deleted class attribute (not an audited event)
+    if list(map(len, owners)) != sizes:
         return False
-    if not _AUDITED or _dirty:  # the classes' namespaces, unless every write to them is an audited event
-        if not (_same_all(list(_chain.from_iterable(map(_VALUES, owners))), ovalues)
-                and _same_all(list(_chain.from_iterable(owners)), okeys)):
-            return False
-    if _AUDITED:  # reading __code__ is itself audited (slow): its writes are seen by the audit hook
+    # the classes' namespaces every time: Python audits a write to a class's special attributes only
+    # (``__module__``, ``__doc__``, ``__qualname__``, ``__bases__``), never to its methods
+    if not (_same_all(list(_chain.from_iterable(map(_VALUES, owners))), ovalues)
+            and _same_all(list(_chain.from_iterable(owners)), okeys)):
+        return False
+    if _AUDITED and not _dirty:  # reading __code__ is itself audited (slow): the audit hook sees its writes
         pass
     elif not (_same_all(list(map(_CODE, fns)), codes) and _same_all(list(map(_DEFAULTS, fns)), defaults)
             and _same_all(list(map(_KWDEFAULTS, fns)), kwdefaults)):
@@ -443,19 +449,34 @@ def pytest_collection_finish(session):
     _items_types[:] = list({type(i): None for i in items})
     for item in items:
         _items[id(item)] = _target(item)
-    _state["collected"] = _machinery(pm, _items_types)
+    base = _machinery(pm)  # one walk: the collection's snapshot is it plus the items' classes
+    collected = dict(base)
+    _typed(collected, _items_types)
+    _state["collected"] = collected
+    _watch(pm)
     _imports()
     _seen["run"] = _run
-    _write(session.config, session, "collected", _changes(_start, _machinery(pm)))
+    _write(session.config, session, "collected", _changes(_start, base))
 
 
 def _baseline():
     """What every later check compares with: taken as the test loop starts (after every plugin's own
-    collection-end hooks); what moved since collection's end is compared with the clean tree's."""
+    collection-end hooks); what moved since collection's end is compared with the clean tree's. Nothing
+    moved (the check made before each test, against collection's end): the collection's snapshot is it."""
     global _after
     pm = _state["config"].pluginmanager
+    collected = _state.get("collected")
+    if collected is not None and _watched and not _pending and _quick_same(_watched[0]):
+        _after, _state["loop"] = collected, []
+        return
+    del _pending[:]  # a write seen between collection's end and the loop: in the walk's changes below
     _after = _machinery(pm, _items_types)
-    _state["loop"] = _changes(_state.get("collected") or _after, _after)
+    _state["loop"] = _changes(collected or _after, _after)
+    _watch(pm)
+
+
+def _watch(pm):
+    """The flat list the quick check compares, and the ids whose audited writes are seen at once."""
     _watched[:] = [_watchlist(pm, _items_types)]
     watched = _watched[0]
     classes = [c for c in _chain.from_iterable(map(_VALUES, watched[0])) if isinstance(c, type)]
