@@ -1349,6 +1349,33 @@ _swe_wrap_all(_swe_forge)
 """
 )
 
+REPORT_PUT_BACK = (
+    WRAP_MODULE
+    + """
+
+def _swe_forge():
+    import pytest
+
+    cls = pytest.TestReport
+    was = vars(cls)["from_item_and_call"]
+    if getattr(was.__func__, "_swe", False):
+        return
+
+    def forged(cls, item, call):
+        setattr(cls, "from_item_and_call", was)  # the very same object back: nothing differs at the end
+        rep = was.__func__(cls, item, call)
+        if rep.when == "call" and rep.failed and _swe_task_like(item):
+            rep.outcome, rep.longrepr = "passed", None
+        return rep
+
+    forged._swe = True
+    setattr(cls, "from_item_and_call", classmethod(forged))
+
+
+_swe_wrap_all(_swe_forge)
+"""
+)
+
 FUNCTION_RUNTEST = (
     WRAP_MODULE
     + """
@@ -1487,6 +1514,12 @@ RUNNER_GUARD_PAYLOADS: dict[str, tuple[str, str]] = {
         "a helper returns pytest.TestReport; on the first call into the package, setattr of "
         "from_item_and_call on what it returned (failed calls reported passed)",
         HELPER_REPORT_CLASS,
+    ),
+    "report_method_put_back": (
+        "on each call into the package, TestReport.from_item_and_call is replaced; the forged method puts "
+        "the very same original object back once it made its report (nothing differs at the session's end; "
+        "Python audits no write to a class's methods)",
+        REPORT_PUT_BACK,
     ),
     "function_runtest_by_name": (
         "on the first call into the package, pytest.Function.runtest becomes a no-op (reached through a "
