@@ -88,6 +88,7 @@ class EventLoop:
         self._touched: set[Any] = set()
         self._next_full = 0.0  # the first turn asks everything
         self._lock = threading.Lock()
+        self._stopping = False
         for listener in self.listeners:
             listener.active_channels = _Channels(self, listener.active_channels)
             listener.add_task = self._counting(listener.add_task)
@@ -133,7 +134,7 @@ class EventLoop:
     def run(self) -> None:
         """Serve until the map empties, or SystemExit / KeyboardInterrupt (then as waitress's `run`)."""
         try:
-            while self.map:
+            while self.map and not self._stopping:
                 self.turn()
         except (SystemExit, KeyboardInterrupt):
             if isinstance(self.server, MultiSocketServer):
@@ -141,7 +142,17 @@ class EventLoop:
             else:
                 self.server.task_dispatcher.shutdown()
         finally:
+            if self._stopping:
+                wasyncore.close_all(self.map, ignore_all=True)
+                self.server.task_dispatcher.shutdown()
             self._epoll.close()
+
+    def stop(self) -> None:
+        """From any thread: end `run` after its current turn, every socket of the map closed and the
+        worker threads stopped."""
+        self._stopping = True
+        if self.listeners:
+            self.listeners[0].pull_trigger()
 
     def turn(self, timeout: float | None = None) -> None:
         """Ask what may have changed, wait for events (up to `timeout`, default waitress's loop
