@@ -12,8 +12,9 @@ can change that: its own read (an event seen here), its maintenance (the listene
 marks old idle channels `will_close`). A worker thread touches a channel only while a task of it is
 queued or running (`service`, which ends by pulling the trigger), and a parked request (`parking.py`)
 keeps the channel's request list non-empty until its resumed task answered. So each turn asks:
-- every object that is not an HTTP channel (the listeners, whose `readable()` runs waitress's
-  maintenance, and the trigger);
+- the listeners when the map's size changed (their connection limit) or a maintenance is due (their
+  `readable()` runs it); the triggers (always readable, never writable) at the full passes; any other
+  object every turn;
 - every channel that was busy when last asked (busy: a task handed and not over, counted here around
   `add_task` and `service`; a request unanswered; bytes to send; `will_close` / `close_when_flushed`);
 - every channel that had an event or was accepted since the last turn;
@@ -32,12 +33,13 @@ simulated nodes (`fakes/simulated_fleet.py`).
 from __future__ import annotations
 
 import logging
+import math
 import select
 import threading
 import time
 from typing import Any
 
-from waitress import wasyncore
+from waitress import trigger, wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer, MultiSocketServer
 
@@ -83,7 +85,13 @@ class EventLoop:
         self._epoll = select.epoll()
         self._masks: dict[int, int] = {}
         """fd -> the events it is registered for (absent: not registered)."""
+        self._listeners: list[Any] = []
+        self._fixed: list[Any] = []
+        """The triggers: readable, never writable, asked at the full passes only."""
         self._always: list[Any] = []
+        """Objects of no kind known here: asked every turn."""
+        self._size = -1
+        self._cleanup_due = 0.0
         self._busy: set[Any] = set()
         self._touched: set[Any] = set()
         self._next_full = 0.0  # the first turn asks everything
@@ -162,10 +170,20 @@ class EventLoop:
         if full:
             self._reconcile()
         maintained = False
-        for obj in self._always:
-            cleanup = getattr(obj, "next_channel_cleanup", None)
+        size = len(self.map)
+        if full or size != self._size or time.time() >= self._cleanup_due:
+            # A listener's answer changes only with the map's size (its connection limit) or when its
+            # maintenance is due (its `readable()` runs it); a trigger's never (readable, not writable).
+            for listener in self._listeners:
+                cleanup = listener.next_channel_cleanup
+                self._ask(listener)
+                maintained |= listener.next_channel_cleanup != cleanup
+            self._size = size
+            self._cleanup_due = min((o.next_channel_cleanup for o in self._listeners), default=math.inf)
+        for obj in self._fixed if full else ():
             self._ask(obj)
-            maintained |= cleanup is not None and obj.next_channel_cleanup != cleanup
+        for obj in self._always:
+            self._ask(obj)
         touched, self._touched = self._touched, set()
         if full or maintained:
             self._next_full = now + self.full_pass_seconds
@@ -236,7 +254,10 @@ class EventLoop:
 
     def _reconcile(self) -> None:
         """The objects that are not channels, from the map; registrations of what left it, dropped."""
-        self._always = [o for o in list(self.map.values()) if not isinstance(o, HTTPChannel)]
+        others = [o for o in list(self.map.values()) if not isinstance(o, HTTPChannel)]
+        self._listeners = [o for o in others if isinstance(o, BaseWSGIServer)]
+        self._fixed = [o for o in others if isinstance(o, trigger.trigger)]
+        self._always = [o for o in others if o not in self._listeners and o not in self._fixed]
         for fd in [fd for fd in list(self._masks) if fd not in self.map]:
             self._unregister(fd)
         self._busy = {c for c in list(self._busy) if self.map.get(c._fileno) is c}

@@ -249,10 +249,11 @@ def test_waitress_asks_every_channel_each_turn_this_loop_only_the_changed_ones()
         _Counted.asked = 0
         wasyncore.poll2(0, server._map)  # waitress's own turn
         assert _Counted.asked == 100
-        _Counted.asked = 0
+        _Counted.asked, asks = 0, loop.asks
         for _ in range(5):
             loop.turn(0)
         assert _Counted.asked == 0  # idle channels are not asked
+        assert loop.asks == asks  # nor the listener (its map's size unchanged), nor the trigger
         socks[7].sendall(_request("/one", b"1"))
         reader = Reader(socks[7])
         reader.sock.setblocking(False)
@@ -314,3 +315,19 @@ def test_a_parked_request_resumed_gets_its_answer_written(served):
         assert readers[n].answer()[1] == f"waited {n}".encode()
     for r in readers + [free]:
         r.sock.close()
+
+
+def test_past_the_connection_limit_a_connection_waits_until_one_closes(served):
+    s = served(connection_limit=4)  # the listener and its trigger count: two channels at most
+    first, second = Reader(_connect(s.port)), Reader(_connect(s.port))
+    assert _call(first, "/a") == b"/a " and _call(second, "/b") == b"/b "
+    third = Reader(_connect(s.port))  # in the kernel's backlog: not accepted while at the limit
+    third.sock.sendall(_request("/c"))
+    third.sock.settimeout(0.5)
+    with pytest.raises(TimeoutError):
+        third.answer()
+    third.sock.settimeout(BOUND)
+    first.sock.close()  # the map shrinks: the listener is asked again, accepts, the call is answered
+    assert third.answer()[1] == b"/c "
+    second.sock.close()
+    third.sock.close()
