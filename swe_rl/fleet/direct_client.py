@@ -51,7 +51,12 @@ if TYPE_CHECKING:
 
 KEEP_PER_NODE = 32
 """Idle connections kept per node (a client's calls in flight on one node are few; a burst past it opens
-and closes connections, measured as 16% of a loaded bench client's CPU at 16)."""
+and closes connections, measured as 16% of a loaded bench client's CPU at 16). What an idle connection
+costs the node is small since its loop skips idle channels (`exec/event_loop.py`); how long they stay is
+`IDLE_SECONDS`."""
+IDLE_SECONDS = 20.0
+"""Seconds an idle direct connection is kept (the pool's wire keeps them 60 s; the node closes them at
+120 s): a client whose calls moved to other leases' nodes leaves no connections behind for long."""
 
 Observer = Callable[[str, float, NodeAnswer], None]
 """Told of each direct answer: (op, seconds from sending to the answer read, the answer)."""
@@ -86,6 +91,7 @@ class NodeWires:
                 ssl_context=self._ssl,
                 connect_timeout=self.config.connect_timeout,
                 keep=KEEP_PER_NODE,
+                expiry=IDLE_SECONDS,
             )
         return wire
 

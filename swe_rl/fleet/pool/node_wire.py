@@ -7,7 +7,7 @@ against 1.72 ms of CPU per call on their own (5.7x less); inside the pool 1.14 a
 routed exec (the rest is the ASGI stack), more where a burst lands on one node. Here the request goes
 out in one write, the answer is read with asyncio's streams, and idle connections are kept per node
 for reuse (at most `keep`, for `expiry` seconds: under the exec server's 120 s idle close, so a kept
-one is still open).
+one is still open; the expired ones are closed at each call, the oldest first).
 Errors keep the httpx split `routing.NodeCalls` maps: a connect timeout (`WireConnectTimeout`,
 retried there: nothing was sent), a read timeout (`WireTimeout`, 504), anything else (`WireError`:
 refused, reset, malformed; the node is marked down). A kept-alive connection that breaks before one byte
@@ -187,8 +187,10 @@ class NodeWire:
         except BaseException:  # cancelled mid-call: the connection's state is unknown
             conn.close()
             raise
+        now = time.monotonic()
+        self._expire(now)
         if reusable and len(self.idle) < self.keep:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = now
             self.idle.append(conn)
         else:
             conn.close()
@@ -196,13 +198,24 @@ class NodeWire:
 
     def _reuse(self) -> _Conn | None:
         """The most recently used idle connection still open; the expired ones are closed."""
-        cutoff = time.monotonic() - self.expiry
+        self._expire(time.monotonic())
         while self.idle:
             conn = self.idle.pop()
-            if conn.idle_since >= cutoff and not conn.reader.at_eof() and not conn.writer.is_closing():
+            if not conn.reader.at_eof() and not conn.writer.is_closing():
                 return conn
             conn.close()
         return None
+
+    def _expire(self, now: float) -> None:
+        """Close the idle connections kept past `expiry`, the oldest first (the list is in the order they
+        went idle; reuse takes the newest, so without this an old one waited to be reached). Each idle
+        connection is one more the node's server holds, and the client's pressure on it is its burst."""
+        cutoff, n = now - self.expiry, 0
+        while n < len(self.idle) and self.idle[n].idle_since < cutoff:
+            self.idle[n].close()
+            n += 1
+        if n:
+            del self.idle[:n]
 
     async def _connect(self) -> _Conn:
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -268,3 +269,29 @@ async def test_a_break_after_part_of_an_answer_is_never_sent_again(serve):
     finally:
         wire.close()
     assert len(server.requests) == 2
+
+
+async def test_idle_connections_past_their_expiry_are_closed_oldest_first_not_when_reached(serve):
+    server = await serve(lambda req: ok({}))
+    wire = wire_to(server.url, expiry=0.5)
+    try:
+        await asyncio.gather(*(wire.post("/x", {}, 5) for _ in range(3)))
+        older, newest = wire.idle[:2], wire.idle[2]
+        await asyncio.sleep(0.6)  # all three past their expiry ...
+        newest.idle_since = time.monotonic()  # ... but the newest, as if it had just been used
+        await wire.post("/x", {}, 5)  # reuses the newest; the two older ones, never reached, are closed
+        assert wire.idle == [newest]
+        assert all(conn.writer.is_closing() for conn in older)
+    finally:
+        wire.close()
+    assert server.connections == 3
+
+
+def test_direct_calls_keep_fewer_idle_connections_for_less_time_than_the_pool():
+    from swe_rl.fleet.client_config import EnvClientConfig
+    from swe_rl.fleet.direct_client import IDLE_SECONDS, KEEP_PER_NODE, NodeWires
+    from swe_rl.fleet.pool.node_wire import EXPIRY, KEEP
+
+    wire = NodeWires(EnvClientConfig(pool_url="http://127.0.0.1:1")).of("http://127.0.0.1:2")
+    assert (wire.keep, wire.expiry) == (KEEP_PER_NODE, IDLE_SECONDS)
+    assert KEEP_PER_NODE < KEEP and IDLE_SECONDS < EXPIRY
