@@ -153,6 +153,18 @@ async def _after_run_reader(lease: Lease, writes: WritesPlan, printed: str | Non
     return read
 
 
+def _printed_bundle(run: EvalResult, writes: WritesPlan) -> str | None:
+    """The bundle the run printed, taken out of its log (the grader's lines, not the run's output). None
+    when the fleet cut the log: its middle is gone, so a begin line the run's own output printed before
+    the cut could pair with the grader's end line; the bundle file is read instead."""
+    if run.truncated:
+        return None
+    printed, log = bundle_from_log(run.test_log or "", writes)
+    if printed is not None:
+        run.test_log = log
+    return printed
+
+
 async def _probe_report(read: Read, plan: ProbePlan) -> ProbeReport:
     """The plugin's report, checked (no file: an unsigned, empty report; bytes not UTF-8: not its own)."""
     text = await read(plan.report_path)
@@ -292,10 +304,7 @@ async def _run_stages(
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
     with stage("after the run: writes, probe reports"):  # one read of the bundle, the rest side by side
-        printed, log = bundle_from_log(run.test_log or "", writes)
-        if printed is not None:  # the bundle leaves the log: it is the grader's, not the run's output
-            run.test_log = log
-        read = await _after_run_reader(lease, writes, printed)
+        read = await _after_run_reader(lease, writes, _printed_bundle(run, writes))
         written, patched, language, machinery = await asyncio.gather(
             _judge_writes(lease, read, instance, writes, run, tree, grader, config)
             if not writes.skipped

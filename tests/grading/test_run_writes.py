@@ -216,3 +216,24 @@ async def test_after_the_run_one_read_serves_every_file_the_bundle_holds():
         read = await _after_run_reader(lease, plan)  # type: ignore[arg-type]
         assert [await read(p) for p in ("/w/list", "/w/report")] == ["/repo/a.py\n", "signed\n"]
         assert lease.reads == ["/w/bundle", "/w/list", "/w/report"]
+
+
+def test_a_log_the_fleet_cut_gives_no_printed_bundle():
+    """The fleet keeps a long log's head and tail: a begin line the run printed before the cut could pair
+    with the grader's end line after it, so a cut log's bundle is read from its file instead; a whole log's
+    bundle is taken out of the log."""
+    from swe_rl.fleet.client import EvalResult
+    from swe_rl.grading.pipeline import _printed_bundle
+    from swe_rl.grading.scans.run_writes import WritesPlan
+
+    plan = WritesPlan(script="", tag="c" * 16, listing="/w/list", bundle="/w/bundle")
+    head, foot = f"{BUNDLE_MARK} {plan.tag} begin\n", f"{BUNDLE_MARK} {plan.tag} end\n"
+    log = f"out\n{head}--cccccccccccccccc-0--\nL2EucHkK\n{foot}"
+
+    def run(truncated: bool) -> EvalResult:
+        return EvalResult("applied", "git", "", 0, log, False, truncated, 1.0)
+
+    whole = run(False)
+    assert _printed_bundle(whole, plan) == "--cccccccccccccccc-0--\nL2EucHkK\n" and whole.test_log == "out\n"
+    cut = run(True)
+    assert _printed_bundle(cut, plan) is None and cut.test_log == log
