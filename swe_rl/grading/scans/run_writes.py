@@ -14,9 +14,10 @@ by a look at the tree it leaves:
   normal artefacts (``.git``, ``__pycache__``, ``.pytest_cache``, ``.hypothesis``, ``.mypy_cache``,
   ``node_modules/.cache``, the repository's ``target/``), and prints the list's SHA-256 in the log;
 - the list and the files the grader reads after the run (the probes' reports: ``carry``) are copied,
-  base64 under random markers, into one bundle file, which the script then prints into the log (each part is checked as its own file was: the list against its hash in the log, a report against
-  its signature): no container call reads anything after the run. A log cut by the fleet's output cap
-  holds no whole bundle; then the bundle file is read back in one call (`bundle_from_log`);
+  base64 under random markers, into one bundle file, which the script then prints into the log (each
+  part is checked as its own file was: the list against its hash in the log, a report against its
+  signature): no container call reads anything after the run (`bundle_from_log`). A log the fleet's
+  output cap cut is not used for it: the bundle file is read back in one call;
 - the grader reads the list, then each listed source file (by suffix, as the patch scan picks them), and
   scans it with the capability scan of the patch, the version the run started from as ``before``
   (the patched tree's, else the base commit's, else none): whatever that scan would void voids; a new
