@@ -365,3 +365,27 @@ def test_a_rewritten_file_keeps_its_mtime_and_leaves_no_backup_behind(tmp_path):
     assert during.startswith("def test_b():") and original in during
     assert after == original + "1000000000\n"  # the temp dir was empty; back byte for byte, same mtime
     assert (tmp_path / "t.py").read_text() == original and not list((tmp_path / "tmp").iterdir())
+
+
+def test_planting_is_not_traced_into_the_log(tmp_path):
+    """Under the eval script's ``set -x`` the twins' lines print nothing: a traced rewrite put the whole
+    test file into the log twice (its kept copy assigned, then written back)."""
+    original = "def test_a():\n    assert f() == 1  # ORIGINAL_LINE\n"
+    (tmp_path / "t.py").write_text(original)
+    twins = TwinPlan(rewrites={"t.py": "def test_b():\n    assert f() == 2\n\n\n" + original})
+    script = "\n".join(
+        [
+            f"set -x; cd {tmp_path}",
+            "__swe_self=x",
+            f": '{START_TEST_OUTPUT}'",
+            "true",
+            f": '{END_TEST_OUTPUT}'",
+        ]
+    )
+    planted = plant_twins(
+        CanaryPlan(script=script, nonce="n", runner="pytest"), twins, random.Random(3)
+    ).script
+    out = subprocess.run(["bash", "-c", planted], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and "+ true" in out.stderr, out.stderr  # still traced around it
+    assert "ORIGINAL_LINE" not in out.stdout + out.stderr
+    assert (tmp_path / "t.py").read_text() == original
