@@ -7,8 +7,7 @@ direct execs (the credential, no token) over the client's own wire (`NodeWire`),
 time, `--calls` per round for `--rounds` rounds. Printed: the helper's CPU seconds per exec in each
 round and their median, the rate, and this process's CPU per exec (the load generator). With `--cpu N`
 both processes are pinned to CPU N, so neither borrows another core; `--idle-connections` opens that
-many connections to the nodes and leaves them idle (waitress's own loop visited every connection each turn; the
-nodes' loop, `exec/event_loop.py`, asks only the busy ones: main's code against it shows the difference).
+many connections to the nodes and leaves them idle (waitress's loop visits every connection each turn).
 
 Why a bench of its own: replica_bench.py's node figure mixes the nodes' per-exec cost with their loop
 over every client connection and with the rest of the machine; this one isolates the exec path, to

@@ -51,8 +51,8 @@ if TYPE_CHECKING:
 
 KEEP_PER_NODE = 32
 """Idle connections kept per node (a client's calls in flight on one node are few; a burst past it opens
-and closes connections, measured as 16% of a loaded bench client's CPU at 16). What an idle connection
-costs the node is small since its loop skips idle channels (`exec/event_loop.py`); how long they stay is
+and closes connections, measured as 16% of a loaded bench client's CPU at 16). An idle connection costs
+the node a question per turn of its loop (waitress asks every channel), so they do not stay long:
 `IDLE_SECONDS`."""
 IDLE_SECONDS = 20.0
 """Seconds an idle direct connection is kept (the pool's wire keeps them 60 s; the node closes them at

@@ -35,7 +35,6 @@ from swe_rl.fleet.exec.command_flow import Flow, FlowRun, Started
 from swe_rl.fleet.exec.config import ExecConfig, node_memory
 from swe_rl.fleet.exec.direct_calls import DirectCalls
 from swe_rl.fleet.exec.drain import Drain
-from swe_rl.fleet.exec.event_loop import serve_with_event_loop
 from swe_rl.fleet.exec.health import HealthMonitor
 from swe_rl.fleet.exec.health_lane import health_lane
 from swe_rl.fleet.exec.manager import ContainerManager
@@ -400,7 +399,6 @@ def serve(cfg: ExecConfig) -> None:
         asyncore_use_poll=True,  # select() cannot watch descriptors past 1024
     )
     health_lane(park_requests(server))  # parking channels stamp arrivals too (`arrival.py`)
-    serve_with_event_loop(server)  # last: it counts the tasks handed through the hooks above
     front = None
     try:
         if sockets is not None:

@@ -65,7 +65,6 @@ def serve_nodes(
     from swe_rl.fleet.exec.arrival import stamp_arrivals
     from swe_rl.fleet.exec.backend import open_backend
     from swe_rl.fleet.exec.config import ExecConfig
-    from swe_rl.fleet.exec.event_loop import serve_with_event_loop
     from swe_rl.fleet.exec.manager import ContainerManager
 
     run_id = secrets.token_hex(3)
@@ -105,7 +104,6 @@ def serve_nodes(
         asyncore_use_poll=True,  # select() stops at fd 1024
     )
     stamp_arrivals(server)  # each node's time starts when it read the request, as a real node's does
-    serve_with_event_loop(server)  # the node's own loop: idle connections cost nothing per turn
     threading.Thread(target=server.run, name="exec-nodes", daemon=True).start()
     return nodes, server
 
