@@ -168,14 +168,15 @@ def create_app(pool: Pool) -> Starlette:
                 if json_body:
                     pool.metrics.inc("swe_pool_calls_total", op=op, outcome=outcome)
                     pool.metrics.observe(op, time.monotonic() - t0)
+            spent = time.monotonic() - t0  # one end for both shares below (they are compared)
             node_seconds = response.headers.get(NODE_SECONDS_HEADER)
             if node_seconds is not None:  # a routed call the node answered: the pool's share of its time
-                overhead = time.monotonic() - t0 - float(node_seconds)
+                overhead = spent - float(node_seconds)
                 pool.metrics.observe_overhead(op, overhead)
                 response.headers[POOL_OVERHEAD_HEADER] = f"{max(0.0, overhead):.6f}"
             node_wait = response.headers.get(NODE_WAIT_HEADER)
             if node_wait is not None:  # the pool's own part: its work and its loop's lag, nothing of the node
-                own = time.monotonic() - t0 - float(node_wait)
+                own = spent - float(node_wait)
                 response.headers[POOL_OWN_HEADER] = f"{max(0.0, own):.6f}"
             response.headers[BOOT_HEADER] = pool.replays.boot
             return response
