@@ -179,9 +179,10 @@ def _plans(
     language: LanguageProbePlan | None = None
     if config.integrity.runner_probe:
         names = names or probe_names()
-        clean = plan_probe(script, names, collect_only=True)
+        decisive = [*instance.fail_to_pass, *instance.pass_to_pass]
+        clean = plan_probe(script, names, collect_only=True, decisive=decisive)
         if not clean.skipped:
-            python = (clean, plan_probe(script, names, collect_only=False))
+            python = (clean, plan_probe(script, names, collect_only=False, decisive=decisive))
         candidate = plan_language_probe(instance, script)
         if not candidate.skipped and python is None:  # (a pytest row has no language probe)
             language = candidate

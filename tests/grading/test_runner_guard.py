@@ -31,8 +31,10 @@ def _script(repo: Path, target: str) -> str:
     return f"#!/bin/bash\ncd {repo}\n: '>>>>> Start Test Output'\n{command}\n: '>>>>> End Test Output'\n"
 
 
-def _run(repo: Path, names: tuple[str, str], collect_only: bool, target: str) -> tuple[ProbeReport, str]:
-    plan = plan_probe(_script(repo, target), names, collect_only=collect_only)
+def _run(
+    repo: Path, names: tuple[str, str], collect_only: bool, target: str, decisive: list[str] | None = None
+) -> tuple[ProbeReport, str]:
+    plan = plan_probe(_script(repo, target), names, collect_only=collect_only, decisive=decisive)
     out = subprocess.run(["bash", "-c", plan.script], capture_output=True, text=True, timeout=600)
     path = Path(plan.report_path)
     try:
@@ -68,12 +70,14 @@ def graded(clean):
     """patch -> (every record's action, rule and reason, the patched run's log)."""
     repo, names, report = clean
 
-    def grade(patch: dict[str, str], tests: str = "") -> tuple[list[str], str]:
+    def grade(
+        patch: dict[str, str], tests: str = "", decisive: list[str] | None = None
+    ) -> tuple[list[str], str]:
         _lay(repo, tests)
         for rel, text in patch.items():
             (repo / rel).parent.mkdir(parents=True, exist_ok=True)
             (repo / rel).write_text(text)
-        patched, log = _run(repo, names, False, "test_pkg.py test_unit.py")
+        patched, log = _run(repo, names, False, "test_pkg.py test_unit.py", decisive)
         records = probe_records(report, patched)
         imported, sources = imported_records(str(repo), patched.run)
         scanned = written_records(str(repo), {p: (None, text) for p, text in sources.items()})

@@ -61,7 +61,16 @@ if any(m in sys.modules for m in _RAW_MODULES):
     _dirty.append("a raw-memory module was loaded before the grader")
 
 
+_QUIET = frozenset(("object.__getattr__", "builtins.id", "os.putenv", "os.unsetenv", "sys._getframe",
+                    "compile", "exec", "marshal.loads", "marshal.dumps", "os.listdir", "os.scandir",
+                    "time.sleep", "sys.settrace", "sys.setprofile"))
+"""Events none of the checks below reads (reading a function's ``__code__`` is one: the guard's own walks
+raise tens of thousands), answered first and at once."""
+
+
 def _audit(event, args):
+    if event in _QUIET:
+        return
     if not _dirty:
         try:
             raw = _raw(event, args)
@@ -99,7 +108,8 @@ _SOURCE = (".py", ".pyw", ".pyc", ".so", ".pyd")
 
 def _imports():
     found = False
-    for name in [n for n in list(sys.modules) if n not in _known]:
+    new = sys.modules.keys() - _known  # (at C speed: nothing new, as before almost every report)
+    for name in [n for n in list(sys.modules) if n in new] if new else ():
         _known.add(name)
         space = getattr(sys.modules.get(name), "__dict__", None)
         path = space.get("__file__") if isinstance(space, dict) else None

@@ -7,6 +7,7 @@ of that source, and its hooks replace the probe's own collection-end and session
 
 from __future__ import annotations
 
+from swe_rl.grading.runner.guard_assertion import ASSERTION_SOURCE
 from swe_rl.grading.runner.guard_imports import IMPORTS_SOURCE
 
 __all__ = ["GUARD_SOURCE", "MACHINERY", "MAX_CHANGES", "MAX_IMPORTS", "MAX_SOURCE"]
@@ -16,9 +17,13 @@ MACHINERY = (
     "_pytest.skipping _pytest.outcomes _pytest.terminal _pytest.fixtures _pytest.python_api _pytest.recwarn "
     "_pytest.capture _pytest.config _pytest.warnings pluggy pluggy.hooks pluggy.callers pluggy.manager "
     "pluggy._hooks pluggy._callers pluggy._manager pluggy._result unittest unittest.case unittest.result "
-    "unittest.suite unittest.runner"
+    "unittest.suite unittest.runner _pytest.assertion _pytest.assertion.rewrite _pytest.assertion.util"
 ).split()
 """Modules whose callables (and those of the classes they define) are the runner's machinery."""
+VOLATILE = ("_reprcompare", "_assertion_pass", "_config")
+"""Globals of ``_pytest.assertion.util`` pytest itself sets around each test (the hooks its rewritten
+asserts call to explain a failure): compared with what they were as the test's protocol began
+(`pytest_runtest_logstart`), not with the session's snapshots."""
 
 MAX_CHANGES = 40
 MAX_IMPORTS = 100
@@ -29,6 +34,7 @@ _HEAD = '''
 import importlib as _importlib
 
 _MACHINERY = __MACHINERY__
+_UTIL, _VOLATILE = "_pytest.assertion.util", __VOLATILE__
 _MAX_CHANGES, _MAX_IMPORTS, _MAX_SOURCE = __LIMITS__
 for _m in _MACHINERY:
     try:
@@ -50,11 +56,25 @@ def _cell(cell):
 def _inside(fn):
     """What a function holds besides its code and defaults tuple, whose contents can change while the
     function, its code and its dicts stay the same objects: its closure cells' contents (a decorator's
-    wrapped function, a context manager's generator) and its keyword defaults' values (edited in place)."""
+    wrapped function, a context manager's generator), its keyword defaults' values (edited in place) and
+    its attributes (``pytest.xfail.Exception``: a function's own dict, written with no audited event)."""
     if type(fn).__name__ != "function":
         return ()
-    kw = fn.__kwdefaults__
-    return tuple(map(_cell, fn.__closure__ or ())) + (tuple(kw) + tuple(kw.values()) if kw else ())
+    kw, attrs = fn.__kwdefaults__, fn.__dict__
+    return (tuple(map(_cell, fn.__closure__ or ())) + (tuple(kw) + tuple(kw.values()) if kw else ())
+            + (tuple(attrs) + tuple(attrs.values()) if attrs else ()))
+
+
+def _attrs(value):
+    """A callable's own attribute dict (None for a class, a non-callable, no dict or a mapping that is not
+    a dict)."""
+    if isinstance(value, type) or not callable(value):
+        return None
+    try:
+        attrs = object.__getattribute__(value, "__dict__")
+    except Exception:
+        return None
+    return attrs if type(attrs) is dict else None
 
 
 def _facts(value):
@@ -72,8 +92,9 @@ def _facts(value):
     if not callable(value):
         return None
     code = getattr(value, "__code__", None) if type(value).__name__ == "function" else None
-    if code is None:
-        return (value,)
+    if code is None:  # a callable object (pytest 8+'s ``xfail``): its own attributes too
+        attrs = _attrs(value)
+        return (value,) + (tuple(attrs) + tuple(attrs.values()) if attrs else ())
     return (value, code, value.__defaults__, value.__kwdefaults__, *_inside(value))
 
 
@@ -109,6 +130,9 @@ def _machinery(pm=None, types=()):
         if mod is None:
             continue
         _entries(mod, mname + ".", out)
+        if mname == _UTIL:  # pytest's own per-test hooks: checked against the test's start instead
+            for name in _VOLATILE:
+                out.pop(mname + "." + name, None)
         for cname, cls in list(vars(mod).items()):
             if isinstance(cls, type) and getattr(cls, "__module__", "") == mname:
                 _entries(cls, "%s.%s." % (mname, cname), out)
@@ -201,7 +225,8 @@ from itertools import chain as _chain
 from operator import attrgetter as _ag, is_ as _is, methodcaller as _mc
 
 _CODE, _DEFAULTS, _KWDEFAULTS = _ag("__code__"), _ag("__defaults__"), _ag("__kwdefaults__")
-_VALUES, _FUNCTION = _mc("values"), _ag("function")
+_VALUES, _FUNCTION, _CONTENTS = _mc("values"), _ag("function"), _ag("cell_contents")
+_FUNC, _FGET, _FSET, _FDEL = _ag("__func__"), _ag("fget"), _ag("fset"), _ag("fdel")
 
 
 def _impls_of(callers):
@@ -213,17 +238,19 @@ def _impls_of(callers):
 
 
 def _watchlist(pm, types):
-    """What the check before each report compares by identity, flat (so that it runs at C speed): every
-    key and value of the watched modules' namespaces, of the plugin manager and its hook relay, and of
-    the watched classes' namespaces and their sizes, every watched function's code and defaults (read only
-    where no audit hook sees their writes), every hook caller's type and executor, every hook
-    implementation and its function."""
-    spaces, classes = [], []
+    """What the check before a report compares (`_quick_same`), in lists built at C speed: the watched
+    namespaces (modules, classes, the plugin manager and its hook relay, module-level callables' own
+    attributes), closure cells, keyword defaults, what wrappers wrap, hook callers and implementations;
+    read only where no audit hook sees their writes, every watched function's code and defaults."""
+    spaces, classes, util = [], [], None
     for mname in _MACHINERY:
         mod = sys.modules.get(mname)
         if mod is None:
             continue
-        spaces.append(vars(mod))
+        if mname == _UTIL:
+            util = vars(mod)
+        else:
+            spaces.append(vars(mod))
         for cls in list(vars(mod).values()):
             if isinstance(cls, type) and getattr(cls, "__module__", "") == mname:
                 classes.append(cls)
@@ -236,23 +263,54 @@ def _watchlist(pm, types):
         except TypeError:
             pass
     owners = [vars(cls) for cls in classes]
-    values = list(_chain.from_iterable(map(_VALUES, owners)))
-    fns = [f for f in map(_inner, values + list(_chain.from_iterable(map(_VALUES, spaces)))) if f is not None]
+    values = list(_chain.from_iterable(map(_VALUES, owners + spaces)))
+    fns = [f for f in map(_inner, values) if f is not None]
     callers = list(vars(relay).values()) if relay is not None else []
     impls = _impls_of(callers)
-    hx = [getattr(c, "_hookexec", None) for c in callers]
-    kwdicts = [d for d in map(_KWDEFAULTS, fns) if d]
     cells = list(_chain.from_iterable(f.__closure__ or () for f in fns + list(map(_FUNCTION, impls))
                                       if type(f).__name__ == "function"))
-    return (spaces, list(_chain.from_iterable(spaces)), list(_chain.from_iterable(map(_VALUES, spaces))),
-            owners, list(_chain.from_iterable(owners)), values, list(map(len, owners)), classes,
-            fns, list(map(_CODE, fns)), list(map(_DEFAULTS, fns)), list(map(_KWDEFAULTS, fns)),
-            callers, list(map(type, callers)), hx, impls, list(map(_FUNCTION, impls)),
-            cells, list(map(_cell, cells)), kwdicts, _kw_values(kwdicts))
+    # the module-level callables' own attributes (``pytest.xfail.Exception``); a method's, which nothing of
+    # the runner reads while tests run, are in the deep walks (at collection's end and the session's)
+    attrs = [d for d in map(_attrs, _chain.from_iterable(map(_VALUES, spaces)))
+             if d is not None and type(d) is dict]
+    w = {"spaces": spaces + [d for d in attrs if d], "owners": owners, "modules": spaces, "classes": classes,
+         "fns": fns, "callers": callers, "impls": impls, "bare": [d for d in attrs if not d],
+         "full": [c for c in cells if _cell(c) is not _EMPTY],
+         "empty": [c for c in cells if _cell(c) is _EMPTY],
+         "kwdicts": [d for d in map(_KWDEFAULTS, fns) if d],
+         "wrappers": [v for v in values if isinstance(v, (staticmethod, classmethod))],
+         "props": [v for v in values if isinstance(v, property)],
+         "util": util, "util_was": {k: v for k, v in (util or {}).items() if k not in _VOLATILE}}
+    w["sizes"], w["keys"], w["names"], w["values"] = _sizes(w), _keys(w), _names(w), _values(w)
+    w["code"] = _code(fns)
+    return w
 
 
-def _kw_values(kwdicts):  # keys and values of the watched functions' keyword defaults (edited in place)
-    return list(_chain.from_iterable(_chain(d, d.values()) for d in kwdicts))
+def _sizes(w):  # every count by equality
+    return list(map(len, w["spaces"] + w["owners"] + w["kwdicts"])) + [len(w["callers"])]
+
+
+def _keys(w):  # by identity: a module's or a function's dict takes keys of any type (a str subclass)
+    return list(_chain(_chain.from_iterable(w["spaces"]), _chain.from_iterable(w["kwdicts"])))
+
+
+def _names(w):  # by equality: a class's namespace holds exact strings (set through type.__setattr__)
+    return list(_chain.from_iterable(w["owners"]))
+
+
+def _values(w):
+    callers, props = w["callers"], w["props"]
+    impls = _impls_of(callers)
+    return list(_chain(_chain.from_iterable(map(_VALUES, w["spaces"] + w["owners"])),
+                       map(_CONTENTS, w["full"]), _chain.from_iterable(map(_VALUES, w["kwdicts"])),
+                       map(_FUNC, w["wrappers"]),
+                       map(_FGET, props), map(_FSET, props), map(_FDEL, props), map(type, callers),
+                       [getattr(c, "_hookexec", None) for c in callers], [len(impls)], impls,
+                       map(_FUNCTION, impls)))
+
+
+def _code(fns):
+    return list(_chain(map(_CODE, fns), map(_DEFAULTS, fns), map(_KWDEFAULTS, fns)))
 
 
 def _same_all(now, was):
@@ -263,48 +321,53 @@ _AUDITED = hasattr(sys, "addaudithook")
 
 
 def _quick_same(w):
-    (spaces, skeys, svalues, owners, okeys, ovalues, sizes, classes, fns, codes, defaults, kwdefaults,
-     callers, kinds, hx, impls, ifns, cells, cell_values, kwdicts, kw_values) = w
-    # closure cells and keyword defaults change in place, with no audited event: compared every time
-    if not (_same_all(list(map(_cell, cells)), cell_values) and _same_all(_kw_values(kwdicts), kw_values)):
+    """Nothing watched moved since `w` was taken: values and keys by identity (an object that says it
+    equals another is not it), a class's names and every size by equality. A classmethod, staticmethod or
+    property is compared by what it wraps too: ``__init__`` called again changes that in place."""
+    try:
+        if (_sizes(w) != w["sizes"] or not _same_all(_values(w), w["values"])
+                or not _same_all(_keys(w), w["keys"]) or _names(w) != w["names"] or any(map(len, w["bare"]))):
+            return False
+    except Exception:  # a closure cell emptied, an executor gone: moved
         return False
-    if not _same_all(list(_chain.from_iterable(map(_VALUES, spaces))), svalues):
+    if w["empty"] and not all(_cell(c) is _EMPTY for c in w["empty"]) or not _util_same(w):
         return False
-    if not _same_all(list(_chain.from_iterable(spaces)), skeys):
-        return False
-    if list(map(len, owners)) != sizes:
-        return False
-    # the classes' namespaces every time: Python audits a write to a class's special attributes only
-    # (``__module__``, ``__doc__``, ``__qualname__``, ``__bases__``), never to its methods
-    if not (_same_all(list(_chain.from_iterable(map(_VALUES, owners))), ovalues)
-            and _same_all(list(_chain.from_iterable(owners)), okeys)):
-        return False
-    if _AUDITED and not _dirty:  # reading __code__ is itself audited (slow): the audit hook sees its writes
-        pass
-    elif not (_same_all(list(map(_CODE, fns)), codes) and _same_all(list(map(_DEFAULTS, fns)), defaults)
-            and _same_all(list(map(_KWDEFAULTS, fns)), kwdefaults)):
-        return False
-    if not _same_all(list(map(type, callers)), kinds):
-        return False
-    if not _same_all([getattr(c, "_hookexec", None) for c in callers], hx):
-        return False
-    now = _impls_of(callers)
-    return _same_all(now, impls) and _same_all(list(map(_FUNCTION, now)), ifns)
+    # closure cells, keyword defaults and the classes' namespaces change with no audited event; a
+    # function's code and defaults are set with one (``object.__setattr__``), seen at once unless the
+    # run took a way around it (`_dirty`); reading ``__code__`` is itself audited (slow)
+    return (_AUDITED and not _dirty) or _same_all(_code(w["fns"]), w["code"])
 
 
 _watched = []
 
 
-def _check(where, item=None, full=False):
+def _check(where, item=None, full=False, light=False):
     try:
-        _checked(where, item, full)
+        _checked(where, item, full, light)
     except Exception as exc:  # never the run's failure: said, and the reward void
         if _record(["the runner guard could not check %s: %s: %s" % (where, type(exc).__name__, exc)]):
             _seen["run"] = _run
             _write(_state["config"], _state["session"], "run")
 
 
-def _checked(where, item, full):
+def _compared(where, item, pm, full=False):
+    found = False
+    if item is not None:  # (at the session's end pytest has put them back: its protocol is over)
+        found = _record(["replaced %s.%s (%s)" % (_UTIL, k, where) for k in _volatile_moved()])
+    if full or not _watched or not _quick_same(_watched[0]):  # the deep walk: at the end, or on a move
+        moved = _changes(_after, _machinery(pm, _items_types))
+        found = _record(["%s (%s)" % (c, where) for c in moved]) or found
+        if not full:
+            _watched[:] = [_watchlist(pm, _items_types)]
+    if item is not None:
+        was = _items.get(id(item))
+        if was is not None and not _same(was, _target(item)):
+            found = _record(["the test item %s: its class, runtest or test function changed (%s)"
+                             % (item.nodeid, where)]) or found
+    return found
+
+
+def _checked(where, item, full, light):
     config = _state["config"]
     pm = config.pluginmanager if config is not None else None
     found = False
@@ -312,14 +375,8 @@ def _checked(where, item, full):
         found = _record(["%s (by %s)" % (c, where.replace("before", "the check before", 1))
                          for c in _pending[:]])
         del _pending[:]
-    if full or not _watched or not _quick_same(_watched[0]):  # the deep walk: at the end, or on a move
-        found = _record(["%s (%s)" % (c, where) for c in _changes(_after, _machinery(pm, _items_types))])
-        _watched[:] = [_watchlist(pm, _items_types)]
-    if item is not None:
-        was = _items.get(id(item))
-        if was is not None and not _same(was, _target(item)):
-            found = _record(["the test item %s: its class, runtest or test function changed (%s)"
-                             % (item.nodeid, where)]) or found
+    if not light:  # (light: a test whose outcome decides nothing: what was seen is recorded, not compared)
+        found = _compared(where, item, pm, full) or found
     found = _imports() or found
     if found and config is not None:
         _seen["run"] = _run
@@ -334,6 +391,7 @@ def pytest_collection_finish(session):
     pm = session.config.pluginmanager
     items = list(getattr(session, "items", None) or [])
     _items_types[:] = list({type(i): None for i in items})
+    _state["every"] = _DECISIVE is None or not set(_DECISIVE) <= {i.nodeid for i in items}
     for item in items:
         _items[id(item)] = _target(item)
     base = _machinery(pm)  # one walk: the collection's snapshot is it plus the items' classes
@@ -366,9 +424,9 @@ def _watch(pm):
     """The flat list the quick check compares, and the ids whose audited writes are seen at once."""
     _watched[:] = [_watchlist(pm, _items_types)]
     watched = _watched[0]
-    classes = [c for c in _chain.from_iterable(map(_VALUES, watched[0])) if isinstance(c, type)]
-    hooked = [f for f in watched[16] if type(f).__name__ == "function"]  # every plugin's hook functions
-    _ids[0] = frozenset(map(id, classes + watched[7] + list(_items_types) + watched[8] + hooked))
+    classes = [c for c in _chain.from_iterable(map(_VALUES, watched["modules"])) if isinstance(c, type)]
+    hooked = [f for f in map(_FUNCTION, watched["impls"]) if type(f).__name__ == "function"]  # hook functions
+    _ids[0] = frozenset(map(id, classes + watched["classes"] + list(_items_types) + watched["fns"] + hooked))
 
 
 def _wrapper(**kwargs):
@@ -393,7 +451,10 @@ def pytest_runtestloop(session):
 @_wrapper(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     if _after and getattr(call, "when", "") == "call":  # once per test: a change made in its setup,
-        _check("before the call report of %s" % item.nodeid, item)  # call or the last teardown is seen
+        # call or the last teardown is seen; compared before the reports that decide the verdict (a change
+        # gone by the next of those changed no outcome that counts), recorded before every one
+        light = not _state.get("every", True) and item.nodeid not in _DECISIVE
+        _check("before the call report of %s" % item.nodeid, item, light=light)
     yield
 
 
@@ -406,7 +467,8 @@ def pytest_sessionfinish(session):
 '''
 
 GUARD_SOURCE = (
-    (_HEAD + "\n\n" + IMPORTS_SOURCE + _TAIL)
+    (_HEAD + "\n\n" + IMPORTS_SOURCE + "\n\n" + ASSERTION_SOURCE + _TAIL)
     .replace("__MACHINERY__", repr(tuple(MACHINERY)))
     .replace("__LIMITS__", repr((MAX_CHANGES, MAX_IMPORTS, MAX_SOURCE)))
+    .replace("__VOLATILE__", repr(VOLATILE))
 )

@@ -76,6 +76,7 @@ import hashlib, hmac, json, os, sys
 _INI = {ini!r}
 _OPTIONS = {options!r}
 _SELF = __name__
+_DECISIVE = {decisive!r}
 
 
 def _key(fd={fd}):
@@ -210,9 +211,17 @@ def probe_names(rng: random.Random | None = None) -> tuple[str, str]:
 
 
 def plan_probe(
-    script: str, names: tuple[str, str], *, collect_only: bool, rng: random.Random | None = None
+    script: str,
+    names: tuple[str, str],
+    *,
+    collect_only: bool,
+    rng: random.Random | None = None,
+    decisive: list[str] | None = None,
 ) -> ProbePlan:
-    """`script` with the probe plugin on its test command; `collect_only`: the clean tree's probe."""
+    """`script` with the probe plugin on its test command; `collect_only`: the clean tree's probe.
+    `decisive`: the tests whose outcomes decide the verdict (FAIL_TO_PASS and PASS_TO_PASS, public): the
+    runner guard's check before a report runs for those (for every test when one of them is not among
+    the collected ids, or when None)."""
     rng = rng or random.SystemRandom()
     lines = script.split("\n")
     starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
@@ -250,7 +259,14 @@ def plan_probe(
         head = f"PYTHONDONTWRITEBYTECODE=1 {head}"  # would otherwise run the stale .pyc in the test run
     lines[body[0]] = head + extra + tail
     source = (
-        _PLUGIN.format(ini=INI_NAMES, options=OPTION_NAMES, fd=fd, report=plan.report_path) + GUARD_SOURCE
+        _PLUGIN.format(
+            ini=INI_NAMES,
+            options=OPTION_NAMES,
+            fd=fd,
+            report=plan.report_path,
+            decisive=None if decisive is None else sorted(set(decisive)),
+        )
+        + GUARD_SOURCE
     )
     delimiter = f"EOF_SWE_PROBE_{rng.getrandbits(64):016x}"
     path = shlex.quote(f"{folder}/{module}.py")

@@ -1,0 +1,152 @@
+"""The runner guard against changes made in place, where the namespaces hold the very same objects (session
+21): a classmethod or property re-initialised (``__init__`` called again swaps what it wraps), a function's
+own attributes (``pytest.xfail.Exception``), and the assertion machinery the rewritten asserts call
+(``_pytest.assertion.rewrite``, and ``util``'s per-test hooks against what pytest set as the test began).
+Each exploit works on the runner (its forged outcome is in the log) and is voided; an honest run with
+pytest's own per-test hooks trips nothing (`test_runner_guard.test_an_honest_fix_with_honest_tests_trips_nothing`
+and the first test here).
+
+The check before a report compares before the reports that decide the verdict (`plan_probe`'s
+``decisive``: FAIL_TO_PASS and PASS_TO_PASS, public names): the last tests here."""
+
+from __future__ import annotations
+
+from test_runner_guard import EXACT_RESTORE, LAZY_WRITTEN_MODULE, clean, graded  # noqa: F401  (fixtures)
+
+FIX = "def f():\n    return 2\n"
+
+REINIT = """def f():
+    import pytest
+    method = vars(pytest.TestReport)["from_item_and_call"]
+    was = method.__func__
+
+    def forged(cls, item, call):
+        method.__init__(was)
+        rep = was(cls, item, call)
+        rep.outcome = "passed"
+        return rep
+
+    method.__init__(forged)
+    return 1
+"""
+
+PROPERTY = """def f():
+    import pytest
+    prop = vars(pytest.TestReport)["failed"] if "failed" in vars(pytest.TestReport) else None
+    owner = pytest.TestReport
+    while prop is None:
+        owner = owner.__mro__[1]
+        prop = vars(owner).get("failed")
+    was = prop.fget
+
+    def forged(self):
+        prop.__init__(was)
+        return False
+
+    prop.__init__(forged)
+    return 1
+"""
+
+ATTRIBUTE = """def f():
+    import pytest
+    pytest.xfail.Exception = AssertionError
+    return 1
+"""
+
+EXPLAIN = """def f():
+    import sys
+    import pytest
+    rewrite = sys.modules[pytest.TestReport.__module__.split(".")[0] + ".assertion.rewrite"]
+
+    def explained(*args):
+        raise pytest.xfail.Exception("known issue")
+
+    rewrite._call_reprcompare = explained
+    return 1
+"""
+
+UTIL_HOOK = """def f():
+    import sys
+    import pytest
+    util = sys.modules[pytest.TestReport.__module__.split(".")[0] + ".assertion.util"]
+
+    def explained(op, left, right):
+        raise pytest.xfail.Exception("known issue")
+
+    util._reprcompare = explained
+    return 1
+"""
+
+
+def test_pytests_own_per_test_assertion_hooks_trip_nothing(graded):  # noqa: F811
+    failing = "\n\ndef test_compares():\n    assert [1, 2] == [1, 3]\n"  # asks util._reprcompare
+    records, log = graded({"pkg/__init__.py": FIX}, failing)
+    assert "FAILED test_pkg.py::test_compares" in log and "PASSED test_pkg.py::test_fixed" in log
+    assert not [r for r in records if r.startswith("voided")], records
+
+
+def test_a_classmethod_reinitialised_and_put_back_is_seen_before_it_is_used(graded):  # noqa: F811
+    records, log = graded({"pkg/__init__.py": REINIT})
+    assert "PASSED test_pkg.py::test_fixed" in log  # the exploit works on the runner
+    assert any("from_item_and_call" in r and r.startswith("voided") for r in records), records
+
+
+def test_a_property_reinitialised_is_seen(graded):  # noqa: F811
+    records, _ = graded({"pkg/__init__.py": PROPERTY})
+    assert any(".failed" in r and r.startswith("voided") for r in records), records
+
+
+def test_a_runner_functions_attribute_set_is_seen(graded):  # noqa: F811
+    records, _ = graded({"pkg/__init__.py": ATTRIBUTE})
+    assert any("xfail" in r and r.startswith("voided") for r in records), records
+
+
+def test_the_asserts_explanation_replaced_is_seen(graded):  # noqa: F811
+    records, log = graded({"pkg/__init__.py": EXPLAIN})
+    assert "XFAIL test_pkg.py::test_fixed" in log  # a failed comparison now reads as an expected failure
+    assert any("_call_reprcompare" in r and r.startswith("voided") for r in records), records
+
+
+def test_utils_per_test_hook_replaced_during_a_test_is_seen(graded):  # noqa: F811
+    records, log = graded({"pkg/__init__.py": UTIL_HOOK})
+    assert "XFAIL test_pkg.py::test_fixed" in log
+    assert any(r.startswith("voided") and "runner" in r for r in records), records
+
+
+# ---- the check compares before the reports that decide the verdict (session 21, issue 48 item 5)
+FIXED, KEPT = "test_pkg.py::test_fixed", "test_pkg.py::test_kept"
+
+
+def test_a_put_back_forging_a_decisive_test_is_seen(graded):  # noqa: F811
+    records, log = graded({"pkg/__init__.py": REINIT}, decisive=[FIXED, KEPT])
+    assert "PASSED test_pkg.py::test_fixed" in log
+    assert any("from_item_and_call" in r and r.startswith("voided") for r in records), records
+
+
+def test_every_test_is_compared_when_a_decisive_name_was_not_collected(graded):  # noqa: F811
+    """A name the runner does not show as a collected id (a SWE-bench id cut at a space): not guessed."""
+    records, log = graded({"pkg/__init__.py": EXACT_RESTORE}, decisive=[KEPT, "test_pkg.py::test_fixed[a b"])
+    assert "PASSED test_pkg.py::test_fixed" in log
+    assert any("from_item_and_call" in r and r.startswith("voided") for r in records), records
+
+
+def test_a_forged_report_of_a_test_that_decides_nothing_is_not_compared(graded):  # noqa: F811
+    """What the narrowing gives up, stated: the forged report of a test outside the decisive set (its outcome
+    counts for nothing) is not looked for; a change still in place at a decisive test's report is."""
+    records, log = graded({"pkg/__init__.py": EXACT_RESTORE}, decisive=[KEPT])
+    assert "PASSED test_pkg.py::test_fixed" in log
+    assert not [r for r in records if r.startswith("voided")], records
+    persistent = (
+        "def f():\n    import pytest\n    pytest.Function.runtest = lambda self: None\n    return 1\n"
+    )
+    records, _ = graded({"pkg/__init__.py": persistent}, decisive=[KEPT])
+    assert any("Function.runtest" in r and "test_pkg.py::test_kept" in r for r in records), records
+
+
+def test_a_module_imported_during_a_test_that_decides_nothing_is_still_recorded(graded):  # noqa: F811
+    records, _ = graded(
+        {"pkg/__init__.py": LAZY_WRITTEN_MODULE, "pkg/table.txt": "VALUE = 2\n"}, decisive=[KEPT]
+    )
+    assert any(
+        "pkg._lazy" in r and "deleted during the run" in r and r.startswith("voided") for r in records
+    ), records
