@@ -41,7 +41,7 @@ from dataclasses import dataclass, field, replace
 
 from swe_rl.fleet.client import Lease
 from swe_rl.fleet.errors import FileNotFound
-from swe_rl.fleet.patch_baseline import BASELINE_SCRIPT
+from swe_rl.fleet.patch_baseline import BASELINE_CORE
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.patch.canonical import (
     WORK_DIR,
@@ -217,7 +217,7 @@ def bundle_script(
     lines = [f"mkdir -p {work} || exit 2"]
     if baseline:
         lines += [
-            *_heredoc(f"{work}/baseline.sh", BASELINE_SCRIPT),
+            *_heredoc(f"{work}/baseline.sh", BASELINE_CORE),  # (its summary, unread here, costs 4 processes)
             f"bash {work}/baseline.sh > /dev/null 2> {work}/baseline.err || "
             f"{{ echo 'no patch baseline:' >&2; tail -c 2000 {work}/baseline.err >&2; }}",
         ]
@@ -246,7 +246,9 @@ def bundle_script(
             *_heredoc(f"{work}/clean.sh", plans.clean_script),
             f"if command -v timeout >/dev/null 2>&1; then {bounded}; else bash {work}/clean.sh; fi "
             f"> {log} 2>&1 < /dev/null",
-            f"echo '--{mine}-log--'; base64 -w0 < {log}; echo",
+            *(  # the language probes read the log; pytest's report says all (its collect-only tree: 60 KB)
+                [f"echo '--{mine}-log--'; base64 -w0 < {log}; echo"] if plans.language is not None else []
+            ),
             f"[ -f {report} ] && {{ echo '--{mine}-report--'; base64 -w0 < {report}; echo; }}",
         ]
     lines.append("fi")

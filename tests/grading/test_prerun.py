@@ -291,8 +291,8 @@ def test_the_patch_baseline_is_recorded_first_in_the_same_call(tmp_path, monkeyp
     from swe_rl.grading.patch import canonical
 
     work, base = str(tmp_path / "canon"), str(tmp_path / "baseline")
-    moved = patch_baseline.BASELINE_SCRIPT.replace(patch_baseline.BASELINE_DIR, base)
-    monkeypatch.setattr(prerun, "BASELINE_SCRIPT", moved)
+    moved = patch_baseline.BASELINE_CORE.replace(patch_baseline.BASELINE_DIR, base)
+    monkeypatch.setattr(prerun, "BASELINE_CORE", moved)
     monkeypatch.setattr(prerun, "WORK_DIR", work)
     monkeypatch.setattr(canonical, "WORK_DIR", work)
     monkeypatch.setattr(canonical, "BASELINE_DIR", base)
