@@ -265,8 +265,8 @@ def test_a_fix_whose_tests_fail_to_collect_on_the_clean_tree_is_no_difference(tm
     (root / "test_mod.py").write_text("from mod import g\n\n\ndef test_g():\n    assert g() == 2\n")
     names = probe_names()
     clean = _probe(root, names, collect_only=True)
-    assert not clean.error and clean.collected and clean.collected["items"] == []
+    assert not clean.error and clean.collected and clean.collected["items"] == 0
     (root / "mod.py").write_text("def f():\n    return 1\n\n\ndef g():\n    return 2\n")
     patched = _probe(root, names, collect_only=False)
-    assert patched.collected["items"] == ["test_mod.py::test_g"]
+    assert patched.collected["items"] == 1
     assert probe_records(clean, patched) == []

@@ -14,9 +14,9 @@ computed at run time. So the grader asks pytest what it ended up with:
   pays, e.g. by ``--collect-only`` in ``sys.argv``);
 - the plugin records, after collection and at the session's end, ``rootdir``, the ini file, every ini
   value the file sets plus those that change outcomes, the ``config.option`` values that change
-  outcomes, the plugins loaded (name and module file), the conftest files, the args and the collected
-  ids; it writes them to a report file signed with an HMAC whose key it reads, once, from a pipe the
-  runner shell opened (``exec N< <(printf ...)`` with tracing off, in the script bash parsed whole
+  outcomes, the plugins loaded (name and module file), the conftest files, the args and how many
+  items were collected; it writes them to a report file signed with an HMAC whose key it reads, once,
+  from a pipe the runner shell opened (``exec N< <(printf ...)`` with tracing off, in the script bash parsed whole
   and removed before the tests start): the key is in no file, environment or command line;
 - the run formats failures with Python's own traceback (``--tb=native``) unless its command names
   ``--tb``: pytest's default form parses the whole test file's syntax tree for every failure (0.1 s a
@@ -147,7 +147,7 @@ def _snapshot(config, session):
         "conftests": sorted(conftests),
         "env": {{k: os.environ.get(k) for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS",
                                               "PYTEST_DISABLE_PLUGIN_AUTOLOAD")}},
-        "items": [i.nodeid for i in (getattr(session, "items", None) or [])][:20000],
+        "items": len(getattr(session, "items", None) or []),  # (compared by no one: the ids were 50 KB)
     }}
 
 
