@@ -41,19 +41,21 @@ _Scope = ast.AST
 
 
 class ForeignObjects:
-    def __init__(self, tree: ast.AST, names: NameTable) -> None:
+    def __init__(self, tree: ast.AST, names: NameTable, nodes: list[ast.AST] | None = None) -> None:
+        """`nodes`: ``ast.walk(tree)`` as a list, when the caller has it (the tree is only read)."""
+        nodes = list(ast.walk(tree)) if nodes is None else nodes
         self.names = names
         self.module = tree
         self.scope_of: dict[int, _Scope] = {}
         self._scopes(tree, tree)
         self.foreign: set[tuple[int, str]] = set()
         functions: dict[str, list[ast.arguments]] = {}
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.setdefault(node.name, []).append(node.args)
         for _ in range(6):  # to a fixpoint: few rounds in practice
             size = len(self.foreign)
-            for node in ast.walk(tree):
+            for node in nodes:
                 self._propagate(node, functions)
             if len(self.foreign) == size:
                 break

@@ -140,19 +140,21 @@ def _join(parts: list[Folded], sep: str) -> Folded:
 class NameTable:
     """Qualified names each expression of one module may stand for."""
 
-    def __init__(self, tree: ast.AST) -> None:
+    def __init__(self, tree: ast.AST, nodes: list[ast.AST] | None = None) -> None:
+        """`nodes`: ``ast.walk(tree)`` as a list, when the caller has it (the tree is only read)."""
+        nodes = list(ast.walk(tree)) if nodes is None else nodes
         self.bindings: dict[str, set[str]] = {}
         self.star_modules: set[str] = set()
         self.imported = {  # names bound by an import statement, relative ones included
             alias.asname or alias.name.split(".")[0]
-            for node in ast.walk(tree)
+            for node in nodes
             if isinstance(node, (ast.Import, ast.ImportFrom))
             for alias in node.names
         }
         """Names bound by an import statement (relative imports included)."""
         for _ in range(4):  # assignments of assignments: a few rounds reach a fixpoint in practice
             before = {k: set(v) for k, v in self.bindings.items()}
-            self._collect(tree)
+            self._collect(nodes)
             if before == self.bindings:
                 break
 
@@ -160,8 +162,8 @@ class NameTable:
         if qualnames:
             self.bindings.setdefault(name, set()).update(qualnames)
 
-    def _collect(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
+    def _collect(self, nodes: list[ast.AST]) -> None:
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:

@@ -13,6 +13,8 @@ how code under test patches what it should not know.
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 from swe_rl.grading.scans.capabilities.catalogue import (
@@ -68,25 +70,35 @@ def find_sites(tree: ast.AST, depth: int = 0) -> list[Site]:
     return list(dict.fromkeys(visitor.sites))  # one site per line, capability, detail and anchor
 
 
+def _header(node: ast.AST, field: str, items: list[object]) -> str:
+    dumped = ", ".join(ast.dump(v) if isinstance(v, ast.AST) else repr(v) for v in items)
+    return f"{type(node).__name__}.{field}:{dumped}"
+
+
 def _top(qualname: str) -> str:
     return qualname.split(".", 1)[0]
 
 
 class _Visitor(ast.NodeVisitor):
     def __init__(self, tree: ast.AST, depth: int) -> None:
-        self.names = NameTable(tree)
-        self.depth = depth
+        nodes = list(ast.walk(tree))  # walked once: the name table and the foreign objects read it again
+        self.names = NameTable(tree, nodes)  # and again (fixpoints): a large module's walks were most of
+        self.depth = depth  # the scan's time, paid on every grading of a patch to it
         self.sites: list[Site] = []
-        self.anchor = ""
+        self._anchor: str | Callable[[], str] = ""  # the statement sites anchor on, dumped when one is found
         self.parents: dict[int, ast.AST] = {
-            id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)
+            id(child): node for node in nodes for child in ast.iter_child_nodes(node)
         }
-        self.foreign = ForeignObjects(tree, self.names)
-        self.functions = {
-            n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-        }
+        self.foreign = ForeignObjects(tree, self.names, nodes)
+        self.functions = {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     # ---------------------------------------------------------------- plumbing
+    @property
+    def anchor(self) -> str:
+        if callable(self._anchor):  # (a dump of every statement was a fifth of a large module's scan)
+            self._anchor = self._anchor()
+        return self._anchor
+
     def add(self, node: ast.AST, capability: str, detail: str, anchor: str | None = None) -> None:
         if capability:
             line = getattr(node, "lineno", 0)
@@ -94,30 +106,29 @@ class _Visitor(ast.NodeVisitor):
 
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.stmt) and not is_compound(node):  # a simple statement anchors its sites
-            saved, self.anchor = self.anchor, ast.dump(node)
+            saved, self._anchor = self._anchor, functools.partial(ast.dump, node)
             try:
                 super().visit(node)
             finally:
-                self.anchor = saved
+                self._anchor = saved
         else:
             super().visit(node)
 
     def generic_visit(self, node: ast.AST) -> None:
         if not (isinstance(node, ast.stmt) and is_compound(node)):
             return super().generic_visit(node)
-        saved = self.anchor  # a compound statement: its sites anchor on the header expression they are in
+        saved = self._anchor  # a compound statement: its sites anchor on the header expression they are in
         for field, value in ast.iter_fields(node):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                 for child in value:
                     self.visit(child)
                 continue
             items = value if isinstance(value, list) else [value]
-            dumped = ", ".join(ast.dump(v) if isinstance(v, ast.AST) else repr(v) for v in items)
-            self.anchor = f"{type(node).__name__}.{field}:{dumped}"
+            self._anchor = functools.partial(_header, node, field, items)
             for child in items:
                 if isinstance(child, ast.AST):
                     self.visit(child)
-            self.anchor = saved
+            self._anchor = saved
         return None
 
     def qualnames(self, node: ast.AST) -> set[str]:
