@@ -85,6 +85,32 @@ def test_pytests_own_per_test_assertion_hooks_trip_nothing(graded):  # noqa: F81
     assert not [r for r in records if r.startswith("voided")], records
 
 
+OWN_OBJECTS = """
+
+import unittest.mock
+
+
+class TestCounts:
+    helper = unittest.mock.Mock(return_value=2)
+
+    def test_mock_called(self):
+        assert TestCounts.helper() == 2
+
+    def test_seed_recorded(self):
+        type(self).test_seed_recorded.seed = 123  # as Hypothesis records its seed on the test it runs
+        assert pkg.f() == 2
+"""
+
+
+def test_a_tests_own_objects_changing_as_they_run_trip_nothing(graded):  # noqa: F811
+    """The contract for attributes: compared on the runner's own module-level callables only, never on a
+    test's objects, which change theirs as they run (a test class's mock counts its calls, Hypothesis
+    records a seed on the test function it runs): an honest run, not voided."""
+    records, log = graded({"pkg/__init__.py": FIX}, OWN_OBJECTS)
+    assert "PASSED test_pkg.py::TestCounts::test_seed_recorded" in log, log
+    assert not [r for r in records if r.startswith("voided")], records
+
+
 def test_a_classmethod_reinitialised_and_put_back_is_seen_before_it_is_used(graded):  # noqa: F811
     records, log = graded({"pkg/__init__.py": REINIT})
     assert "PASSED test_pkg.py::test_fixed" in log  # the exploit works on the runner

@@ -56,13 +56,11 @@ def _cell(cell):
 def _inside(fn):
     """What a function holds besides its code and defaults tuple, whose contents can change while the
     function, its code and its dicts stay the same objects: its closure cells' contents (a decorator's
-    wrapped function, a context manager's generator), its keyword defaults' values (edited in place) and
-    its attributes (``pytest.xfail.Exception``: a function's own dict, written with no audited event)."""
+    wrapped function, a context manager's generator) and its keyword defaults' values (edited in place)."""
     if type(fn).__name__ != "function":
         return ()
-    kw, attrs = fn.__kwdefaults__, fn.__dict__
-    return (tuple(map(_cell, fn.__closure__ or ())) + (tuple(kw) + tuple(kw.values()) if kw else ())
-            + (tuple(attrs) + tuple(attrs.values()) if attrs else ()))
+    kw = fn.__kwdefaults__
+    return tuple(map(_cell, fn.__closure__ or ())) + (tuple(kw) + tuple(kw.values()) if kw else ())
 
 
 def _attrs(value):
@@ -92,13 +90,15 @@ def _facts(value):
     if not callable(value):
         return None
     code = getattr(value, "__code__", None) if type(value).__name__ == "function" else None
-    if code is None:  # a callable object (pytest 8+'s ``xfail``): its own attributes too
-        attrs = _attrs(value)
-        return (value,) + (tuple(attrs) + tuple(attrs.values()) if attrs else ())
+    if code is None:
+        return (value,)
     return (value, code, value.__defaults__, value.__kwdefaults__, *_inside(value))
 
 
-def _entries(owner, prefix, out):
+def _entries(owner, prefix, out, attrs=False):
+    """`attrs`: a watched module's own callables, whose attributes (``pytest.xfail.Exception``; on pytest 8+
+    ``xfail`` is an object) are written with no audited event; a test's functions and objects (a test
+    class's mock, Hypothesis' seed on its test) change theirs as they run, and are not compared so."""
     try:
         items = list(vars(owner).items())
     except TypeError:
@@ -106,7 +106,8 @@ def _entries(owner, prefix, out):
     for name, value in items:
         facts = _facts(value)
         if facts is not None:
-            out[prefix + name] = facts
+            own = _attrs(value) if attrs else None
+            out[prefix + name] = facts + (tuple(own) + tuple(own.values()) if own else ())
 
 
 def _pname(plugin, name):
@@ -129,7 +130,7 @@ def _machinery(pm=None, types=()):
         mod = sys.modules.get(mname)
         if mod is None:
             continue
-        _entries(mod, mname + ".", out)
+        _entries(mod, mname + ".", out, attrs=True)
         if mname == _UTIL:  # pytest's own per-test hooks: checked against the test's start instead
             for name in _VOLATILE:
                 out.pop(mname + "." + name, None)
