@@ -1,7 +1,7 @@
 """The source of the runner guard's watch on pytest's per-test assertion hooks (`runner_guard` says what it
 checks and why): part of the probe plugin's source, between the guard's watch on imports and its checks
-(`guard_plugin.GUARD_SOURCE`); it uses the walk's ``_UTIL``, ``_VOLATILE`` and ``_EMPTY``, and the checks
-use its ``_util_same`` and ``_volatile_moved``.
+(`guard_plugin.GUARD_SOURCE`); it uses the walk's ``_UTIL``, ``_VOLATILE``, ``_EMPTY`` and ``_hookimpl``,
+and the checks use its ``_util_same`` and ``_volatile_moved``.
 
 ``_pytest.assertion.util``'s ``_reprcompare``, ``_assertion_pass`` and ``_config`` are what a rewritten
 assert calls to explain a failed comparison. pytest sets them around each test's protocol (5.4 on; before,
@@ -35,15 +35,6 @@ def _volatile_moved():
 
 
 _volatile = []
-
-
-def _hookimpl(**kwargs):
-    try:
-        from pluggy import HookimplMarker
-        return HookimplMarker("pytest")(**kwargs)
-    except Exception:
-        import pytest
-        return pytest.hookimpl(**kwargs)
 
 
 @_hookimpl(tryfirst=True)

@@ -46,6 +46,16 @@ for _m in _MACHINERY:
 _EMPTY = object()
 
 
+def _hookimpl(**kwargs):
+    """A hook implementation's marker (pluggy's own; pytest's where pluggy has none by that name)."""
+    try:
+        from pluggy import HookimplMarker
+        return HookimplMarker("pytest")(**kwargs)
+    except Exception:
+        import pytest
+        return pytest.hookimpl(**kwargs)
+
+
 def _cell(cell):
     try:
         return cell.cell_contents
@@ -273,7 +283,7 @@ def _watchlist(pm, types):
     # the module-level callables' own attributes (``pytest.xfail.Exception``); a method's, which nothing of
     # the runner reads while tests run, are in the deep walks (at collection's end and the session's)
     attrs = [d for d in map(_attrs, _chain.from_iterable(map(_VALUES, spaces)))
-             if d is not None and type(d) is dict]
+             if d is not None]
     w = {"spaces": spaces + [d for d in attrs if d], "owners": owners, "modules": spaces, "classes": classes,
          "fns": fns, "callers": callers, "impls": impls, "bare": [d for d in attrs if not d],
          "full": [c for c in cells if _cell(c) is not _EMPTY],
@@ -392,7 +402,7 @@ def pytest_collection_finish(session):
     pm = session.config.pluginmanager
     items = list(getattr(session, "items", None) or [])
     _items_types[:] = list({type(i): None for i in items})
-    _state["every"] = _DECISIVE is None or not set(_DECISIVE) <= {i.nodeid for i in items}
+    _state["every"] = _DECISIVE is None or not _DECISIVE <= {i.nodeid for i in items}
     for item in items:
         _items[id(item)] = _target(item)
     base = _machinery(pm)  # one walk: the collection's snapshot is it plus the items' classes
@@ -430,16 +440,7 @@ def _watch(pm):
     _ids[0] = frozenset(map(id, classes + watched["classes"] + list(_items_types) + watched["fns"] + hooked))
 
 
-def _wrapper(**kwargs):
-    try:
-        from pluggy import HookimplMarker
-        return HookimplMarker("pytest")(**kwargs)
-    except Exception:
-        import pytest
-        return pytest.hookimpl(**kwargs)
-
-
-@_wrapper(hookwrapper=True, trylast=True)
+@_hookimpl(hookwrapper=True, trylast=True)
 def pytest_runtestloop(session):
     if _state["config"] is not None:
         try:
@@ -449,7 +450,7 @@ def pytest_runtestloop(session):
     yield
 
 
-@_wrapper(hookwrapper=True, tryfirst=True)
+@_hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     if _after and getattr(call, "when", "") == "call":  # once per test: a change made in its setup,
         # call or the last teardown is seen; compared before the reports that decide the verdict (a change

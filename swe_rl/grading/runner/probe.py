@@ -77,6 +77,7 @@ _INI = {ini!r}
 _OPTIONS = {options!r}
 _SELF = __name__
 _DECISIVE = {decisive!r}
+_DECISIVE = None if _DECISIVE is None else frozenset(_DECISIVE)  # (asked per test)
 
 
 def _key(fd={fd}):
