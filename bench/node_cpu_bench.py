@@ -96,7 +96,7 @@ async def measure(args: argparse.Namespace, urls: list[str], helper: int, token:
     mid = sorted(rounds)[len(rounds) // 2]
     print("node CPU per exec by round: " + " ".join(f"{ms:.3f}" for ms in node_ms) + " ms", flush=True)
     print(
-        f"node_cpu: {args.nodes} nodes, {args.containers} containers each, {args.in_flight} in flight, "
+        f"node_cpu{' (inline)' if args.inline else ''}: {args.nodes} nodes, {args.containers} containers each, {args.in_flight} in flight, "
         f"{args.idle_connections} idle connections: node CPU per exec median {statistics.median(node_ms):.3f} ms "
         f"({mid[1]:.0f} execs/s), load generator {mid[2]:.3f} ms ({load_average()})",
         flush=True,
@@ -113,13 +113,17 @@ def main() -> None:
     p.add_argument("--in-flight", type=int, default=32)
     p.add_argument("--idle-connections", type=int, default=0)
     p.add_argument("--cpu", type=int, default=None, help="pin this process and the nodes' to this CPU")
+    p.add_argument(
+        "--inline", action="store_true", help="the helper serves on its loop's thread (inline_loop.py)"
+    )
     args = p.parse_args()
     if args.cpu is not None:
         pin(os.getpid(), {args.cpu})  # the helper started below inherits it
     token = secrets.token_hex(16)
     helper = subprocess.Popen(
         [sys.executable, "-m", "swe_rl.fleet.fakes.simulated_fleet", "--nodes", str(args.nodes),
-         "--max-containers", str(2 * args.containers), "--threads", str(args.node_threads), "--images", IMAGE],
+         "--max-containers", str(2 * args.containers), "--threads", str(args.node_threads), "--images", IMAGE,
+         *(["--inline"] if args.inline else [])],
         env={**os.environ, "SWE_EXEC_TOKEN": token, "SWE_LOG_LEVEL": "ERROR"},
         stdout=subprocess.PIPE,
         text=True,

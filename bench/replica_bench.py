@@ -291,6 +291,8 @@ def main() -> None:
     p.add_argument("--routed", action="store_true", help="execs through the pool replicas, not to the nodes")
     p.add_argument("--pool-cpu", type=int, default=0, help="the CPU the pool replicas get to themselves")
     p.add_argument("--no-pin", action="store_true", help="leave every process to the scheduler")
+    p.add_argument("--threaded-nodes", action="store_true",
+                   help="the simulated nodes on waitress's loop and worker threads, not inline_loop.py")  # fmt: skip
     args = p.parse_args()
     cpus = os.sched_getaffinity(0)
     others = cpus - {args.pool_cpu}
@@ -314,6 +316,7 @@ def main() -> None:
             max_per_node=cap,
             node_processes=args.node_processes,
             threads=args.node_threads,
+            inline=not args.threaded_nodes,
             images=IMAGES,
             pool_env={
                 "SWE_POOL_DATABASE_URL": pg.url,

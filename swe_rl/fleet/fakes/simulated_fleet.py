@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from swe_rl.fleet.fakes.inline_loop import InlineDispatcher
+from swe_rl.fleet.fakes.inline_loop import run as run_inline
 from swe_rl.fleet.local import POOL_SERVER_ARGS, free_port, killed_with_parent, wait_healthy
 
 
@@ -47,6 +49,7 @@ def serve_nodes(
     threads: int,
     state_dir: str,
     images: list[str],
+    inline: bool = False,
 ) -> tuple[list[tuple[str, str, Any]], Any]:
     """Start n memory-backed exec servers on 127.0.0.1: (url, server_id, manager) each, and the WSGI server.
 
@@ -56,6 +59,10 @@ def serve_nodes(
     threads contending for one GIL: under a burst the helper spent 2.2 ms of CPU per request at 200 nodes
     against 1.1 ms now, both at Python's default switch interval (docs/fleet.md, "Load tests"), and
     starved the pool it was meant to measure.
+
+    `inline`: no worker threads; each request is served on the loop's own thread by a loop over one epoll
+    (`inline_loop.py`), for instant commands only (no latency): what a process packing many nodes costs
+    per call then no longer grows with the connections it holds (docs/fleet.md, "The bench").
     """
     import socket
 
@@ -95,6 +102,7 @@ def serve_nodes(
     def by_port(environ: dict[str, Any], start_response: Any) -> Any:
         return apps[environ["SERVER_PORT"]](environ, start_response)
 
+    dispatcher = InlineDispatcher() if inline else None
     server = waitress.server.create_server(
         by_port,
         sockets=sockets,
@@ -102,9 +110,17 @@ def serve_nodes(
         connection_limit=4096 * n,  # counted over the whole server, not per port
         ident="swe-exec-memory",
         asyncore_use_poll=True,  # select() stops at fd 1024
+        _dispatcher=dispatcher,
     )
     stamp_arrivals(server)  # each node's time starts when it read the request, as a real node's does
-    threading.Thread(target=server.run, name="exec-nodes", daemon=True).start()
+    if dispatcher is not None:
+        loop = threading.Thread(
+            target=run_inline, args=(server, dispatcher, threading.Event()), name="exec-nodes"
+        )
+    else:
+        loop = threading.Thread(target=server.run, name="exec-nodes")
+    loop.daemon = True
+    loop.start()
     return nodes, server
 
 
@@ -140,7 +156,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=8, help="WSGI threads per exec server")
     p.add_argument("--images", default="", help="comma-separated images the nodes have (empty: any)")
     p.add_argument("--state-dir", default="")
+    p.add_argument("--inline", action="store_true", help="serve on the loop's thread (instant commands only)")
     a = p.parse_args(argv)
+    if a.inline and any(float(x or 0) for x in a.latency_ms.split(",")):
+        p.error("--inline serves instant commands only: it cannot take --latency-ms")
     logging.basicConfig(
         level=os.environ.get("SWE_LOG_LEVEL", "WARNING").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -164,7 +183,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("error: set SWE_EXEC_TOKEN")
     state_dir = a.state_dir or tempfile.mkdtemp(prefix="swe-rl-memory-state-")
     images = [i for i in a.images.split(",") if i]
-    nodes, server = serve_nodes(a.nodes, token, a.max_containers, a.latency_ms, a.threads, state_dir, images)
+    nodes, server = serve_nodes(
+        a.nodes, token, a.max_containers, a.latency_ms, a.threads, state_dir, images, inline=a.inline
+    )
     print(
         json.dumps(
             {"urls": [u for u, *_ in nodes], "server_ids": [s for _, s, *_ in nodes], "pid": os.getpid()}
@@ -201,6 +222,8 @@ class MemoryFleet:
     polls every socket it holds on each turn (the nodes' listeners and every connection to them), so its
     CPU per request grows with the nodes it serves; 200 nodes in one helper cost ~7 ms of CPU per exec,
     and what the pool's overhead measured was that helper's queue (docs/fleet.md, round six)."""
+    inline: bool = False
+    """Serve each helper's requests on its loop's thread (`serve_nodes`); instant commands only."""
     images: list[str] = field(default_factory=list)
     pool_env: dict[str, str] = field(default_factory=dict)
     exec_env: dict[str, str] = field(default_factory=dict)
@@ -304,6 +327,7 @@ class MemoryFleet:
                 ",".join(self.images),
                 "--state-dir",
                 str(self.log_dir / state),
+                *(["--inline"] if self.inline else []),
             ],
             env=env,
             stdout=subprocess.PIPE,

@@ -140,3 +140,33 @@ def test_the_nodes_alone_remove_their_own_state_dir(tmp_path):
         code = helper.wait(60)
         helper.stdout.close()  # type: ignore[union-attr]
     assert code == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_inline_nodes_serve_a_lease_direct_and_routed():
+    """The inline loop (`inline_loop.py`) behind the real exec server app: allocate, a direct exec, a
+    routed one, close, as with waitress's own loop."""
+    import asyncio
+
+    from swe_rl.fleet.client import EnvClient, EnvClientConfig
+
+    async def one(fleet: MemoryFleet, direct: bool) -> None:
+        client = EnvClient(EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, direct=direct))
+        try:
+            lease = await client.allocate("swe-rl/any:latest")
+            try:
+                result = await lease.exec("echo hi")
+                assert result.returncode == 0 and not result.timed_out
+            finally:
+                await lease.close()
+        finally:
+            await client.aclose()
+
+    with MemoryFleet(nodes=2, inline=True) as fleet:
+        for direct in (True, False):
+            asyncio.run(one(fleet, direct))
+        status = httpx.get(
+            fleet.pool_url + "/status",
+            headers={"Authorization": f"Bearer {fleet.operator_token}"},
+            timeout=30,
+        )
+        assert status.json()["totals"]["leases"] == 0
