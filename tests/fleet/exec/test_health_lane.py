@@ -39,7 +39,9 @@ def _get(port: int, path: str, timeout: float = BOUND) -> tuple[int, bytes]:
 def _serve(app: Any, *, threads: int, lane: bool) -> tuple[Any, threading.Thread, Any]:
     # poll, as the exec server runs it (app.py): a select() the teardown's close races fails with EBADF
     # in waitress's loop thread, where poll() reports the closed descriptor and the loop ends
-    server = waitress.server.create_server(app, host="127.0.0.1", port=0, threads=threads, asyncore_use_poll=True)
+    server = waitress.server.create_server(
+        app, host="127.0.0.1", port=0, threads=threads, asyncore_use_poll=True
+    )
     dispatcher = health_lane(server) if lane else None
     runner = threading.Thread(target=server.run, daemon=True)
     runner.start()
