@@ -139,6 +139,63 @@ def test_utils_per_test_hook_replaced_during_a_test_is_seen(graded):  # noqa: F8
     assert any(r.startswith("voided") and "runner" in r for r in records), records
 
 
+# ---- built-in names the assertions rest on (session 22)
+BUILTIN_ASSERTION_ERROR = """def f():
+    import pytest
+    setattr(len.__self__, "AssertionError", pytest.xfail.Exception)  # builtins, by no name
+    return 1
+"""
+
+BUILTIN_ISINSTANCE = """def f():
+    import sys
+    real = isinstance
+
+    def forged(obj, cls):  # true for the tests' own asserts, honest for the runner (which needs it)
+        return True if sys._getframe(1).f_code.co_filename.endswith("test_pkg.py") else real(obj, cls)
+
+    vars(len.__self__)["isinstance"] = forged
+    return 1
+"""
+
+TYPED = "\n\ndef test_typed():\n    assert isinstance(pkg.f(), str)\n"
+
+MOCKS_BUILTINS = """
+
+import builtins
+import unittest.mock
+
+
+def test_mocks_what_tests_mock(monkeypatch):
+    monkeypatch.setattr(builtins, "input", lambda *a: "y")
+    monkeypatch.setattr(builtins, "_", lambda text: text, raising=False)  # as gettext.install does
+    with unittest.mock.patch("builtins.open", unittest.mock.mock_open(read_data="x")):
+        with unittest.mock.patch("builtins.print"):
+            print(input(), open("any").read())
+    assert pkg.f() == 2
+"""
+
+
+def test_assertion_error_rebound_in_builtins_is_seen(graded):  # noqa: F811
+    """A rewritten assert raises ``AssertionError`` by name: bound to pytest's xfail exception, every failed
+    assert reads as an expected failure (counted as passed); the name is reached through ``len.__self__``."""
+    records, log = graded({"pkg/__init__.py": BUILTIN_ASSERTION_ERROR})
+    assert "XFAIL test_pkg.py::test_fixed" in log  # the exploit works on the runner
+    assert any("builtins.AssertionError" in r and r.startswith("voided") for r in records), records
+
+
+def test_isinstance_replaced_in_builtins_is_seen(graded):  # noqa: F811
+    records, log = graded({"pkg/__init__.py": BUILTIN_ISINSTANCE}, TYPED)
+    assert "PASSED test_pkg.py::test_typed" in log  # 1 is not a str, yet it passed
+    assert any("builtins.isinstance" in r and r.startswith("voided") for r in records), records
+
+
+def test_builtins_tests_mock_trip_nothing(graded):  # noqa: F811
+    """``open``, ``print`` and ``input`` mocked in a test, ``_`` installed: not watched, nothing voided."""
+    records, log = graded({"pkg/__init__.py": FIX}, MOCKS_BUILTINS)
+    assert "PASSED test_pkg.py::test_mocks_what_tests_mock" in log, log
+    assert not [r for r in records if r.startswith("voided")], records
+
+
 # ---- the check compares before the reports that decide the verdict (session 21, issue 48 item 5)
 FIXED, KEPT = "test_pkg.py::test_fixed", "test_pkg.py::test_kept"
 

@@ -45,7 +45,6 @@ class InlineDispatcher:
 
     def __init__(self) -> None:
         self.pending: collections.deque[Any] = collections.deque()
-        self.served: list[Any] = []
 
     def set_thread_count(self, count: int) -> None:  # waitress asks for its worker threads: there are none
         pass

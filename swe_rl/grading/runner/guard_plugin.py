@@ -10,7 +10,7 @@ from __future__ import annotations
 from swe_rl.grading.runner.guard_assertion import ASSERTION_SOURCE
 from swe_rl.grading.runner.guard_imports import IMPORTS_SOURCE
 
-__all__ = ["GUARD_SOURCE", "MACHINERY", "MAX_CHANGES", "MAX_IMPORTS", "MAX_SOURCE"]
+__all__ = ["ASSERTION_BUILTINS", "GUARD_SOURCE", "MACHINERY", "MAX_CHANGES", "MAX_IMPORTS", "MAX_SOURCE"]
 
 MACHINERY = (
     "pytest _pytest.reports _pytest.runner _pytest.python _pytest.nodes _pytest.main _pytest.unittest "
@@ -24,6 +24,17 @@ VOLATILE = ("_reprcompare", "_assertion_pass", "_config")
 """Globals of ``_pytest.assertion.util`` pytest itself sets around each test (the hooks its rewritten
 asserts call to explain a failure): compared with what they were as the test's protocol began
 (`pytest_runtest_logstart`), not with the session's snapshots."""
+
+ASSERTION_BUILTINS = (
+    "isinstance issubclass callable hasattr getattr len bool all any type object repr str int float complex "
+    "list dict set frozenset tuple bytes sorted reversed min max sum abs round iter next zip map filter "
+    "enumerate range hash id vars super property classmethod staticmethod"
+).split()
+"""Built-in names a test's assertions rest on, watched like the machinery, with every built-in exception
+class: a rewritten assert raises ``AssertionError`` by name (``builtins.AssertionError`` bound to pytest's
+xfail exception turns every failed assert into an expected failure), ``pytest.raises(ValueError)`` finds
+its class by name, ``assert isinstance(...)`` its function. Left out: what tests mock as they run
+(``open``, ``print``, ``input``, ``__import__``, ``exit``), and ``_`` (gettext installs one)."""
 
 MAX_CHANGES = 40
 MAX_IMPORTS = 100
@@ -44,6 +55,13 @@ for _m in _MACHINERY:
 
 
 _EMPTY = object()
+
+import builtins as _builtins_module
+
+_B = vars(_builtins_module)
+_WATCHED_BUILTINS = tuple(sorted(
+    name for name, value in _B.items()
+    if name in __ASSERTION_BUILTINS__ or (isinstance(value, type) and issubclass(value, BaseException))))
 
 
 def _hookimpl(**kwargs):
@@ -147,6 +165,8 @@ def _machinery(pm=None, types=()):
         for cname, cls in list(vars(mod).items()):
             if isinstance(cls, type) and getattr(cls, "__module__", "") == mname:
                 _entries(cls, "%s.%s." % (mname, cname), out)
+    for name in _WATCHED_BUILTINS:
+        out["builtins." + name] = (_B.get(name, _EMPTY),)
     _typed(out, types)
     if pm is not None:
         out["<plugin manager>"] = (type(pm),)
@@ -317,7 +337,7 @@ def _values(w):
                        map(_FUNC, w["wrappers"]),
                        map(_FGET, props), map(_FSET, props), map(_FDEL, props), map(type, callers),
                        [getattr(c, "_hookexec", None) for c in callers], [len(impls)], impls,
-                       map(_FUNCTION, impls)))
+                       map(_FUNCTION, impls), map(_B.get, _WATCHED_BUILTINS)))
 
 
 def _code(fns):
@@ -473,4 +493,5 @@ GUARD_SOURCE = (
     .replace("__MACHINERY__", repr(tuple(MACHINERY)))
     .replace("__LIMITS__", repr((MAX_CHANGES, MAX_IMPORTS, MAX_SOURCE)))
     .replace("__VOLATILE__", repr(VOLATILE))
+    .replace("__ASSERTION_BUILTINS__", repr(frozenset(ASSERTION_BUILTINS)))
 )
