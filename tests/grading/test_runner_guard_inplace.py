@@ -175,6 +175,62 @@ def test_mocks_what_tests_mock(monkeypatch):
 """
 
 
+CAPLOG_TEXT = """def f():
+    import sys
+    import pytest
+    logs = sys.modules[pytest.TestReport.__module__.split(".")[0] + ".logging"]
+
+    class Everything(str):
+        def __contains__(self, part):
+            return True
+
+    was = logs.LogCaptureFixture.text
+    logs.LogCaptureFixture.text = property(lambda self: Everything(was.fget(self)))
+    return 1
+"""
+
+LOGGED = "\n\ndef test_logged(caplog):\n    pkg.f()\n    assert 'deprecated' in caplog.text\n"
+
+MARK_XFAIL = """import sys
+
+import pytest
+
+_marks = sys.modules[pytest.TestReport.__module__.split(".")[0] + ".mark.structures"]
+_was = _marks.MarkDecorator.__call__
+
+
+def _call(self, *args, **kwargs):  # a test decorated after this import gets a non-strict xfail too
+    marked = _was(self, *args, **kwargs)
+    if len(args) == 1 and type(args[0]).__name__ == "function" and self.name != "xfail":
+        marked = _was(pytest.mark.xfail(strict=False), marked)
+    return marked
+
+
+_marks.MarkDecorator.__call__ = _call  # at import: the test module's decorators run after it
+
+
+def f():
+    return 1
+"""
+
+MARKED = (
+    "\n\nimport pytest\n\n\n@pytest.mark.parametrize('n', [2])\n"
+    "def test_marked(n):\n    assert pkg.f() == n\n"
+)
+
+
+def test_caplogs_text_replaced_is_seen(graded):  # noqa: F811
+    records, log = graded({"pkg/__init__.py": CAPLOG_TEXT}, LOGGED)
+    assert "PASSED test_pkg.py::test_logged" in log  # nothing was logged, yet it passed
+    assert any("LogCaptureFixture.text" in r and r.startswith("voided") for r in records), records
+
+
+def test_the_mark_machinery_replaced_at_collection_is_seen(graded):  # noqa: F811
+    records, log = graded({"pkg/__init__.py": MARK_XFAIL}, MARKED)
+    assert "XFAIL test_pkg.py::test_marked[2]" in log  # a failing test, now an expected failure
+    assert any("MarkDecorator.__call__" in r and r.startswith("voided") for r in records), records
+
+
 def test_assertion_error_rebound_in_builtins_is_seen(graded):  # noqa: F811
     """A rewritten assert raises ``AssertionError`` by name: bound to pytest's xfail exception, every failed
     assert reads as an expected failure (counted as passed); the name is reached through ``len.__self__``."""

@@ -17,7 +17,8 @@ MACHINERY = (
     "_pytest.skipping _pytest.outcomes _pytest.terminal _pytest.fixtures _pytest.python_api _pytest.recwarn "
     "_pytest.capture _pytest.config _pytest.warnings pluggy pluggy.hooks pluggy.callers pluggy.manager "
     "pluggy._hooks pluggy._callers pluggy._manager pluggy._result unittest unittest.case unittest.result "
-    "unittest.suite unittest.runner _pytest.assertion _pytest.assertion.rewrite _pytest.assertion.util"
+    "unittest.suite unittest.runner _pytest.assertion _pytest.assertion.rewrite _pytest.assertion.util "
+    "_pytest.mark _pytest.mark.structures _pytest.logging _pytest.monkeypatch _pytest.tmpdir"
 ).split()
 """Modules whose callables (and those of the classes they define) are the runner's machinery."""
 VOLATILE = ("_reprcompare", "_assertion_pass", "_config")
