@@ -219,6 +219,27 @@ MARKED = (
 )
 
 
+RAISES_EXIT = """def f():
+    import pytest
+    context = type(pytest.raises(ValueError))  # RaisesExc (pytest 8.4+: _pytest.raises), RaisesContext before
+    was = context.__exit__
+
+    def exit_(self, exc_type, exc, tb):  # "DID NOT RAISE" no more
+        return True if exc_type is None else was(self, exc_type, exc, tb)
+
+    context.__exit__ = exit_
+    return 1
+"""
+
+RAISING = "\n\ndef test_raises():\n    import pytest\n    with pytest.raises(ValueError):\n        pkg.f()\n"
+
+
+def test_pytest_raises_context_replaced_is_seen(graded):  # noqa: F811
+    records, log = graded({"pkg/__init__.py": RAISES_EXIT}, RAISING)
+    assert "PASSED test_pkg.py::test_raises" in log  # f raised nothing, yet it passed
+    assert any("__exit__" in r and r.startswith("voided") for r in records), records
+
+
 def test_caplogs_text_replaced_is_seen(graded):  # noqa: F811
     records, log = graded({"pkg/__init__.py": CAPLOG_TEXT}, LOGGED)
     assert "PASSED test_pkg.py::test_logged" in log  # nothing was logged, yet it passed

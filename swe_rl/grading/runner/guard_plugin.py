@@ -18,7 +18,8 @@ MACHINERY = (
     "_pytest.capture _pytest.config _pytest.warnings pluggy pluggy.hooks pluggy.callers pluggy.manager "
     "pluggy._hooks pluggy._callers pluggy._manager pluggy._result unittest unittest.case unittest.result "
     "unittest.suite unittest.runner _pytest.assertion _pytest.assertion.rewrite _pytest.assertion.util "
-    "_pytest.mark _pytest.mark.structures _pytest.logging _pytest.monkeypatch _pytest.tmpdir"
+    "_pytest.mark _pytest.mark.structures _pytest.logging _pytest.monkeypatch _pytest.tmpdir _pytest.raises "
+    "_pytest._code.code"
 ).split()
 """Modules whose callables (and those of the classes they define) are the runner's machinery."""
 VOLATILE = ("_reprcompare", "_assertion_pass", "_config")
