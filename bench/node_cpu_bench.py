@@ -95,8 +95,9 @@ async def measure(args: argparse.Namespace, urls: list[str], helper: int, token:
     node_ms = [r[0] for r in rounds]
     mid = sorted(rounds)[len(rounds) // 2]
     print("node CPU per exec by round: " + " ".join(f"{ms:.3f}" for ms in node_ms) + " ms", flush=True)
+    loop = " (inline)" if args.inline else ""
     print(
-        f"node_cpu{' (inline)' if args.inline else ''}: {args.nodes} nodes, {args.containers} containers each, {args.in_flight} in flight, "
+        f"node_cpu{loop}: {args.nodes} nodes, {args.containers} containers each, {args.in_flight} in flight, "
         f"{args.idle_connections} idle connections: node CPU per exec median {statistics.median(node_ms):.3f} ms "
         f"({mid[1]:.0f} execs/s), load generator {mid[2]:.3f} ms ({load_average()})",
         flush=True,

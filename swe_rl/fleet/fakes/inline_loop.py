@@ -14,9 +14,9 @@ simulated fleet uses this loop only when no latency is configured), so no worker
   request lock there);
 - `run` keeps one epoll registration per socket and, each turn, asks again only the sockets that had an
   event, were just accepted (a channel adds itself to the map: the map's newest entries) or were
-  served, the listeners when the map's size changed (their connection limit); every socket once a second (the listeners' `readable()` runs waitress's
-  maintenance: idle channels' close), dropping the ones that left the map. Nothing but this thread
-  touches a channel, so no other change can go unseen.
+  served, and the listeners when the map's size changed (their connection limit); every socket once a
+  second (the listeners' `readable()` runs waitress's maintenance: idle channels' close), dropping the
+  ones that left the map. Nothing but this thread touches a channel, so no other change goes unseen.
 
 The real exec server keeps waitress's loop and threads: its commands block on Docker.
 """
