@@ -61,6 +61,18 @@ def run_script(image: str, script: str, *, name_prefix: str, timeout: float) -> 
     return proc.stdout
 
 
+def run_started(image: str, script: str, *, name_prefix: str, timeout: float) -> str:
+    """`run_script`, once more when the log never reached the test output's start marker.
+
+    Why: under load the daemon can fail to start a container (its error is the whole log); read as a run
+    where no test ran, it made the "before" run of a good candidate an import failure and dropped it (seen
+    twice in CI). A script that really stops before the marker costs one more run, and reads the same."""
+    log = run_script(image, script, name_prefix=name_prefix, timeout=timeout)
+    if START_TEST_OUTPUT not in log:
+        log = run_script(image, script, name_prefix=name_prefix, timeout=timeout)
+    return log
+
+
 def test_section(log: str) -> str:
     """The part of the log between the start and end markers (the whole log when they are missing)."""
     start, end = log.rfind(START_TEST_OUTPUT), log.rfind(END_TEST_OUTPUT)
@@ -109,7 +121,7 @@ def validate(
     logs = {}
     for label, with_gold in (("before", False), ("after", True)):
         script = eval_script(language, candidate, base_commit, with_gold=with_gold)
-        logs[label] = run_script(image, script, name_prefix=name_prefix, timeout=timeout)
+        logs[label] = run_started(image, script, name_prefix=name_prefix, timeout=timeout)
     before, after = parse(test_section(logs["before"])), parse(test_section(logs["after"]))
     f2p, p2p = test_lists(before, after, candidate)
     if not f2p:
