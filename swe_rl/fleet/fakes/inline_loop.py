@@ -109,12 +109,7 @@ def run(server: Any, dispatcher: InlineDispatcher, stop: threading.Event) -> Non
         if known is not None and known[0] is obj and known[1] == flags:
             return
         if known is not None:
-            try:
-                epoll.unregister(fd)
-            except OSError as e:  # closed since: the kernel dropped it with the descriptor
-                if e.errno not in (errno.ENOENT, errno.EBADF):
-                    raise
-            del registered[fd]
+            ask_gone(fd)
         if flags:
             try:
                 epoll.register(fd, flags)
@@ -134,7 +129,7 @@ def run(server: Any, dispatcher: InlineDispatcher, stop: threading.Event) -> Non
         registered.pop(fd, None)
         try:
             epoll.unregister(fd)
-        except OSError:
+        except OSError:  # closed since: the kernel dropped it with the descriptor
             pass
 
     try:
