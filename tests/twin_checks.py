@@ -36,4 +36,12 @@ def assert_twins_planted_and_silent(instance: TaskInstance, gold) -> None:
     ran = {(line.test.split("[")[0], line.status) for line in status_lines(gold.test_log)}
     for twin in gold.twins.twins:
         assert (twin.test_id, "FAILED") in ran, (iid, twin)
-    print(iid, "twins planted", len(gold.twins.twins), "skipped", [s.reason for s in gold.twins.skipped])
+    print(
+        iid,
+        "twins planted",
+        len(gold.twins.twins),
+        "swapped",
+        sum(t.swapped for t in gold.twins.twins),
+        "skipped",
+        [s.reason for s in gold.twins.skipped],
+    )

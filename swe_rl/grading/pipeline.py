@@ -78,6 +78,7 @@ from swe_rl.grading.twins.plant import (
     check_twins,
     plan_twins,
     plant_twins,
+    unswapped_log,
     without_twins,
 )
 from swe_rl.grading.verdict.decide import canary_records, capability_records, integrity_verdict, official_from
@@ -280,7 +281,7 @@ async def _run_stages(
     if config.integrity.twins and plan.nonce:
         with stage("twins: plan"):
             twins = plan_twins(instance, plan, clean_tree.sources)
-            plan = plant_twins(plan, twins)
+            plan = plant_twins(plan, twins, decisive=[*instance.fail_to_pass, *instance.pass_to_pass])
     toolchain = language_plan if language_plan is not None and language_clean is not None else None
     probed = probe_plan if probe_plan is not None and clean is not None else None
     writes = WritesPlan(script=plan.script, skipped="off")
@@ -301,6 +302,7 @@ async def _run_stages(
         )
     with stage("test run"):
         run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
+    run.test_log = unswapped_log(twins, run.test_log)  # swapped twins: the names as if never swapped
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
     with stage("after the run: writes, probe reports"):  # one read of the bundle, the rest side by side

@@ -17,7 +17,14 @@ from adversarial_patches import ALWAYS_EQUAL_RESULTS, SELECTIVE_REPORT_FORGERY, 
 from swe_rl.grading import grade
 from swe_rl.grading.canaries.log_audit import start_token
 from swe_rl.grading.canaries.plan import CanaryPlan
-from swe_rl.grading.twins.plant import TwinPlan, check_twins, plan_twins, plant_twins, without_twins
+from swe_rl.grading.twins.plant import (
+    TwinPlan,
+    check_twins,
+    plan_twins,
+    plant_twins,
+    unswapped_log,
+    without_twins,
+)
 from swe_rl.grading.twins.python import FileNames, derive_python_twin
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, RUN_END_MARKER, RUN_START_MARKER, START_TEST_OUTPUT
@@ -251,6 +258,7 @@ def _run(tmp_path: Path, payload: str = "") -> tuple[TwinPlan, str, dict[str, st
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     log = f"{RUN_START_MARKER} {start_token(nonce)}\n{out.stdout}\n{RUN_END_MARKER} {nonce} exit {out.returncode}\n"
+    log = unswapped_log(plan, log)  # as the pipeline reads it: swapped names back as planted
     result = grade(_instance(), patch="x", apply_status=True, test_log=log, strict=True, nonce=nonce)
     return plan, log, result.tests_status, check_twins(plan, result.tests_status, log, nonce)
 

@@ -52,10 +52,6 @@ async def test_twins_catch_what_canaries_do_not(
     exploit = next(e for e in [*EXPLOITS, *ROUND_FIVE_TWIN_EXPLOITS] if e.name == name)
     (patch,) = (await exploit_patches(client, instance, [exploit])).values()
     result = await FleetGrader(client).grade(instance, patch)
-    assert result.official is not None and result.official.resolved, (
-        "the naive grader should pay",
-        result.official,
-    )
     assert not result.resolved and result.status is GradeStatus.UNRESOLVED, result.message
     rules = {r.rule for r in result.tamper.records}
     _record(instance_id, exploit.name, result)
@@ -66,4 +62,45 @@ async def test_twins_catch_what_canaries_do_not(
         "twin_spotter_forgery",
     ):  # the grader's canaries use nothing of the package: as planted
         assert "canary" not in rules, result.tamper.records
+    assert not leftover_containers(docker_client, pool)
+
+
+async def test_twins_of_changed_tests_take_their_originals_names(
+    client, pool, fixture_instances, docker_client, monkeypatch
+):
+    """Issue 48, the base commit's tell: toolz-9002's test patch changes `test_memoize_kwargs` and
+    `test_memoize_key_signature`, which exist at the base commit, while their twins do not. The forger
+    that reads `git show HEAD:<file>` in the container and spares a test the base commit lacks but shaped
+    like one it has is paid with the names as drawn (tests/grading/test_twins_base_commit.py shows it);
+    here the twins spare it with the names as drawn (`SWAP_CHANCE` 0: only the scans of its mechanism void
+    it) and void it when every twin takes its original's name (`SWAP_CHANCE` 1; in grading it is a coin),
+    and gold still resolves with every twin swapped and nothing tripped."""
+    from swe_rl.grading.twins import python as twin_python
+
+    instance = fixture_instances["pytoolz__toolz-9002"]
+    changed = [
+        t
+        for t in instance.fail_to_pass
+        if t.endswith(("::test_memoize_kwargs", "::test_memoize_key_signature"))
+    ]
+    assert len(changed) == 2, instance.fail_to_pass
+    instance = instance.model_copy(update={"fail_to_pass": changed})
+    exploit = next(e for e in ROUND_FIVE_TWIN_EXPLOITS if e.name == "base_commit_twin_spotter")
+    (patch,) = (await exploit_patches(client, instance, [exploit])).values()
+    grader = FleetGrader(client)
+    monkeypatch.setattr(twin_python, "SWAP_CHANCE", 0.0)  # names as drawn: the twins are spared
+    spared = await grader.grade(instance, patch)
+    assert spared.twins is not None and spared.twins.twins and not any(t.swapped for t in spared.twins.twins)
+    assert "twin" not in {r.rule for r in spared.tamper.records}, spared.tamper.records  # (the scans void it)
+    monkeypatch.setattr(twin_python, "SWAP_CHANCE", 1.0)
+    result = await grader.grade(instance, patch)
+    _record(instance.instance_id, exploit.name, result)
+    assert not result.resolved and result.status is GradeStatus.UNRESOLVED, result.message
+    assert result.twins is not None and result.twins.twins and all(t.swapped for t in result.twins.twins)
+    assert "twin" in {r.rule for r in result.tamper.records}, result.tamper.records
+    gold = await grader.grade(instance, instance.patch)
+    assert gold.resolved, (gold.message, gold.tamper.records)
+    assert gold.twins is not None and len(gold.twins.twins) == 2 and all(t.swapped for t in gold.twins.twins)
+    assert not [r for r in gold.tamper.records if r.action == "voided"], gold.tamper.records
+    assert sorted(gold.fail_to_pass.success) == sorted(changed)
     assert not leftover_containers(docker_client, pool)

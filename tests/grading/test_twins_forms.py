@@ -16,7 +16,7 @@ from adversarial_patches import ANYTHING_RESULTS, TWIN_SPOTTER_FORGERY
 
 from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.twins import plant as twins_module
-from swe_rl.grading.twins.plant import check_twins, plan_twins
+from swe_rl.grading.twins.plant import check_twins, plan_twins, unswapped_log
 from swe_rl.tasks import TaskInstance
 
 PACKAGE = """
@@ -133,14 +133,15 @@ def _run(tmp_path: Path, package: str, seed: int) -> tuple[set[str], set[str], s
         [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_calc.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
+    stdout = unswapped_log(plan, out.stdout)  # as the pipeline reads it: swapped names back as planted
     statuses = {}
-    for line in out.stdout.splitlines():
+    for line in stdout.splitlines():
         status, _, test = line.partition(" ")
         if status in ("PASSED", "FAILED", "ERROR"):
             statuses[test.split(" - ")[0]] = status
     records = check_twins(plan, statuses, "", nonce)
     tripped = {r.reason.split("a twin of ", 1)[1].split(" that ", 1)[0].split("::", 1)[1] for r in records}
-    return tripped, {t.original.split("::", 1)[1] for t in plan.twins}, out.stdout
+    return tripped, {t.original.split("::", 1)[1] for t in plan.twins}, stdout
 
 
 @pytest.fixture(autouse=True)

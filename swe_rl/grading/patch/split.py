@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["DiffHunk", "FileDiff", "join_patch", "split_patch"]
+__all__ = ["DiffHunk", "FileDiff", "added_lines", "join_patch", "split_patch"]
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 
@@ -203,3 +203,22 @@ def join_patch(preamble: str, files: list[FileDiff]) -> str:
     if not files:
         return ""
     return preamble + "\n".join(fd.text() for fd in files) + "\n"
+
+
+def added_lines(patch: str, path: str) -> frozenset[int] | None:
+    """The line numbers (1-based, in the file after the patch) of the lines `patch` adds to `path`; None
+    when the patch does not touch `path`. A new file's lines are all added."""
+    for fd in split_patch(patch)[1]:
+        if fd.new_path != path:
+            continue
+        added: set[int] = set()
+        for hunk in fd.hunks:
+            line = hunk.new_start
+            for text in hunk.lines:
+                mark = text[:1]
+                if mark == "+":
+                    added.add(line)
+                if mark in ("+", " ") or text == "":
+                    line += 1
+        return frozenset(added)
+    return None

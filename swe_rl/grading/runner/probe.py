@@ -36,6 +36,7 @@ undone before the end is not seen.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import hmac
 import json
@@ -51,7 +52,15 @@ from swe_rl.grading.runner.command import read_runner_command
 from swe_rl.grading.runner.guard import GUARD_SOURCE, guard_records
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
 
-__all__ = ["ProbePlan", "ProbeReport", "compare_probes", "plan_probe", "probe_records", "read_probe_report"]
+__all__ = [
+    "ProbePlan",
+    "ProbeReport",
+    "compare_probes",
+    "plan_probe",
+    "probe_records",
+    "read_probe_report",
+    "widen_decisive",
+]
 
 INI_NAMES = (
     "addopts python_files python_classes python_functions testpaths norecursedirs usefixtures "
@@ -283,6 +292,26 @@ def plan_probe(
     lines[starts[0] : starts[0]] = setup
     plan.script = "\n".join(lines)
     return plan
+
+
+def widen_decisive(script: str, extra: list[str]) -> str:
+    """`script` (a planned test run) with `extra` ids among the tests the guard checks before: the ids a
+    swapped twin's original runs under (`twins.plant.swapped_originals`) decide the verdict too. A script
+    without the probe, or whose guard checks every test, is returned as it is."""
+    if not extra:
+        return script
+    lines = script.split("\n")
+    inside = False
+    for i, line in enumerate(lines):
+        if "EOF_SWE_PROBE_" in line:
+            inside = not inside
+        elif inside and line.startswith("_DECISIVE = ") and "frozenset" not in line:
+            value = ast.literal_eval(line[len("_DECISIVE = ") :])
+            if value is None:
+                return script
+            lines[i] = f"_DECISIVE = {sorted({*value, *extra})!r}"
+            return "\n".join(lines)
+    return script
 
 
 def read_probe_report(text: str | None, plan: ProbePlan) -> ProbeReport:

@@ -19,6 +19,10 @@ class Twin(BaseModel):
     """The file carrying it (relative to the workdir)."""
     mutation: str
     """What was changed, in words."""
+    swapped: bool = False
+    """Names swapped (Python): in the run the twin's text had the original's name and the original the
+    twin's; the log is read with them swapped back (`plant.unswapped_log`), so `test_id` names the twin's
+    results there as for any twin."""
 
 
 class TwinSkip(BaseModel):

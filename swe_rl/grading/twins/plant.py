@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import ast
 import base64
+import functools
 import random
+import re
 import shlex
 from typing import Any
 
@@ -28,6 +30,8 @@ from swe_rl.grading.canaries.log_audit import SUCCESS, NonceSection, nonce_secti
 from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.integrity import TamperRecord, patch_paths
 from swe_rl.grading.languages import language_of
+from swe_rl.grading.patch.split import added_lines
+from swe_rl.grading.runner.probe import widen_decisive
 from swe_rl.grading.twins.languages import plan_language_twins
 from swe_rl.grading.twins.placement import insertion_points
 from swe_rl.grading.twins.plan import Twin, TwinPlan, TwinSkip
@@ -40,7 +44,7 @@ from swe_rl.grading.twins.python import (
     python_support,
 )
 from swe_rl.tasks import TaskInstance
-from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT
+from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
 
 __all__ = [
     "MAX_TWINS",
@@ -53,6 +57,8 @@ __all__ = [
     "plant_twins",
     "read_test_files",
     "test_files_of",
+    "swapped_originals",
+    "unswapped_log",
     "without_twins",
 ]
 
@@ -199,10 +205,27 @@ def _python_file(
     by_offset: dict[int, list[tuple[bool, str]]] = {}
     for offset, method, text in inserts:
         by_offset.setdefault(offset, []).append((method, text))
-    for offset in sorted(by_offset, reverse=True):  # a class's last point may be the file's: methods first
+    # a swapped twin's original takes the twin's name in place (inside its def line, never a line start)
+    renames = {t.rename_at: t for _, t in twins if t.swapped}
+    for offset in sorted({*by_offset, *renames}, reverse=True):
+        if (renamed := renames.get(offset)) is not None:
+            end = offset + len(renamed.original_name.encode("utf-8"))
+            data = data[:offset] + renamed.name.rsplit("::", 1)[-1].encode("utf-8") + data[end:]
+            continue
+        # a class's last point may be the file's: methods first
         texts = [t for m, t in by_offset[offset] if m] + [t for m, t in by_offset[offset] if not m]
         data = data[:offset] + "".join(texts).encode("utf-8") + data[offset:]
     return data.decode("utf-8")
+
+
+def _command_text(script: str) -> str:
+    """The eval script's lines between its test-output markers (the test command)."""
+    lines = script.split("\n")
+    starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
+    ends = [i for i, line in enumerate(lines) if END_TEST_OUTPUT in line]
+    if not starts or not ends:
+        return script
+    return "\n".join(lines[starts[0] + 1 : ends[-1]])
 
 
 def plan_twins(
@@ -221,6 +244,7 @@ def plan_twins(
     if canary_plan.runner != "pytest":
         return plan_language_twins(instance, canary_plan, sources, rng)
     files = test_files_of(instance)
+    command = _command_text(canary_plan.script)  # a test it names keeps its name (no swap)
     plan = TwinPlan()
     seen: set[tuple[str, str]] = set()
     candidates: list[tuple[str, str, str]] = []
@@ -254,11 +278,25 @@ def plan_twins(
                     TwinSkip(test=test, reason=f"the test file does not parse here ({type(exc).__name__})")
                 )
                 continue
-        got = derive_python_twin(source, target, taken.setdefault(path, set()), names_of[path], rng)
+        got = derive_python_twin(
+            source,
+            target,
+            taken.setdefault(path, set()),
+            names_of[path],
+            rng,
+            added=added_lines(instance.test_patch, path),
+            may_swap=re.search(rf"(?<!\w){re.escape(target.split('::')[-1])}(?!\w)", command) is None,
+        )
         if isinstance(got, str):
             plan.skipped.append(TwinSkip(test=test, reason=got))
             continue
-        twin = Twin(original=test, test_id=f"{part}::{got.name}", file=path, mutation=got.mutation)
+        twin = Twin(
+            original=test,
+            test_id=f"{part}::{got.name}",
+            file=path,
+            mutation=got.mutation,
+            swapped=got.swapped,
+        )
         chosen.append((path, twin, got))
     for path in sorted({p for p, _, _ in chosen}):
         mine = [(t, g) for p, t, g in chosen if p == path]
@@ -279,8 +317,15 @@ def plan_twins(
 # ----------------------------------------------------------------------------- planting
 
 
-def plant_twins(canary_plan: CanaryPlan, twins: TwinPlan, rng: random.Random | None = None) -> CanaryPlan:
-    """`canary_plan` with the twins written right before the test command and cut off after it."""
+def plant_twins(
+    canary_plan: CanaryPlan,
+    twins: TwinPlan,
+    rng: random.Random | None = None,
+    decisive: list[str] | None = None,
+) -> CanaryPlan:
+    """`canary_plan` with the twins written right before the test command and cut off after it.
+    `decisive`: the task's FAIL_TO_PASS and PASS_TO_PASS ids; the ids the originals of swapped twins run
+    under join them in the runner guard's list (`runner.probe.widen_decisive`)."""
     if not twins.appends and not twins.rewrites:
         return canary_plan
     rng = rng or random.SystemRandom()
@@ -324,7 +369,8 @@ def plant_twins(canary_plan: CanaryPlan, twins: TwinPlan, rng: random.Random | N
     hide = next(i for i, line in enumerate(lines) if line.startswith("__swe_self="))
     end = max(i for i, line in enumerate(lines) if END_TEST_OUTPUT in line)
     lines = [*lines[:hide], *before, *lines[hide:end], *after, *lines[end:]]
-    return canary_plan.model_copy(update={"script": "\n".join(lines)})
+    script = widen_decisive("\n".join(lines), swapped_originals(twins, decisive or []))
+    return canary_plan.model_copy(update={"script": script})
 
 
 # ----------------------------------------------------------------------------- checking
@@ -373,3 +419,39 @@ def without_twins(twins: TwinPlan, statuses: dict[str, str]) -> dict[str, str]:
     if not twins.twins:
         return statuses
     return {t: s for t, s in statuses.items() if not any(_is_twin(t, twin) for twin in twins.twins)}
+
+
+def _swap(twin: Twin) -> tuple[str, str, str, str]:
+    """(file part, target with the original's name, the original's name, the twin's) of a swapped twin."""
+    part, target = _split_id(twin.original)
+    return part, target, target.rsplit("::", 1)[-1], twin.test_id.rsplit("::", 1)[-1]
+
+
+def swapped_originals(twins: TwinPlan, tests: list[str]) -> list[str]:
+    """The ids that those of `tests` (the task's) which a swapped twin's original has ran under in the run."""
+    out = []
+    for twin in twins.twins:
+        if twin.swapped:
+            part, target, _, _ = _swap(twin)  # the original ran under the twin's id (its parameters kept)
+            prefix = f"{part}::{target}"
+            out += [twin.test_id + t[len(prefix) :] for t in tests if _split_id(t) == (part, target)]
+    return out
+
+
+def unswapped_log(twins: TwinPlan, log: str) -> str:
+    """The run's log with the names of swapped twins and their originals swapped back, in the test ids
+    of their file (``part::[Class::]name``): read after that, the original's results are under its own
+    name and the twin's under `test_id`, as for a twin planted beside its original. A line the code
+    under test prints with one of these ids is swapped all the same (its names were drawn in this run)."""
+    for twin in twins.twins:
+        if twin.swapped:
+            part, _, old, new = _swap(twin)
+            pattern = re.compile(
+                rf"(?<![\w/.-])({re.escape(part)}::(?:\w+::)?)({re.escape(old)}|{re.escape(new)})(?!\w)"
+            )
+            log = pattern.sub(functools.partial(_swapped_name, old=old, new=new), log)
+    return log
+
+
+def _swapped_name(match: re.Match[str], old: str, new: str) -> str:
+    return match.group(1) + (new if match.group(2) == old else old)

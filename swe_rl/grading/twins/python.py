@@ -26,11 +26,11 @@ import ast
 import functools
 import random
 import re
-import string
 from dataclasses import dataclass, field
 
 from swe_rl.grading.twins.cases import fewer_cases
 from swe_rl.grading.twins.forms import Edit, FileNames, make_ctx, mutate_statement
+from swe_rl.grading.twins.names import file_names, twin_name
 from swe_rl.grading.twins.placement import first_line, insertion_points, needs
 
 __all__ = [
@@ -50,6 +50,9 @@ _PLAIN_MANAGERS = {
 }  # fmt: skip
 _SWALLOWING = {"AssertionError", "Exception", "BaseException"}
 _COVERED, _OPEN, _LEAVES = "covered", "open", "leaves"
+SWAP_CHANCE = 0.5
+"""How often a twin that may swap names with its original does: a coin, so that which of the two has the
+name the base commit knows tells nothing."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,15 @@ class PythonTwin:
     """Where in the file (a UTF-8 byte offset at a line start) it goes: among the originals."""
     mutation: str
     """What was changed, in words (line of the original)."""
+    rename_at: int = -1
+    """Swapped names: the offset of the original's name on its def line, which then takes `name`, while the
+    twin's text keeps the original's name (its id is the FAIL_TO_PASS test's). -1: not swapped."""
+    original_name: str = ""
+    """The original's own name (what `rename_at` replaces)."""
+
+    @property
+    def swapped(self) -> bool:
+        return self.rename_at >= 0
 
 
 def python_support(names: FileNames) -> str:
@@ -90,84 +102,6 @@ def python_support(names: FileNames) -> str:
 def parse(source: str) -> ast.Module:
     """The file's tree, parsed once for all its twins (never modified: edits are made on the text)."""
     return ast.parse(source)
-
-
-# ----------------------------------------------------------------------------- the file's own words
-
-
-def _words(name: str) -> list[str]:
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
-    return [w.lower() for w in re.split(r"[_\W]+", spaced) if w.isalpha() and len(w) > 1]
-
-
-@functools.lru_cache(maxsize=8)
-def _vocabulary(tree: ast.Module) -> tuple[list[str], set[str]]:
-    """(words of the file's test names and of the names its tests use, every name defined in the file)."""
-    words: list[str] = []
-    defined: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defined.add(node.name)
-            if node.name.lower().startswith("test"):
-                words += _words(node.name)[1:] if not isinstance(node, ast.ClassDef) else _words(node.name)
-        elif isinstance(node, ast.Name):
-            defined.add(node.id)
-            if len(node.id) > 2:
-                words += _words(node.id)
-        elif isinstance(node, ast.Attribute) and len(node.attr) > 2:
-            words += _words(node.attr)
-    words = [w for w in words if w not in {"self", "test", "tests", "assert", "true", "false", "none"}]
-    return words or ["case", "value", "result"], defined
-
-
-def twin_name(original: str, tree: ast.Module, taken: set[str], rng: random.Random) -> str:
-    """A test name in the file's own style (``test_a_b`` or ``testAB``): the original's words in another
-    order, with at most one more word of the file's own (so a forger that rewrites only tests named
-    like the task's rewrites the twin too), unlike any name the file defines and never another test's
-    name with words added."""
-    words, defined = _vocabulary(tree)
-    return _compose(original, words, {*defined, *taken}, taken, rng)
-
-
-def _compose(original: str, words: list[str], existing: set[str], taken: set[str], rng: random.Random) -> str:
-    own = _words(original)
-    prefix = re.match(r"_*test_?", original, re.I)
-    head = prefix.group(0) if prefix else ""
-    own = own[1:] if head and own and own[0] == "test" else own
-    own = own or ["case"]
-    camel = "_" not in original.strip("_")
-    tests = [d for d in existing if d.lower().startswith("test") or not head]
-    for attempt in range(64):
-        picked = list(own)
-        rng.shuffle(picked)
-        if len(own) < 2 or attempt >= 8 or rng.random() < 0.5:
-            picked.insert(rng.randint(0, len(picked)), rng.choice(words))
-        tail = "".join(w.capitalize() for w in picked) if camel else "_".join(picked)
-        name = head + tail
-        extends = any(
-            name.startswith(d) and name[len(d) : len(d) + 1] in ("_", *string.ascii_uppercase) for d in tests
-        )
-        if name not in existing and name != original and not extends:
-            taken.add(name)
-            return name
-    name = head + ("".join(w.capitalize() for w in own) if camel else "_".join(own)) + str(rng.randint(2, 9))
-    taken.add(name)
-    return name
-
-
-def file_names(tree: ast.Module, rng: random.Random) -> FileNames:
-    """Helper names for one file, CamelCase/snake_case of its own words, none defined in it."""
-    words, defined = _vocabulary(tree)
-    got: list[str] = []
-    while len(got) < 4:
-        a, b = rng.choice(words), rng.choice(words)
-        name = f"_{a.capitalize()}{b.capitalize()}" if a != b else f"_{a.capitalize()}"
-        if name not in defined and name not in got and not name.lstrip("_").lower().startswith("test"):
-            got.append(name)
-    return FileNames(
-        sentinel_class=got[0], sentinel=f"_{_words(got[1])[0]}_{_words(got[1])[-1]}".replace("__", "_"),
-        error=got[2] + "Error", null_context=got[3],
-    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- which assertions every run reaches
@@ -230,10 +164,20 @@ def _swallows(handler: ast.ExceptHandler) -> bool:
 class _Walker:
     """Plans the edits of one test: `block` says whether every path through a block meets one."""
 
-    def __init__(self, ctx, tables: dict[str, ast.expr], strong_only: bool) -> None:
-        self.ctx, self.tables, self.strong_only = ctx, tables, strong_only
+    def __init__(
+        self, ctx, tables: dict[str, ast.expr], strong_only: bool, lines: frozenset[int] | None = None
+    ) -> None:
+        self.ctx, self.tables, self.strong_only, self.lines = ctx, tables, strong_only, lines
         self.plan = _Plan()
         self.nested: dict[str, ast.FunctionDef] = {}
+
+    def _on_lines(self, edit: Edit) -> bool:
+        """The edited text lies on the allowed lines (all when no restriction)."""
+        if self.lines is None:
+            return True
+        first = getattr(edit.node, "lineno", 0)
+        last = getattr(edit.node, "end_lineno", None) or first
+        return all(line in self.lines for line in range(first, last + 1))
 
     def block(self, body: list[ast.stmt], loop: bool = False) -> str:
         for stmt in body:
@@ -244,7 +188,7 @@ class _Walker:
 
     def stmt(self, stmt: ast.stmt, loop: bool) -> str:
         edit = mutate_statement(stmt, self.ctx)
-        if edit is not None and (edit.strong or not self.strong_only):
+        if edit is not None and (edit.strong or not self.strong_only) and self._on_lines(edit):
             self.plan.edits.append(edit)
             return _COVERED
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -306,13 +250,19 @@ def _tables(tree: ast.Module) -> dict[str, ast.expr]:
 
 
 def _plan_edits(
-    func: ast.FunctionDef | ast.AsyncFunctionDef, ctx, tables: dict[str, ast.expr]
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    ctx,
+    tables: dict[str, ast.expr],
+    lines: frozenset[int] | None = None,
 ) -> _Plan | None:
-    """Edits such that every run of the test meets one: strong ones if they cover it, else any."""
-    for strong_only in (True, False):
-        walker = _Walker(ctx, tables, strong_only)
-        if walker.block(func.body) == _COVERED:
-            return walker.plan
+    """Edits such that every run of the test meets one: strong ones if they cover it, else any; edits on
+    `lines` (the test patch's added lines) first, so that the twin's changed text is nowhere in the base
+    commit's file (there the original's unchanged lines would tell it from its twin)."""
+    for only in (lines, None) if lines is not None else (None,):
+        for strong_only in (True, False):
+            walker = _Walker(ctx, tables, strong_only, only)
+            if walker.block(func.body) == _COVERED:
+                return walker.plan
     return None
 
 
@@ -371,11 +321,34 @@ def _xfail(nodes: list[ast.AST], tree: ast.Module) -> bool:
     return any("xfail" in ast.dump(d) or "expectedFailure" in ast.dump(d) for d in [*decorators, *marks])
 
 
+def _runs_once(
+    tree: ast.Module, owner: ast.ClassDef | None, func: ast.FunctionDef | ast.AsyncFunctionDef
+) -> bool:
+    """The test is defined in the scope its id names and no class of the file inherits it: one id per run,
+    so swapping its name with its twin's touches no other test's (subclasses would each get a twin)."""
+    if func not in (owner.body if owner is not None else tree.body):
+        return False
+    return owner is None or not any(
+        isinstance(node, ast.ClassDef)
+        and any(isinstance(b, ast.Name) and b.id == owner.name for b in node.bases)
+        for node in tree.body
+    )
+
+
 def derive_python_twin(
-    source: str, target: str, taken: set[str], names: FileNames, rng: random.Random
+    source: str,
+    target: str,
+    taken: set[str],
+    names: FileNames,
+    rng: random.Random,
+    *,
+    added: frozenset[int] | None = None,
+    may_swap: bool = False,
 ) -> PythonTwin | str:
     """The twin of test `target` (``function`` or ``Class::method``) of a file whose text is `source`,
-    or why there is none. `taken`: names already given to twins of the file (the new one is added)."""
+    or why there is none. `taken`: names already given to twins of the file (the new one is added).
+    `added`: the lines the test patch added to the file (edits there first). `may_swap`: nothing selects
+    the test by name, so the twin may take the original's name and the original the new one (drawn)."""
     try:
         tree = parse(source)
     except (SyntaxError, ValueError) as exc:
@@ -390,7 +363,7 @@ def derive_python_twin(
         return "a generator test"
     data = source.encode("utf-8")
     ctx = make_ctx(data, names, rng)
-    plan = _plan_edits(func, ctx, tables := _tables(tree))
+    plan = _plan_edits(func, ctx, tables := _tables(tree), added)
     if plan is None:
         return "no assertion every run reaches states an expected value or exception"
     starts = ctx.starts
@@ -410,14 +383,26 @@ def derive_python_twin(
         stop = ctx.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
         edits.append((ctx.offset(node.lineno, node.col_offset), stop, f"{names.null_context}()"))
     defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    edits += fewer_cases(func, tables, defs, data, ctx.offset, rng)  # a few of its parameter sets
+    cases = fewer_cases(func, tables, defs, data, ctx.offset, rng)  # a few of its parameter sets
+    edits += cases
     name_at = data.find(b"def", ctx.offset(func.lineno, func.col_offset)) + 3
     while data[name_at : name_at + 1] in (b" ", b"\t"):
         name_at += 1
     if data[name_at : name_at + len(func.name)] != func.name.encode() or name_at < starts[func.lineno - 1]:
         return "the test's def line could not be read"
     method = twin_name(func.name, tree, taken, rng)
-    edits.append((name_at, name_at + len(func.name), method))
+    # swapped: the original is renamed in place and the twin keeps its name, so a test that existed at the
+    # base commit (the test patch changed it) cannot be told from its twin by looking the name up there;
+    # not when the twin runs fewer parameter sets (the count would tell) or the name occurs elsewhere
+    swap = (
+        may_swap
+        and _runs_once(tree, owner, func)
+        and not cases
+        and len(re.findall(rf"(?<!\w){re.escape(func.name)}(?!\w)", source)) == 1
+        and rng.random() < SWAP_CHANCE
+    )
+    if not swap:
+        edits.append((name_at, name_at + len(func.name), method))
     if any(b > end or a < begin for a, b, _ in edits):
         return "an edited assertion lies outside the test (a helper defined elsewhere)"
     cut = data[begin:end]
@@ -445,5 +430,7 @@ def derive_python_twin(
         name=f"{owner.name}::{method}" if owner is not None else method,
         code=code,
         offset=offset,
-        mutation=f"{what} (line {lines})",
+        mutation=f"{what} (line {lines})" + (", names swapped" if swap else ""),
+        rename_at=name_at if swap else -1,
+        original_name=func.name,
     )
