@@ -258,6 +258,7 @@ def plan_twins(
     rng.shuffle(candidates)
     chosen: list[tuple[str, Twin, PythonTwin]] = []
     names_of: dict[str, FileNames] = {}
+    added_of: dict[str, frozenset[int] | None] = {}  # the test patch's added lines, per file
     taken: dict[str, set[str]] = {}
     for test, part, target in candidates:
         if len(chosen) >= MAX_TWINS:
@@ -270,6 +271,8 @@ def plan_twins(
         if source is None:
             plan.skipped.append(TwinSkip(test=test, reason=f"{path} could not be read as UTF-8 text"))
             continue
+        if path not in added_of:
+            added_of[path] = added_lines(instance.test_patch, path)
         if path not in names_of:
             try:
                 names_of[path] = file_names(parse(source), rng)
@@ -284,7 +287,7 @@ def plan_twins(
             taken.setdefault(path, set()),
             names_of[path],
             rng,
-            added=added_lines(instance.test_patch, path),
+            added=added_of[path],
             may_swap=re.search(rf"(?<!\w){re.escape(target.split('::')[-1])}(?!\w)", command) is None,
         )
         if isinstance(got, str):
