@@ -56,6 +56,10 @@ _START_REFUSED = re.compile(
 )
 # A path Docker cannot follow (a symlink loop, a path through a file): the path's fault.
 # The container's network ran out of addresses (a small subnet full of containers): said at start.
+_NOT_RUNNING = re.compile(r"is not running|removal (is )?in progress|marked for removal|is dead\b", re.I)
+"""The daemon's words for a container that cannot run commands now. Said with a 409 or, for a container
+being removed (`Container <id> is not running: Removal In Progress` on exec start), with a 500: both
+are the container's state, not the node failing, so both are `Conflict` (the lease is lost, not the node)."""
 _NETWORK_FULL = re.compile(r"no available IPv[46] addresses|no available IP addresses", re.I)
 _PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
 _GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27  # Go's os.ModeDir, os.ModeSymlink in Docker's path stat
@@ -88,7 +92,7 @@ def _errors(refused: Callable[[int | None, str], bool] = _bad_request) -> Iterat
         raise NotFound(_reason(exc)) from None
     except docker.errors.APIError as exc:
         reason = _reason(exc)
-        if exc.status_code == 409:
+        if exc.status_code == 409 or _NOT_RUNNING.search(reason):
             raise Conflict(reason) from None
         if _NETWORK_FULL.search(reason):
             raise NoFreeAddress(reason) from None

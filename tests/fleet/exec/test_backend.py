@@ -215,6 +215,32 @@ def test_the_memory_backend_keeps_files_images_and_labels():
         mem.remove_container(c.id)
 
 
+@pytest.mark.parametrize(
+    "status,reason",
+    [
+        (500, "Container 3460cbc0150e is not running: Removal In Progress"),  # seen on exec start (CI)
+        (409, "Container 3460cbc0150e is not running"),
+        (500, "container 3460cbc0150e is marked for removal and cannot be started"),
+    ],
+)
+def test_a_container_that_cannot_run_now_is_a_conflict_whatever_the_status(status, reason):
+    """A container being removed is the lease's end, not the node failing: a 5xx here would be retried and
+    then reported as the fleet being unavailable (it was, in CI, for an exec right after a release)."""
+    import docker.errors
+    import requests
+
+    from swe_rl.fleet.exec.docker_backend import _errors
+
+    response = requests.Response()
+    response.status_code = status
+    with pytest.raises(b.Conflict, match="running|removal"), _errors():
+        raise docker.errors.APIError(reason, response=response, explanation=reason)
+    response.status_code = 500
+    with pytest.raises(b.BackendError) as other, _errors():
+        raise docker.errors.APIError("x", response=response, explanation="driver failed")
+    assert not isinstance(other.value, b.Conflict)
+
+
 def test_docker_errors_arrive_as_backend_errors(docker_client, base_image):
     from swe_rl.fleet.exec.docker_backend import DockerBackend
 
