@@ -224,3 +224,45 @@ def test_the_guard_checks_before_the_reports_of_swapped_originals():
     assert f"_DECISIVE = {sorted([*F2P, 'test_calc.py::test_y'])!r}\n" in widen_decisive(
         planned, ["test_calc.py::test_y"]
     )
+
+
+PARAMETRIZED = """import pytest
+
+import calc
+
+
+@pytest.mark.parametrize("n,square", [(1, 1), (2, 4), (3, 9), (4, 16), (5, 25), (6, 36), (7, 49)])
+def test_square(n, square):
+    assert calc.mul(n, n) == square
+"""
+
+
+@pytest.mark.parametrize("chance", [0.0, 1.0])
+def test_a_swapped_twin_runs_every_parameter_set_of_its_original(tmp_path, monkeypatch, chance):
+    """Of two tests alike but for a literal, the one with fewer items would be the twin whatever the
+    names: a swapped twin keeps all its original's cases; an unswapped one (its name tells it anyway) is
+    cut to `MAX_CASES` for cost."""
+    monkeypatch.setattr(twin_python, "SWAP_CHANCE", chance)
+    f2p = [f"test_p.py::test_square[{n}-{n * n}]" for n in range(1, 8)]
+    task = TaskInstance(
+        instance_id="calc__calc-2", repo="calc/calc", problem_statement="x", image="x", fail_to_pass=f2p,
+        pass_to_pass=[], test_patch="",
+    )  # fmt: skip
+    canary = CanaryPlan(script="", nonce=NONCE, runner="pytest")
+    plan = plan_twins(task, canary, {"test_p.py": PARAMETRIZED}, random.Random(5))
+    [twin] = plan.twins
+    assert twin.swapped is (chance == 1.0)
+    (tmp_path / "calc.py").write_text(HONEST)
+    (tmp_path / "test_p.py").write_text(plan.rewrites["test_p.py"])
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", "test_p.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    counts: dict[str, int] = {}
+    for line in out.stdout.splitlines():
+        if "::" in line and "[" in line:
+            function = line.split("::")[1].split("[")[0]
+            counts[function] = counts.get(function, 0) + 1
+    assert len(counts) == 2 and counts.pop("test_square") == 7, out.stdout
+    assert list(counts.values()) == [7 if twin.swapped else 4], (counts, out.stdout)

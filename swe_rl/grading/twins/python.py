@@ -382,25 +382,24 @@ def derive_python_twin(
         node = item.context_expr
         stop = ctx.offset(node.end_lineno or node.lineno, node.end_col_offset or 0)
         edits.append((ctx.offset(node.lineno, node.col_offset), stop, f"{names.null_context}()"))
-    defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    cases = fewer_cases(func, tables, defs, data, ctx.offset, rng)  # a few of its parameter sets
-    edits += cases
+    # swapped: the original is renamed in place and the twin keeps its name, so a test that existed at the
+    # base commit (the test patch changed it) cannot be told from its twin by looking the name up there. A
+    # swapped twin runs every parameter set of its original: with fewer, the count of items would tell.
+    swap = (
+        may_swap
+        and _runs_once(tree, owner, func)
+        and len(re.findall(rf"(?<!\w){re.escape(func.name)}(?!\w)", source)) == 1
+        and rng.random() < SWAP_CHANCE
+    )
+    if not swap:  # a few of its parameter sets (the twin's name already tells it from its original)
+        defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        edits += fewer_cases(func, tables, defs, data, ctx.offset, rng)
     name_at = data.find(b"def", ctx.offset(func.lineno, func.col_offset)) + 3
     while data[name_at : name_at + 1] in (b" ", b"\t"):
         name_at += 1
     if data[name_at : name_at + len(func.name)] != func.name.encode() or name_at < starts[func.lineno - 1]:
         return "the test's def line could not be read"
     method = twin_name(func.name, tree, taken, rng)
-    # swapped: the original is renamed in place and the twin keeps its name, so a test that existed at the
-    # base commit (the test patch changed it) cannot be told from its twin by looking the name up there;
-    # not when the twin runs fewer parameter sets (the count would tell) or the name occurs elsewhere
-    swap = (
-        may_swap
-        and _runs_once(tree, owner, func)
-        and not cases
-        and len(re.findall(rf"(?<!\w){re.escape(func.name)}(?!\w)", source)) == 1
-        and rng.random() < SWAP_CHANCE
-    )
     if not swap:
         edits.append((name_at, name_at + len(func.name), method))
     if any(b > end or a < begin for a, b, _ in edits):
