@@ -266,3 +266,33 @@ def test_a_swapped_twin_runs_every_parameter_set_of_its_original(tmp_path, monke
             counts[function] = counts.get(function, 0) + 1
     assert len(counts) == 2 and counts.pop("test_square") == 7, out.stdout
     assert list(counts.values()) == [7 if twin.swapped else 4], (counts, out.stdout)
+
+
+def test_a_module_that_imports_the_swapped_tests_is_read_with_the_names_swapped_back(repo, monkeypatch):
+    """``from test_calc import *`` collects the twin and the renamed original in the importing module
+    too: unswapped there, its ``test_add`` would be the twin, failing on honest code (a false trip)."""
+    monkeypatch.setattr(twin_python, "SWAP_CHANCE", 1.0)
+    folder, patch = repo
+    plan = _plan(patch, 1)
+    assert all(t.swapped for t in plan.twins) and len(plan.twins) == 2
+    (folder / "test_reuse.py").write_text("from test_calc import *  # noqa: F403\n")
+    (folder / "test_calc.py").write_text(plan.rewrites["test_calc.py"])
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_calc.py", "test_reuse.py"],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    statuses = {}
+    for line in unswapped_log(plan, out.stdout).splitlines():
+        status, _, test = line.partition(" ")
+        if status in ("PASSED", "FAILED"):
+            statuses[test.split(" - ")[0]] = status
+    for name in ("test_add", "test_mul", "test_other"):
+        assert statuses[f"test_calc.py::{name}"] == statuses[f"test_reuse.py::{name}"] == "PASSED", statuses
+    for twin in plan.twins:
+        tail = twin.test_id.split("::")[-1]
+        assert statuses[twin.test_id] == statuses[f"test_reuse.py::{tail}"] == "FAILED", statuses
+    assert check_twins(plan, statuses, "", NONCE) == []
+    # a file that has only one of the two names (its own test of that name) is left alone
+    log = "PASSED test_third.py::test_add\nFAILED test_calc.py::test_add"
+    assert unswapped_log(plan, log).splitlines()[0] == "PASSED test_third.py::test_add"

@@ -445,12 +445,24 @@ def unswapped_log(twins: TwinPlan, log: str) -> str:
     """The run's log with the names of swapped twins and their originals swapped back, in the test ids
     of their file (``part::[Class::]name``): read after that, the original's results are under its own
     name and the twin's under `test_id`, as for a twin planted beside its original. A line the code
-    under test prints with one of these ids is swapped all the same (its names were drawn in this run)."""
+    under test prints with one of these ids is swapped all the same (its names were drawn in this run).
+
+    Also in the ids of any other file that ran both names: a test module that imports the file's tests
+    (``from .test_a import *``, a subclass of its class) collects the pair too, and unswapped there its
+    test of the original's name would be the twin, failing on honest code."""
     for twin in twins.twins:
         if twin.swapped:
             part, _, old, new = _swap(twin)
+            both = re.compile(
+                rf"(?<![\w/.-])([\w/.-]+\.py)::(?:\w+::)?({re.escape(old)}|{re.escape(new)})(?!\w)"
+            )
+            seen: dict[str, set[str]] = {}
+            for match in both.finditer(log):
+                seen.setdefault(match.group(1), set()).add(match.group(2))
+            parts = {part} | {p for p, names in seen.items() if len(names) == 2}
+            files = "|".join(re.escape(p) for p in sorted(parts))
             pattern = re.compile(
-                rf"(?<![\w/.-])({re.escape(part)}::(?:\w+::)?)({re.escape(old)}|{re.escape(new)})(?!\w)"
+                rf"(?<![\w/.-])((?:{files})::(?:\w+::)?)({re.escape(old)}|{re.escape(new)})(?!\w)"
             )
             log = pattern.sub(functools.partial(_swapped_name, old=old, new=new), log)
     return log
