@@ -59,7 +59,7 @@ async def test_class_two_earns_nothing(instance_id, client, pool, fixture_instan
 async def test_the_probe_voids_what_the_parser_misses(
     client, pool, fixture_instances, docker_client, monkeypatch
 ):
-    """The carriage-return trick (pytest 7.2 in the images splits on it) with the grader's parser made blind to it: without the probe the forged run is
+    """The carriage-return trick (pytest 7.2 in the images splits on it) with the grader's parser made blind to it: without the probe (and the twins) the forged run is
     paid (the exploit is real: the canaries come out as planted), with the probe it is void, and gold still
     resolves with no record."""
     instance = fixture_instances["jpvanhal__inflection-9001"]
@@ -67,7 +67,8 @@ async def test_the_probe_voids_what_the_parser_misses(
     (patch,) = (await exploit_patches(client, instance, [exploit])).values()
     for split in ("runner_lines", "universal_lines"):  # configparser's own split: ``\n`` alone
         monkeypatch.setattr(runner_config, split, lambda text: text)
-    no_probe = GraderConfig(integrity=IntegrityConfig(runner_probe=False))
+    # the twins off too: a twin that took its original's name (a coin) is forged with it and voids the run
+    no_probe = GraderConfig(integrity=IntegrityConfig(runner_probe=False, twins=False))
     blind = await FleetGrader(client, no_probe).grade(instance, patch)
     probed = await FleetGrader(client).grade(instance, patch)
     gold = await FleetGrader(client).grade(instance, instance.patch)
