@@ -54,12 +54,12 @@ _START_REFUSED = re.compile(
     r"no such file or directory|invalid argument|permission denied",
     re.I,
 )
-# A path Docker cannot follow (a symlink loop, a path through a file): the path's fault.
-# The container's network ran out of addresses (a small subnet full of containers): said at start.
 _NOT_RUNNING = re.compile(r"is not running|removal (is )?in progress|marked for removal|is dead\b", re.I)
 """The daemon's words for a container that cannot run commands now. Said with a 409 or, for a container
 being removed (`Container <id> is not running: Removal In Progress` on exec start), with a 500: both
 are the container's state, not the node failing, so both are `Conflict` (the lease is lost, not the node)."""
+# A path Docker cannot follow (a symlink loop, a path through a file): the path's fault.
+# The container's network ran out of addresses (a small subnet full of containers): said at start.
 _NETWORK_FULL = re.compile(r"no available IPv[46] addresses|no available IP addresses", re.I)
 _PATH_REFUSED = re.compile(r"too many (levels of symbolic )?links|not a directory|no such file", re.I)
 _GO_DIR, _GO_SYMLINK = 1 << 31, 1 << 27  # Go's os.ModeDir, os.ModeSymlink in Docker's path stat
