@@ -104,6 +104,25 @@ def _plan(test_patch: str, seed: int, script: str = "") -> TwinPlan:
     return plan_twins(_instance(test_patch), canary, {"test_calc.py": PATCHED_TESTS}, random.Random(seed))
 
 
+def _pytest(folder: Path, *args: str) -> str:
+    """Real pytest in `folder` (no plugins, no cache); its stdout."""
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=600,
+    ).stdout  # fmt: skip
+
+
+def _statuses(plan: TwinPlan, stdout: str) -> dict[str, str]:
+    """The statuses of a ``-rA`` run as the pipeline reads them (swapped names swapped back)."""
+    statuses = {}
+    for line in unswapped_log(plan, stdout).splitlines():
+        status, _, test = line.partition(" ")
+        if status in ("PASSED", "FAILED", "ERROR"):
+            statuses[test.split(" - ")[0]] = status
+    return statuses
+
+
 def _run(repo: Path, patch: str, package: str, seed: int) -> tuple[TwinPlan, dict[str, str], list]:
     """Twins planted, pytest run with `package` as calc.py; (plan, statuses as the pipeline reads them,
     twin records). The work tree is put back after."""
@@ -111,20 +130,11 @@ def _run(repo: Path, patch: str, package: str, seed: int) -> tuple[TwinPlan, dic
     assert len(plan.twins) == 2 and not plan.skipped, plan
     (repo / "calc.py").write_text(package)
     (repo / "test_calc.py").write_text(plan.rewrites["test_calc.py"])
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     try:
-        out = subprocess.run(
-            [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_calc.py"],
-            cwd=repo, env=env, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        stdout = _pytest(repo, "-rA", "test_calc.py")
     finally:
         (repo / "test_calc.py").write_text(PATCHED_TESTS)
-    log = unswapped_log(plan, out.stdout)
-    statuses = {}
-    for line in log.splitlines():
-        status, _, test = line.partition(" ")
-        if status in ("PASSED", "FAILED", "ERROR"):
-            statuses[test.split(" - ")[0]] = status
+    statuses = _statuses(plan, stdout)
     return plan, statuses, check_twins(plan, statuses, "", NONCE)
 
 
@@ -254,18 +264,14 @@ def test_a_swapped_twin_runs_every_parameter_set_of_its_original(tmp_path, monke
     assert twin.swapped is (chance == 1.0)
     (tmp_path / "calc.py").write_text(HONEST)
     (tmp_path / "test_p.py").write_text(plan.rewrites["test_p.py"])
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider", "test_p.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    collected = _pytest(tmp_path, "-q", "--collect-only", "test_p.py")
     counts: dict[str, int] = {}
-    for line in out.stdout.splitlines():
+    for line in collected.splitlines():
         if "::" in line and "[" in line:
             function = line.split("::")[1].split("[")[0]
             counts[function] = counts.get(function, 0) + 1
-    assert len(counts) == 2 and counts.pop("test_square") == 7, out.stdout
-    assert list(counts.values()) == [7 if twin.swapped else 4], (counts, out.stdout)
+    assert len(counts) == 2 and counts.pop("test_square") == 7, collected
+    assert list(counts.values()) == [7 if twin.swapped else 4], (counts, collected)
 
 
 def test_a_module_that_imports_the_swapped_tests_is_read_with_the_names_swapped_back(repo, monkeypatch):
@@ -277,16 +283,7 @@ def test_a_module_that_imports_the_swapped_tests_is_read_with_the_names_swapped_
     assert all(t.swapped for t in plan.twins) and len(plan.twins) == 2
     (folder / "test_reuse.py").write_text("from test_calc import *  # noqa: F403\n")
     (folder / "test_calc.py").write_text(plan.rewrites["test_calc.py"])
-    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_calc.py", "test_reuse.py"],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    statuses = {}
-    for line in unswapped_log(plan, out.stdout).splitlines():
-        status, _, test = line.partition(" ")
-        if status in ("PASSED", "FAILED"):
-            statuses[test.split(" - ")[0]] = status
+    statuses = _statuses(plan, _pytest(folder, "-rA", "test_calc.py", "test_reuse.py"))
     for name in ("test_add", "test_mul", "test_other"):
         assert statuses[f"test_calc.py::{name}"] == statuses[f"test_reuse.py::{name}"] == "PASSED", statuses
     for twin in plan.twins:
