@@ -2,7 +2,8 @@
 
 Registered for every test by `tests/conftest.py` (`pytest_plugins`), used as parameters:
 `fixture_instances` (instance_id -> TaskInstance, images built when missing),
-`pool` (a pool server over one exec server), `client` (an EnvClient of that pool).
+`pool` (a pool server over one exec server, shared by the tests of one process: `SharedPool`),
+`client` (an EnvClient of that pool).
 `leftover_containers(docker_client, pool)` lists the pool's containers still present.
 """
 
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from pool_fixtures import PoolProc
+from pool_fixtures import FLEET_TOKEN, PoolProc, new_pool, stop_pool
 
 from swe_rl.fleet.client import EnvClient, EnvClientConfig
 from swe_rl.tasks import TaskInstance, load_instances
-from tests.conftest import ROOT
+from tests.conftest import ROOT, ExecServerProc, start_exec_server, stop_exec_servers
 
 FIXTURES_JSONL = ROOT / "data" / "fixtures" / "instances.jsonl"
 DOCUMENTED_NETWORK = "swe-rl-internal"
@@ -48,9 +51,58 @@ def _on_session_network(inst: TaskInstance, network: str) -> TaskInstance:
     return inst.model_copy(update={"extra": {**inst.extra, "network": network}})
 
 
+class SharedPool:
+    """One pool over one exec server per test process, handed to every test that asks for `pool`.
+
+    Why: 150 tests ask for it, and two Python servers started and stopped per test cost each of them
+    2-3 s of CPU (imports) and 4-9 s on a loaded 2-core machine: minutes of CI. A test gets them only
+    as a previous test left them: both processes alive and no container of the pool left (the tests
+    assert it); anything else (a server died, a container stayed) stops both, and the next test starts
+    a fresh pair. Tests that kill, restart or reconfigure a pool start their own (`pool_factory`)."""
+
+    def __init__(self, directory: Path, network: str) -> None:
+        self.directory = directory
+        self.network = network
+        self.servers: list[ExecServerProc] = []
+        self.pool: PoolProc | None = None
+
+    def ready(self) -> PoolProc:
+        if self.pool is None or not self._alive():
+            self.stop()
+            start_exec_server(self.directory, self.servers, token=FLEET_TOKEN, SWE_EXEC_NETWORKS=self.network)
+            self.pool = new_pool(self.servers, self.directory)
+            self.pool.start()
+        return self.pool
+
+    def after_test(self, docker_client: Any) -> None:
+        """Keep the pair for the next test only when this one left it as it found it."""
+        if self.pool is not None and (not self._alive() or leftover_containers(docker_client, self.pool)):
+            self.stop()
+
+    def _alive(self) -> bool:
+        assert self.pool is not None and self.pool.proc is not None
+        return self.pool.proc.poll() is None and all(s.proc.poll() is None for s in self.servers)
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            stop_pool(self.pool)
+            self.pool = None
+        stop_exec_servers(self.servers)
+        self.servers.clear()
+
+
+@pytest.fixture(scope="session")
+def shared_pool(docker_client, base_image, internal_network, tmp_path_factory) -> Iterator[SharedPool]:
+    shared = SharedPool(tmp_path_factory.mktemp("shared-pool"), internal_network)
+    yield shared
+    shared.stop()
+
+
 @pytest.fixture
-def pool(fleet, pool_factory, internal_network) -> PoolProc:
-    return pool_factory(fleet(1, SWE_EXEC_NETWORKS=internal_network))
+def pool(shared_pool, docker_client) -> Iterator[PoolProc]:
+    """A pool over one exec server on the session's internal network (shared: `SharedPool`)."""
+    yield shared_pool.ready()
+    shared_pool.after_test(docker_client)
 
 
 def client_for(pool: PoolProc, **overrides: Any) -> EnvClient:

@@ -265,26 +265,36 @@ def _spawn_exec(port: int, server_id: str, token: str, log_path: Path, env: dict
     )
 
 
+def start_exec_server(directory: Path, started: list[ExecServerProc], **env: str) -> ExecServerProc:
+    """Start one real exec server (a subprocess on loopback, its log under `directory`), appended to
+    `started` before it answers so that the caller stops it even when it never does."""
+    port = free_port()
+    server_id = f"{TEST_ID_PREFIX}{secrets.token_hex(4)}"
+    token = env.pop("token", None) or secrets.token_hex(16)
+    log_path = directory / f"exec-{server_id}.log"
+    proc = _spawn_exec(port, server_id, token, log_path, env)
+    srv = ExecServerProc(f"http://127.0.0.1:{port}", token, server_id, port, proc, log_path, env)
+    started.append(srv)
+    wait_http(srv.url + "/healthz", proc=proc, log=log_path)
+    return srv
+
+
+def stop_exec_servers(started: list[ExecServerProc]) -> None:
+    for srv in started:
+        srv.stop()
+        remove_containers_of(srv.server_id)
+
+
 @pytest.fixture
 def exec_server_factory(docker_client, base_image, tmp_path):
     """Start real exec servers (subprocesses on loopback); all cleaned up after the test."""
     started: list[ExecServerProc] = []
 
     def start(**env: str) -> ExecServerProc:
-        port = free_port()
-        server_id = f"{TEST_ID_PREFIX}{secrets.token_hex(4)}"
-        token = env.pop("token", None) or secrets.token_hex(16)
-        log_path = tmp_path / f"exec-{server_id}.log"
-        proc = _spawn_exec(port, server_id, token, log_path, env)
-        srv = ExecServerProc(f"http://127.0.0.1:{port}", token, server_id, port, proc, log_path, env)
-        started.append(srv)
-        wait_http(srv.url + "/healthz", proc=proc, log=log_path)
-        return srv
+        return start_exec_server(tmp_path, started, **env)
 
     yield start
-    for srv in started:
-        srv.stop()
-        remove_containers_of(srv.server_id)
+    stop_exec_servers(started)
 
 
 @pytest.fixture

@@ -157,48 +157,60 @@ def fleet(exec_server_factory) -> Callable[..., list[ExecServerProc]]:
     return start
 
 
+def new_pool(servers: list[ExecServerProc], directory: Path, **env: str) -> PoolProc:
+    """A pool server over `servers` (fast health/reap settings), its database and log under `directory`;
+    not started yet (`PoolProc.start`)."""
+    port = free_port()
+    tag = secrets.token_hex(4)
+    pool = PoolProc(
+        url=f"http://127.0.0.1:{port}",
+        token="pytest-pool-" + secrets.token_hex(8),
+        port=port,
+        pool_id=f"pytest-pool-{tag}",
+        db_path=directory / f"pool-{tag}.db",
+        log_path=directory / f"pool-{tag}.log",
+        env={},
+    )
+    pool.env = {
+        "SWE_POOL_EXEC_URLS": ",".join(s.url for s in servers),
+        "SWE_EXEC_TOKEN": FLEET_TOKEN,
+        "SWE_POOL_TOKEN": pool.token,
+        "SWE_POOL_OPERATOR_TOKEN": pool.operator_token,
+        "SWE_POOL_PORT": str(port),
+        "SWE_POOL_HOST": "127.0.0.1",
+        "SWE_POOL_ID": pool.pool_id,
+        "SWE_POOL_DB": str(pool.db_path),
+        **FAST,
+        **env,
+    }
+    return pool
+
+
+def stop_pool(pool: PoolProc) -> None:
+    """SIGTERM every process the pool ran (which releases its leases); SIGKILL one that hangs."""
+    for proc in pool.started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
 @pytest.fixture
 def pool_factory(exec_server_factory, tmp_path) -> Any:
     """Start a pool server subprocess over given exec servers (fast health/reap settings)."""
     pools: list[PoolProc] = []
 
     def start(servers: list[ExecServerProc], *args: str, **env: str) -> PoolProc:
-        port = free_port()
-        tag = secrets.token_hex(4)
-        pool = PoolProc(
-            url=f"http://127.0.0.1:{port}",
-            token="pytest-pool-" + secrets.token_hex(8),
-            port=port,
-            pool_id=f"pytest-pool-{tag}",
-            db_path=tmp_path / f"pool-{tag}.db",
-            log_path=tmp_path / f"pool-{tag}.log",
-            env={},
-        )
-        pool.env = {
-            "SWE_POOL_EXEC_URLS": ",".join(s.url for s in servers),
-            "SWE_EXEC_TOKEN": FLEET_TOKEN,
-            "SWE_POOL_TOKEN": pool.token,
-            "SWE_POOL_OPERATOR_TOKEN": pool.operator_token,
-            "SWE_POOL_PORT": str(port),
-            "SWE_POOL_HOST": "127.0.0.1",
-            "SWE_POOL_ID": pool.pool_id,
-            "SWE_POOL_DB": str(pool.db_path),
-            **FAST,
-            **env,
-        }
+        pool = new_pool(servers, tmp_path, **env)
         pools.append(pool)
         return pool.start(*args)
 
     yield start
     for pool in pools:
-        for proc in pool.started:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
+        stop_pool(pool)
 
 
 async def wait_for(check: Callable[[], Any], what: str, timeout: float) -> Any:
