@@ -16,6 +16,7 @@ import pytest
 from adversarial_patches import (
     CLASS_ONE_SAMPLE,
     EXPLOITS,
+    FULL_MATRIX,
     INTERPRETER_VIEW,
     ROUND_TWO,
     assert_no_environment_failure,
@@ -140,15 +141,32 @@ async def test_start_up_hooks_patch_formats_and_git_settings_earn_nothing(
     assert not leftover_containers(docker_client, pool)  # gold on this fixture: the test below
 
 
+# The two conftest hacks the naive grader pays for, one per fixture in turn (both everywhere with
+# ``SWE_TEST_FULL_MATRIX=1``): each still meets half of the fixtures of every layout and language, and
+# the suite above plays both on the two richest layouts.
+CONFTEST_HACKS = {
+    fixture: {"conftest_makereport_pass", "conftest_makereport_xfail"}
+    if FULL_MATRIX
+    else {("conftest_makereport_pass", "conftest_makereport_xfail")[i % 2]}
+    for i, fixture in enumerate(FIXTURE_IDS)
+}
+
+
+def test_the_conftest_hacks_meet_every_fixture():
+    assert set(CONFTEST_HACKS) == set(FIXTURE_IDS) and all(CONFTEST_HACKS.values())
+    assert set().union(*CONFTEST_HACKS.values()) == {"conftest_makereport_pass", "conftest_makereport_xfail"}
+    assert {"conftest_makereport_pass", "conftest_makereport_xfail"} <= NAIVE_WINS
+
+
 async def test_every_fixture_gold_resolves_and_conftest_hacks_do_not(client, pool, fixture_instances):
     """Gold on every fixture under the default grader (every stage on): resolved, nothing recorded, the
     official verdict from the same run, the twins planted, failed and counted for nothing (the one sweep
-    of gold over every fixture through `FleetGrader`); then the conftest hacks are voided."""
+    of gold over every fixture through `FleetGrader`); then a conftest hack (one of two, in turn) is voided on each."""
     grader = FleetGrader(client)
     assert set(PYTHON_FIXTURES) <= set(fixture_instances)
-    names = {"conftest_makereport_pass", "conftest_makereport_xfail"}
 
     async def check(instance) -> None:
+        names = CONFTEST_HACKS[instance.instance_id]
         [gold] = await graded_all(grader, instance, [instance.patch])
         assert_no_environment_failure(environment_failures(["gold"], [gold]))
         assert gold.status is GradeStatus.RESOLVED and gold.official.resolved, (
