@@ -12,7 +12,7 @@ import pytest
 
 from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.integrity import patch_paths
-from swe_rl.grading.twins.languages import plan_language_twins, split_top_level
+from swe_rl.grading.twins.languages import _end_from, _head, plan_language_twins, split_top_level
 from swe_rl.grading.twins.plant import files_to_read, plan_twins
 from swe_rl.tasks import TaskInstance, instance_from_row
 
@@ -191,3 +191,94 @@ def test_a_javascript_row_without_test_patch_gets_no_searched_files():
 
     row = {**ROWS["swe-rl__js-slugify-9001"], "test_patch": ""}
     assert search_patterns(instance_from_row(row)) == ([], [])
+
+
+@pytest.mark.parametrize("instance_id", sorted(ROWS))
+def test_a_twin_is_placed_among_the_tests_not_always_right_after_its_original(instance_id, tmp_path):
+    """Issue 48: a twin always right after its original was told by its place. It goes after the original or
+    after another test of the file (the seed decides); every original line stays, in order."""
+    instance, sources = _after_test_patch(instance_id, tmp_path)
+    right_after = []
+    for seed in range(40):
+        plan = plan_twins(instance, PLAN, sources, random.Random(seed))
+        twin = plan.twins[0]
+        text, original = plan.rewrites[twin.file], sources[twin.file]
+        assert original is not None
+        lines = iter(text.split("\n"))
+        assert all(line in lines for line in original.split("\n"))  # a subsequence: nothing moved
+        language = ROWS[instance_id]["instance_id"].split("__")[1].split("-")[0].replace("js", "javascript")
+        name = twin.original.split("::")[-1].split("/")[0].removeprefix("- ")
+        end = _end_from(language, text, _head(language, text, name))
+        right_after.append(twin.test_id.split("::")[-1].removeprefix("- ") in text[end : end + 200])
+    assert any(right_after) and not all(right_after), right_after
+
+
+def _twin_place(language: str, source: str, test: str, seed: int) -> str:
+    row = {**ROWS[next(i for i in ROWS if language in i)], "FAIL_TO_PASS": [test], "test_patch": ""}
+    instance = instance_from_row(row)
+    plan = plan_language_twins(instance, PLAN, {"t": source}, random.Random(seed))
+    assert len(plan.twins) == 1, plan
+    return plan.rewrites["t"]
+
+
+RUST_TWO_MODULES = """mod small {
+    use super::*;
+
+    #[test]
+    fn adds() {
+        assert_eq!(add(1, 2), 3);
+    }
+
+    #[test]
+    fn subtracts() {
+        assert_eq!(sub(3, 2), 1);
+    }
+}
+
+mod large {
+    use super::big::*;
+
+    #[test]
+    fn multiplies() {
+        assert_eq!(mul(2, 3), 6);
+    }
+}
+"""
+
+JS_TWO_BLOCKS = """describe('small', () => {
+  const f = require('./small');
+  test('adds', () => {
+    assert.equal(f(1, 2), 3);
+  });
+
+  test('subtracts', () => {
+    assert.equal(f(3, -2), 1);
+  });
+});
+
+describe('large', () => {
+  const f = require('./large');
+  test('multiplies', () => {
+    assert.equal(f(2, 3), 6);
+  });
+});
+"""
+
+
+@pytest.mark.parametrize(
+    ("language", "source", "test", "call", "boundary"),
+    [
+        ("rust", RUST_TWO_MODULES, "tests::adds", "add(1, 2)", "mod large"),
+        ("js", JS_TWO_BLOCKS, "adds", "f(1, 2)", "describe('large'"),
+    ],
+)
+def test_a_twin_stays_in_the_block_of_its_original(language, source, test, call, boundary):
+    """A Rust twin stays in its module and a JavaScript twin in its describe (the names the original uses
+    are in scope there and nowhere else), while still moving among that block's tests."""
+    after_sibling = set()
+    for seed in range(30):
+        head, _, tail = _twin_place(language, source, test, seed).partition(boundary)
+        assert tail == source.partition(boundary)[2]  # nothing was added to the other block
+        assert head.count(call) == 2  # the original and its twin, both in the first block
+        after_sibling.add(head.rindex(call) > head.index("subtracts"))
+    assert after_sibling == {True, False}

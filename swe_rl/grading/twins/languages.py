@@ -2,8 +2,9 @@
 
 No parser of these languages runs in the grader, so a twin is made only of forms read with certainty from
 formatted source (gofmt, rustfmt, the usual ``test('name', () => {...})`` of node's runner); anything
-else is skipped with a reason. The twin is the test function copied right after the original (same file,
-same module, same imports), with a random name and one expectation no honest code meets:
+else is skipped with a reason. The twin is the test function copied after the original or after another
+test of the same block (same file, same module or ``describe``, same imports: `_places`), with a name of the
+file's own words and one expectation no honest code meets:
 
 - **Go** ``if [init;] got != want {`` followed by ``t.Error*``/``t.Fatal*``: the comparison becomes
   ``==`` (Go has no operator overloading, so honest code that passes the original fails it), wrapped in a
@@ -334,7 +335,7 @@ def plan_language_twins(
             continue
         path, (copy, mutation) = found[0]
         text = texts[path]
-        anchor = _end_of(language.name, text, name)
+        anchor = rng.choice(_places(language.name, text, name))
         texts[path] = text[:anchor] + copy + text[anchor:]
         plan.rewrites[path] = texts[path]
         plan.checks[path] = _check(language.name, path)
@@ -345,18 +346,69 @@ def plan_language_twins(
     return plan
 
 
-def _end_of(language: str, text: str, name: str) -> int:
-    """Where the original test ends in `text` (the twin goes right after it)."""
+_SIBLINGS = {
+    "go": re.compile(r"^()func\s+Test\w*\s*\(\s*\w+\s+\*testing\.T\s*\)\s*\{[ \t]*$", re.M),
+    "rust": re.compile(r"^([ \t]*)(?:pub\s+)?fn\s+\w+\s*\(\s*\)\s*\{[ \t]*$", re.M),
+    "javascript": re.compile(r"""^([ \t]*)(?:test|it)\(\s*['"`]""", re.M),
+}
+
+
+def _head(language: str, text: str, name: str) -> re.Match[str]:
     if language == "go":
-        head = re.search(rf"^func\s+{re.escape(name)}\s*\(", text, re.M)
-        assert head is not None
-        return text.find("\n}", head.end()) + 2
-    if language == "rust":
-        head = re.search(rf"^([ \t]*)(?:pub\s+)?fn\s+{re.escape(name)}\s*\(", text, re.M)
-        assert head is not None
-        return text.find(f"\n{head.group(1)}}}", head.end()) + len(head.group(1)) + 2
-    quoted = "|".join(re.escape(q + name + q) for q in ("'", '"', "`"))
-    head = re.search(rf"^[ \t]*(?:test|it)\(\s*(?:{quoted})\s*,", text, re.M)
+        pattern = rf"^()func\s+{re.escape(name)}\s*\("
+    elif language == "rust":
+        pattern = rf"^([ \t]*)(?:pub\s+)?fn\s+{re.escape(name)}\s*\("
+    else:
+        quoted = "|".join(re.escape(q + name + q) for q in ("'", '"', "`"))
+        pattern = rf"^([ \t]*)(?:test|it)\(\s*(?:{quoted})\s*,"
+    head = re.search(pattern, text, re.M)
     assert head is not None
-    close = _closing(text, text.index("(", head.start())) + 1
-    return close + 1 if text[close : close + 1] == ";" else close
+    return head
+
+
+def _end_from(language: str, text: str, head: re.Match[str]) -> int:
+    """Where the test whose head is `head` ends in `text` (-1: its end was not found)."""
+    if language == "go":
+        found = text.find("\n}", head.end())
+        return -1 if found < 0 else found + 2
+    if language == "rust":
+        indent = head.group(1)
+        found = text.find(f"\n{indent}}}", head.end())
+        return -1 if found < 0 else found + len(indent) + 2
+    close = _closing(text, text.index("(", head.start()))
+    if close < 0:
+        return -1
+    return close + 2 if text[close + 1 : close + 2] == ";" else close + 1
+
+
+def _is_test(language: str, text: str, head: re.Match[str]) -> bool:
+    if language != "rust":
+        return True
+    before = text[: head.start()].rstrip("\n").split("\n")
+    attrs = []
+    while before and before[-1].strip().startswith("#["):
+        attrs.append(before.pop().strip())
+    return "#[test]" in attrs
+
+
+def _places(language: str, text: str, name: str) -> list[int]:
+    """Where the twin may go: after the original or after any other test of the same block (same
+    indentation, no line of a shallower one between them), so that its place does not tell it (issue 48).
+    A Go test is top-level; a Rust test stays in its module and a JavaScript test in its `describe`, so
+    that the copy sees the names the original sees."""
+    original = _head(language, text, name)
+    indent = original.group(1)
+    places = []
+    for sibling in _SIBLINGS[language].finditer(text):
+        if sibling.group(1) != indent or not _is_test(language, text, sibling):
+            continue
+        end = _end_from(language, text, sibling)
+        if end < 0:
+            continue
+        span = text[min(original.start(), sibling.start()) : max(_end_from(language, text, original), end)]
+        shallower = any(
+            line.strip() and len(line) - len(line.lstrip()) < len(indent) for line in span.split("\n")
+        )
+        if not shallower:
+            places.append(end)
+    return places or [_end_from(language, text, original)]
