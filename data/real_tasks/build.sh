@@ -31,6 +31,11 @@ die() { echo "error: $*" >&2; exit 1; }
 command -v docker >/dev/null || die "docker is not installed"
 docker image inspect "$BASE_IMAGE" >/dev/null 2>&1 || SWE_BASE_IMAGE="$BASE_IMAGE" bash "$ROOT/scripts/build_base_image.sh"
 mkdir -p "$CACHE/downloads"
+# One build at a time per cache: test processes (pytest-xdist workers) call this at once, and two runs
+# rebuilding one history raced (one removed the folder the other was filling). The second waits, then
+# finds the images built.
+exec 9>"$CACHE/.build.lock"
+flock 9
 # Go, JavaScript and Rust task images are built FROM the fixtures' toolchain images (Debian's packages).
 SWE_BASE_IMAGE="$BASE_IMAGE" PYTHON="$PYTHON" bash "$ROOT/data/build_multilang_images.sh" --toolchains go node rust
 

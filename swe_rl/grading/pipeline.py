@@ -276,7 +276,8 @@ async def _run_stages(
     if language_plan is not None:  # Go, JavaScript, Rust: the probe runs right before the test command
         run_script = language_plan.run_script
     guard = language_plan.guard_path if language_plan is not None else ""  # Go: the canary file's check
-    plan = plant_language_canaries(plan_canaries(instance, run_script), instance, run_script, guard=guard)
+    plan = plan_canaries(instance, run_script)  # a Go row without test patch: beside a searched-out file
+    plan = plant_language_canaries(plan, instance, run_script, guard=guard, found=list(clean_tree.sources))
     twins = TwinPlan(refused="twins are off")
     if config.integrity.twins and plan.nonce:
         with stage("twins: plan"):

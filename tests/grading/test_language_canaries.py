@@ -168,3 +168,21 @@ def test_a_node_row_without_test_patch_plants_beside_a_file_its_command_names_as
     )
     assert not plan.skipped and plan.canary_file.startswith("dist/esm/test/")
     assert plan.canary_file.endswith(".test.cjs") and f"version.test.js {plan.canary_file}" in plan.script
+
+
+def test_a_go_row_without_test_patch_plants_beside_the_test_file_the_grader_found():
+    """An injected-bug Go row (empty test patch, the tree's own tests judge it) had no canary, hence no
+    runner check either: an in-process filter of the ``--- FAIL`` lines was paid on a real row
+    (google/uuid). The canary (and the check it carries) now goes beside the test file the grader
+    searched out for the FAIL_TO_PASS tests (`twins.plant.search_patterns`)."""
+    instance = instance_from_row(dict(ROWS["swe-rl__go-version-9001"], test_patch=""))
+    script = instance.eval_script or ""
+    alone = plant_language_canaries(plan_canaries(instance, script), instance, script, random.Random(1))
+    assert alone.skipped == "the test patch has no *_test.go file" and not alone.canary_file
+    found = ["README.md", "internal/semver/version_test.go", "other_test.go"]
+    plan = plant_language_canaries(
+        plan_canaries(instance, script), instance, script, random.Random(1), guard="/tmp/g/guard", found=found
+    )
+    assert not plan.skipped and plan.canary_file.startswith("internal/semver/zz_")
+    assert plan.canary_file.endswith("_test.go") and "internal/semver/version_test.go" in plan.script
+    assert '"/tmp/g/guard"' in plan.canary_source and len(plan.must_pass) == 2

@@ -123,11 +123,18 @@ def _source(
 
 
 def plant_language_canaries(
-    plan: CanaryPlan, instance: TaskInstance, script: str, rng: random.Random | None = None, guard: str = ""
+    plan: CanaryPlan,
+    instance: TaskInstance,
+    script: str,
+    rng: random.Random | None = None,
+    guard: str = "",
+    found: list[str] | None = None,
 ) -> CanaryPlan:
     """`plan` (`plan_canaries` of `script`, the eval script: nonce markers in place) with the language's
     canaries planted; `guard` (Go): the path of the runner check's report (`runner.machinery`), whose
-    check the canary file then carries ("" = none)."""
+    check the canary file then carries ("" = none). `found`: test files the grader searched out holding
+    the FAIL_TO_PASS tests of a row without test patch (an injected-bug task): a Go canary goes beside the
+    first, else such a row would run with no canary and no runner check at all."""
     language = language_of(instance)
     if language is None or not plan.nonce or plan.canary_file:
         return plan
@@ -141,7 +148,7 @@ def plant_language_canaries(
     values = (*values[:3], values[2] + rng.randint(1, 999))
     pre = ""
     if language.name == "go":
-        beside = next((p for p in tests if p.endswith("_test.go")), "")
+        beside = next((p for p in [*tests, *(found or [])] if p.endswith("_test.go")), "")
         if not beside:
             return plan.model_copy(update={"skipped": "the test patch has no *_test.go file"})
         names = [f"Test{w[2 * k].capitalize()}{w[2 * k + 1].capitalize()}" for k in range(4)]
