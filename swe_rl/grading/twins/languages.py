@@ -184,11 +184,7 @@ def _rust_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str
     if head is None:
         return f"fn {name}() is not in the test patch's files"
     indent = head.group(1)
-    start = head.start()
-    before = text[:start].rstrip("\n").split("\n")
-    attrs: list[str] = []
-    while before and before[-1].strip().startswith("#["):
-        attrs.insert(0, before.pop())
+    attrs = _attributes(text, head.start())
     if not any(a.strip() == "#[test]" for a in attrs):
         return "not a #[test] function"
     if any("should_panic" in a or "ignore" in a for a in attrs):
@@ -381,14 +377,17 @@ def _end_from(language: str, text: str, head: re.Match[str]) -> int:
     return close + 2 if text[close + 1 : close + 2] == ";" else close + 1
 
 
-def _is_test(language: str, text: str, head: re.Match[str]) -> bool:
-    if language != "rust":
-        return True
-    before = text[: head.start()].rstrip("\n").split("\n")
-    attrs = []
+def _attributes(text: str, start: int) -> list[str]:
+    """The ``#[...]`` lines right above the Rust item that starts at `start`, in order."""
+    before = text[:start].rstrip("\n").split("\n")
+    attrs: list[str] = []
     while before and before[-1].strip().startswith("#["):
-        attrs.append(before.pop().strip())
-    return "#[test]" in attrs
+        attrs.insert(0, before.pop())
+    return attrs
+
+
+def _is_test(language: str, text: str, head: re.Match[str]) -> bool:
+    return language != "rust" or any(a.strip() == "#[test]" for a in _attributes(text, head.start()))
 
 
 def _places(language: str, text: str, name: str) -> list[int]:
@@ -397,7 +396,7 @@ def _places(language: str, text: str, name: str) -> list[int]:
     A Go test is top-level; a Rust test stays in its module and a JavaScript test in its `describe`, so
     that the copy sees the names the original sees."""
     original = _head(language, text, name)
-    indent = original.group(1)
+    indent, original_end = original.group(1), _end_from(language, text, original)
     places = []
     for sibling in _SIBLINGS[language].finditer(text):
         if sibling.group(1) != indent or not _is_test(language, text, sibling):
@@ -405,10 +404,10 @@ def _places(language: str, text: str, name: str) -> list[int]:
         end = _end_from(language, text, sibling)
         if end < 0:
             continue
-        span = text[min(original.start(), sibling.start()) : max(_end_from(language, text, original), end)]
+        span = text[min(original.start(), sibling.start()) : max(original_end, end)]
         shallower = any(
             line.strip() and len(line) - len(line.lstrip()) < len(indent) for line in span.split("\n")
         )
         if not shallower:
             places.append(end)
-    return places or [_end_from(language, text, original)]
+    return places or [original_end]
