@@ -10,17 +10,22 @@ comparison (if any) in `language_rules`, a fixture under ``data/fixtures/multila
 
 from __future__ import annotations
 
+import shlex
+
 from pydantic import BaseModel, ConfigDict
 
 from swe_rl.grading.canaries.log_audit import NonceSection, nonce_section
 from swe_rl.grading.integrity import TamperRecord
 from swe_rl.grading.parsers import PARSERS, Parser
 from swe_rl.tasks import TaskInstance
+from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
 
 __all__ = [
     "LANGUAGES",
     "Language",
     "contradiction_records",
+    "go_command_env",
+    "test_command",
     "language_contradictions",
     "language_of",
     "row_parser",
@@ -172,3 +177,43 @@ def contradiction_records(instance: TaskInstance, log: str, nonce: str = "") -> 
             reason="the log reports these expected tests twice with different results (a printed result line)",
         )
     ]
+
+
+def test_command(script: str) -> list[str]:
+    """The words between the eval script's test-output markers ([] without one pair, ["?"] unparsable)."""
+    lines = script.split("\n")
+    starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
+    ends = [i for i, line in enumerate(lines) if END_TEST_OUTPUT in line]
+    if len(starts) != 1 or not ends or ends[-1] <= starts[0]:
+        return []
+    words: list[str] = []
+    for line in lines[starts[0] + 1 : ends[-1]]:
+        try:
+            words += shlex.split(line, comments=True)
+        except ValueError:
+            return ["?"]
+    return words
+
+
+_GO_ENV = {
+    "GO111MODULE": ("on", "off", "auto"),
+    "CGO_ENABLED": ("0", "1"),
+    "GOFLAGS": ("-mod=mod", "-mod=vendor", "-mod=readonly"),
+}
+"""Assignments a row's ``go test`` command may start with and still be a plain run of every test (GOPATH
+mode for code from before ``go.mod``, cgo on or off, the module mode): GOFLAGS only with these flags
+(``-run``, ``-skip``, ``-failfast`` there would select or stop tests, and the canaries with them)."""
+
+
+def go_command_env(words: list[str]) -> tuple[str, list[str]] | None:
+    """(the leading ``NAME=VALUE`` words of a test command as a shell prefix, the command after them);
+    None when one of them is not in `_GO_ENV`. The grader's own ``go`` commands of the run (the probe's
+    queries, the twins' compile check) take the same prefix, so they see the package as the tests do."""
+    at = 0
+    while at < len(words) and "=" in words[at] and words[at].split("=", 1)[0].isidentifier():
+        name, value = words[at].split("=", 1)
+        if name not in _GO_ENV or any(flag not in _GO_ENV[name] for flag in value.split() or [""]):
+            return None
+        at += 1
+    prefix = "".join(f"{shlex.quote(word)} " for word in words[:at])
+    return prefix, words[at:]

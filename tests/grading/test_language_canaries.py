@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 
 import pytest
 
@@ -63,6 +64,10 @@ def test_planted_before_the_run_and_removed_after(instance_id, folder, suffix):
     ("instance_id", "command"),
     [
         ("swe-rl__go-version-9001", "go test -v -run TestCompare ./..."),
+        ("swe-rl__go-version-9001", "GOFLAGS=-run=TestCompare go test -v ./..."),
+        ("swe-rl__go-version-9001", "GOFLAGS='-mod=mod -failfast' go test -v ./..."),
+        ("swe-rl__go-version-9001", "GOEXPERIMENT=x GO111MODULE=off go test -v ./..."),
+        ("swe-rl__go-version-9001", "GO111MODULE=maybe go test -v ./..."),
         ("swe-rl__rust-stats-9001", "cargo test --lib"),
         ("swe-rl__rust-stats-9001", "cargo test median -- --test-threads=1"),
         ("swe-rl__js-slugify-9001", "npx jest --verbose"),
@@ -71,6 +76,29 @@ def test_planted_before_the_run_and_removed_after(instance_id, folder, suffix):
 def test_selecting_commands_and_other_runners_get_none(instance_id, command):
     plan = _plan(instance_id, command)
     assert plan.skipped and not plan.canary_file and plan.nonce
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["GO111MODULE=off go test -v -count=1 ./...", "CGO_ENABLED=0 GOFLAGS='-mod=vendor' go test -v ./..."],
+)
+def test_a_go_command_with_plain_assignments_gets_canaries_and_the_grader_s_go_commands_take_them(command):
+    """The mined set's go-version rows run ``GO111MODULE=off go test`` (GOPATH mode): a plain run of every
+    test. The canaries join it, and the grader's own go commands of the run (the twins' compile check,
+    the probe's queries) start with the same assignments; a module-mode query would fail alike on both
+    trees and see nothing."""
+    from swe_rl.grading.languages import go_command_env
+    from swe_rl.grading.runner.probe_languages import plan_language_probe
+
+    plan = _plan("swe-rl__go-version-9001", command)
+    assert not plan.skipped and plan.canary_file, plan.skipped
+    prefix, rest = go_command_env(shlex.split(command)) or ("?", [])
+    assert plan.command_env == prefix and prefix.strip() and rest[:2] == ["go", "test"]
+    row = dict(ROWS["swe-rl__go-version-9001"])
+    row["eval_script"] = row["eval_script"].replace("go test -v -count=1 ./...", command)
+    probe = plan_language_probe(instance_from_row(row), row["eval_script"], random.Random(3))
+    queries = [ln for ln in probe.run_script.split("\n") if "### go " in ln]
+    assert len(queries) == 3 and all(f"; {prefix}go " in ln for ln in queries), queries
 
 
 def test_cargo_options_with_values_are_not_filters():

@@ -196,3 +196,35 @@ async def test_the_runner_check_alone_voids(
         assert not result.resolved, (exploit.name, result.message)
         assert check, (exploit.name, result.tamper.records)
     assert not leftover_containers(docker_client, pool)
+
+
+async def test_a_go_command_in_gopath_mode_gets_canaries_twins_and_the_runner_check(
+    client, pool, multilang_instances, docker_client
+):
+    """A row whose test command starts with ``GO111MODULE=off`` (the mined set's go-version rows: GOPATH
+    mode for code from before go.mod) is graded with every Go stage: the canary file and the runner check
+    it carries, twins whose compile check runs in the same mode, and the probe's queries. Before, such a
+    command was refused as not a plain `go test`: no canary, no runner check, no twin, and a test binary
+    filtering its own stdout was paid on those rows."""
+    fixture = multilang_instances["swe-rl__go-version-9001"]
+    command = "go test -v -count=1 ./..."
+    assert command in fixture.eval_script
+    instance = fixture.model_copy(
+        update={"eval_script": fixture.eval_script.replace(command, f"GO111MODULE=off {command}")}
+    )
+    grader = FleetGrader(client)
+    gold = await grader.grade(instance, instance.patch)
+    assert gold.status is GradeStatus.RESOLVED and gold.tamper is not None, gold.message
+    assert not gold.tamper.records, gold.tamper.records
+    assert gold.twins is not None and gold.twins.twins and not gold.twins.refused, gold.twins
+    assert all(c.startswith("GO111MODULE=off go test") for c in gold.twins.checks.values()), gold.twins
+    twin_ids = {t.test_id for t in gold.twins.twins}
+    assert twin_ids and all(f"--- FAIL: {t} " in gold.test_log for t in twin_ids), "a twin did not run"
+    [exploit] = [e for e in exploits_for(instance) if e.name == "go_fd1_filtered_in_process"]
+    patch = (await play(client, instance, [exploit]))[exploit.name]
+    result = await grader.grade(instance, patch)
+    assert not result.resolved, result.message
+    assert any(r.rule == "runner_probe" and r.action == "voided" for r in result.tamper.records), (
+        result.tamper.records
+    )
+    assert not leftover_containers(docker_client, pool)

@@ -7,7 +7,8 @@ tests that must pass and two that must fail (random names and values per run). C
 forges result lines and stops the real ones (a Go ``init()`` printing ``--- PASS`` lines then exiting)
 loses the must-pass canaries; one that reports every test of the package as passed flips the must-fail
 ones; `check_canaries` voids both. Commands that select tests (``go test -run``, ``cargo test NAME``,
-``--lib``) and runners other than ``go test``, ``node --test`` and ``cargo test`` get none (`skipped`).
+``--lib``) and runners other than ``go test``, ``node --test`` and ``cargo test`` get none (`skipped`); a
+``go test`` may start with the assignments `languages.go_command_env` accepts (``GO111MODULE=off``...).
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import shlex
 
 from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.integrity import patch_paths
-from swe_rl.grading.languages import language_of
+from swe_rl.grading.languages import go_command_env, language_of, test_command
 from swe_rl.grading.runner.machinery_sources import GO_IMPORTS, go_guard
 from swe_rl.tasks import TaskInstance
-from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT, START_TEST_OUTPUT
+from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT
 
 __all__ = ["plant_language_canaries"]
 
@@ -53,25 +54,11 @@ _CARGO_VALUED = {
 }
 
 
-def _test_command(script: str) -> list[str]:
-    lines = script.split("\n")
-    starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
-    ends = [i for i, line in enumerate(lines) if END_TEST_OUTPUT in line]
-    if len(starts) != 1 or not ends or ends[-1] <= starts[0]:
-        return []
-    words: list[str] = []
-    for line in lines[starts[0] + 1 : ends[-1]]:
-        try:
-            words += shlex.split(line, comments=True)
-        except ValueError:
-            return ["?"]
-    return words
-
-
 def _refusal(language: str, words: list[str]) -> str:
     text = " ".join(words)
     if language == "go":
-        if words[:2] != ["go", "test"] or "-run" in text or "-list" in text:
+        split = go_command_env(words)
+        if split is None or split[1][:2] != ["go", "test"] or "-run" in text or "-list" in text:
             return "the test command is not a plain `go test` of packages"
     elif language == "javascript":
         if not words or words[0] != "node" or "--test" not in words or "--test-name-pattern" in text:
@@ -139,7 +126,7 @@ def plant_language_canaries(
     if language is None or not plan.nonce or plan.canary_file:
         return plan
     rng = rng or random.SystemRandom()
-    words = _test_command(script)
+    words = test_command(script)
     if refused := _refusal(language.name, words):
         return plan.model_copy(update={"skipped": refused})
     tests = patch_paths(instance.test_patch)
@@ -186,8 +173,10 @@ def plant_language_canaries(
     if language.name == "javascript" and any(word.endswith((".js", ".mjs", ".cjs", ".ts")) for word in words):
         run = next(i for i, line in enumerate(lines) if line.lstrip().startswith("node "))
         lines[run] = f"{lines[run].rstrip()} {quoted}"  # the command names its files: name ours too
+    split = go_command_env(words) if language.name == "go" else None
     return plan.model_copy(
         update={
+            "command_env": split[0] if split is not None else "",
             "script": "\n".join(lines),
             "must_pass": reported[:2],
             "must_fail": reported[2:],

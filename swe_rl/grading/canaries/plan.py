@@ -73,6 +73,9 @@ class CanaryPlan(BaseModel):
     """pytest captures the tests' output (no ``-s``): status lines among its progress lines are forged."""
     skipped: str = ""
     """Why no canaries were planted ("" when they were)."""
+    command_env: str = ""
+    """Go: the assignments the test command starts with, as a shell prefix (``GO111MODULE=off ``), for
+    the grader's own ``go`` commands of the run (`languages.go_command_env`)."""
 
 
 class CanaryCheck(BaseModel):

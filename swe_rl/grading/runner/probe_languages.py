@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from swe_rl.grading.integrity import TamperRecord, patch_paths
-from swe_rl.grading.languages import language_of
+from swe_rl.grading.languages import go_command_env, language_of, test_command
 from swe_rl.grading.runner.machinery import guard_lines
 from swe_rl.grading.scans.runner_config import load_toml
 from swe_rl.tasks import TaskInstance
@@ -68,9 +68,11 @@ _GO_LIST = (
     '{{.ImportPath}}{{"\\t"}}{{join .GoFiles " "}}{{"\\t"}}{{join .IgnoredGoFiles " "}}{{"\\t"}}'
     '{{join .TestGoFiles " "}}{{"\\t"}}{{join .XTestGoFiles " "}}{{"\\t"}}{{join .CgoFiles " "}}'
 )
-_GO = f"""echo '### go env'; go env -json
-echo '### go mod'; go mod edit -json
-echo '### go list'; go list -e -f {shlex.quote(_GO_LIST)} ./..."""
+_GO = f"""echo '### go env'; {{env}}go env -json
+echo '### go mod'; {{env}}go mod edit -json
+echo '### go list'; {{env}}go list -e -f {shlex.quote(_GO_LIST)} ./..."""
+"""`{env}`: the test command's own assignments (`languages.go_command_env`: GOPATH mode's GO111MODULE=off),
+so the toolchain answers for the packages as the tests build them."""
 
 _NODE_SCRIPT = r"""'use strict';
 const fs = require('fs'), path = require('path'), os = require('os'), { createRequire } = require('module');
@@ -151,13 +153,13 @@ class LanguageProbeReport(BaseModel):
 
 
 def _probe_lines(
-    language: str, tag: str, path: str, test_files: list[str], then: list[str] | None = None
+    language: str, tag: str, path: str, test_files: list[str], then: list[str] | None = None, env: str = ""
 ) -> list[str]:
     """Shell lines that run the probe with tracing off and print its report's hash (`then`: lines run
-    after it, tracing still off)."""
+    after it, tracing still off; `env`: Go's assignments of the test command)."""
     folder = posixpath.dirname(path)
     if language == "go":
-        body = _GO
+        body = _GO.replace("{env}", env)
         setup: list[str] = []
     elif language == "javascript":
         script = f"{folder}/probe.js"
@@ -212,9 +214,11 @@ def plan_language_probe(
         guard_path=f"{folder}/guard",
     )
     files = _test_files(instance, language.name)
-    clean = _probe_lines(language.name, tag, plan.clean_path, files)
+    split = go_command_env(test_command(script)) if language.name == "go" else None
+    env = split[0] if split is not None else ""
+    clean = _probe_lines(language.name, tag, plan.clean_path, files, env=env)
     guard = guard_lines(language.name, folder, plan.guard_path, tag)
-    run = _probe_lines(language.name, tag, plan.run_path, files, guard)
+    run = _probe_lines(language.name, tag, plan.run_path, files, guard, env=env)
     plan.clean_script = "\n".join([*lines[:start], *clean, *lines[end + 1 :]])
     plan.run_script = "\n".join([*lines[:start], *run, *lines[start:]])
     return plan

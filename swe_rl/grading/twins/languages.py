@@ -251,9 +251,9 @@ def _js_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str, 
 _DERIVE = {"go": _go_twin, "rust": _rust_twin, "javascript": _js_twin}
 
 
-def _check(language: str, path: str) -> str:
-    if language == "go":
-        return f"go test -count=1 -run '^$' -exec /bin/true ./{posixpath.dirname(path) or '.'}"
+def _check(language: str, path: str, env: str) -> str:
+    if language == "go":  # with the test command's own assignments (GO111MODULE=off: GOPATH mode)
+        return f"{env}go test -count=1 -run '^$' -exec /bin/true ./{posixpath.dirname(path) or '.'}"
     if language == "rust":
         return "cargo test --offline --no-run"
     return f"node --check {shlex.quote(path)}"
@@ -334,7 +334,7 @@ def plan_language_twins(
         anchor = rng.choice(_places(language.name, text, name))
         texts[path] = text[:anchor] + copy + text[anchor:]
         plan.rewrites[path] = texts[path]
-        plan.checks[path] = _check(language.name, path)
+        plan.checks[path] = _check(language.name, path, canary_plan.command_env)
         reported = f"{prefix}::{twin}" if prefix else ("- " + twin if language.name == "javascript" else twin)
         plan.twins.append(Twin(original=test, test_id=reported, file=path, mutation=mutation))
     if not plan.twins and not plan.skipped:
