@@ -10,6 +10,7 @@ comparison (if any) in `language_rules`, a fixture under ``data/fixtures/multila
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from pydantic import BaseModel, ConfigDict
@@ -179,19 +180,32 @@ def contradiction_records(instance: TaskInstance, log: str, nonce: str = "") -> 
     ]
 
 
+_FILE_WRITE = re.compile(r"""^\s*cat\s*>\s*/tmp/[\w./-]+\s*<<-?\s*(['"]?)(\w+)\1\s*$""")
+"""A heredoc that writes a file under /tmp before the test command (the mined mocha rows' shim of
+mocha's global names for node's runner): set-up, not part of the command."""
+
+
 def test_command(script: str) -> list[str]:
-    """The words between the eval script's test-output markers ([] without one pair, ["?"] unparsable)."""
+    """The words between the eval script's test-output markers ([] without one pair, ["?"] unparsable),
+    without the heredoc file writes of `_FILE_WRITE` before them."""
     lines = script.split("\n")
     starts = [i for i, line in enumerate(lines) if START_TEST_OUTPUT in line]
     ends = [i for i, line in enumerate(lines) if END_TEST_OUTPUT in line]
     if len(starts) != 1 or not ends or ends[-1] <= starts[0]:
         return []
     words: list[str] = []
-    for line in lines[starts[0] + 1 : ends[-1]]:
+    body = lines[starts[0] + 1 : ends[-1]]
+    at = 0
+    while at < len(body):
+        write = _FILE_WRITE.match(body[at]) if not words else None
+        if write is not None and write.group(2) in body[at + 1 :]:
+            at = body.index(write.group(2), at + 1) + 1
+            continue
         try:
-            words += shlex.split(line, comments=True)
+            words += shlex.split(body[at], comments=True)
         except ValueError:
             return ["?"]
+        at += 1
     return words
 
 

@@ -111,6 +111,29 @@ def test_a_node_command_naming_files_names_the_canary_too():
     assert f"test/slugify.test.js {plan.canary_file}" in plan.script
 
 
+SHIM = "cat > /tmp/mocha-globals.cjs <<'SHIM'\nglobalThis.it = require('node:test').it;\nSHIM\n"
+
+
+@pytest.mark.parametrize(
+    ("setup", "planted"),
+    [
+        (SHIM, True),  # the mined mocha rows: a shim of mocha's names written under /tmp, then node's runner
+        (SHIM.replace("/tmp/mocha-globals.cjs", "test/setup.cjs"), False),  # a file in the tree: refused
+        ("python3 - <<'PY'\nprint(1)\nPY\n", False),  # a heredoc that runs something: refused
+        (SHIM + "echo ready\n", False),  # another command before the runner: refused
+    ],
+)
+def test_a_node_run_after_a_shim_written_under_tmp_gets_canaries_and_nothing_else_does(setup, planted):
+    """The 24 mined mocha rows write a shim of mocha's global names to /tmp (a heredoc) and run
+    ``node --test --require`` it on their test files: the heredoc is set-up, the command a plain node run,
+    so the canaries join it (named on its command line). Any other command or heredoc still refuses."""
+    command = "node --test --test-reporter=tap --require /tmp/mocha-globals.cjs test/slugify.test.js"
+    plan = _plan("swe-rl__js-slugify-9001", setup + command)
+    assert bool(plan.canary_file) is planted and bool(plan.skipped) is not planted, plan.skipped
+    if planted:
+        assert f"{command} {plan.canary_file}" in plan.script and setup in plan.script
+
+
 # A cargo test run (the rust fixture's gold, three pytest-xdist workers at load ~10): cargo's stderr
 # interleaved with the test binary's stdout mid-line, so `fjord_nectar`'s own result line does not parse.
 INTERLEAVED_CARGO = """running 4 tests

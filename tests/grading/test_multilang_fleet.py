@@ -6,6 +6,7 @@ tests/adversarial_multilang.py earns a reward under the integrity verdict."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -227,4 +228,24 @@ async def test_a_go_command_in_gopath_mode_gets_canaries_twins_and_the_runner_ch
     assert any(r.rule == "runner_probe" and r.action == "voided" for r in result.tamper.records), (
         result.tamper.records
     )
+    assert not leftover_containers(docker_client, pool)
+
+
+async def test_a_node_run_after_a_mocha_shim_gets_canaries_and_gold_stays_clean(
+    client, pool, multilang_instances, docker_client
+):
+    """The mined mocha rows' command shape (a shim of mocha's names written to /tmp by a heredoc, then
+    ``node --test --require`` it on named files), on the JS fixture: the canary file joins the run, its
+    must-fail canaries are reported failed, and gold resolves with nothing recorded."""
+    fixture = multilang_instances["swe-rl__js-slugify-9001"]
+    command = "node --test --test-reporter=tap test/"
+    assert command in fixture.eval_script
+    shim = "cat > /tmp/mocha-globals.cjs <<'SHIM'\nglobalThis.it = require('node:test').it;\nSHIM\n"
+    runs = f"{shim}node --test --test-reporter=tap --require /tmp/mocha-globals.cjs test/slugify.test.js"
+    instance = fixture.model_copy(update={"eval_script": fixture.eval_script.replace(command, runs)})
+    gold = await FleetGrader(client).grade(instance, instance.patch)
+    assert gold.status is GradeStatus.RESOLVED and gold.tamper is not None, gold.message
+    assert not gold.tamper.records, gold.tamper.records
+    failed_canaries = re.findall(r"location: '/testbed/test/[a-z]+-[a-z]+\.test\.cjs:", gold.test_log)
+    assert len(failed_canaries) == 2, gold.test_log[-3000:]  # the two must-fail canaries ran and failed
     assert not leftover_containers(docker_client, pool)
