@@ -282,3 +282,51 @@ def test_a_twin_stays_in_the_block_of_its_original(language, source, test, call,
         assert head.count(call) == 2  # the original and its twin, both in the first block
         after_sibling.add(head.rindex(call) > head.index("subtracts"))
     assert after_sibling == {True, False}
+
+
+JS_HELPER_BLOCKS = """function whenInput(value, fn) {
+  describe('when input is ' + value, fn);
+}
+
+describe('parse(number)', function () {
+  whenInput('1', function () {
+    it('should return one', function () {
+      assert.strictEqual(parse('1'), 1);
+    });
+  });
+});
+"""
+
+
+def _js_plan(source: str, test: str, seed: int):
+    row = {**ROWS["swe-rl__js-slugify-9001"], "FAIL_TO_PASS": [test], "test_patch": ""}
+    return plan_language_twins(instance_from_row(row), PLAN, {"t": source}, random.Random(seed))
+
+
+def test_a_javascript_block_gets_a_twin_of_the_whole_block_with_one_test_changed_and_renamed():
+    """mocha-style rows expect whole blocks (``- small``: a `describe` node's runner reports failed when
+    one of its tests fails). The twin copies the block under a new title with the first test that has an
+    equal-like assertion changed, and that test renamed too: under its own title it would report a test
+    the task expects to pass as failed (a false trip of gold)."""
+    titles = {"small", "adds", "subtracts", "large", "multiplies"}
+    for seed in range(20):
+        plan = _js_plan(JS_TWO_BLOCKS, "- small", seed)
+        assert len(plan.twins) == 1 and not plan.skipped, plan
+        [twin] = plan.twins
+        text = plan.rewrites["t"]
+        block = text[text.index(f"describe('{twin.test_id[2:]}'") :]
+        block = block[: block.index("\n});") + 4]
+        assert twin.test_id[2:] not in titles and "in the block" in twin.mutation
+        assert block.count("f(1, 2)") == 1 and "assert.equal(f(1, 2), 3)" not in block  # changed
+        assert "test('subtracts'" in block  # the others as they were
+        renamed = block.split("test('", 2)[1].split("'", 1)[0]
+        assert renamed not in titles and set(renamed.split()) >= {"adds"}, renamed
+        assert text.replace(block, "").replace("\n\n;", "").count("describe(") == 2
+
+
+def test_a_javascript_block_whose_tests_sit_in_a_helper_s_block_gets_no_twin():
+    """A test inside a nested call (a helper that opens a `describe` whose title it computes) is not
+    changed: the nested block would fail under a title the task may expect to pass, and the grader cannot
+    rename it."""
+    plan = _js_plan(JS_HELPER_BLOCKS, "- parse(number)", 3)
+    assert not plan.twins and plan.skipped and "no test of the block" in plan.skipped[0].reason

@@ -217,16 +217,14 @@ def _rust_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str
 # ----------------------------------------------------------------------------- JavaScript
 
 
-def _js_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str, str] | str:
-    quoted = "|".join(re.escape(q + name + q) for q in ("'", '"', "`"))
-    head = re.search(rf"^([ \t]*)(test|it)\(\s*(?:{quoted})\s*,", text, re.M)
-    if head is None:
-        return f"test({name!r}, ...) is not in the test patch's files"
-    open_at = text.index("(", head.start())
-    close = _closing(text, open_at)
-    if close < 0:
-        return "the test's closing parenthesis was not found"
-    block = text[head.start() : close + 1]
+_JS_BLOCKS = ("describe", "suite", "context")
+"""Calls whose title names a block of tests (node's runner reports it failed when one of them fails)."""
+_JS_INNER = re.compile(r"""^[ \t]*(?:test|it)\(\s*(['"`])((?:(?!\1).)+)\1\s*,""", re.M)
+
+
+def _js_mutated(block: str, rng: random.Random) -> tuple[str, int, str] | None:
+    """`block` with the expected side of its first assert.equal-like or expect().toBe-like assertion
+    changed: (the new block, where that assertion starts in it, its name)."""
     for found in re.finditer(
         rf"assert\.(?:{'|'.join(_JS_ASSERTS)})\(|\.(?:{'|'.join(_JS_EXPECTS)})\(", block
     ):
@@ -239,11 +237,84 @@ def _js_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str, 
         if len(args) <= pick or not args[pick].strip():
             continue
         args[pick] = _changed_literal(args[pick], rng, js=True) or " Symbol()"
-        block_new = block[: paren + 1] + ",".join(args) + block[stop:]
-        renamed = block_new.replace(name, twin, 1)
-        line_no = text[: head.start() + found.start()].count("\n") + 1
-        return "\n\n" + renamed + ";", f"the expected side of {found.group(0)[:-1]} changed (line {line_no})"
-    return "no assert.equal-like or expect().toBe-like assertion"
+        return block[: paren + 1] + ",".join(args) + block[stop:], found.start(), found.group(0)[:-1]
+    return None
+
+
+def _open_brackets(text: str) -> list[str]:
+    """The brackets `text` leaves open, outermost first (quotes skipped, as `split_top_level` does)."""
+    stack: list[str] = []
+    quote, i = "", 0
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in "([{":
+            stack.append(ch)
+        elif ch in ")]}" and stack:
+            stack.pop()
+        i += 1
+    return stack
+
+
+def _fresh_title(title: str, text: str, rng: random.Random) -> str:
+    """A test title in the file's own words (the title's, in another order, perhaps with one more of the
+    file's), unlike every title there: a block twin's changed test must not report under a name the task
+    expects to pass."""
+    titles = set(_TEST_NAMES["javascript"].findall(text)) | {m.group(2) for m in _JS_INNER.finditer(text)}
+    vocabulary = [w for t in sorted(titles) for w in _words(t)] or _WORDS
+    own = _words(title) or ["case"]
+    for attempt in range(64):
+        picked = list(own)
+        rng.shuffle(picked)
+        if len(own) < 2 or attempt >= 8 or rng.random() < 0.5:
+            picked.insert(rng.randint(0, len(picked)), rng.choice(vocabulary))
+        got = " ".join(picked)
+        if got not in titles and got != title:
+            return got
+    return f"{title} {rng.choice(vocabulary)} {rng.choice(vocabulary)}"
+
+
+def _js_twin(text: str, name: str, twin: str, rng: random.Random) -> tuple[str, str] | str:
+    quoted = "|".join(re.escape(q + name + q) for q in ("'", '"', "`"))
+    kinds = "|".join(("test", "it", *_JS_BLOCKS))
+    head = re.search(rf"^([ \t]*)({kinds})\(\s*(?:{quoted})\s*,", text, re.M)
+    if head is None:
+        return f"test({name!r}, ...) is not in the test patch's files"
+    open_at = text.index("(", head.start())
+    close = _closing(text, open_at)
+    if close < 0:
+        return "the test's closing parenthesis was not found"
+    block = text[head.start() : close + 1]
+    if head.group(2) in _JS_BLOCKS:  # a block: one of its own tests changed, and renamed
+        for inner in _JS_INNER.finditer(block):
+            if "(" in _open_brackets(block[block.index("(") + 1 : inner.start()]):
+                continue  # inside a nested call: a block whose title the task may expect to pass
+            end = _closing(block, block.index("(", inner.start()))
+            changed = _js_mutated(block[inner.start() : end + 1], rng) if end > 0 else None
+            if changed is None:
+                continue
+            test, at, what = changed
+            test = test.replace(inner.group(2), _fresh_title(inner.group(2), text, rng), 1)
+            renamed = (block[: inner.start()] + test + block[end + 1 :]).replace(name, twin, 1)
+            line_no = text[: head.start() + inner.start() + at].count("\n") + 1
+            return (
+                "\n\n" + renamed + ";",
+                f"the expected side of {what} changed (line {line_no}, in the block)",
+            )
+        return "no test of the block has an assert.equal-like or expect().toBe-like assertion"
+    changed = _js_mutated(block, rng)
+    if changed is None:
+        return "no assert.equal-like or expect().toBe-like assertion"
+    block_new, at, what = changed
+    renamed = block_new.replace(name, twin, 1)
+    line_no = text[: head.start() + at].count("\n") + 1
+    return "\n\n" + renamed + ";", f"the expected side of {what} changed (line {line_no})"
 
 
 # ----------------------------------------------------------------------------- planning
@@ -345,7 +416,7 @@ def plan_language_twins(
 _SIBLINGS = {
     "go": re.compile(r"^()func\s+Test\w*\s*\(\s*\w+\s+\*testing\.T\s*\)\s*\{[ \t]*$", re.M),
     "rust": re.compile(r"^([ \t]*)(?:pub\s+)?fn\s+\w+\s*\(\s*\)\s*\{[ \t]*$", re.M),
-    "javascript": re.compile(r"""^([ \t]*)(?:test|it)\(\s*['"`]""", re.M),
+    "javascript": re.compile(r"""^([ \t]*)(?:test|it|describe|suite|context)\(\s*['"`]""", re.M),
 }
 
 
@@ -356,7 +427,7 @@ def _head(language: str, text: str, name: str) -> re.Match[str]:
         pattern = rf"^([ \t]*)(?:pub\s+)?fn\s+{re.escape(name)}\s*\("
     else:
         quoted = "|".join(re.escape(q + name + q) for q in ("'", '"', "`"))
-        pattern = rf"^([ \t]*)(?:test|it)\(\s*(?:{quoted})\s*,"
+        pattern = rf"^([ \t]*)(?:test|it|{'|'.join(_JS_BLOCKS)})\(\s*(?:{quoted})\s*,"
     head = re.search(pattern, text, re.M)
     assert head is not None
     return head
