@@ -46,12 +46,7 @@ from swe_rl.grading.prerun import read_clean_tree
 from swe_rl.grading.result import GradeResult, GradeStatus
 from swe_rl.grading.runner.guard import imported_records
 from swe_rl.grading.runner.machinery import machinery_records
-from swe_rl.grading.runner.probe import (
-    ProbePlan,
-    ProbeReport,
-    probe_records,
-    read_probe_report,
-)
+from swe_rl.grading.runner.probe import ProbePlan, ProbeReport, probe_records, read_probe_report
 from swe_rl.grading.runner.probe_languages import (
     LanguageProbePlan,
     LanguageProbeReport,
@@ -59,9 +54,7 @@ from swe_rl.grading.runner.probe_languages import (
     read_language_probe,
 )
 from swe_rl.grading.scans.capabilities import CapabilityReport, scan_changes
-from swe_rl.grading.scans.run_writes import (
-    MAX_FILES as MAX_WRITTEN,
-)
+from swe_rl.grading.scans.run_writes import MAX_FILES as MAX_WRITTEN
 from swe_rl.grading.scans.run_writes import (
     WritesPlan,
     bundle_from_log,
@@ -269,7 +262,12 @@ async def _run_stages(
         return IntegrityStages(canonical=canon, official_run=official)
     with stage("tree + capability scans"):
         tree = judge_tree(canon, instance, script, config.integrity)
-        capabilities = scan_changes(tree.sources, config.integrity.capabilities)
+    # the scan changes nothing of the run: it reads the patched sources in a thread while the container
+    # runs (a large module's walk is most of the grader's own time per grading); awaited after the run
+    scanning = asyncio.ensure_future(
+        asyncio.to_thread(scan_changes, tree.sources, config.integrity.capabilities)
+    )
+    scanning.add_done_callback(lambda done: done.cancelled() or done.exception())  # (seen if never awaited)
     probe_plan, clean = clean_tree.probe_plan, clean_tree.clean
     run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
     language_plan, language_clean = clean_tree.language_plan, clean_tree.language_clean
@@ -304,6 +302,8 @@ async def _run_stages(
     with stage("test run"):
         run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
     run.test_log = unswapped_log(twins, run.test_log)  # swapped twins: the names as if never swapped
+    with stage("tree + capability scans"):
+        capabilities = await scanning
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
     with stage("after the run: writes, probe reports"):  # one read of the bundle, the rest side by side

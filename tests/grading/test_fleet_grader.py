@@ -58,3 +58,41 @@ async def test_missing_image_is_an_env_error(client, fixture_instances):
     instance = fixture_instances[INSTANCE].model_copy(update={"image": "swe-rl/missing:latest"})
     result = await FleetGrader(client).grade(instance, instance.patch)
     assert result.status is GradeStatus.ENV_ERROR and "ImageNotFound" in result.message
+
+
+async def test_the_capability_scan_runs_while_the_container_runs_the_tests(
+    client, pool, fixture_instances, docker_client, monkeypatch
+):
+    """The scan of the patched sources decides nothing of the run's script, so it reads them in a thread
+    while the container runs the tests (on a large module it was most of the grader's own time per
+    grading). Here the scan waits until the test run's call has gone out: run one after the other, it
+    would wait in vain; its findings still reach the verdict."""
+    import threading
+
+    from swe_rl.fleet.client import Lease
+    from swe_rl.grading import pipeline
+    from swe_rl.grading.scans.capabilities import CapabilityFinding, CapabilityReport
+
+    running = threading.Event()
+    evaluate, scan = Lease.evaluate, pipeline.scan_changes
+
+    async def evaluating(self, *args, **kwargs):
+        running.set()
+        return await evaluate(self, *args, **kwargs)
+
+    def scanning(*args, **kwargs) -> CapabilityReport:
+        beside = running.wait(timeout=120)
+        found = scan(*args, **kwargs).findings
+        marker = CapabilityFinding(
+            path="x.py", line=1, capability="ctypes", detail=f"beside={beside}", action="void"
+        )
+        return CapabilityReport(findings=[*found, marker])
+
+    monkeypatch.setattr(Lease, "evaluate", evaluating)
+    monkeypatch.setattr(pipeline, "scan_changes", scanning)
+    instance = fixture_instances[INSTANCE]
+    result = await FleetGrader(client).grade(instance, instance.patch)
+    details = [r.reason for r in result.tamper.records]
+    assert any("beside=True" in d for d in details), details  # the scan overlapped the run
+    assert not result.resolved and result.official.resolved  # and its finding voided the reward
+    assert not leftover_containers(docker_client, pool)

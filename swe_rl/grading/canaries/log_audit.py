@@ -19,6 +19,7 @@ Each break is a `LogFinding`; ``tamper`` findings void the reward (the pipeline 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from enum import Enum
@@ -115,7 +116,13 @@ def status_lines(text: str) -> list[StatusLine]:
     Same readings as the official parsers: a line starting with a status word, FAILED's `` - ``
     dropped, split on any whitespace (str.split: tabs, runs of spaces, Unicode spaces), the second
     word being the test id; the same after v2's removal of colour codes and control characters; and
-    v2's / seaborn's ``id STATUS`` lines."""
+    v2's / seaborn's ``id STATUS`` lines. Read once per text: the verdict's checks (strict report,
+    canaries, twins, audit) each ask it of the same run's section (thousands of lines on a large suite)."""
+    return list(_status_lines(text))
+
+
+@functools.lru_cache(maxsize=4)
+def _status_lines(text: str) -> tuple[StatusLine, ...]:
     out: list[StatusLine] = []
     for i, line in enumerate(text.split("\n")):
         words = _start_form(line)
@@ -131,7 +138,7 @@ def status_lines(text: str) -> list[StatusLine]:
         words = clean.split()
         if len(words) >= 2 and (clean.endswith(STATUS_WORDS) or words[1] == "PASSED"):
             out.append(StatusLine(index=i, status=words[1], test=words[0], form="trailing"))
-    return out
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- nonce section
