@@ -271,6 +271,7 @@ def start_exec_server(directory: Path, started: list[ExecServerProc], **env: str
     port = free_port()
     server_id = f"{TEST_ID_PREFIX}{secrets.token_hex(4)}"
     token = env.pop("token", None) or secrets.token_hex(16)
+    env.setdefault("SWE_EXEC_STATE_DIR", str(directory / f"state-{server_id}"))  # not the machine's
     log_path = directory / f"exec-{server_id}.log"
     proc = _spawn_exec(port, server_id, token, log_path, env)
     srv = ExecServerProc(f"http://127.0.0.1:{port}", token, server_id, port, proc, log_path, env)

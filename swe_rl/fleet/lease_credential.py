@@ -15,14 +15,19 @@ the same trusted key verify the same way every time. Expiry and scope are checke
 same (`LeaseGrant.allows`), and a credential kept is taken only while the key that signed it is trusted.
 
 Wire form (docs/fleet.md, "Per-lease credentials"): ``v1.<payload>.<signature>``, both parts unpadded
-base64url; the payload is compact JSON ``{"lease","node","container","ops","exp"}`` (exp: epoch
-seconds), the signature is over the bytes ``swe-lease-v1.<payload>``. Clients treat it as opaque.
+base64url; the payload is compact JSON ``{"lease","node","container","ops","exp","kid"}`` (exp: epoch
+seconds; kid: `key_id` of the signing key), the signature is over the bytes ``swe-lease-v1.<payload>``.
+Clients treat it as opaque. The key id lets a node that trusts several pools' keys check a credential
+with the one key that signed it (one signature check, not one per trusted key); a credential without
+one (from a pool before key ids) is tried against every trusted key, of which a node keeps at most
+`MAX_TRUSTED_KEYS`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import os
 import threading
@@ -51,6 +56,10 @@ VERIFIED_KEPT = 16384
 """Verified credentials a verifier keeps: ~1.4 KB each with their grant (23 MB when full). A node holds one
 or two per lease it runs; the pool's, one per lease called through it (beyond the bound, the oldest are
 checked again when next used)."""
+MAX_TRUSTED_KEYS = 64
+"""Pool keys a node's verifier trusts at once, the least recently given or used dropped first: every
+pool start that makes a new key hands it over (a machine whose local fleets each make one had 2,038 of
+them, each checked against every new credential without a key id, and listed in every /healthz)."""
 
 
 class CredentialRefused(Exception):
@@ -90,6 +99,11 @@ def _unb64(text: str) -> bytes:
 def public_key_text(key: Ed25519PublicKey) -> str:
     """A public key as the nodes receive it: its 32 raw bytes, base64url."""
     return _b64(key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
+
+
+def key_id(text: str) -> str:
+    """A public key's short name in the credentials it signs: 9 bytes of the SHA-256 of its raw bytes."""
+    return _b64(hashlib.sha256(_unb64(text.strip())).digest()[:9])
 
 
 def parse_public_key(text: str) -> Ed25519PublicKey:
@@ -132,6 +146,7 @@ class LeaseSigner:
     def __init__(self, key: Ed25519PrivateKey) -> None:
         self.key = key
         self.public = public_key_text(key.public_key())
+        self.kid = key_id(self.public)
         self.verifier = LeaseVerifier([self.public])
 
     def issue(
@@ -139,7 +154,14 @@ class LeaseSigner:
     ) -> tuple[str, float]:
         """A credential for these ops on the lease's container, good for ttl seconds; and its expiry."""
         exp = round(time.time() + ttl, 3)
-        payload = {"lease": lease, "node": node, "container": container, "ops": sorted(ops), "exp": exp}
+        payload = {
+            "lease": lease,
+            "node": node,
+            "container": container,
+            "ops": sorted(ops),
+            "exp": exp,
+            "kid": self.kid,
+        }
         body = _b64(json.dumps(payload, separators=(",", ":"), sort_keys=True).encode())
         signature = _b64(self.key.sign(_CONTEXT + body.encode("ascii")))
         return f"{VERSION}.{body}.{signature}", exp
@@ -148,12 +170,20 @@ class LeaseSigner:
 class LeaseVerifier:
     """The node's half: checks a credential against the public keys it trusts (several during a key change).
 
-    Credentials it verified are kept (up to `kept`, the oldest dropped first) with the key that signed
-    them: the same credential again costs a look-up, not a signature check, while that key is trusted."""
+    At most `max_keys` are trusted, in order of use: a key given again (`add`) or that verified a
+    credential becomes the newest, and the oldest is dropped when one more comes. Credentials it verified
+    are kept (up to `kept`, the oldest dropped first) with the key that signed them: the same credential
+    again costs a look-up, not a signature check, while that key is trusted."""
 
-    def __init__(self, keys: Iterable[str] = (), *, kept: int = VERIFIED_KEPT) -> None:
+    def __init__(
+        self, keys: Iterable[str] = (), *, kept: int = VERIFIED_KEPT, max_keys: int = MAX_TRUSTED_KEYS
+    ) -> None:
         self.keys: dict[str, Ed25519PublicKey] = {}
+        """text -> key, oldest first; replaced whole on every change (readers see one dict or the other)."""
+        self._ids: dict[str, str] = {}
+        """key id -> text, of the same keys."""
         self.kept = kept
+        self.max_keys = max(1, max_keys)
         self._verified: dict[str, tuple[str, LeaseGrant]] = {}
         """credential -> (the trusted key's text that verified it, its grant); insertion order: oldest first."""
         self._lock = threading.Lock()
@@ -161,28 +191,47 @@ class LeaseVerifier:
             self.add(text)
 
     def add(self, text: str) -> bool:
-        """Trust one more public key (base64url); False when it was trusted already. ValueError if bad."""
+        """Trust one more public key (base64url), as the newest; False when it was trusted already (it
+        becomes the newest all the same). The oldest beyond `max_keys` are dropped. ValueError if bad."""
         text = text.strip()
-        if text in self.keys:
-            return False
-        self.keys = {**self.keys, text: parse_public_key(text)}  # readers see one dict or the other
-        return True
+        key = self.keys.get(text) or parse_public_key(text)
+        with self._lock:
+            fresh = text not in self.keys
+            keys = {k: v for k, v in self.keys.items() if k != text}
+            keys[text] = key
+            dropped = list(keys)[: max(0, len(keys) - self.max_keys)]
+            self._trust({k: v for k, v in keys.items() if k not in dropped}, dropped)
+        return fresh
 
     def remove(self, text: str) -> bool:
         """Stop trusting a key; False when it was not trusted. What it signed fails from now on, the
         credentials kept as verified included (each is taken only while its key is in `keys`)."""
         text = text.strip()
-        if text not in self.keys:
-            return False
-        self.keys = {k: v for k, v in self.keys.items() if k != text}
         with self._lock:
-            self._verified = {c: kept for c, kept in self._verified.items() if kept[0] != text}
+            if text not in self.keys:
+                return False
+            self._trust({k: v for k, v in self.keys.items() if k != text}, [text])
         return True
+
+    def _trust(self, keys: dict[str, Ed25519PublicKey], dropped: list[str]) -> None:
+        """Under the lock: trust exactly `keys`; forget what the `dropped` ones verified."""
+        self._ids = {key_id(k): k for k in keys}
+        self.keys = keys
+        if dropped:
+            gone = set(dropped)
+            self._verified = {c: kept for c, kept in self._verified.items() if kept[0] not in gone}
+
+    def _used(self, text: str) -> None:
+        """The key verified a credential just now: it becomes the newest (if still trusted)."""
+        with self._lock:
+            keys = self.keys
+            if text in keys and next(reversed(keys)) != text:  # (the same keys: their ids stand)
+                self.keys = {**{k: v for k, v in keys.items() if k != text}, text: keys[text]}
 
     def verify(self, credential: str) -> LeaseGrant:
         """The grant a credential carries; CredentialRefused when it is malformed or no trusted key signed it.
         Expiry and scope are the caller's check (`LeaseGrant.allows`), which knows the call."""
-        keys = self.keys
+        keys, ids = self.keys, self._ids
         if not keys:
             raise CredentialRefused("this node trusts no pool key yet: direct calls are off")
         known = self._verified.get(credential)
@@ -193,11 +242,22 @@ class LeaseVerifier:
             raise CredentialRefused("malformed lease credential")
         try:
             signature = _unb64(parts[2])
+            data = json.loads(_unb64(parts[1]))  # read before the signature check: trusted only after it
         except (binascii.Error, ValueError):
             raise CredentialRefused("malformed lease credential") from None
+        if not isinstance(data, dict):
+            raise CredentialRefused("malformed lease credential")
+        kid = data.get("kid")
+        if kid is None:  # a pool from before key ids: every trusted key is tried
+            candidates = list(keys.items())
+        else:
+            text = ids.get(kid) if isinstance(kid, str) else None
+            if text is None or text not in keys:
+                raise CredentialRefused("lease credential signed by a key this node does not trust")
+            candidates = [(text, keys[text])]
         signed = _CONTEXT + parts[1].encode("ascii", "replace")
         signer = ""
-        for text, key in keys.items():
+        for text, key in candidates:
             try:
                 key.verify(signature, signed)
             except InvalidSignature:
@@ -207,7 +267,6 @@ class LeaseVerifier:
         if not signer:
             raise CredentialRefused("lease credential signature does not verify")
         try:
-            data = json.loads(_unb64(parts[1]))
             grant = LeaseGrant(
                 str(data["lease"]),
                 str(data["node"]),
@@ -215,8 +274,9 @@ class LeaseVerifier:
                 tuple(str(op) for op in data["ops"]),
                 float(data["exp"]),
             )
-        except (binascii.Error, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             raise CredentialRefused("malformed lease credential") from None
+        self._used(signer)
         self._keep(credential, signer, grant)
         return grant
 

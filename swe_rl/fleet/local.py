@@ -214,6 +214,9 @@ class LocalFleet:
                 "SWE_EXEC_HOST": "127.0.0.1",
                 "SWE_EXEC_PORT": str(port),
                 "SWE_EXEC_MAX_CONTAINERS": str(self.max_containers_per_node),
+                # this fleet's node state (the pool keys it trusts, claimed warm containers) is its own:
+                # in the machine's default directory every local fleet's new pool key piled up for good
+                "SWE_EXEC_STATE_DIR": str(self.log_dir / f"exec-state-{i}"),
                 **self.exec_env,
             }
             if self.networks:

@@ -3,8 +3,10 @@ says when the server extra is missing."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -13,6 +15,14 @@ from swe_rl.fleet import local
 from swe_rl.fleet.local import LocalFleet
 from swe_rl.fleet.local_networks import LABEL_CREATOR, allowed_networks, users_dir
 from tests.conftest import TEST_ID_PREFIX
+
+
+def wait_for(read, timeout: float = 60.0):
+    """What `read` answers once it answers something (the pool hands its key over at a health check)."""
+    deadline = time.monotonic() + timeout
+    while not (value := read()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return value
 
 
 def network_exists(docker_client, name: str) -> bool:
@@ -130,3 +140,18 @@ def test_a_server_that_dies_at_start_shows_its_log(tmp_path):
         with fleet:
             pass
     assert "last lines of" in str(err.value)
+
+
+@pytest.mark.docker
+def test_each_exec_server_keeps_its_state_in_the_fleets_own_directory(tmp_path, monkeypatch):
+    """A local fleet's nodes trust its pool's key in a state directory of their own: in the machine's
+    default one, every local fleet's new pool key piled up for good (2,038 of them, each tried against
+    every new credential and listed in every /healthz)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))  # where the default state directory would be
+    with LocalFleet(exec_servers=2, max_containers_per_node=1, log_dir=tmp_path / "fleet") as fleet:
+        for i, url in enumerate(fleet.exec_urls):
+            keys = wait_for(lambda url=url: httpx.get(url + "/healthz", timeout=30).json().get("lease_keys"))
+            saved = tmp_path / "fleet" / f"exec-state-{i}" / "lease-keys.json"
+            assert json.loads(saved.read_text()) == keys and len(keys) == 1
+    assert not (home / ".cache" / "swe-rl" / "exec-state").exists()

@@ -9,7 +9,9 @@ answer of its periodic `/containers/touch` names the containers called directly 
 
 The public keys come from `SWE_EXEC_LEASE_KEYS` (comma-separated, optional) and from the pool itself
 (`POST /lease-keys`, with the node's token); those are kept in the state directory, so a node restarted
-while its pool is down still takes the credentials already handed out.
+while its pool is down still takes the credentials already handed out. A node trusts at most
+`MAX_TRUSTED_KEYS` pool keys, the least recently given or used dropped first (a pool whose key was
+dropped gives it again after its next health check, which lists the keys this node trusts).
 """
 
 from __future__ import annotations
@@ -22,7 +24,13 @@ from collections import Counter
 from typing import Any
 
 from swe_rl.fleet.exec.containers import Registry
-from swe_rl.fleet.lease_credential import LEASE_SCHEME, CredentialRefused, LeaseGrant, LeaseVerifier
+from swe_rl.fleet.lease_credential import (
+    LEASE_SCHEME,
+    MAX_TRUSTED_KEYS,
+    CredentialRefused,
+    LeaseGrant,
+    LeaseVerifier,
+)
 from swe_rl.fleet.protocol import ROUTED_CALLS, ApiError
 
 log = logging.getLogger("swe_exec_server")
@@ -58,7 +66,8 @@ class DirectCalls:
         except (OSError, ValueError) as exc:
             log.warning("cannot read %s: %s", self.path, exc)
             return []
-        return [str(k) for k in data] if isinstance(data, list) else []
+        keys = [str(k) for k in data] if isinstance(data, list) else []
+        return keys[-MAX_TRUSTED_KEYS:]  # oldest first: the newest are kept
 
     def add_keys(self, keys: Any) -> list[str]:
         """Trust these public keys (the pool's `POST /lease-keys`); a bad one is a 400, nothing added."""
@@ -71,13 +80,12 @@ class DirectCalls:
             except ValueError as exc:
                 raise ApiError(400, f"bad lease key: {exc}") from None
         with self._lock:
-            added = [k for k in keys if self.verifier.add(k)]
-            if added:
-                os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                tmp = self.path + ".tmp"
-                with open(tmp, "w", encoding="utf-8") as fh:
-                    json.dump(sorted(self.verifier.keys), fh)
-                os.replace(tmp, self.path)
+            added = [k for k in keys if self.verifier.add(k)]  # (one given again becomes the newest)
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            tmp = f"{self.path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(list(self.verifier.keys), fh)  # oldest first, as `_saved` reads them
+            os.replace(tmp, self.path)
         if added:
             log.info(
                 "trusting %d more pool key(s) for direct calls (%d in all)",

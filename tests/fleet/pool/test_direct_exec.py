@@ -167,7 +167,7 @@ async def test_tampered_expired_and_foreign_credentials_are_refused_by_the_node(
         stranger, _ = LeaseSigner(Ed25519PrivateKey.generate()).issue(
             lease.lease_id, lease.node, lease.container_id, LEASE_OPS, 600
         )
-        _expect(_node(lease.node, "exec", body, f"Lease {stranger}"), 403, "does not verify")
+        _expect(_node(lease.node, "exec", body, f"Lease {stranger}"), 403, "does not trust")
         # a valid credential on the node's own endpoints, and the client's token on the node
         _expect(
             _node(lease.node, "destroy", {"container_id": lease.container_id}, f"Lease {lease.credential}"),
