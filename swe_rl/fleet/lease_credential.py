@@ -178,10 +178,9 @@ class LeaseVerifier:
     def __init__(
         self, keys: Iterable[str] = (), *, kept: int = VERIFIED_KEPT, max_keys: int = MAX_TRUSTED_KEYS
     ) -> None:
-        self.keys: dict[str, Ed25519PublicKey] = {}
-        """text -> key, oldest first; replaced whole on every change (readers see one dict or the other)."""
-        self._ids: dict[str, str] = {}
-        """key id -> text, of the same keys."""
+        self._trusted: tuple[dict[str, Ed25519PublicKey], dict[str, str]] = ({}, {})
+        """(text -> key, oldest first; key id -> text), replaced whole on every change: a reader takes one
+        pair or the other, never the keys of one and the ids of the other."""
         self.kept = kept
         self.max_keys = max(1, max_keys)
         self._verified: dict[str, tuple[str, LeaseGrant]] = {}
@@ -189,6 +188,11 @@ class LeaseVerifier:
         self._lock = threading.Lock()
         for text in keys:
             self.add(text)
+
+    @property
+    def keys(self) -> dict[str, Ed25519PublicKey]:
+        """The trusted keys, text -> key, oldest first (read-only: `add` and `remove` change them)."""
+        return self._trusted[0]
 
     def add(self, text: str) -> bool:
         """Trust one more public key (base64url), as the newest; False when it was trusted already (it
@@ -215,8 +219,7 @@ class LeaseVerifier:
 
     def _trust(self, keys: dict[str, Ed25519PublicKey], dropped: list[str]) -> None:
         """Under the lock: trust exactly `keys`; forget what the `dropped` ones verified."""
-        self._ids = {key_id(k): k for k in keys}
-        self.keys = keys
+        self._trusted = (keys, {key_id(k): k for k in keys})
         if dropped:
             gone = set(dropped)
             self._verified = {c: kept for c, kept in self._verified.items() if kept[0] not in gone}
@@ -224,14 +227,14 @@ class LeaseVerifier:
     def _used(self, text: str) -> None:
         """The key verified a credential just now: it becomes the newest (if still trusted)."""
         with self._lock:
-            keys = self.keys
+            keys, ids = self._trusted
             if text in keys and next(reversed(keys)) != text:  # (the same keys: their ids stand)
-                self.keys = {**{k: v for k, v in keys.items() if k != text}, text: keys[text]}
+                self._trusted = ({**{k: v for k, v in keys.items() if k != text}, text: keys[text]}, ids)
 
     def verify(self, credential: str) -> LeaseGrant:
         """The grant a credential carries; CredentialRefused when it is malformed or no trusted key signed it.
         Expiry and scope are the caller's check (`LeaseGrant.allows`), which knows the call."""
-        keys, ids = self.keys, self._ids
+        keys, ids = self._trusted
         if not keys:
             raise CredentialRefused("this node trusts no pool key yet: direct calls are off")
         known = self._verified.get(credential)

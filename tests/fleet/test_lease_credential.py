@@ -195,7 +195,8 @@ class _Counting:
 
 def _counted(verifier: LeaseVerifier) -> list[str]:
     calls: list[str] = []
-    verifier.keys = {t: _Counting(k, calls, t) for t, k in verifier.keys.items()}
+    keys, ids = verifier._trusted
+    verifier._trusted = ({t: _Counting(k, calls, t) for t, k in keys.items()}, ids)  # type: ignore[misc]
     return calls
 
 
