@@ -262,12 +262,6 @@ async def _run_stages(
         return IntegrityStages(canonical=canon, official_run=official)
     with stage("tree + capability scans"):
         tree = judge_tree(canon, instance, script, config.integrity)
-    # the scan changes nothing of the run: it reads the patched sources in a thread while the container
-    # runs (a large module's walk is most of the grader's own time per grading); awaited after the run
-    scanning = asyncio.ensure_future(
-        asyncio.to_thread(scan_changes, tree.sources, config.integrity.capabilities)
-    )
-    scanning.add_done_callback(lambda done: done.cancelled() or done.exception())  # (seen if never awaited)
     probe_plan, clean = clean_tree.probe_plan, clean_tree.clean
     run_script = probe_plan.script if probe_plan is not None else script  # the test run carries the probe
     language_plan, language_clean = clean_tree.language_plan, clean_tree.language_clean
@@ -300,10 +294,17 @@ async def _run_stages(
             import_path=clean.path if probed and clean is not None else (),
         )
     with stage("test run"):
-        run = await lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
+        running = asyncio.ensure_future(
+            lease.evaluate(tree.patch, writes.script, timeout=config.eval_timeout)
+        )
+        await asyncio.sleep(0)  # the call on its way, the scan reads the sources while it runs, on this
+        try:  # thread: CPython 3.11's ast.parse is not thread-safe (two threads: "recursion depth mismatch")
+            capabilities = scan_changes(tree.sources, config.integrity.capabilities)
+        except BaseException:
+            running.cancel()
+            raise
+        run = await running
     run.test_log = unswapped_log(twins, run.test_log)  # swapped twins: the names as if never swapped
-    with stage("tree + capability scans"):
-        capabilities = await scanning
     stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
     grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
     with stage("after the run: writes, probe reports"):  # one read of the bundle, the rest side by side

@@ -63,10 +63,12 @@ async def test_missing_image_is_an_env_error(client, fixture_instances):
 async def test_the_capability_scan_runs_while_the_container_runs_the_tests(
     client, pool, fixture_instances, docker_client, monkeypatch
 ):
-    """The scan of the patched sources decides nothing of the run's script, so it reads them in a thread
-    while the container runs the tests (on a large module it was most of the grader's own time per
-    grading). Here the scan waits until the test run's call has gone out: run one after the other, it
-    would wait in vain; its findings still reach the verdict."""
+    """The scan of the patched sources decides nothing of the run's script, so it reads them while the
+    container runs the tests (on a large module it was most of the grader's own time per grading). Here
+    the scan waits until the test run's call has gone out: run one after the other, it would wait in
+    vain; its findings still reach the verdict. It runs on the event loop's own thread: in a thread of its
+    own, two gradings' scans (or a scan beside the twins' parse) parsed at once, and CPython 3.11's
+    ``ast.parse`` failed with "AST constructor recursion depth mismatch" (seen in CI)."""
     import threading
 
     from swe_rl.fleet.client import Lease
@@ -80,7 +82,10 @@ async def test_the_capability_scan_runs_while_the_container_runs_the_tests(
         running.set()
         return await evaluate(self, *args, **kwargs)
 
+    loop_thread = threading.current_thread()
+
     def scanning(*args, **kwargs) -> CapabilityReport:
+        assert threading.current_thread() is loop_thread, "ast.parse off the loop's thread"
         beside = running.wait(timeout=120)
         found = scan(*args, **kwargs).findings
         marker = CapabilityFinding(
