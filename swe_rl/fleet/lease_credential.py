@@ -52,6 +52,8 @@ __all__ = [
 
 VERSION = "v1"
 _CONTEXT = b"swe-lease-v1."
+MAX_CREDENTIAL_CHARS = 4096
+"""A credential of ours is ~300–500 characters; a longer one is refused before its payload is decoded."""
 VERIFIED_KEPT = 16384
 """Verified credentials a verifier keeps: ~1.4 KB each with their grant (23 MB when full). A node holds one
 or two per lease it runs; the pool's, one per lease called through it (beyond the bound, the oldest are
@@ -241,12 +243,12 @@ class LeaseVerifier:
         if known is not None and known[0] in keys:
             return known[1]
         parts = credential.strip().split(".")
-        if len(parts) != 3 or parts[0] != VERSION:
+        if len(credential) > MAX_CREDENTIAL_CHARS or len(parts) != 3 or parts[0] != VERSION:
             raise CredentialRefused("malformed lease credential")
         try:
             signature = _unb64(parts[2])
             data = json.loads(_unb64(parts[1]))  # read before the signature check: trusted only after it
-        except (binascii.Error, ValueError):
+        except (binascii.Error, ValueError, RecursionError):  # a forger controls what the parser sees
             raise CredentialRefused("malformed lease credential") from None
         if not isinstance(data, dict):
             raise CredentialRefused("malformed lease credential")

@@ -15,6 +15,7 @@ import stat
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from swe_rl.fleet import lease_credential
 from swe_rl.fleet.lease_credential import (
     _CONTEXT,
     CredentialRefused,
@@ -83,6 +84,25 @@ def test_a_changed_signature_and_garbage_are_refused(signer):
     for garbage in ("", "v1", "v1.a.b", f"v2.{body}.{signature}", credential + ".x", "v1.%%%.%%%"):
         with pytest.raises(CredentialRefused):
             verifier.verify(garbage)
+
+
+def test_a_forged_payload_nested_past_the_parsers_depth_or_oversized_is_refused_not_a_crash(
+    signer, monkeypatch
+):
+    """The payload is parsed before the signature is checked, so a forger controls what the parser sees:
+    JSON nested past the interpreter's recursion limit, or a huge payload, is refused like any forgery."""
+    credential, _ = signer.issue("lease-a", "http://n:5000", "c" * 64, OPS, 600)
+    version, _, signature = credential.split(".")
+    verifier = LeaseVerifier([signer.public])
+    for raw in (b"[" * 100_000 + b"]" * 100_000, b'{"a": "' + b"x" * 1_000_000 + b'"}'):
+        body = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        with pytest.raises(CredentialRefused, match="malformed"):
+            verifier.verify(f"{version}.{body}.{signature}")
+    # the nesting is refused by the parser's own limit too, not only by the length bound
+    monkeypatch.setattr(lease_credential, "MAX_CREDENTIAL_CHARS", 10**7)
+    body = base64.urlsafe_b64encode(b"[" * 100_000 + b"]" * 100_000).rstrip(b"=").decode()
+    with pytest.raises(CredentialRefused, match="malformed"):
+        verifier.verify(f"{version}.{body}.{signature}")
 
 
 def test_a_credential_of_another_key_is_refused(signer):
