@@ -279,13 +279,8 @@ async def _run_stages(
     probed = probe_plan if probe_plan is not None and clean is not None else None
     writes = WritesPlan(script=plan.script, skipped="off")
     if config.integrity.run_writes:  # the probes' reports come back with the listing, in its bundle
-        reports = (
-            [probed.report_path]
-            if probed
-            else [toolchain.run_path, toolchain.guard_path]
-            if toolchain
-            else []
-        )
+        toolchain_reports = [toolchain.run_path, toolchain.guard_path] if toolchain else []
+        reports = [probed.report_path] if probed else toolchain_reports
         writes = plan_writes(
             plan.script,
             instance.workdir,
@@ -299,7 +294,8 @@ async def _run_stages(
         )
         await asyncio.sleep(0)  # the call on its way, the scan reads the sources while it runs, on this
         try:  # thread: CPython 3.11's ast.parse is not thread-safe (two threads: "recursion depth mismatch")
-            capabilities = scan_changes(tree.sources, config.integrity.capabilities)
+            with stage("  capability scan, as the run starts"):
+                capabilities = scan_changes(tree.sources, config.integrity.capabilities)
         except BaseException:
             running.cancel()
             raise

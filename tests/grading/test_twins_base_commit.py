@@ -24,6 +24,7 @@ from adversarial_patches import BASE_COMMIT_TWIN_SPOTTER
 from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.runner.probe import plan_probe, probe_names, widen_decisive
 from swe_rl.grading.twins import python as twin_python
+from swe_rl.grading.twins.cases import MAX_CASES
 from swe_rl.grading.twins.plan import Twin
 from swe_rl.grading.twins.plant import (
     TwinPlan,
@@ -250,8 +251,8 @@ def test_square(n, square):
 @pytest.mark.parametrize("chance", [0.0, 1.0])
 def test_a_swapped_twin_runs_every_parameter_set_of_its_original(tmp_path, monkeypatch, chance):
     """Of two tests alike but for a literal, the one with fewer items would be the twin whatever the
-    names: a swapped twin keeps all its original's cases; an unswapped one (its name tells it anyway) is
-    cut to `MAX_CASES` for cost."""
+    names: a twin that may swap keeps all its original's cases, swapped or not (a cut when the coin
+    said no would tell the coin: equal counts, swapped, the base commit's name is the twin)."""
     monkeypatch.setattr(twin_python, "SWAP_CHANCE", chance)
     f2p = [f"test_p.py::test_square[{n}-{n * n}]" for n in range(1, 8)]
     task = TaskInstance(
@@ -271,7 +272,27 @@ def test_a_swapped_twin_runs_every_parameter_set_of_its_original(tmp_path, monke
             function = line.split("::")[1].split("[")[0]
             counts[function] = counts.get(function, 0) + 1
     assert len(counts) == 2 and counts.pop("test_square") == 7, collected
-    assert list(counts.values()) == [7 if twin.swapped else 4], (counts, collected)
+    assert list(counts.values()) == [7], (counts, collected)
+
+
+def test_a_twin_that_cannot_swap_is_cut_to_a_few_parameter_sets(tmp_path):
+    """A twin whose name tells it anyway (here: its original's name occurs elsewhere in the file, so the
+    original is never renamed) runs `MAX_CASES` of its cases, for cost."""
+    f2p = [f"test_p.py::test_square[{n}-{n * n}]" for n in range(1, 8)]
+    task = TaskInstance(
+        instance_id="calc__calc-2", repo="calc/calc", problem_statement="x", image="x", fail_to_pass=f2p,
+        pass_to_pass=[], test_patch="",
+    )  # fmt: skip
+    canary = CanaryPlan(script="", nonce=NONCE, runner="pytest")
+    source = PARAMETRIZED + "\n\nSQUARES = test_square\n"
+    plan = plan_twins(task, canary, {"test_p.py": source}, random.Random(5))
+    [twin] = plan.twins
+    assert not twin.swapped
+    (tmp_path / "calc.py").write_text(HONEST)
+    (tmp_path / "test_p.py").write_text(plan.rewrites["test_p.py"])
+    collected = _pytest(tmp_path, "-q", "--collect-only", "test_p.py")
+    twin_function = twin.test_id.split("::")[1].split("[")[0]
+    assert sum(f"::{twin_function}[" in line for line in collected.splitlines()) == MAX_CASES, collected
 
 
 def test_a_module_that_imports_the_swapped_tests_is_read_with_the_names_swapped_back(repo, monkeypatch):

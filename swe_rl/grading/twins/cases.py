@@ -1,7 +1,8 @@
 """A twin runs a few of its original's parameter sets, drawn anew per grading (issue 48: grading cost).
 
-Not a twin that took its original's name (`python.SWAP_CHANCE`): of two look-alike tests, the one with fewer
-items would be the twin whatever the names, so a swapped twin keeps every case.
+Only a twin that could not swap names with its original (`python.SWAP_CHANCE`; its name tells it anyway):
+of two look-alike tests, the one with fewer items would be the twin whatever the names, so a twin that may
+swap keeps every case, whether its coin swapped it or not (a cut would tell the coin).
 
 A twin copies its original's decorators, so a test parametrized over a table of 60 cases had 60 twin
 cases, every one of them failing on honest code — and a failure is the costliest thing pytest reports

@@ -384,14 +384,15 @@ def derive_python_twin(
         edits.append((ctx.offset(node.lineno, node.col_offset), stop, f"{names.null_context}()"))
     # swapped: the original is renamed in place and the twin keeps its name, so a test that existed at the
     # base commit (the test patch changed it) cannot be told from its twin by looking the name up there. A
-    # swapped twin runs every parameter set of its original: with fewer, the count of items would tell.
-    swap = (
+    # twin that may swap runs every parameter set of its original whether the coin swapped it or not: with
+    # fewer, the count of items would tell the twin, and the coin with it (equal counts: swapped).
+    swappable = (
         may_swap
         and _runs_once(tree, owner, func)
         and len(re.findall(rf"(?<!\w){re.escape(func.name)}(?!\w)", source)) == 1
-        and rng.random() < SWAP_CHANCE
     )
-    if not swap:  # a few of its parameter sets (the twin's name already tells it from its original)
+    swap = swappable and rng.random() < SWAP_CHANCE
+    if not swappable:  # a few of its parameter sets (its name tells it from its original anyway)
         defs = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         edits += fewer_cases(func, tables, defs, data, ctx.offset, rng)
     name_at = data.find(b"def", ctx.offset(func.lineno, func.col_offset)) + 3
