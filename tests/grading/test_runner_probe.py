@@ -3,7 +3,9 @@ runs of a small repository on the clean and the patched tree (each trick of issu
 
 from __future__ import annotations
 
+import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -182,6 +184,25 @@ def differences(clean_tree):
         return [r.reason for r in probe_records(clean, _probe(root, names, collect_only=False))]
 
     return run
+
+
+def test_pytest_does_not_rewrite_the_plugin(tmp_path):
+    """pytest rewrites the asserts of a plugin named with ``-p``: a walk of the plugin's whole syntax tree
+    on every run (a fifth of its start-up), for a module with no assert. Its docstring opts out."""
+    plan = plan_probe(_script(tmp_path, "pytest -rA test_x.py"), probe_names(), collect_only=False)
+    [(path, source)] = re.findall(r"cat > (\S+\.py) <<'(?:\w+)'\n(.*?)\n(?:EOF_\w+)\n", plan.script, re.S)
+    module = Path(path).stem
+    (tmp_path / "plugin_dir").mkdir()
+    (tmp_path / "plugin_dir" / f"{module}.py").write_text(source)
+    (tmp_path / "test_x.py").write_text(
+        f"import sys\n\n\ndef test_plugin_is_plain():\n    assert '@py_builtins' not in vars(sys.modules['{module}'])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "plugin_dir")}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", module, "test_x.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout + run.stderr
 
 
 @pytest.mark.slow

@@ -79,7 +79,8 @@ OPTION_NAMES = (
 ).split()
 """``config.option`` values that change outcomes (``collectonly`` is the clean probe's own)."""
 
-_PLUGIN = '''"""swe-rl grading probe: reports pytest's effective configuration (grader-owned, not the repo's)."""
+_PLUGIN = '''"""swe-rl grading probe: reports pytest's effective configuration (grader-owned, not the repo's).
+PYTEST_DONT_REWRITE: no assert in it, and pytest would walk its whole syntax tree for them on every run."""
 import hashlib, hmac, json, os, sys
 
 _INI = {ini!r}
