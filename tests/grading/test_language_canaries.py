@@ -43,11 +43,21 @@ def _plan(instance_id: str, command: str | None = None):
     [
         ("swe-rl__go-version-9001", "", "_test.go"),
         ("swe-rl__js-slugify-9001", "test/", ".test.cjs"),
-        ("swe-rl__rust-stats-9001", "tests/", ".rs"),
+        ("swe-rl__rust-stats-9001", "tests/", ".rs"),  # a row whose test patch has no tests/<name>.rs
     ],
 )
 def test_planted_before_the_run_and_removed_after(instance_id, folder, suffix):
-    plan = _plan(instance_id)
+    if instance_id.startswith("swe-rl__rust"):
+        row = dict(ROWS[instance_id])
+        row["test_patch"] = row["test_patch"].replace("tests/median.rs", "tests/unit/median.rs")
+        instance = instance_from_row(row)
+        script = instance.eval_script or ""
+        plan = plant_language_canaries(
+            plan_canaries(instance, script, random.Random(7)), instance, script, random.Random(7)
+        )
+        assert plan.canary_file != "tests/unit/median.rs" and not plan.append_block
+    else:
+        plan = _plan(instance_id)
     assert not plan.skipped and plan.canary_file.startswith(folder) and plan.canary_file.endswith(suffix)
     assert len(plan.must_pass) == len(plan.must_fail) == 2 and not set(plan.must_pass) & set(plan.must_fail)
     script = plan.script

@@ -20,6 +20,7 @@ import shlex
 from swe_rl.grading.canaries.plan import CanaryPlan
 from swe_rl.grading.integrity import patch_paths
 from swe_rl.grading.languages import go_command_env, language_of, test_command
+from swe_rl.grading.patch.split import split_patch
 from swe_rl.grading.runner.machinery_sources import GO_IMPORTS, go_guard
 from swe_rl.tasks import TaskInstance
 from swe_rl.tasks.eval_scripts import END_TEST_OUTPUT
@@ -109,6 +110,34 @@ def _source(
     )
 
 
+def _rust_host(test_patch: str) -> str:
+    """The first integration test file (``tests/<name>.rs``, a crate of its own) the test patch leaves in
+    the tree: the run builds its binary anyway, so canaries appended there cost no binary of their own."""
+    _, files = split_patch(test_patch or "")
+    for fd in files:
+        path = fd.new_path or ""
+        if path.startswith("tests/") and path.count("/") == 1 and path.endswith(".rs"):
+            return path
+    return ""
+
+
+def _rust_append(quoted: str, first: str, source: str, delimiter: str) -> str:
+    """Lines appending the canaries to `quoted` unless its first canary is there already (run again after
+    the twins rewrite the file and after their compile check): the size before, to cut them off after the
+    run, and the file's modification time, put back."""
+    return "\n".join(
+        [
+            f"if [ -f {quoted} ] && ! grep -q 'fn {first}()' {quoted}; then "
+            f"__swe_canary_size=$(wc -c < {quoted}); __swe_canary_mtime=$(stat -c %y {quoted} 2>/dev/null); "
+            f"cat >> {quoted} <<'{delimiter}'",
+            "",  # a file without a final newline still ends its last line
+            source.rstrip("\n"),
+            delimiter,
+            f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null; fi',
+        ]
+    )
+
+
 def plant_language_canaries(
     plan: CanaryPlan,
     instance: TaskInstance,
@@ -133,7 +162,7 @@ def plant_language_canaries(
     w = rng.sample(_WORDS, 10)
     values = (rng.randint(2, 999), rng.randint(2, 999), rng.randint(2, 999), 0)
     values = (*values[:3], values[2] + rng.randint(1, 999))
-    pre = ""
+    pre = host = ""
     if language.name == "go":
         beside = next((p for p in [*tests, *(found or [])] if p.endswith("_test.go")), "")
         if not beside:
@@ -155,21 +184,33 @@ def plant_language_canaries(
         reported = [f"- {n}" for n in names]
     else:
         names = [f"{w[2 * k]}_{w[2 * k + 1]}" for k in range(4)]
-        path = f"tests/{w[8]}_{w[9]}.rs"
+        host = _rust_host(instance.test_patch)
+        path = host or f"tests/{w[8]}_{w[9]}.rs"
         reported = names
     prefix = f"swe{w[9].capitalize()}{rng.getrandbits(32):08x}" if guard and language.name == "go" else ""
     source = _source(language.name, names, values, (prefix, guard))
     quoted, delimiter = shlex.quote(path), f"EOF_SWE_CANARY_{rng.getrandbits(64):016x}"
-    write = [
-        f"[ -e {quoted} ] || {{ {pre + ';' if pre else ''} cat <<'{delimiter}'",
-        source.rstrip("\n"),
-        delimiter,
-        f"}} > {quoted}",
-    ]
     lines = plan.script.split("\n")
     hide = next(i for i, line in enumerate(lines) if line.startswith("__swe_self="))
     end = max(i for i, line in enumerate(lines) if END_TEST_OUTPUT in line)
-    lines = [*lines[:hide], *write, *lines[hide:end], f"rm -f {quoted}", *lines[end:]]
+    append = ""
+    if host:
+        # appended to a test file of the test patch (a test binary the run builds anyway), right before
+        # the run: after the twins (which rewrite that file) and the grader's files, never clobbered
+        append = _rust_append(quoted, names[0], source, delimiter)
+        cut = (
+            f'[ -n "${{__swe_canary_size:-}}" ] && {{ truncate -s "$__swe_canary_size" {quoted}; '
+            f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null; }}'
+        )
+        lines = [*lines[: hide + 1], append, *lines[hide + 1 : end], cut, *lines[end:]]
+    else:
+        write = [
+            f"[ -e {quoted} ] || {{ {pre + ';' if pre else ''} cat <<'{delimiter}'",
+            source.rstrip("\n"),
+            delimiter,
+            f"}} > {quoted}",
+        ]
+        lines = [*lines[:hide], *write, *lines[hide:end], f"rm -f {quoted}", *lines[end:]]
     if language.name == "javascript" and any(word.endswith((".js", ".mjs", ".cjs", ".ts")) for word in words):
         run = next(i for i, line in enumerate(lines) if line.lstrip().startswith("node "))
         lines[run] = f"{lines[run].rstrip()} {quoted}"  # the command names its files: name ours too
@@ -182,6 +223,7 @@ def plant_language_canaries(
             "must_fail": reported[2:],
             "canary_file": path,
             "canary_source": source,
+            "append_block": append,
             "skipped": "",
         }
     )

@@ -66,6 +66,11 @@ class CanaryPlan(BaseModel):
     """Where the script writes the canaries (relative to the workdir); "" when none are planted."""
     canary_source: str = ""
     """What it writes there (a ``unittest.TestCase``)."""
+    append_block: str = ""
+    """Rust: the canaries go at the end of an integration test file of the test patch (`canary_file`), not
+    in a crate of their own (a new file under ``tests/`` is one more test binary to compile and link:
+    about 1 s of a 2 s cargo run). These lines append them when they are not there yet; the twins
+    (`twins.plant.plant_twins`) run them again after rewriting that file and after its compile check."""
     runner: str = ""
     """``pytest`` when the test command is a plain pytest call (its report is audited), else the
     command's first word ("" when the script has no test-output markers)."""

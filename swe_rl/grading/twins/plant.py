@@ -353,12 +353,18 @@ def plant_twins(
         quoted, backup, mtime = shlex.quote(path), f"__swe_twin_bak_{i}", f"__swe_twin_mt_{i}"
         delimiter = f"EOF_SWE_TWIN_{rng.getrandbits(64):016x}"
         restore = f'printf %s "${{{backup}%x}}" > {quoted}; touch -d "${mtime}" {quoted} 2>/dev/null'
+        # Rust canaries at the end of this file (`canaries.languages`): appended again after the rewrite,
+        # so that the compile check builds them too (a check that puts the file back: the canaries' own
+        # lines, later, append them again)
+        canaries = [canary_plan.append_block] if path == canary_plan.canary_file != "" else []
+        canaries = [c for c in canaries if c]
         before += [
             f"if [ -f {quoted} ]; then {backup}=$(cat {quoted}; printf x); "
             f"{mtime}=$(stat -c %y {quoted} 2>/dev/null); cat > {quoted} <<'{delimiter}'",
             text.rstrip("\n"),
             delimiter,
             f'touch -d "${mtime}" {quoted} 2>/dev/null; fi',
+            *canaries,
         ]
         if check := twins.checks.get(path):  # does not compile with its twins: back as it was
             before.append(
