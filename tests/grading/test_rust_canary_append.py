@@ -75,3 +75,45 @@ def test_a_test_patch_without_a_top_level_integration_test_file_gets_a_canary_fi
     plan = plant_language_canaries(plan_canaries(instance, script, random.Random(3)), instance, script)
     assert plan.canary_file.startswith("tests/") and plan.canary_file != "src/median_tests.rs"
     assert not plan.append_block and f"rm -f {plan.canary_file}" in plan.script
+
+
+def test_a_package_with_a_harnessless_test_target_gets_the_canaries_in_a_file_of_their_own(tmp_path):
+    """``harness = false``: that target's ``#[test]`` functions would not run under libtest, so the
+    canaries take a file (a binary) of their own, as before, removed after the run."""
+    canaries, plan = _plans('cp tests/median.rs "$CHECKED"; true')
+    (tmp_path / "tests").mkdir()
+    target = tmp_path / "tests" / "median.rs"
+    target.write_text(ORIGINAL)
+    (tmp_path / "Cargo.toml").write_text(
+        '[package]\nname = "stats"\n\n[[test]]\nname = "bench"\nharness = false\n'
+    )
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "cargo").write_text('#!/bin/sh\ncat tests/*.rs > "$SEEN"\ncp tests/median.rs "$SEEN.host"\n')
+    (tmp_path / "bin" / "cargo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SEEN": str(tmp_path / "seen")}
+    env["CHECKED"] = str(tmp_path / "checked")
+    script = plan.script.replace("cd /testbed", f"cd {tmp_path}")
+    run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    seen = (tmp_path / "seen").read_text()
+    host = (tmp_path / "seen.host").read_text()
+    for name in canaries.must_pass + canaries.must_fail:
+        assert seen.count(f"fn {name}()") == 1 and f"fn {name}()" not in host, run.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "tests").iterdir()) == ["median.rs"]
+    assert target.read_text() == ORIGINAL
+
+
+def test_the_host_is_the_integration_test_file_that_defines_a_fail_to_pass_test():
+    row = dict(ROWS["swe-rl__rust-stats-9001"])
+    helper = (
+        "diff --git a/tests/common.rs b/tests/common.rs\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/tests/common.rs\n@@ -0,0 +1,3 @@\n+pub fn sample() -> Vec<i64> {\n+    vec![1, 2]\n+}\n"
+    )
+    row["test_patch"] = helper + row["test_patch"]
+    instance = instance_from_row(row)
+    script = instance.eval_script or ""
+    plan = plant_language_canaries(plan_canaries(instance, script, random.Random(3)), instance, script)
+    assert plan.canary_file == "tests/median.rs" and plan.append_block
+    row["FAIL_TO_PASS"] = '["some_other_test"]'
+    instance = instance_from_row(row)
+    plan = plant_language_canaries(plan_canaries(instance, script, random.Random(3)), instance, script)
+    assert plan.canary_file not in ("tests/median.rs", "tests/common.rs") and not plan.append_block

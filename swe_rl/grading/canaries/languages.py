@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import random
+import re
 import shlex
 
 from swe_rl.grading.canaries.plan import CanaryPlan
@@ -110,24 +111,33 @@ def _source(
     )
 
 
-def _rust_host(test_patch: str) -> str:
-    """The first integration test file (``tests/<name>.rs``, a crate of its own) the test patch leaves in
-    the tree: the run builds its binary anyway, so canaries appended there cost no binary of their own."""
-    _, files = split_patch(test_patch or "")
+def _rust_host(instance: TaskInstance) -> str:
+    """The integration test file (``tests/<name>.rs``, a crate of its own) whose part of the test patch
+    defines a FAIL_TO_PASS test: the run builds and runs its binary anyway, with libtest (the test is
+    reported by name), so canaries appended there cost no binary of their own. "" when none does."""
+    names = {t.rsplit("::", 1)[-1] for t in instance.fail_to_pass}
+    _, files = split_patch(instance.test_patch or "")
     for fd in files:
         path = fd.new_path or ""
-        if path.startswith("tests/") and path.count("/") == 1 and path.endswith(".rs"):
+        if not (path.startswith("tests/") and path.count("/") == 1 and path.endswith(".rs")):
+            continue
+        if any(re.search(rf"\bfn\s+{re.escape(n)}\s*\(", fd.text()) for n in names if n):
             return path
     return ""
 
 
-def _rust_append(quoted: str, first: str, source: str, delimiter: str) -> str:
+def _rust_append(quoted: str, own: str, first: str, source: str, delimiter: str) -> str:
     """Lines appending the canaries to `quoted` unless its first canary is there already (run again after
     the twins rewrite the file and after their compile check): the size before, to cut them off after the
-    run, and the file's modification time, put back."""
+    run, and the file's modification time, put back. A package that declares a test target without
+    libtest's harness (``harness = false``: its ``#[test]`` functions would not run) gets them in a file
+    of their own, `own`, as any row whose test patch has no host file."""
     return "\n".join(
         [
-            f"if [ -f {quoted} ] && ! grep -q 'fn {first}()' {quoted}; then "
+            f"if grep -qs 'harness *= *false' Cargo.toml; then [ -e {own} ] || cat > {own} <<'{delimiter}'",
+            source.rstrip("\n"),
+            delimiter,
+            f"elif [ -f {quoted} ] && ! grep -q 'fn {first}()' {quoted}; then "
             f"__swe_canary_size=$(wc -c < {quoted}); __swe_canary_mtime=$(stat -c %y {quoted} 2>/dev/null); "
             f"cat >> {quoted} <<'{delimiter}'",
             "",  # a file without a final newline still ends its last line
@@ -162,7 +172,7 @@ def plant_language_canaries(
     w = rng.sample(_WORDS, 10)
     values = (rng.randint(2, 999), rng.randint(2, 999), rng.randint(2, 999), 0)
     values = (*values[:3], values[2] + rng.randint(1, 999))
-    pre = host = ""
+    pre = host = own = ""
     if language.name == "go":
         beside = next((p for p in [*tests, *(found or [])] if p.endswith("_test.go")), "")
         if not beside:
@@ -184,8 +194,8 @@ def plant_language_canaries(
         reported = [f"- {n}" for n in names]
     else:
         names = [f"{w[2 * k]}_{w[2 * k + 1]}" for k in range(4)]
-        host = _rust_host(instance.test_patch)
-        path = host or f"tests/{w[8]}_{w[9]}.rs"
+        host, own = _rust_host(instance), f"tests/{w[8]}_{w[9]}.rs"
+        path = host or own
         reported = names
     prefix = f"swe{w[9].capitalize()}{rng.getrandbits(32):08x}" if guard and language.name == "go" else ""
     source = _source(language.name, names, values, (prefix, guard))
@@ -197,10 +207,10 @@ def plant_language_canaries(
     if host:
         # appended to a test file of the test patch (a test binary the run builds anyway), right before
         # the run: after the twins (which rewrite that file) and the grader's files, never clobbered
-        append = _rust_append(quoted, names[0], source, delimiter)
+        append = _rust_append(quoted, shlex.quote(own), names[0], source, delimiter)
         cut = (
             f'[ -n "${{__swe_canary_size:-}}" ] && {{ truncate -s "$__swe_canary_size" {quoted}; '
-            f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null; }}'
+            f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null; }}; rm -f {shlex.quote(own)}'
         )
         lines = [*lines[: hide + 1], append, *lines[hide + 1 : end], cut, *lines[end:]]
     else:
