@@ -88,7 +88,9 @@ def test_a_package_with_a_harnessless_test_target_gets_the_canaries_in_a_file_of
         '[package]\nname = "stats"\n\n[[test]]\nname = "bench"\nharness = false\n'
     )
     (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "cargo").write_text('#!/bin/sh\ncat tests/*.rs > "$SEEN"\ncp tests/median.rs "$SEEN.host"\n')
+    (tmp_path / "bin" / "cargo").write_text(
+        '#!/bin/sh\ncat tests/*.rs > "$SEEN"\ncp tests/median.rs "$SEEN.host"\n'
+    )
     (tmp_path / "bin" / "cargo").chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SEEN": str(tmp_path / "seen")}
     env["CHECKED"] = str(tmp_path / "checked")
