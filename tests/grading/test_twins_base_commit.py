@@ -248,24 +248,30 @@ def test_square(n, square):
 """
 
 
-@pytest.mark.parametrize("chance", [0.0, 1.0])
-def test_a_swapped_twin_runs_every_parameter_set_of_its_original(tmp_path, monkeypatch, chance):
-    """Of two tests alike but for a literal, the one with fewer items would be the twin whatever the
-    names: a twin that may swap keeps all its original's cases, swapped or not (a cut when the coin
-    said no would tell the coin: equal counts, swapped, the base commit's name is the twin)."""
-    monkeypatch.setattr(twin_python, "SWAP_CHANCE", chance)
+def _square_twin_collected(tmp_path, source: str):
+    """The twin planned for `source`'s parametrized ``test_square`` and pytest's collection of the file
+    with it planted."""
     f2p = [f"test_p.py::test_square[{n}-{n * n}]" for n in range(1, 8)]
     task = TaskInstance(
         instance_id="calc__calc-2", repo="calc/calc", problem_statement="x", image="x", fail_to_pass=f2p,
         pass_to_pass=[], test_patch="",
     )  # fmt: skip
     canary = CanaryPlan(script="", nonce=NONCE, runner="pytest")
-    plan = plan_twins(task, canary, {"test_p.py": PARAMETRIZED}, random.Random(5))
+    plan = plan_twins(task, canary, {"test_p.py": source}, random.Random(5))
     [twin] = plan.twins
-    assert twin.swapped is (chance == 1.0)
     (tmp_path / "calc.py").write_text(HONEST)
     (tmp_path / "test_p.py").write_text(plan.rewrites["test_p.py"])
-    collected = _pytest(tmp_path, "-q", "--collect-only", "test_p.py")
+    return twin, _pytest(tmp_path, "-q", "--collect-only", "test_p.py")
+
+
+@pytest.mark.parametrize("chance", [0.0, 1.0])
+def test_a_swapped_twin_runs_every_parameter_set_of_its_original(tmp_path, monkeypatch, chance):
+    """Of two tests alike but for a literal, the one with fewer items would be the twin whatever the
+    names: a twin that may swap keeps all its original's cases, swapped or not (a cut when the coin
+    said no would tell the coin: equal counts, swapped, the base commit's name is the twin)."""
+    monkeypatch.setattr(twin_python, "SWAP_CHANCE", chance)
+    twin, collected = _square_twin_collected(tmp_path, PARAMETRIZED)
+    assert twin.swapped is (chance == 1.0)
     counts: dict[str, int] = {}
     for line in collected.splitlines():
         if "::" in line and "[" in line:
@@ -278,19 +284,8 @@ def test_a_swapped_twin_runs_every_parameter_set_of_its_original(tmp_path, monke
 def test_a_twin_that_cannot_swap_is_cut_to_a_few_parameter_sets(tmp_path):
     """A twin whose name tells it anyway (here: its original's name occurs elsewhere in the file, so the
     original is never renamed) runs `MAX_CASES` of its cases, for cost."""
-    f2p = [f"test_p.py::test_square[{n}-{n * n}]" for n in range(1, 8)]
-    task = TaskInstance(
-        instance_id="calc__calc-2", repo="calc/calc", problem_statement="x", image="x", fail_to_pass=f2p,
-        pass_to_pass=[], test_patch="",
-    )  # fmt: skip
-    canary = CanaryPlan(script="", nonce=NONCE, runner="pytest")
-    source = PARAMETRIZED + "\n\nSQUARES = test_square\n"
-    plan = plan_twins(task, canary, {"test_p.py": source}, random.Random(5))
-    [twin] = plan.twins
+    twin, collected = _square_twin_collected(tmp_path, PARAMETRIZED + "\n\nSQUARES = test_square\n")
     assert not twin.swapped
-    (tmp_path / "calc.py").write_text(HONEST)
-    (tmp_path / "test_p.py").write_text(plan.rewrites["test_p.py"])
-    collected = _pytest(tmp_path, "-q", "--collect-only", "test_p.py")
     twin_function = twin.test_id.split("::")[1].split("[")[0]
     assert sum(f"::{twin_function}[" in line for line in collected.splitlines()) == MAX_CASES, collected
 

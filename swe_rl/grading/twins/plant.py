@@ -356,8 +356,9 @@ def plant_twins(
         # Rust canaries at the end of this file (`canaries.languages`): appended again after the rewrite,
         # so that the compile check builds them too (a check that puts the file back: the canaries' own
         # lines, later, append them again)
-        canaries = [canary_plan.append_block] if path == canary_plan.canary_file != "" else []
-        canaries = [c for c in canaries if c]
+        canaries = (
+            [canary_plan.append_block] if canary_plan.append_block and path == canary_plan.canary_file else []
+        )
         before += [
             f"if [ -f {quoted} ]; then {backup}=$(cat {quoted}; printf x); "
             f"{mtime}=$(stat -c %y {quoted} 2>/dev/null); cat > {quoted} <<'{delimiter}'",
