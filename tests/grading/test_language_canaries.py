@@ -42,20 +42,24 @@ def _plan(instance_id: str, command: str | None = None):
     ("instance_id", "folder", "suffix"),
     [
         ("swe-rl__go-version-9001", "", "_test.go"),
-        ("swe-rl__js-slugify-9001", "test/", ".test.cjs"),
+        ("swe-rl__js-slugify-9001", "test/", ".test.cjs"),  # a row whose test patch defines no FAIL_TO_PASS
         ("swe-rl__rust-stats-9001", "tests/", ".rs"),  # a row whose test patch has no tests/<name>.rs
     ],
 )
 def test_planted_before_the_run_and_removed_after(instance_id, folder, suffix):
-    if instance_id.startswith("swe-rl__rust"):
+    if not instance_id.startswith("swe-rl__go"):  # (else the canaries join a test file of the test patch)
         row = dict(ROWS[instance_id])
         row["test_patch"] = row["test_patch"].replace("tests/median.rs", "tests/unit/median.rs")
+        if instance_id.startswith("swe-rl__js"):
+            row["FAIL_TO_PASS"] = '["- a test the test patch does not touch"]'
         instance = instance_from_row(row)
         script = instance.eval_script or ""
         plan = plant_language_canaries(
             plan_canaries(instance, script, random.Random(7)), instance, script, random.Random(7)
         )
-        assert plan.canary_file != "tests/unit/median.rs" and not plan.append_block
+        assert (
+            plan.canary_file not in ("tests/unit/median.rs", "test/slugify.test.js") and not plan.append_block
+        )
     else:
         plan = _plan(instance_id)
     assert not plan.skipped and plan.canary_file.startswith(folder) and plan.canary_file.endswith(suffix)

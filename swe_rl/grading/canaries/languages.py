@@ -80,10 +80,16 @@ def _refusal(language: str, words: list[str]) -> str:
 
 
 def _source(
-    language: str, names: list[str], values: tuple[int, int, int, int], guard: tuple[str, str] = ("", "")
+    language: str,
+    names: list[str],
+    values: tuple[int, int, int, int],
+    guard: tuple[str, str] = ("", ""),
+    bound: tuple[str, str] = ("test", "assert"),
 ) -> str:
     """The canaries' file; `guard` (Go): (a random prefix, the report's path) of the runner's check
-    (`runner.machinery`), run at the file's ``init`` and in the must-pass canaries."""
+    (`runner.machinery`), run at the file's ``init`` and in the must-pass canaries. `bound` (JavaScript):
+    the names ``node:test`` and ``node:assert`` are bound to (the file's own, or names of their own for
+    lines appended to a test file of the task's: no clash with its bindings)."""
     a, b, c, d = values
     checks = [f"{a} + {b} == {a + b}", f"{c} < {d}", f"{c} * {d} == {c * d + 1}", f"{a} == {b + a + 1}"]
     if language == "go":
@@ -98,13 +104,14 @@ def _source(
         imports = "".join(f'\t"{m}"\n' for m in (*GO_IMPORTS, "testing"))
         return f"import (\n{imports})\n" + body + go_guard(prefix, report)
     if language == "javascript":
+        test, assert_ = bound
         body = "".join(
-            f"test({n!r}, () => {{\n  assert.ok({check.replace('==', '===')});\n}});\n"
+            f"{test}({n!r}, () => {{\n  {assert_}.ok({check.replace('==', '===')});\n}});\n"
             for n, check in zip(names, checks, strict=True)
         )
+        head = "'use strict';\n" if bound == ("test", "assert") else ""
         return (
-            "'use strict';\nconst test = require('node:test');\nconst assert = require('node:assert');\n"
-            + body
+            f"{head}const {test} = require('node:test');\nconst {assert_} = require('node:assert');\n" + body
         )
     return "".join(
         f"#[test]\nfn {n}() {{\n    assert!({check});\n}}\n" for n, check in zip(names, checks, strict=True)
@@ -124,6 +131,62 @@ def _rust_host(instance: TaskInstance) -> str:
         if any(re.search(rf"\bfn\s+{re.escape(n)}\s*\(", fd.text()) for n in names if n):
             return path
     return ""
+
+
+def _js_host(instance: TaskInstance, words: list[str]) -> str:
+    """The CommonJS-looking test file (``.js``/``.cjs``) whose part of the test patch names a FAIL_TO_PASS
+    test, when the command names no test file (node finds the files it runs, that one included: it runs a
+    FAIL_TO_PASS test): node's runner starts a process per test file, so canaries appended there cost no
+    process of their own. "" when none does, or the command names its files (a file of our own that
+    only the run could choose would have to be on the command line)."""
+    if any(word.endswith((".js", ".mjs", ".cjs", ".ts")) for word in words):
+        return ""
+    names = {t.removeprefix("- ").strip() for t in instance.fail_to_pass} - {""}
+    _, files = split_patch(instance.test_patch or "")
+    for fd in files:
+        path = fd.new_path or ""
+        if not path.endswith((".js", ".cjs")) or path.startswith("/"):
+            continue
+        text = fd.text()
+        if any(f"{q}{n}{q}" in text for n in names for q in "'\"`"):
+            return path
+    return ""
+
+
+def _js_append(quoted: str, own: str, mark: str, source: str, mine: str, delimiter: str) -> str:
+    """Lines appending the canaries (`source`, bound to names of their own, `mark` the first) to `quoted`
+    unless they are there already (run again after the twins rewrite the file and after their compile check),
+    when the file is CommonJS beyond doubt: it calls ``require(``, has no ``import``/``export`` statement
+    and its nearest ``package.json`` does not say ``"type": "module"`` (an ``.mjs``-like file would throw
+    at ``require`` and lose its own tests). Otherwise the canaries take a file of their own, `own` (`mine`,
+    found by node's runner as before)."""
+    pkg = (
+        f'__swe_d=$(dirname {quoted}); while [ "$__swe_d" != . ] && [ "$__swe_d" != / ] && '
+        f'[ ! -f "$__swe_d/package.json" ]; do __swe_d=$(dirname "$__swe_d"); done'
+    )
+    cjs = (
+        f"case {quoted} in *.cjs) __swe_cjs=1 ;; *) __swe_cjs=0; grep -qsE "
+        '\'"type"[[:space:]]*:[[:space:]]*"module"\' "$__swe_d/package.json" || __swe_cjs=1 ;; esac; '
+        f"[ -f {quoted} ] && grep -qs 'require *(' {quoted} && "
+        f"! grep -qsE '^[[:space:]]*(import|export)([[:space:]{{*]|$)' {quoted} || __swe_cjs=0"
+    )
+    return "\n".join(
+        [
+            pkg,
+            cjs,
+            f'if [ "$__swe_cjs" = 1 ]; then if ! grep -qF {shlex.quote(mark)} {quoted}; then '
+            f"__swe_canary_size=$(wc -c < {quoted}); __swe_canary_mtime=$(stat -c %y {quoted} 2>/dev/null); "
+            f"cat >> {quoted} <<'{delimiter}'",
+            "",  # a file without a final newline still ends its last line
+            source.rstrip("\n"),
+            delimiter,
+            f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null; fi',
+            f"else [ -e {own} ] || cat > {own} <<'{delimiter}'",
+            mine.rstrip("\n"),
+            delimiter,
+            "fi",
+        ]
+    )
 
 
 def _rust_append(quoted: str, own: str, first: str, source: str, delimiter: str) -> str:
@@ -190,7 +253,9 @@ def plant_language_canaries(
             (p for p in [*tests, *named] if ".test." in p or ".spec." in p or p.startswith("test")), ""
         )
         names = [f"{w[2 * k]} {w[2 * k + 1]}" for k in range(4)]
-        path = posixpath.join(posixpath.dirname(beside) or "test", f"{w[8]}-{w[9]}.test.cjs")
+        own = posixpath.join(posixpath.dirname(beside) or "test", f"{w[8]}-{w[9]}.test.cjs")
+        host = _js_host(instance, words)
+        path = host or own
         reported = [f"- {n}" for n in names]
     else:
         names = [f"{w[2 * k]}_{w[2 * k + 1]}" for k in range(4)]
@@ -205,9 +270,15 @@ def plant_language_canaries(
     end = max(i for i, line in enumerate(lines) if END_TEST_OUTPUT in line)
     append = ""
     if host:
-        # appended to a test file of the test patch (a test binary the run builds anyway), right before
-        # the run: after the twins (which rewrite that file) and the grader's files, never clobbered
-        append = _rust_append(quoted, shlex.quote(own), names[0], source, delimiter)
+        # appended to a test file of the test patch (a test binary the run builds anyway, a test file
+        # process node's runner starts anyway), right before the run: after the twins (which rewrite that
+        # file) and the grader's files, never clobbered
+        if language.name == "javascript":
+            test = f"__swe_test_{rng.getrandbits(48):012x}"  # also the mark of lines already appended
+            lines_of = _source(language.name, names, values, bound=(test, test.replace("test", "assert")))
+            append = _js_append(quoted, shlex.quote(own), test, lines_of, source, delimiter)
+        else:
+            append = _rust_append(quoted, shlex.quote(own), names[0], source, delimiter)
         cut = (
             f'[ -n "${{__swe_canary_size:-}}" ] && {{ truncate -s "$__swe_canary_size" {quoted}; '
             f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null; }}; rm -f {shlex.quote(own)}'

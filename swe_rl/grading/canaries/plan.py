@@ -67,10 +67,11 @@ class CanaryPlan(BaseModel):
     canary_source: str = ""
     """What it writes there (a ``unittest.TestCase``)."""
     append_block: str = ""
-    """Rust: the canaries go at the end of an integration test file of the test patch (`canary_file`), not
-    in a crate of their own (a new file under ``tests/`` is one more test binary to compile and link:
-    about 1 s of a 2 s cargo run). These lines append them when they are not there yet; the twins
-    (`twins.plant.plant_twins`) run them again after rewriting that file and after its compile check."""
+    """Rust and JavaScript: the canaries go at the end of a test file of the test patch (`canary_file`),
+    not in a file of their own (a new file under ``tests/`` is one more test binary to compile and link:
+    about 1 s of a 2 s cargo run; a new test file is one more node process of node's runner, ~0.15 s).
+    These lines append them when they are not there yet; the twins (`twins.plant.plant_twins`) run them
+    again after rewriting that file and after its compile check."""
     runner: str = ""
     """``pytest`` when the test command is a plain pytest call (its report is audited), else the
     command's first word ("" when the script has no test-output markers)."""
@@ -364,5 +365,7 @@ def without_canaries(plan: CanaryPlan, statuses: dict[str, str]) -> dict[str, st
     if not plan.canary_file:
         return statuses
     planted = {*plan.must_pass, *plan.must_fail}
+    if plan.append_block:  # appended to a test file of the task's: its own tests name that file too
+        return {t: s for t, s in statuses.items() if t not in planted}
     name = posixpath.basename(plan.canary_file)
     return {t: s for t, s in statuses.items() if t not in planted and name not in t}
