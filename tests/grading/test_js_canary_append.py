@@ -120,6 +120,17 @@ def test_the_host_is_a_test_file_that_defines_a_fail_to_pass_test_and_the_comman
     )
     plan, _ = _plans(None, named)
     assert plan.canary_file.endswith(".test.cjs") and not plan.append_block  # named on the command
+    helper = (  # names the test as data, first: not the file that defines it
+        "diff --git a/test/cases.js b/test/cases.js\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/test/cases.js\n@@ -0,0 +1 @@\n+module.exports = ['collapses runs of punctuation and spaces'];\n"
+    )
+    plan, _ = _plans(None, dict(row, test_patch=helper + row["test_patch"]))
+    assert plan.canary_file == HOST and plan.append_block
+    outside = row["test_patch"].replace(
+        "test/slugify.test.js", "src/slugify.spec.js"
+    )  # node finds no such file
+    plan, _ = _plans(None, dict(row, test_patch=outside))
+    assert plan.canary_file.endswith(".test.cjs") and not plan.append_block
     other = dict(row, FAIL_TO_PASS='["- lowercases a single word"]')  # not in the test patch
     plan, _ = _plans(None, other)
     assert plan.canary_file.endswith(".test.cjs") and not plan.append_block

@@ -145,12 +145,19 @@ def _js_host(instance: TaskInstance, words: list[str]) -> str:
     _, files = split_patch(instance.test_patch or "")
     for fd in files:
         path = fd.new_path or ""
-        if not path.endswith((".js", ".cjs")) or path.startswith("/"):
+        if not _NODE_TEST_FILE.search(path) or path.startswith("/"):
             continue
         text = fd.text()
-        if any(f"{q}{n}{q}" in text for n in names for q in "'\"`"):
+        if any(re.search(_JS_DEFINES.format(re.escape(n)), text) for n in names):
             return path
     return ""
+
+
+_NODE_TEST_FILE = re.compile(r"(?:^|/)(?:test/(?:.*/)?[^/]+|test|test-[^/]*|[^/]*[._-]test)\.c?js$")
+"""A ``.js``/``.cjs`` file node's runner runs when it searches a directory (node 18 and 20+ alike): under a
+``test`` directory, or named ``test``, ``test-*``, ``*.test``, ``*-test``, ``*_test``."""
+_JS_DEFINES = r"""\b(?:test|it)(?:\.\w+)?\s*\(\s*(['"`]){}\1"""
+"""A ``test(name`` / ``it(name`` call (``test.skip``, ``it.only``...) naming the test: the file defines it."""
 
 
 def _js_append(quoted: str, own: str, mark: str, source: str, mine: str, delimiter: str) -> str:
