@@ -19,6 +19,7 @@ from swe_rl.grading.twins.plan import TwinPlan
 from swe_rl.grading.twins.plant import plant_twins
 from swe_rl.tasks.rows import instance_from_row
 from tests.grading.test_language_canaries import ROWS
+from tests.grading.test_rust_canary_append import run_with_fake
 
 HOST = "test/slugify.test.js"
 ORIGINAL = (
@@ -50,14 +51,7 @@ def _run(tmp_path, plan, original: str = ORIGINAL, package: str | None = None):
     os.utime(target, (1_000_000_000, 1_000_000_000))
     if package is not None:
         (tmp_path / "package.json").write_text(package)
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "node").write_text(FAKE_NODE)
-    (tmp_path / "bin" / "node").chmod(0o755)
-    script = plan.script.replace("cd /testbed", f"cd {tmp_path}")
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SEEN": str(tmp_path / "seen")}
-    env["CHECKED"] = str(tmp_path / "checked")
-    run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
-    return run, target
+    return run_with_fake(tmp_path, plan.script, "node", FAKE_NODE), target
 
 
 @pytest.mark.parametrize(

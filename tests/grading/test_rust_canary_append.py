@@ -37,6 +37,18 @@ def _plans(check: str | None):
     return plan, plant_twins(plan, twins, random.Random(4))
 
 
+def run_with_fake(tmp_path, script: str, tool: str, body: str) -> subprocess.CompletedProcess:
+    """`script` (a planted eval script) run by bash in `tmp_path` instead of /testbed, with `tool` on PATH
+    a shell script of `body`; ``$SEEN`` and ``$CHECKED`` name files under `tmp_path` for it to record in."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / tool).write_text(body)
+    (tmp_path / "bin" / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SEEN": str(tmp_path / "seen")}
+    env["CHECKED"] = str(tmp_path / "checked")
+    script = script.replace("cd /testbed", f"cd {tmp_path}")
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+
+
 @pytest.mark.parametrize(
     "check",
     [None, 'cp tests/median.rs "$CHECKED"; true', 'cp tests/median.rs "$CHECKED"; false'],
@@ -49,13 +61,7 @@ def test_the_run_sees_the_canaries_once_and_the_file_is_put_back(tmp_path, check
     target = tmp_path / "tests" / "median.rs"
     target.write_text(ORIGINAL)  # no final newline: the canaries still start a line of their own
     os.utime(target, (1_000_000_000, 1_000_000_000))
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "cargo").write_text(FAKE_CARGO)
-    (tmp_path / "bin" / "cargo").chmod(0o755)
-    script = plan.script.replace("cd /testbed", f"cd {tmp_path}")
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SEEN": str(tmp_path / "seen")}
-    env["CHECKED"] = str(tmp_path / "checked")
-    run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    run = run_with_fake(tmp_path, plan.script, "cargo", FAKE_CARGO)
     seen = (tmp_path / "seen").read_text()
     base = TWINNED if check and check.endswith("true") else ORIGINAL
     assert seen.startswith(base), run.stderr[-3000:]
@@ -87,15 +93,8 @@ def test_a_package_with_a_harnessless_test_target_gets_the_canaries_in_a_file_of
     (tmp_path / "Cargo.toml").write_text(
         '[package]\nname = "stats"\n\n[[test]]\nname = "bench"\nharness = false\n'
     )
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "cargo").write_text(
-        '#!/bin/sh\ncat tests/*.rs > "$SEEN"\ncp tests/median.rs "$SEEN.host"\n'
-    )
-    (tmp_path / "bin" / "cargo").chmod(0o755)
-    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "SEEN": str(tmp_path / "seen")}
-    env["CHECKED"] = str(tmp_path / "checked")
-    script = plan.script.replace("cd /testbed", f"cd {tmp_path}")
-    run = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    cargo = '#!/bin/sh\ncat tests/*.rs > "$SEEN"\ncp tests/median.rs "$SEEN.host"\n'
+    run = run_with_fake(tmp_path, plan.script, "cargo", cargo)
     seen = (tmp_path / "seen").read_text()
     host = (tmp_path / "seen.host").read_text()
     for name in canaries.must_pass + canaries.must_fail:

@@ -177,17 +177,14 @@ def _js_append(quoted: str, own: str, mark: str, source: str, mine: str, delimit
         f"[ -f {quoted} ] && grep -qs 'require *(' {quoted} && "
         f"! grep -qsE '^[[:space:]]*(import|export)([[:space:]{{*]|$)' {quoted} || __swe_cjs=0"
     )
+    append = _appended(quoted, source, delimiter)
     return "\n".join(
         [
             pkg,
             cjs,
-            f'if [ "$__swe_cjs" = 1 ]; then if ! grep -qF {shlex.quote(mark)} {quoted}; then '
-            f"__swe_canary_size=$(wc -c < {quoted}); __swe_canary_mtime=$(stat -c %y {quoted} 2>/dev/null); "
-            f"cat >> {quoted} <<'{delimiter}'",
-            "",  # a file without a final newline still ends its last line
-            source.rstrip("\n"),
-            delimiter,
-            f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null; fi',
+            f'if [ "$__swe_cjs" = 1 ]; then if ! grep -qF {shlex.quote(mark)} {quoted}; then {append[0]}',
+            *append[1:-1],
+            f"{append[-1]}; fi",
             f"else [ -e {own} ] || cat > {own} <<'{delimiter}'",
             mine.rstrip("\n"),
             delimiter,
@@ -202,20 +199,30 @@ def _rust_append(quoted: str, own: str, first: str, source: str, delimiter: str)
     run, and the file's modification time, put back. A package that declares a test target without
     libtest's harness (``harness = false``: its ``#[test]`` functions would not run) gets them in a file
     of their own, `own`, as any row whose test patch has no host file."""
+    append = _appended(quoted, source, delimiter)
     return "\n".join(
         [
             f"if grep -qs 'harness *= *false' Cargo.toml; then [ -e {own} ] || cat > {own} <<'{delimiter}'",
             source.rstrip("\n"),
             delimiter,
-            f"elif [ -f {quoted} ] && ! grep -q 'fn {first}()' {quoted}; then "
-            f"__swe_canary_size=$(wc -c < {quoted}); __swe_canary_mtime=$(stat -c %y {quoted} 2>/dev/null); "
-            f"cat >> {quoted} <<'{delimiter}'",
-            "",  # a file without a final newline still ends its last line
-            source.rstrip("\n"),
-            delimiter,
-            f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null; fi',
+            f"elif [ -f {quoted} ] && ! grep -q 'fn {first}()' {quoted}; then {append[0]}",
+            *append[1:-1],
+            f"{append[-1]}; fi",
         ]
     )
+
+
+def _appended(quoted: str, source: str, delimiter: str) -> list[str]:
+    """The lines that append `source` to `quoted`: its size before (to cut them off after the run) and its
+    modification time, put back."""
+    return [
+        f"__swe_canary_size=$(wc -c < {quoted}); __swe_canary_mtime=$(stat -c %y {quoted} 2>/dev/null); "
+        f"cat >> {quoted} <<'{delimiter}'",
+        "",  # a file without a final newline still ends its last line
+        source.rstrip("\n"),
+        delimiter,
+        f'touch -d "$__swe_canary_mtime" {quoted} 2>/dev/null',
+    ]
 
 
 def plant_language_canaries(
