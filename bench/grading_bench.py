@@ -17,6 +17,10 @@ task's clean tree on its first grading only (the first and the later gradings ar
 ``--breakdown`` adds the pipeline with each round-three stage alone off (`ALONE_OFF`);
 ``--conftest`` adds the gold patch plus a conftest.py hack (dropped: a second container runs the full patch
 for the official verdict). Every gold patch must resolve in every mode (a false trip stops the bench).
+``--certified`` grades as training on a certified data set does: before an instance's rounds, untimed, one
+gold grading writes its clean-tree answers to a store directory (what ``eval/certify.py run --clean-store``
+does once per data set), then the process forgets what it kept, so the pipeline's first grading of the task
+reads the store (`grading.clean_store`) as a rollout process's first grading does.
 The pipeline keeps a task's clean-tree answers after its first grading (`grading.prerun`): with
 ``--rounds`` > 1 the first grading of each task and the later ones are also shown apart. Before the
 table, per mode, where the time goes (`grading.timing`: seconds per stage, container calls per
@@ -36,6 +40,7 @@ import logging
 import math
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -47,6 +52,7 @@ from swe_rl.grading.fleet import FleetGrader
 from swe_rl.grading.integrity import IntegrityConfig
 from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.grading.patch.canonical import canonicalise
+from swe_rl.grading.prerun import forget_clean_trees
 from swe_rl.grading.timing import recording, stage, tick
 from swe_rl.tasks import TaskInstance, load_instances
 from swe_rl.tasks.networks import network_for
@@ -136,42 +142,50 @@ async def main_async(args: argparse.Namespace) -> None:
     stages: dict[str, list[dict[str, float]]] = {}
     count_round_trips()
     networks = list(dict.fromkeys(n for i in instances if isinstance(n := network_for(i, None), str)))
-    with LocalFleet(  # with the networks rows name (a fixture that needs one: swe-rl-internal)
-        exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}, networks=networks
-    ) as fleet:
-        cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=900)
-        async with EnvClient(cfg) as client:
-            graders = {
-                "official": FleetGrader(client, GraderConfig(integrity=IntegrityConfig(enable=False))),
-                "round 2": FleetGrader(client, GraderConfig(integrity=IntegrityConfig(**ROUND_THREE_OFF))),
-                "pipeline": FleetGrader(client),
-            }
-            base = tuple(m for m in MODES if m != "round 2" or not args.no_round_2)
-            modes = base + (tuple(ALONE_OFF) if args.breakdown else ())
-            for mode, switch in ALONE_OFF.items():
-                graders[mode] = FleetGrader(
-                    client, GraderConfig(integrity=IntegrityConfig(**{switch: False}))
-                )
-            patches = [("gold", lambda i: i.patch)]
-            if args.conftest:
-                patches.append(("gold+conftest", lambda i: i.patch + HACK))
-            for instance in instances:
-                for label, make in patches:
-                    patch = make(instance)
-                    times: dict[str, list[float]] = {m: [] for m in (*modes, "stage 1")}
-                    for r in range(args.rounds):
-                        for mode in modes if r % 2 == 0 else modes[::-1]:
-                            key = mode  # the pipeline's first grading of a task asks the clean tree
-                            if mode == "pipeline" and args.rounds > 1:
-                                key = f"pipeline, {'first grading' if r == 0 else 'later gradings'}"
-                            times[mode].append(await timed(graders[mode], instance, patch, stages, key))
-                        if args.stage_one:
-                            times["stage 1"].append(await stage_one(client, instance, patch))
-                    rows.append((instance.instance_id, label, times))
-                    print(
-                        f"  {instance.instance_id} {label}: " + ", ".join(f"{m} {times[m]}" for m in modes),
-                        flush=True,
+    with tempfile.TemporaryDirectory(prefix="swe-clean-store-") as folder:
+        store = folder if args.certified else ""  # (removed whatever happens)
+        with LocalFleet(  # with the networks rows name (a fixture that needs one: swe-rl-internal)
+            exec_servers=1, max_containers_per_node=8, pool_env={"SWE_POOL_WARM_MIN": "0"}, networks=networks
+        ) as fleet:
+            cfg = EnvClientConfig(pool_url=fleet.pool_url, token=fleet.token, read_timeout=900)
+            async with EnvClient(cfg) as client:
+                graders = {
+                    "official": FleetGrader(client, GraderConfig(integrity=IntegrityConfig(enable=False))),
+                    "round 2": FleetGrader(
+                        client, GraderConfig(integrity=IntegrityConfig(**ROUND_THREE_OFF))
+                    ),
+                    "pipeline": FleetGrader(client, GraderConfig(clean_store=store)),
+                }
+                base = tuple(m for m in MODES if m != "round 2" or not args.no_round_2)
+                modes = base + (tuple(ALONE_OFF) if args.breakdown else ())
+                for mode, switch in ALONE_OFF.items():
+                    graders[mode] = FleetGrader(
+                        client, GraderConfig(integrity=IntegrityConfig(**{switch: False}))
                     )
+                patches = [("gold", lambda i: i.patch)]
+                if args.conftest:
+                    patches.append(("gold+conftest", lambda i: i.patch + HACK))
+                for instance in instances:
+                    for label, make in patches:
+                        patch = make(instance)
+                        times: dict[str, list[float]] = {m: [] for m in (*modes, "stage 1")}
+                        if store:  # certification's grading (untimed), then a process that kept nothing
+                            await timed(graders["pipeline"], instance, instance.patch, {}, "certification")
+                            forget_clean_trees()
+                        for r in range(args.rounds):
+                            for mode in modes if r % 2 == 0 else modes[::-1]:
+                                key = mode  # the pipeline's first grading of a task asks the clean tree
+                                if mode == "pipeline" and args.rounds > 1:
+                                    key = f"pipeline, {'first grading' if r == 0 else 'later gradings'}"
+                                times[mode].append(await timed(graders[mode], instance, patch, stages, key))
+                            if args.stage_one:
+                                times["stage 1"].append(await stage_one(client, instance, patch))
+                        rows.append((instance.instance_id, label, times))
+                        print(
+                            f"  {instance.instance_id} {label}: "
+                            + ", ".join(f"{m} {times[m]}" for m in modes),
+                            flush=True,
+                        )
     breakdown(stages)
     report(rows, args.rounds)
 
@@ -274,6 +288,11 @@ def main() -> None:
     )
     p.add_argument("--conftest", action="store_true", help="also grade gold plus a dropped conftest.py hack")
     p.add_argument("--no-round-2", action="store_true", help="official and pipeline only (a loaded machine)")
+    p.add_argument(
+        "--certified",
+        action="store_true",
+        help="certification's answers in a clean-tree store first, as training on a certified data set",
+    )
     asyncio.run(main_async(p.parse_args()))
 
 

@@ -67,6 +67,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="grading network: none, default or a name in SWE_EXEC_NETWORKS (default: the row's)",
     )
     run.add_argument("--eval-timeout", type=float, default=1800.0)
+    run.add_argument(
+        "--clean-store",
+        default="",
+        help="directory keeping each task's clean-tree answers for later gradings (default: $SWE_CLEAN_STORE)",
+    )
     run.add_argument("--no-resume", action="store_true")
     run.add_argument("--local-fleet", action="store_true", help="start exec + pool servers on loopback")
     run.add_argument("--no-progress", action="store_true")
@@ -225,7 +230,10 @@ async def run(
     if done:
         print(f"resume: {len(instances) - len(todo)} of {len(instances)} instances already in the ledger")
     fleet_config = FleetConfig.for_pool(
-        pool_env, grading=GraderConfig(eval_timeout=args.eval_timeout, network=args.network)
+        pool_env,
+        grading=GraderConfig(
+            eval_timeout=args.eval_timeout, network=args.network, clean_store=args.clean_store
+        ),
     )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
     progress = StatusBar(len(todo), disabled=args.no_progress)

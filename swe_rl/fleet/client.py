@@ -79,6 +79,9 @@ class Lease(LeaseSnapshots):
         self.credential_expires_at: float = lease.credential_expires_at
         self._credential_life = max(1.0, self.credential_expires_at - time.time())
         self.warm: bool | None = lease.warm
+        self.image_id: str = lease.image_id
+        """The image's content ID as the node reported it ('': not reported): what the grader keys a
+        task's kept clean-tree answers on (`grading.clean_store`)."""
         """Whether the node handed over a pre-started container (None: the pool did not say)."""
         self.closed = False
         self.lost: LeaseLost | None = None

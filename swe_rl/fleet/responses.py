@@ -81,6 +81,8 @@ class LeaseResponse(Answer):
     expires_at: float = 0.0
     warm: bool | None = None
     """Handed over from a node's warm pool (None: the pool did not say)."""
+    image_id: str = ""
+    """The ID of the image the container was made from ('' when the pool or node did not say)."""
     credential: str = ""
     """The lease's own credential (swe_rl/fleet/lease_credential.py); empty from a pool without them."""
     credential_expires_at: float = 0.0

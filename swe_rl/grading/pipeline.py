@@ -28,12 +28,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
-import shlex
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from swe_rl.fleet.client import EnvClient, EvalResult, FleetError, Lease
-from swe_rl.fleet.errors import BadRequest, FileNotFound
+from swe_rl.grading.after_run import (
+    after_run_reader,
+    judge_imports,
+    judge_machinery,
+    judge_writes,
+    language_report,
+    printed_bundle,
+    probe_report,
+)
 from swe_rl.grading.canaries.languages import plant_language_canaries
 from swe_rl.grading.canaries.plan import CanaryPlan, check_canaries, plan_canaries, without_canaries
 from swe_rl.grading.config import GraderConfig
@@ -42,27 +48,17 @@ from swe_rl.grading.languages import contradiction_records, language_of, section
 from swe_rl.grading.logs import LogGrader, grade
 from swe_rl.grading.patch.baseline import record_baseline
 from swe_rl.grading.patch.canonical import CanonicalPatch
-from swe_rl.grading.prerun import read_clean_tree
+from swe_rl.grading.prerun import forget_stored, read_clean_tree
 from swe_rl.grading.result import GradeResult, GradeStatus
-from swe_rl.grading.runner.guard import imported_records
-from swe_rl.grading.runner.machinery import machinery_records
-from swe_rl.grading.runner.probe import ProbePlan, ProbeReport, probe_records, read_probe_report
+from swe_rl.grading.runner.probe import ProbeReport, probe_records
 from swe_rl.grading.runner.probe_languages import (
-    LanguageProbePlan,
     LanguageProbeReport,
     language_probe_records,
-    read_language_probe,
 )
 from swe_rl.grading.scans.capabilities import CapabilityReport, scan_changes
-from swe_rl.grading.scans.run_writes import MAX_FILES as MAX_WRITTEN
 from swe_rl.grading.scans.run_writes import (
     WritesPlan,
-    bundle_from_log,
     plan_writes,
-    read_listing,
-    unpack_bundle,
-    written_records,
-    written_sources_wanted,
 )
 from swe_rl.grading.scans.tree import TreeVerdict, judge_tree
 from swe_rl.grading.timing import stage
@@ -85,8 +81,6 @@ __all__ = ["IntegrityStages", "grade_patch"]
 log = logging.getLogger(__name__)
 
 MAX_APPLY_OUTPUT = 16 << 10
-READS_AT_ONCE = 8
-"""Container calls in flight at once reading back what the run wrote (up to `MAX_WRITTEN` files)."""
 
 
 class CanonicalPatchFailed(RuntimeError):
@@ -114,144 +108,17 @@ class IntegrityStages:
     """Go, JavaScript, Rust: (language, the toolchain's answers on the clean tree, in the patched run)."""
     machinery: list[TamperRecord] | None = None
     """Go, JavaScript, Rust: the runner's own check inside the test run, judged (`runner.machinery`)."""
-
-
-Read = Callable[[str], Awaitable["str | None"]]
-"""A file of the grading container after the run, as text (None: not there)."""
-
-
-async def _after_run_reader(lease: Lease, writes: WritesPlan, printed: str | None = None) -> Read:
-    """What reads the files the grader needs after the run: the run's bundle (the listing and the probes'
-    reports copied into one file, `run_writes.plan_writes`) as the run printed it into its log
-    (`printed`), else read in one call; a file the bundle does not hold (no bundle: the script stopped
-    before it, or it is too large to read) is read on its own."""
-    held: dict[str, str | None] = {}
-    if printed is not None:
-        held = unpack_bundle(printed, writes)
-    elif writes.bundle:
-        try:
-            held = unpack_bundle(
-                (await lease.read_file(writes.bundle)).decode("utf-8", "surrogateescape"), writes
-            )
-        except (FileNotFound, BadRequest):
-            held = {}
-
-    async def read(path: str) -> str | None:
-        if path in held:
-            return held[path]
-        try:
-            return (await lease.read_file(path)).decode("utf-8", "surrogateescape")
-        except FileNotFound:
-            return None
-
-    return read
-
-
-def _printed_bundle(run: EvalResult, writes: WritesPlan) -> str | None:
-    """The bundle the run printed, taken out of its log (the grader's lines, not the run's output). None
-    when the fleet cut the log: its middle is gone, so a begin line the run's own output printed before
-    the cut could pair with the grader's end line; the bundle file is read instead."""
-    if run.truncated:
-        return None
-    printed, log = bundle_from_log(run.test_log or "", writes)
-    if printed is not None:
-        run.test_log = log
-    return printed
-
-
-async def _probe_report(read: Read, plan: ProbePlan) -> ProbeReport:
-    """The plugin's report, checked (no file: an unsigned, empty report; bytes not UTF-8: not its own)."""
-    text = await read(plan.report_path)
-    return read_probe_report(
-        None if text is None else text.encode(errors="surrogateescape").decode(errors="replace"), plan
-    )
-
-
-async def _language_report(read: Read, plan: LanguageProbePlan, path: str, log: str) -> LanguageProbeReport:
-    """The toolchain's answers in `path`, checked against the hash the exec printed in `log`."""
-    return read_language_probe(log, await read(path), plan)
-
-
-async def _judge_writes(
-    lease: Lease,
-    read: Read,
-    instance: TaskInstance,
-    plan: WritesPlan,
-    run: EvalResult,
-    tree: TreeVerdict,
-    grader: set[str],
-    config: GraderConfig,
-) -> list[TamperRecord]:
-    """The files the run wrote, read back with the version each started from, and judged."""
-    written = read_listing(run.test_log or "", await read(plan.listing), plan)
-    if written.error:
-        return [TamperRecord(path="", rule="run_written_file", action="noted", reason=written.error)]
-    wanted = written_sources_wanted(written, instance.workdir, grader)
-    patched = {s.path: s.after for s in tree.sources}
-    root = instance.workdir.rstrip("/") + "/"
-
-    calls = asyncio.Semaphore(READS_AT_ONCE)
-
-    async def versions(path: str) -> tuple[bytes | None, bytes | None]:
-        async with calls:
-            return await _versions(path)
-
-    async def _versions(path: str) -> tuple[bytes | None, bytes | None]:
-        try:
-            after: bytes | None = await lease.read_file(path)
-        except FileNotFound:
-            after = None
-        rel = path[len(root) :] if path.startswith(root) else ""
-        if rel and patched.get(rel) is not None:
-            return (patched[rel] or "").encode(), after
-        if rel:
-            shown = await lease.exec(f"git show HEAD:{shlex.quote(rel)}", timeout=60, separate_stderr=True)
-            return (shown.output.encode() if shown.returncode == 0 else None), after
-        return None, after
-
-    files = dict(zip(wanted, await asyncio.gather(*map(versions, wanted)), strict=True))
-    unread = len([p for p in written.paths if p not in wanted]) if len(wanted) >= MAX_WRITTEN else 0
-    return written_records(instance.workdir, files, config.integrity.capabilities, unread)
-
-
-async def _judge_machinery(
-    read: Read, instance: TaskInstance, plan: LanguageProbePlan, canaries: CanaryPlan, tree: TreeVerdict
-) -> list[TamperRecord]:
-    """Go, JavaScript, Rust: the report the grader's code inside the test run wrote, judged."""
-    text = await read(plan.guard_path)
-    expected = plan.language != "go" or bool(canaries.canary_file)  # Go's check lives in the canary file
-    changed = set(patch_paths(tree.patch))
-    return machinery_records(plan.language, text, instance.workdir, changed, expected)
-
-
-def _judge_imports(
-    instance: TaskInstance, patched: ProbeReport, tree: TreeVerdict, config: GraderConfig
-) -> list[TamperRecord]:
-    """The modules the run imported from files no scan read (`runner_guard`): voided outright, or their
-    source as the interpreter read it scanned like a patch (against the patched tree's version)."""
-    if patched.error:
-        return []
-    records, sources = imported_records(instance.workdir, patched.run)
-    root = instance.workdir.rstrip("/") + "/"
-    before = {s.path: s.after for s in tree.sources}
-    files: dict[str, tuple[bytes | None, bytes | None]] = {}
-    for path, text in sources.items():
-        old = before.get(path[len(root) :]) if path.startswith(root) else None
-        files[path] = (old.encode() if old is not None else None, text)
-    scanned = written_records(instance.workdir, files, config.integrity.capabilities)
-    for record in scanned:
-        record.rule = "run_imported_module"
-        record.reason = record.reason.replace("written by the test run", "imported by the test run", 1)
-    return [*records, *scanned]
+    stored: str = ""
+    """The clean tree's answers came from the store under this key (`grading.clean_store`)."""
 
 
 async def _run_stages(
-    lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig
+    lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig, store: bool
 ) -> IntegrityStages:
     test_dirs = sorted({posixpath.dirname(p) for p in patch_paths(instance.test_patch)} - {""})
     try:
         with stage("canonical patch + clean tree"):
-            clean_tree = await read_clean_tree(lease, instance, patch, script, config, test_dirs)
+            clean_tree = await read_clean_tree(lease, instance, patch, script, config, test_dirs, store)
     except ValueError as exc:
         raise CanonicalPatchFailed(str(exc)) from None
     canon = clean_tree.canonical
@@ -301,24 +168,24 @@ async def _run_stages(
             raise
         run = await running
     run.test_log = unswapped_log(twins, run.test_log)  # swapped twins: the names as if never swapped
-    stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run)
+    stages = IntegrityStages(canon, tree, capabilities, plan, twins=twins, run=run, stored=clean_tree.stored)
     grader = {*patch_paths(instance.test_patch), plan.canary_file, *twins.appends, *twins.rewrites} - {""}
     with stage("after the run: writes, probe reports"):  # one read of the bundle, the rest side by side
-        read = await _after_run_reader(lease, writes, _printed_bundle(run, writes))
+        read = await after_run_reader(lease, writes, printed_bundle(run, writes))
         written, patched, language, machinery = await asyncio.gather(
-            _judge_writes(lease, read, instance, writes, run, tree, grader, config)
+            judge_writes(lease, read, instance, writes, run, tree, grader, config)
             if not writes.skipped
             else _none(),
-            _probe_report(read, probed) if probed else _none(),
-            _language_report(read, toolchain, toolchain.run_path, run.test_log or "")
+            probe_report(read, probed) if probed else _none(),
+            language_report(read, toolchain, toolchain.run_path, run.test_log or "")
             if toolchain
             else _none(),
-            _judge_machinery(read, instance, toolchain, plan, tree) if toolchain else _none(),
+            judge_machinery(read, instance, toolchain, plan, tree) if toolchain else _none(),
         )
     stages.written = written
     if patched is not None and clean is not None:
         stages.probe = (clean, patched)
-        stages.written = [*(written or []), *_judge_imports(instance, patched, tree, config)]
+        stages.written = [*(written or []), *judge_imports(instance, patched, tree, config)]
     if language is not None and toolchain is not None and language_clean is not None:
         stages.language_probe = (toolchain.language, language_clean, language)
         stages.machinery = machinery
@@ -441,15 +308,44 @@ async def grade_patch(
     instance: TaskInstance,
     patch: str,
 ) -> GradeResult:
-    """Grade `patch` for `instance` in a fresh container leased from `client`."""
+    """Grade `patch` for `instance` in a fresh container leased from `client`.
+
+    A void that rested on clean-tree answers read from the store (`grading.clean_store`) is not taken on
+    their word: they are dropped, and the patch is graded again asking the clean tree live."""
+    result, stored = await _grade_once(client, config, log_grader, instance, patch, store=True)
+    if stored and not result.resolved and _voided(result, config):
+        log.info(
+            "grading %s: voided on stored clean-tree answers; graded again on live ones", instance.instance_id
+        )
+        forget_stored(config, stored)
+        result, _ = await _grade_once(client, config, log_grader, instance, patch, store=False)
+    return result
+
+
+def _voided(result: GradeResult, config: GraderConfig) -> bool:
+    records = result.tamper.records if result.tamper is not None else []
+    return any(
+        r.action == "voided" or (r.action == "flagged" and config.integrity.flag_voids) for r in records
+    )
+
+
+async def _grade_once(
+    client: EnvClient,
+    config: GraderConfig,
+    log_grader: LogGrader | None,
+    instance: TaskInstance,
+    patch: str,
+    store: bool,
+) -> tuple[GradeResult, str]:
+    """One grading, and the store key its clean-tree answers came from ('' : asked live, or none)."""
     empty = not patch or not patch.strip()
     if empty and not config.test_empty_patch:  # no container needed to say so
-        return grade(instance, patch=patch, apply_status=False, test_log="")
+        return grade(instance, patch=patch, apply_status=False, test_log=""), ""
     network = network_for(instance, config.network)
     try:
         script = eval_script_for(instance)
     except EvalSpecUnavailable as exc:  # (an empty patch stays no_patch whatever happens below)
-        return grade(instance, patch=patch, apply_status=False, test_log="", env_error=str(exc))
+        return grade(instance, patch=patch, apply_status=False, test_log="", env_error=str(exc)), ""
     if instance.image_assets:  # binary files the patches cannot carry, written before the tests start
         script = with_assets(script, await asyncio.to_thread(fetch_assets, instance))
     integrity = config.integrity.enable and not empty
@@ -467,7 +363,7 @@ async def grade_patch(
                 if config.record_baseline and not integrity:  # integrity: in the pre-run call (`prerun`)
                     await record_baseline(lease)
             if integrity:
-                stages = await _run_stages(lease, instance, patch, script, config)
+                stages = await _run_stages(lease, instance, patch, script, config, store)
             else:  # the official walk: the script as swebench 5.x runs it (exit status recorded)
                 with stage("test run"):
                     run = await lease.evaluate(patch, official_script(script), timeout=config.eval_timeout)
@@ -476,7 +372,7 @@ async def grade_patch(
         if empty:
             result = grade(instance, patch=patch, apply_status=False, test_log="")
             result.message += f"; the tests without a patch could not run: {type(exc).__name__}: {exc}"
-            return result
+            return result, ""
         result = grade(
             instance,
             patch=patch,
@@ -485,7 +381,7 @@ async def grade_patch(
             env_error=f"grading container: {type(exc).__name__}: {exc}",
         )
         result.network = network
-        return result
+        return result, ""
     if stages is not None:
         result = await _integrity_result(client, config, log_grader, instance, patch, stages)
     elif empty:
@@ -493,4 +389,4 @@ async def grade_patch(
     else:
         result = _judge(instance, patch, run, log_grader, False)
     result.network = network
-    return result
+    return result, stages.stored if stages is not None else ""

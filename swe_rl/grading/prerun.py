@@ -26,7 +26,9 @@ the canonical patch (nor the image's interpreter: `canonical.InterpreterFacts`).
 the same random names as the kept clean run (no patch sees either); only a complete answer is kept (a
 valid report, every file read), so a failure is asked again. A group's patches are graded at the same
 time: while one grading of a task asks the clean tree, the others of that task wait for its answer
-instead of each asking it too (one clean run per task, not one per patch of the group).
+instead of each asking it too (one clean run per task, not one per patch of the group). With a store
+directory (`clean_store`: certification writes it) a process's first grading of a task reads the answers
+another process asked, keyed by the image ID the fleet reported for the container.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from swe_rl.fleet.client import Lease
 from swe_rl.fleet.errors import FileNotFound
 from swe_rl.fleet.patch_baseline import BASELINE_CORE
+from swe_rl.grading.clean_store import CleanStore, StoredClean, store_for
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.patch.canonical import (
     WORK_DIR,
@@ -61,7 +64,7 @@ from swe_rl.grading.runner.probe_languages import (
 from swe_rl.grading.twins.plant import files_to_read, read_test_files, reader_script, search_patterns
 from swe_rl.tasks import TaskInstance
 
-__all__ = ["CleanTree", "read_clean_tree"]
+__all__ = ["CleanTree", "forget_stored", "read_clean_tree"]
 
 MAX_OUTPUT = 16 << 20
 """The exec's output kept (the fleet's evaluation cap): past it the calls are made one by one."""
@@ -89,6 +92,9 @@ class CleanTree:
     """Container calls made (the bench's breakdown)."""
     cached: bool = False
     """The clean tree's answers were this task's kept ones (no reader, no clean probe ran)."""
+    stored: str = ""
+    """The store key when the kept answers were read from `clean_store` (not asked in this process): a
+    void on them is checked against a live answer (`forget_stored`)."""
 
 
 @dataclass
@@ -102,6 +108,8 @@ class _Kept:
     language_clean: LanguageProbeReport | None
     interpreter: InterpreterFacts | None = None
     """What the image's interpreter answered (None: no interpreter answered; asked again)."""
+    stored: str = ""
+    """Read from the store under this key ('' : asked in this process)."""
 
 
 _kept: OrderedDict[str, _Kept] = OrderedDict()
@@ -120,7 +128,7 @@ def _task_key(instance: TaskInstance, script: str, config: GraderConfig) -> str:
     return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _keep(key: str, names: tuple[str, str] | None, got: CleanTree) -> None:
+def _keep(key: str, names: tuple[str, str] | None, got: CleanTree) -> _Kept | None:
     complete = (
         got.canonical.applied
         and all(text is not None for text in got.sources.values())
@@ -130,12 +138,71 @@ def _keep(key: str, names: tuple[str, str] | None, got: CleanTree) -> None:
     if complete:
         facts = got.canonical.interpreter
         interpreter = facts if facts.python else None
-        _kept[key] = _Kept(
-            names, dict(got.sources), got.clean, got.language_plan, got.language_clean, interpreter
+        kept = _Kept(names, dict(got.sources), got.clean, got.language_plan, got.language_clean, interpreter)
+        _remember(key, kept)
+        return kept
+    return None
+
+
+def _remember(key: str, kept: _Kept) -> None:
+    _kept[key] = kept
+    _kept.move_to_end(key)
+    while len(_kept) > CLEAN_CACHE:
+        _kept.popitem(last=False)
+
+
+def _store_key(
+    lease: Lease, instance: TaskInstance, key: str, config: GraderConfig
+) -> tuple[CleanStore, str] | None:
+    """The store and this task's key in it (None: no store, or the fleet did not report the image ID)."""
+    store = store_for(config.clean_store)
+    image_id = getattr(lease, "image_id", "") or ""
+    if store is None or not image_id:
+        return None
+    return store, CleanStore.key(key, instance.model_dump_json(), image_id)
+
+
+def _from_store(lease: Lease, instance: TaskInstance, key: str, config: GraderConfig) -> _Kept | None:
+    where = _store_key(lease, instance, key, config)
+    stored = where[0].get(where[1]) if where is not None else None
+    if stored is None or where is None:
+        return None
+    kept = _Kept(
+        stored.names,
+        stored.sources,
+        stored.clean,
+        stored.language_plan,
+        stored.language_clean,
+        stored.interpreter,
+        stored=where[1],
+    )
+    _remember(key, kept)
+    return kept
+
+
+def _to_store(lease: Lease, instance: TaskInstance, key: str, config: GraderConfig, kept: _Kept) -> None:
+    where = _store_key(lease, instance, key, config)
+    if where is not None:
+        where[0].put(
+            StoredClean(
+                key=where[1],
+                names=kept.names,
+                sources=kept.sources,
+                clean=kept.clean,
+                language_plan=kept.language_plan,
+                language_clean=kept.language_clean,
+                interpreter=kept.interpreter,
+            )
         )
-        _kept.move_to_end(key)
-        while len(_kept) > CLEAN_CACHE:
-            _kept.popitem(last=False)
+
+
+def forget_stored(config: GraderConfig, stored: str) -> None:
+    """A stored answer a void rested on: dropped from the store and the process, asked live next time."""
+    for key in [k for k, kept in _kept.items() if kept.stored == stored]:
+        del _kept[key]
+    store = store_for(config.clean_store)
+    if store is not None:
+        store.drop(stored)
 
 
 def forget_clean_trees() -> None:
@@ -333,16 +400,31 @@ async def _one_by_one(
     return out
 
 
-async def read_clean_tree(
-    lease: Lease, instance: TaskInstance, patch: str, script: str, config: GraderConfig, roots: list[str]
-) -> CleanTree:
-    """Stage 1 and the clean tree's answers (raises ValueError when the canonical script failed)."""
-    key = _task_key(instance, script, config)
+def _usable(key: str, store: bool) -> _Kept | None:
+    """This task's kept answers, unless they came from the store and `store` is off."""
     kept = _kept.get(key)
+    return None if kept is None or (kept.stored and not store) else kept
+
+
+async def read_clean_tree(
+    lease: Lease,
+    instance: TaskInstance,
+    patch: str,
+    script: str,
+    config: GraderConfig,
+    roots: list[str],
+    store: bool = True,
+) -> CleanTree:
+    """Stage 1 and the clean tree's answers (raises ValueError when the canonical script failed).
+    `store`: answers read from the store may serve (False: only ones asked live, in this process)."""
+    key = _task_key(instance, script, config)
+    kept = _usable(key, store)
+    if kept is None and store:
+        kept = _from_store(lease, instance, key, config)
     asking = (id(asyncio.get_running_loop()), key)
     if kept is None and asking in _asking:  # another grading of this task asks it: its answer serves
         await _asking[asking].wait()
-        kept = _kept.get(key)
+        kept = _usable(key, store)
     if kept is not None:
         return await _read(lease, instance, patch, script, config, roots, key, kept)
     done = _asking[asking] = asyncio.Event()
@@ -402,11 +484,13 @@ async def _read(
     if facts is not None and got.canonical.applied:  # the kept answer of the image's interpreter
         got.canonical = got.canonical.model_copy(update={"interpreter": facts})
     if kept is None:
-        _keep(key, plans.names, got)
+        fresh = _keep(key, plans.names, got)
+        if fresh is not None:
+            _to_store(lease, instance, key, config, fresh)
         return got
     if not got.canonical.applied:
         return got
-    out = replace(got, sources=dict(kept.sources), cached=True)
+    out = replace(got, sources=dict(kept.sources), cached=True, stored=kept.stored)
     if plans.python is not None and kept.clean is not None:
         out.probe_plan, out.clean = plans.python[1], kept.clean
     if kept.language_plan is not None and kept.language_clean is not None:

@@ -291,6 +291,7 @@ class ProcessState:
                 eval_timeout=config.eval_timeout,
                 network=config.grading_network,
                 test_empty_patch=False,  # training: no_patch needs no run
+                clean_store=config.clean_store or "",
                 integrity=config.integrity,
             ),
             env_options=dict(config.container_options),

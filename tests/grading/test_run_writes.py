@@ -174,7 +174,7 @@ async def test_after_the_run_one_read_serves_every_file_the_bundle_holds():
     import base64
 
     from swe_rl.fleet.errors import BadRequest, FileNotFound
-    from swe_rl.grading.pipeline import _after_run_reader
+    from swe_rl.grading.after_run import after_run_reader
     from swe_rl.grading.scans.run_writes import WritesPlan
 
     plan = WritesPlan(script="", tag="t" * 16, listing="/w/list", bundle="/w/bundle", carried=["/w/report"])
@@ -199,7 +199,7 @@ async def test_after_the_run_one_read_serves_every_file_the_bundle_holds():
         for i, p in enumerate(["/w/list", "/w/report"])
     )
     lease = Lease(packed.encode())
-    read = await _after_run_reader(lease, plan)  # type: ignore[arg-type]
+    read = await after_run_reader(lease, plan)  # type: ignore[arg-type]
     assert [await read(p) for p in ("/w/list", "/w/report", "/w/other", "/w/none")] == [
         "/repo/a.py\n",
         "signed\n",
@@ -208,12 +208,12 @@ async def test_after_the_run_one_read_serves_every_file_the_bundle_holds():
     ]
     assert lease.reads == ["/w/bundle", "/w/other", "/w/none"]  # the bundle's files: no read of their own
     lease = Lease(FileNotFound("never read", status=404))
-    read = await _after_run_reader(lease, plan, packed)  # type: ignore[arg-type]
+    read = await after_run_reader(lease, plan, packed)  # type: ignore[arg-type]
     assert [await read(p) for p in ("/w/list", "/w/report")] == ["/repo/a.py\n", "signed\n"]
     assert lease.reads == []  # printed into the log: no container call after the run
     for failure in (FileNotFound("gone", status=404), BadRequest("too large", status=413)):
         lease = Lease(failure)
-        read = await _after_run_reader(lease, plan)  # type: ignore[arg-type]
+        read = await after_run_reader(lease, plan)  # type: ignore[arg-type]
         assert [await read(p) for p in ("/w/list", "/w/report")] == ["/repo/a.py\n", "signed\n"]
         assert lease.reads == ["/w/bundle", "/w/list", "/w/report"]
 
@@ -223,7 +223,7 @@ def test_a_log_the_fleet_cut_gives_no_printed_bundle():
     with the grader's end line after it, so a cut log's bundle is read from its file instead; a whole log's
     bundle is taken out of the log."""
     from swe_rl.fleet.client import EvalResult
-    from swe_rl.grading.pipeline import _printed_bundle
+    from swe_rl.grading.after_run import printed_bundle
     from swe_rl.grading.scans.run_writes import WritesPlan
 
     plan = WritesPlan(script="", tag="c" * 16, listing="/w/list", bundle="/w/bundle")
@@ -234,6 +234,6 @@ def test_a_log_the_fleet_cut_gives_no_printed_bundle():
         return EvalResult("applied", "git", "", 0, log, False, truncated, 1.0)
 
     whole = run(False)
-    assert _printed_bundle(whole, plan) == "--cccccccccccccccc-0--\nL2EucHkK\n" and whole.test_log == "out\n"
+    assert printed_bundle(whole, plan) == "--cccccccccccccccc-0--\nL2EucHkK\n" and whole.test_log == "out\n"
     cut = run(True)
-    assert _printed_bundle(cut, plan) is None and cut.test_log == log
+    assert printed_bundle(cut, plan) is None and cut.test_log == log

@@ -107,6 +107,9 @@ class ContainerInfo:
     workdir: str
     status: str
     """`created`, `running`, `exited`, `dead`, ... (Docker's words)."""
+    image_id: str = ""
+    """The ID of the image the container was made from (``sha256:...``; '' when the backend cannot say):
+    unlike the name, it names the content (the grader keys what it keeps of a task's clean tree on it)."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ class ContainerRecord:
     """Claimed from the warm pool: its labels carry no lease, the state file does."""
     baseline: bool = False
     """An episode-start baseline was recorded: diffs leave out what was there before."""
+    image_id: str = ""
+    """The image's ID as the backend reported it (`ContainerInfo.image_id`), handed to the lease."""
     baseline_ahead: bool = False
     """Warm with `CreateSpec.baseline`: this node recorded the baseline when it started the container,
     before any lease (a restore checks its tree id against the snapshot's and skips recording one)."""

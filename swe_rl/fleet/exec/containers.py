@@ -199,6 +199,7 @@ class Containers:
                     idle_ttl=float(info.get("idle_ttl", self.config.idle_ttl)),
                     last_activity=now,
                     from_warm=True,
+                    image_id=c.image_id,
                 )
             else:
                 rec = ContainerRecord(
@@ -212,6 +213,7 @@ class Containers:
                     deadline=float(labels.get(LABEL_DEADLINE, now)),
                     idle_ttl=float(labels.get(LABEL_IDLE_TTL, self.config.idle_ttl)),
                     last_activity=now,
+                    image_id=c.image_id,
                 )
             with self.registry.lock:
                 self.registry.records[c.id] = rec
@@ -267,6 +269,7 @@ class Containers:
                 deadline=now + ttl,
                 idle_ttl=idle_ttl,
                 last_activity=now,
+                image_id=container.image_id,
             )
             with reg.lock:
                 reg.add_created_locked(rec)  # from "being created" to recorded in one step

@@ -198,7 +198,8 @@ class DockerBackend:
                 network_mode=network_mode,
                 security_opt=["no-new-privileges"],
             )
-        return ContainerInfo(c.id, c.name, spec.image, dict(spec.labels), spec.workdir, "created")
+        image_id = str((c.attrs or {}).get("Image") or "")  # (the create answer is an inspect: no call)
+        return ContainerInfo(c.id, c.name, spec.image, dict(spec.labels), spec.workdir, "created", image_id)
 
     @_watched
     def start_container(self, container_id: str) -> None:
@@ -237,6 +238,7 @@ class DockerBackend:
                     labels=config.get("Labels") or {},
                     workdir=config.get("WorkingDir") or "/",
                     status=str((attrs.get("State") or {}).get("Status", "")),
+                    image_id=str(attrs.get("Image") or ""),
                 )
             )
         return out

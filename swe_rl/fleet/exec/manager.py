@@ -76,6 +76,7 @@ class ContainerManager:
             "container_id": rec.id,
             "name": rec.name,
             "image": rec.image,
+            "image_id": rec.image_id,
             "workdir": rec.workdir,
             "deadline": rec.deadline,
             "network": spec.network,

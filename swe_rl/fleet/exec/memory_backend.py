@@ -111,11 +111,11 @@ class MemoryBackend:
     # containers
 
     def create_container(self, spec: ContainerSpec) -> ContainerInfo:
-        self.image_info(spec.image)
+        image = self.image_info(spec.image)
         _pause(self.latency.create)
         cid = secrets.token_hex(32)
         info = ContainerInfo(
-            cid, spec.name or cid[:12], spec.image, dict(spec.labels), spec.workdir, "created"
+            cid, spec.name or cid[:12], spec.image, dict(spec.labels), spec.workdir, "created", image.id
         )
         with self.lock:
             self.boxes[cid] = _Box(info, dict(self.committed_files.get(spec.image, {})))

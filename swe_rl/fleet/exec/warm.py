@@ -337,6 +337,7 @@ class WarmPool:
                     idle_ttl=start.ttl,
                     last_activity=now,
                     warm=True,
+                    image_id=container.image_id,
                     baseline_ahead=ahead,
                 )
                 reg.add_created_locked(rec)

@@ -391,6 +391,7 @@ class Pool(LeaseLiveness, WarmDemand):
                         time.time(),
                         warm=data.get("warm") is True,
                         owner=req.owner or "",
+                        image_id=sys.intern(str(data.get("image_id") or "")),
                     )
                     self._add(lease)
                     await asyncio.wrap_future(self.store.put(lease))  # written on the store's thread

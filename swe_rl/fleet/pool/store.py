@@ -42,6 +42,8 @@ class LeaseRecord:
     """The node handed over a warm container (memory only)."""
     owner: str = ""
     """Who allocated it (the client's owner string, memory only): who may snapshot it and restore those."""
+    image_id: str = ""
+    """The image's ID as the node reported it at the allocation (memory only: '' after a restart)."""
 
     def touch(self) -> None:
         """A heartbeat or a call: the lease's TTL starts again."""
@@ -58,6 +60,7 @@ class LeaseRecord:
             "workdir": self.workdir,
             "expires_at": round(time.time() + ttl - idle, 3),
             "warm": self.warm,
+            "image_id": self.image_id,
         }
 
 
