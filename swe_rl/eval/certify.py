@@ -41,6 +41,7 @@ from swe_rl.eval.clean_stop import (
     sigterm_as_interrupt,
 )
 from swe_rl.grading.certification import LedgerEntry, read_ledger
+from swe_rl.grading.clean_store import STORE_ENV, beside_ledger
 
 log = logging.getLogger("certify")
 EXIT_NOTHING_CERTIFIED = 3
@@ -69,8 +70,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     run.add_argument("--eval-timeout", type=float, default=1800.0)
     run.add_argument(
         "--clean-store",
-        default="",
-        help="directory keeping each task's clean-tree answers for later gradings (default: $SWE_CLEAN_STORE)",
+        default=None,
+        help="directory keeping each task's clean-tree answers for later gradings (default: $SWE_CLEAN_STORE, "
+        "else <ledger>.clean-trees, where swe_require_certified finds it; 'none': not kept)",
     )
     run.add_argument("--no-resume", action="store_true")
     run.add_argument("--local-fleet", action="store_true", help="start exec + pool servers on loopback")
@@ -232,7 +234,7 @@ async def run(
     fleet_config = FleetConfig.for_pool(
         pool_env,
         grading=GraderConfig(
-            eval_timeout=args.eval_timeout, network=args.network, clean_store=args.clean_store
+            eval_timeout=args.eval_timeout, network=args.network, clean_store=clean_store_of(args)
         ),
     )
     sem = asyncio.Semaphore(max(1, args.max_concurrent))
@@ -273,6 +275,15 @@ async def run(
         summary["interrupted"] = stop.signal_name
         summary["finished_now"], summary["todo"] = finished, len(todo)
     return summary
+
+
+def clean_store_of(args: argparse.Namespace) -> str:
+    """The clean-tree store this run writes ('' : none): ``--clean-store``, else ``SWE_CLEAN_STORE``, else
+    beside the ledger (where the plugin's ``swe_require_certified`` looks for it)."""
+    given = args.clean_store
+    if given is None:
+        return os.environ.get(STORE_ENV) or beside_ledger(args.ledger)
+    return "" if given.strip().lower() in ("", "none") else given
 
 
 def certify_exit(summary: dict[str, Any]) -> int:

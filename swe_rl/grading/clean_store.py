@@ -37,7 +37,7 @@ from swe_rl.grading.patch.canonical import InterpreterFacts
 from swe_rl.grading.runner.probe import ProbeReport
 from swe_rl.grading.runner.probe_languages import LanguageProbePlan, LanguageProbeReport
 
-__all__ = ["STORE_ENV", "CleanStore", "StoredClean", "grader_digest", "store_for"]
+__all__ = ["STORE_ENV", "CleanStore", "StoredClean", "beside_ledger", "grader_digest", "store_for"]
 
 STORE_ENV = "SWE_CLEAN_STORE"
 """The store directory when the grader's config names none."""
@@ -110,7 +110,14 @@ class CleanStore:
         self._path(key).unlink(missing_ok=True)
 
 
-def store_for(directory: str) -> CleanStore | None:
-    """The store of a config's directory ('' : ``SWE_CLEAN_STORE``; neither: no store)."""
-    directory = directory or os.environ.get(STORE_ENV, "")
+def beside_ledger(ledger: str | os.PathLike[str]) -> str:
+    """The store certification writes next to its ledger (``<ledger>.clean-trees``), where the plugin's
+    ``swe_require_certified`` finds it without another setting."""
+    return f"{os.fspath(ledger)}.clean-trees"
+
+
+def store_for(directory: str | None) -> CleanStore | None:
+    """The store of a config's directory (None: ``SWE_CLEAN_STORE``, else no store; '': no store)."""
+    if directory is None:
+        directory = os.environ.get(STORE_ENV, "")
     return CleanStore(directory) if directory else None

@@ -25,10 +25,10 @@ class GraderConfig(BaseModel):
     record_baseline: bool = True
     """Record the grading container's untracked files before the patch goes in, so that any diff taken
     there is the patch's effect only."""
-    clean_store: str = ""
+    clean_store: str | None = None
     """A directory keeping each task's clean-tree answers across processes (`grading.clean_store`): a
     certification run writes them, later gradings of the same task on the same image ID read them instead
-    of asking the clean tree again. '': ``SWE_CLEAN_STORE``; neither: kept in the process only."""
+    of asking the clean tree again. None: ``SWE_CLEAN_STORE``, else none; '': none (in the process only)."""
     integrity: IntegrityConfig = Field(default_factory=IntegrityConfig)
     """Tamper-proof grading: the canonical patch, tree rules, capability scan, canaries, strict verdict,
     and the official verdict beside it."""

@@ -92,9 +92,10 @@ class PluginConfig(BaseModel):
     """Network of grading containers: ``none``, ``default`` or a name in the exec servers' ``SWE_EXEC_NETWORKS``;
     None: the instance row's ``network``, else none. (The agent's: ``container_options.network``.)"""
     clean_store: str | None = None
-    """Directory of each task's clean-tree answers, written by ``eval/certify.py run --clean-store`` (or
-    ``SWE_CLEAN_STORE``): a rollout process's first grading of a task reads them instead of asking the
-    clean tree (docs/grading.md, "The clean-tree store"). None: ``SWE_CLEAN_STORE``, else none."""
+    """Directory of each task's clean-tree answers, written by ``eval/certify.py run``: a rollout process's
+    first grading of a task reads them instead of asking the clean tree (docs/grading.md, "The clean-tree
+    store"). None: the directory certification writes beside the ``require_certified`` ledger, when it is
+    there; else none."""
     require_certified: str | None = None
     """Certification ledger (eval/certify.py): uncertified instances are not played (removed samples), and a
     grade that failed only on the ledger's flaky tests is removed instead of scored as a failure."""

@@ -31,12 +31,14 @@ import asyncio
 import functools
 import json
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from swe_rl.agent.fleet_session import FleetConfig, FleetSession, open_fleet
 from swe_rl.fleet.prefetch_hints import PrefetchHints
+from swe_rl.grading.clean_store import beside_ledger
 from swe_rl.grading.config import GraderConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
@@ -261,6 +263,16 @@ _CODEC_CACHE = 256
 """Codecs kept per process at most (pivot rows of many different tool sets each need their own)."""
 
 
+def clean_store_of(config: PluginConfig) -> str:
+    """The grader's clean-tree store: ``swe_clean_store`` (``SWE_CLEAN_STORE``), else the one
+    certification wrote beside the ``swe_require_certified`` ledger when it is there, else none."""
+    if config.clean_store is not None:
+        return config.clean_store
+    if config.require_certified and os.path.isdir(beside := beside_ledger(config.require_certified)):
+        return beside
+    return ""
+
+
 class ProcessState:
     """Shared by all rollouts of one process (slime's rollout Ray actor) on one event loop."""
 
@@ -291,7 +303,7 @@ class ProcessState:
                 eval_timeout=config.eval_timeout,
                 network=config.grading_network,
                 test_empty_patch=False,  # training: no_patch needs no run
-                clean_store=config.clean_store or "",
+                clean_store=clean_store_of(config),
                 integrity=config.integrity,
             ),
             env_options=dict(config.container_options),

@@ -64,8 +64,10 @@ def certify_run(fleet, ledger, *extra: str) -> dict:
 def test_gold_is_certified_and_resume_skips_them(fleet, tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     chosen = ("--instance-ids", ",".join(CERTIFIED))
-    summary = certify_run(fleet, ledger, "--runs", "2", *chosen)
+    store = tmp_path / "clean-trees"
+    summary = certify_run(fleet, ledger, "--runs", "2", "--clean-store", str(store), *chosen)
     assert summary["instances"] == len(CERTIFIED) and summary["certified"] == len(CERTIFIED), summary
+    assert len(list(store.glob("*.json"))) == len(CERTIFIED)  # each task's clean-tree answers, once
     assert sorted(read_ledger(ledger).entries) == sorted(CERTIFIED)
     assert summary["certified_fraction"] == 1.0
     entries = read_ledger(ledger).entries

@@ -172,7 +172,33 @@ def test_an_unwritable_store_is_skipped_not_a_failure(tmp_path):
 
 
 def test_the_store_directory_comes_from_the_config_else_the_environment(monkeypatch, tmp_path):
-    assert store_for("") is None
+    assert store_for(None) is None and store_for("") is None
     monkeypatch.setenv(clean_store.STORE_ENV, str(tmp_path / "env"))
-    assert store_for("").root == tmp_path / "env"  # type: ignore[union-attr]
+    assert store_for(None).root == tmp_path / "env"  # type: ignore[union-attr]
+    assert store_for("") is None  # '': no store, whatever the environment says
     assert store_for(str(tmp_path / "cfg")).root == tmp_path / "cfg"  # type: ignore[union-attr]
+
+
+def test_certification_writes_beside_its_ledger_unless_told_otherwise(monkeypatch, tmp_path):
+    from swe_rl.eval import certify
+
+    ledger = tmp_path / "ledger.jsonl"
+    args = ["run", "--data", "d.jsonl", "--ledger", str(ledger)]
+    assert certify.clean_store_of(certify.parse_args(args)) == f"{ledger}.clean-trees"
+    assert certify.clean_store_of(certify.parse_args([*args, "--clean-store", "none"])) == ""
+    assert certify.clean_store_of(certify.parse_args([*args, "--clean-store", "/s"])) == "/s"
+    monkeypatch.setenv(clean_store.STORE_ENV, "/env")
+    assert certify.clean_store_of(certify.parse_args(args)) == "/env"
+
+
+def test_the_plugin_finds_the_store_beside_its_certification_ledger(tmp_path):
+    from swe_rl.slime.config import PluginConfig
+    from swe_rl.slime.runtime import clean_store_of
+
+    ledger = tmp_path / "ledger.jsonl"
+    certified = PluginConfig(require_certified=str(ledger))
+    assert clean_store_of(certified) == ""  # no store written beside it: none
+    (tmp_path / "ledger.jsonl.clean-trees").mkdir()
+    assert clean_store_of(certified) == f"{ledger}.clean-trees"
+    assert clean_store_of(PluginConfig(require_certified=str(ledger), clean_store="/s")) == "/s"
+    assert clean_store_of(PluginConfig()) == ""

@@ -168,3 +168,23 @@ def test_the_deprecated_name_is_warned_once(caplog):
         for _ in range(2):
             PluginConfig.from_args(SimpleNamespace(swe_dynamic_history=False), env={})
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["swe_dynamic_history is deprecated"]
+
+
+async def test_the_clean_store_reaches_the_rollout_processs_grader(monkeypatch, tmp_path):
+    """``swe_clean_store`` (or ``SWE_CLEAN_STORE``) is the store the grading of every rollout reads."""
+    from swe_rl.slime import runtime
+
+    monkeypatch.setenv("SWE_POOL_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("SWE_POOL_TOKEN", "t")
+    store = str(tmp_path / "clean-trees")
+    for config in (
+        PluginConfig.from_args(SimpleNamespace(swe_clean_store=store), env={}),
+        PluginConfig.from_args(SimpleNamespace(), env={"SWE_CLEAN_STORE": store}),
+    ):
+        state = runtime.ProcessState(config)
+        try:
+            session = state.fleet(config)
+            assert session.grader.config.clean_store == store
+            await session.close()
+        finally:
+            await state.http.aclose()
