@@ -177,6 +177,7 @@ async def run(
     from swe_rl.agent import AgentConfig, run_instance
     from swe_rl.agent.fleet_session import FleetConfig, open_fleet
     from swe_rl.fleet.prefetch_hints import PrefetchHints
+    from swe_rl.grading.clean_store import found_beside
     from swe_rl.grading.config import GraderConfig
     from swe_rl.grading.integrity import IntegrityConfig
     from swe_rl.harnesses.registry import harness_by_name
@@ -242,6 +243,7 @@ async def run(
         grading=GraderConfig(
             eval_timeout=args.eval_timeout,
             network=args.grading_network,
+            clean_store=found_beside(args.certified_only),  # certification's answers, else SWE_CLEAN_STORE
             integrity=IntegrityConfig(
                 enable=not args.no_integrity, official_verdict=not args.no_official_verdict
             ),

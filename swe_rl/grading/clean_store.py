@@ -37,7 +37,15 @@ from swe_rl.grading.patch.canonical import InterpreterFacts
 from swe_rl.grading.runner.probe import ProbeReport
 from swe_rl.grading.runner.probe_languages import LanguageProbePlan, LanguageProbeReport
 
-__all__ = ["STORE_ENV", "CleanStore", "StoredClean", "beside_ledger", "grader_digest", "store_for"]
+__all__ = [
+    "STORE_ENV",
+    "CleanStore",
+    "StoredClean",
+    "beside_ledger",
+    "found_beside",
+    "grader_digest",
+    "store_for",
+]
 
 STORE_ENV = "SWE_CLEAN_STORE"
 """The store directory when the grader's config names none."""
@@ -114,6 +122,14 @@ def beside_ledger(ledger: str | os.PathLike[str]) -> str:
     """The store certification writes next to its ledger (``<ledger>.clean-trees``), where the plugin's
     ``swe_require_certified`` finds it without another setting."""
     return f"{os.fspath(ledger)}.clean-trees"
+
+
+def found_beside(ledger: str | os.PathLike[str] | None) -> str | None:
+    """The store beside a certification ledger when certification wrote one there (else None)."""
+    if not ledger:
+        return None
+    beside = beside_ledger(ledger)
+    return beside if os.path.isdir(beside) else None
 
 
 def store_for(directory: str | None) -> CleanStore | None:

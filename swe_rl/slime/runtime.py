@@ -31,14 +31,13 @@ import asyncio
 import functools
 import json
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from swe_rl.agent.fleet_session import FleetConfig, FleetSession, open_fleet
 from swe_rl.fleet.prefetch_hints import PrefetchHints
-from swe_rl.grading.clean_store import beside_ledger
+from swe_rl.grading.clean_store import found_beside
 from swe_rl.grading.config import GraderConfig
 from swe_rl.policies.server_context import ContextBudget
 from swe_rl.rewards.prm import JudgeClient, StepJudge
@@ -268,9 +267,7 @@ def clean_store_of(config: PluginConfig) -> str:
     certification wrote beside the ``swe_require_certified`` ledger when it is there, else none."""
     if config.clean_store is not None:
         return config.clean_store
-    if config.require_certified and os.path.isdir(beside := beside_ledger(config.require_certified)):
-        return beside
-    return ""
+    return found_beside(config.require_certified) or ""
 
 
 class ProcessState:
