@@ -66,12 +66,10 @@ def sweep_dead_sessions(client) -> None:
     """Remove the containers and internal networks of test sessions that died without their teardown."""
     import docker
 
-    for c in client.containers.list(
-        all=True, filters={"label": "swe-rl.managed-by=swe-rl"}, ignore_removed=True
-    ):
-        if _session_dead((c.labels or {}).get("swe-rl.exec-server", "")):
+    for cid, labels in _managed_containers(client):
+        if _session_dead(labels.get("swe-rl.exec-server", "")):
             try:
-                c.remove(force=True)
+                client.api.remove_container(cid, force=True)
             except docker.errors.APIError:
                 pass
     for net in client.networks.list(filters={"label": "swe-rl.test=1"}):
@@ -135,16 +133,23 @@ def wait_http(
 
 def remove_containers_of(server_id_prefix: str) -> None:
     import docker
+    import requests
 
     client = docker.from_env()
-    for c in client.containers.list(
-        all=True, filters={"label": "swe-rl.managed-by=swe-rl"}, ignore_removed=True
-    ):
-        if (c.labels or {}).get("swe-rl.exec-server", "").startswith(server_id_prefix):
+    for cid, labels in _managed_containers(client):
+        if labels.get("swe-rl.exec-server", "").startswith(server_id_prefix):
             try:
-                c.remove(force=True)
-            except docker.errors.APIError:  # already gone, or removal in progress
+                client.api.remove_container(cid, force=True)
+            except (docker.errors.APIError, requests.RequestException):  # gone, or its removal under way
                 pass
+
+
+def _managed_containers(client) -> list[tuple[str, dict[str, str]]]:
+    """(id, labels) of every container our exec servers made, from one listing call: the SDK's
+    `containers.list` inspects each container too, and an inspect waits for a container another test is
+    killing (seen: a 60 s read timeout in a teardown under CI's load)."""
+    found = client.api.containers(all=True, filters={"label": "swe-rl.managed-by=swe-rl"})
+    return [(c["Id"], c.get("Labels") or {}) for c in found]
 
 
 @pytest.fixture(scope="session")

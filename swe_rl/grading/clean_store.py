@@ -114,6 +114,9 @@ class CleanStore:
         except OSError:
             return
 
+    def has(self, key: str) -> bool:
+        return self._path(key).is_file()
+
     def drop(self, key: str) -> None:
         self._path(key).unlink(missing_ok=True)
 

@@ -110,6 +110,8 @@ class _Kept:
     """What the image's interpreter answered (None: no interpreter answered; asked again)."""
     stored: str = ""
     """Read from the store under this key ('' : asked in this process)."""
+    image_id: str = ""
+    """The image ID of the container it was asked in ('' : not reported): only under it is it stored."""
 
 
 _kept: OrderedDict[str, _Kept] = OrderedDict()
@@ -128,7 +130,7 @@ def _task_key(instance: TaskInstance, script: str, config: GraderConfig) -> str:
     return hashlib.sha256(repr(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _keep(key: str, names: tuple[str, str] | None, got: CleanTree) -> _Kept | None:
+def _keep(key: str, names: tuple[str, str] | None, got: CleanTree, image_id: str) -> _Kept | None:
     complete = (
         got.canonical.applied
         and all(text is not None for text in got.sources.values())
@@ -138,7 +140,15 @@ def _keep(key: str, names: tuple[str, str] | None, got: CleanTree) -> _Kept | No
     if complete:
         facts = got.canonical.interpreter
         interpreter = facts if facts.python else None
-        kept = _Kept(names, dict(got.sources), got.clean, got.language_plan, got.language_clean, interpreter)
+        kept = _Kept(
+            names,
+            dict(got.sources),
+            got.clean,
+            got.language_plan,
+            got.language_clean,
+            interpreter,
+            image_id=image_id,
+        )
         _remember(key, kept)
         return kept
     return None
@@ -151,12 +161,16 @@ def _remember(key: str, kept: _Kept) -> None:
         _kept.popitem(last=False)
 
 
+def _image_id(lease: Lease) -> str:
+    return getattr(lease, "image_id", "") or ""
+
+
 def _store_key(
     lease: Lease, instance: TaskInstance, key: str, config: GraderConfig
 ) -> tuple[CleanStore, str] | None:
     """The store and this task's key in it (None: no store, or the fleet did not report the image ID)."""
     store = store_for(config.clean_store)
-    image_id = getattr(lease, "image_id", "") or ""
+    image_id = _image_id(lease)
     if store is None or not image_id:
         return None
     return store, CleanStore.key(key, instance.model_dump_json(), image_id)
@@ -180,9 +194,16 @@ def _from_store(lease: Lease, instance: TaskInstance, key: str, config: GraderCo
     return kept
 
 
-def _to_store(lease: Lease, instance: TaskInstance, key: str, config: GraderConfig, kept: _Kept) -> None:
+def _to_store(
+    lease: Lease, instance: TaskInstance, key: str, config: GraderConfig, kept: _Kept, fresh: bool
+) -> None:
+    """A live answer into the store, under the image ID it was asked on: a `fresh` one always (it replaces
+    what the store held), one kept from an earlier grading of this process when the store lacks it
+    (certification in a long-lived process)."""
+    if kept.stored or not kept.image_id or kept.image_id != _image_id(lease):
+        return
     where = _store_key(lease, instance, key, config)
-    if where is not None:
+    if where is not None and (fresh or not where[0].has(where[1])):
         where[0].put(
             StoredClean(
                 key=where[1],
@@ -484,12 +505,13 @@ async def _read(
     if facts is not None and got.canonical.applied:  # the kept answer of the image's interpreter
         got.canonical = got.canonical.model_copy(update={"interpreter": facts})
     if kept is None:
-        fresh = _keep(key, plans.names, got)
+        fresh = _keep(key, plans.names, got, _image_id(lease))
         if fresh is not None:
-            _to_store(lease, instance, key, config, fresh)
+            _to_store(lease, instance, key, config, fresh, fresh=True)
         return got
     if not got.canonical.applied:
         return got
+    _to_store(lease, instance, key, config, kept, fresh=False)
     out = replace(got, sources=dict(kept.sources), cached=True, stored=kept.stored)
     if plans.python is not None and kept.clean is not None:
         out.probe_plan, out.clean = plans.python[1], kept.clean

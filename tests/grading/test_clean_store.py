@@ -132,6 +132,24 @@ async def test_a_stored_answer_a_void_rested_on_is_forgotten(instance, monkeypat
     assert len(list(tmp_path.glob("*.json"))) == 1
 
 
+async def test_an_answer_this_process_kept_is_written_when_the_store_lacks_it(instance, tmp_path):
+    """Certification in a process that graded the task before: its kept answer goes to the store, under
+    the image ID it was asked on only."""
+    asked_on = "sha256:" + "a" * 64
+    await _grade(instance, _lease(asked_on), _clean_answer, GraderConfig(clean_store=""))
+    assert not list(tmp_path.glob("*.json"))
+    config = GraderConfig(clean_store=str(tmp_path))
+    other = _lease("sha256:" + "b" * 64)
+    await _grade(instance, other, _canonical_only, config)  # (the process's answer serves, as before)
+    assert "clean.sh" not in other.bundle and not list(tmp_path.glob("*.json"))  # not under another ID
+    same = _lease(asked_on)
+    got = await _grade(instance, same, _canonical_only, config)
+    assert got.cached and not got.stored and len(list(tmp_path.glob("*.json"))) == 1
+    prerun.forget_clean_trees()
+    later = await _grade(instance, _lease(asked_on), _canonical_only, config)
+    assert later.stored and later.clean == SIGNED
+
+
 async def test_an_incomplete_answer_is_not_written(instance, monkeypatch, tmp_path):
     config = GraderConfig(clean_store=str(tmp_path))
 
