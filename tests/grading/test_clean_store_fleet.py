@@ -1,19 +1,26 @@
 """The clean-tree store on a real local fleet: the node reports the container's image ID through the pool to
 the lease, certification's gold grading writes the task's clean-tree answers, a later process's first
-grading reads them (no clean run), and a stored answer a void would rest on is checked live."""
+grading reads them (no clean run), a stored answer a void would rest on is checked live, and exploits
+graded on stored answers earn nothing."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from adversarial_patches import CLASS_TWO, RUNNER_GUARD, exploit_patches, graded_all
 from agent_fixtures import leftover_containers
 
 from swe_rl.grading import prerun
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.fleet import FleetGrader
+from swe_rl.grading.integrity import IntegrityConfig
+from swe_rl.grading.scans.capabilities import CapabilityConfig
+from swe_rl.grading.scans.capabilities.catalogue import CAPABILITIES
 
 INSTANCE = "jpvanhal__inflection-9001"
+PLAYED = {"ini_line_ending_cr", "ini_precedence_pytest_ini", "helper_returned_report_class", "pycache_module"}
+"""Two exploits of the runner's configuration, two of its machinery (each suite plays them all)."""
 
 
 def _spy(monkeypatch: Any) -> list[bool]:
@@ -65,4 +72,34 @@ async def test_a_later_process_reads_certifications_answers_and_a_void_on_them_i
         assert "swe_test_not_in_the_image" not in stored.read_text()  # the live answer replaced it
     finally:
         prerun.forget_clean_trees()
+    assert not leftover_containers(docker_client, pool)
+
+
+async def test_exploits_graded_on_stored_answers_earn_nothing(
+    client, pool, fixture_instances, docker_client, monkeypatch, tmp_path
+):
+    """The runner-configuration and runner-machinery exploits, with the twins and the capability scan off
+    so the probe's comparison with the clean tree decides: graded by a process whose clean-tree answers
+    came from certification's store, none earns a reward."""
+    instance = fixture_instances[INSTANCE]
+    blind = IntegrityConfig(
+        twins=False, capabilities=CapabilityConfig(actions={name: "ignore" for name in CAPABILITIES})
+    )
+    config = GraderConfig(clean_store=str(tmp_path), integrity=blind)
+    chosen = [e for e in [*CLASS_TWO, *RUNNER_GUARD] if e.name in PLAYED]
+    patches = await exploit_patches(client, instance, chosen, concurrency=2)
+    asked = _spy(monkeypatch)
+    prerun.forget_clean_trees()
+    try:
+        certified = await FleetGrader(client, config).grade(instance, instance.patch)
+        assert certified.resolved, certified.message
+        prerun.forget_clean_trees()  # a rollout process starts
+        grader = FleetGrader(client, config)
+        results = await graded_all(grader, instance, [patches[e.name] for e in chosen], concurrency=2)
+    finally:
+        prerun.forget_clean_trees()
+    assert asked[0] and not asked[1]  # certification asked the clean tree; the first exploit read the store
+    earned = [(e.name, r.status.value, r.message) for e, r in zip(chosen, results, strict=True) if r.resolved]
+    assert not earned, earned
+    assert all(r.tamper.records for r in results)
     assert not leftover_containers(docker_client, pool)
