@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from swe_rl.fleet.client import ExecResult
-from swe_rl.grading import prerun
+from swe_rl.grading import prerun, prerun_script
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.patch.canonical import CanonicalPatch
 from swe_rl.grading.runner.probe import ProbeReport
@@ -218,7 +218,7 @@ def test_a_row_without_test_patch_gets_its_searched_test_files_in_the_one_call(t
     folder, mine = str(tmp_path / "reader"), "n" * 16
     script = (
         reader_script(row, plans.paths, folder).replace("\nexit 0\n", "\n")
-        + "\n".join(prerun.found_lines(folder, mine))
+        + "\n".join(prerun_script.found_lines(folder, mine))
         + "\n"
     )
     out = subprocess.run(["bash"], input=script, text=True, capture_output=True, check=True).stdout
@@ -292,7 +292,8 @@ def test_the_patch_baseline_is_recorded_first_in_the_same_call(tmp_path, monkeyp
 
     work, base = str(tmp_path / "canon"), str(tmp_path / "baseline")
     moved = patch_baseline.BASELINE_CORE.replace(patch_baseline.BASELINE_DIR, base)
-    monkeypatch.setattr(prerun, "BASELINE_CORE", moved)
+    monkeypatch.setattr(prerun_script, "BASELINE_CORE", moved)
+    monkeypatch.setattr(prerun_script, "WORK_DIR", work)
     monkeypatch.setattr(prerun, "WORK_DIR", work)
     monkeypatch.setattr(canonical, "WORK_DIR", work)
     monkeypatch.setattr(canonical, "BASELINE_DIR", base)
