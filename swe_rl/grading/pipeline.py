@@ -313,7 +313,7 @@ async def grade_patch(
     A void that rested on clean-tree answers read from the store (`grading.clean_store`) is not taken on
     their word: they are dropped, and the patch is graded again asking the clean tree live."""
     result, stored = await _grade_once(client, config, log_grader, instance, patch, store=True)
-    if stored and not result.resolved and _voided(result, config):
+    if stored and _void_decided(result, config):
         log.info(
             "grading %s: voided on stored clean-tree answers; graded again on live ones", instance.instance_id
         )
@@ -322,11 +322,16 @@ async def grade_patch(
     return result
 
 
-def _voided(result: GradeResult, config: GraderConfig) -> bool:
+def _void_decided(result: GradeResult, config: GraderConfig) -> bool:
+    """The tests alone would have paid the patch (every FAIL_TO_PASS and PASS_TO_PASS test passed) and a
+    record voided it: what a stale stored answer could cost an honest patch (a patch whose tests failed
+    is graded once, whatever the records say)."""
     records = result.tamper.records if result.tamper is not None else []
-    return any(
+    voided = any(
         r.action == "voided" or (r.action == "flagged" and config.integrity.flag_voids) for r in records
     )
+    failing = [*result.fail_to_pass.failure, *result.pass_to_pass.failure]
+    return result.status is GradeStatus.UNRESOLVED and voided and not failing
 
 
 async def _grade_once(

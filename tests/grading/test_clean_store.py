@@ -220,3 +220,24 @@ def test_the_plugin_finds_the_store_beside_its_certification_ledger(tmp_path):
     assert clean_store_of(certified) == f"{ledger}.clean-trees"
     assert clean_store_of(PluginConfig(require_certified=str(ledger), clean_store="/s")) == "/s"
     assert clean_store_of(PluginConfig()) == ""
+
+
+def test_only_a_void_that_decides_the_grade_is_checked_live():
+    """A grade is graded again on live answers only when its tests passed and a record voided it: a patch
+    whose tests failed costs one grading, whatever its records say."""
+    from swe_rl.grading.integrity import TamperRecord, TamperReport
+    from swe_rl.grading.pipeline import _void_decided
+    from swe_rl.grading.result import GradeResult, GradeStatus, TestsReport
+
+    void = TamperReport(records=[TamperRecord(path="", rule="runner_probe", action="voided", reason="x")])
+    noted = TamperReport(records=[TamperRecord(path="", rule="runner_probe", action="noted", reason="x")])
+
+    def grade(failing: list[str], tamper: TamperReport, status: GradeStatus = GradeStatus.UNRESOLVED):
+        tests = TestsReport(success=["t1"], failure=failing)
+        return GradeResult(instance_id="i", status=status, resolved=False, fail_to_pass=tests, tamper=tamper)
+
+    config = GraderConfig()
+    assert _void_decided(grade([], void), config)
+    assert not _void_decided(grade(["t2"], void), config)  # its tests failed: no void decided it
+    assert not _void_decided(grade([], noted), config)
+    assert not _void_decided(grade([], void, GradeStatus.ENV_ERROR), config)
