@@ -30,6 +30,7 @@ import os
 import tempfile
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -39,6 +40,7 @@ from swe_rl.grading.runner.probe_languages import LanguageProbePlan, LanguagePro
 
 __all__ = [
     "STORE_ENV",
+    "CleanAnswers",
     "CleanStore",
     "StoredClean",
     "beside_ledger",
@@ -52,20 +54,30 @@ STORE_ENV = "SWE_CLEAN_STORE"
 FORMAT = 1
 
 
-class StoredClean(BaseModel):
-    """One task's clean-tree answers as `prerun` keeps them."""
+class CleanAnswers(BaseModel):
+    """One task's clean-tree answers and the names its probe ran under (`prerun` keeps them)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    format: int = FORMAT
-    key: str
-    """The full key (`CleanStore.key`): a file renamed to another key's name is not that key's answer."""
     names: tuple[str, str] | None
     sources: dict[str, str | None]
     clean: ProbeReport | None
     language_plan: LanguageProbePlan | None
     language_clean: LanguageProbeReport | None
     interpreter: InterpreterFacts | None = None
+    """What the image's interpreter answered (None: no interpreter answered; asked again)."""
+
+    def answers(self) -> dict[str, Any]:
+        """The answers themselves (the same objects), to make the other kind of answers from."""
+        return {name: getattr(self, name) for name in CleanAnswers.model_fields}
+
+
+class StoredClean(CleanAnswers):
+    """One task's clean-tree answers as the store holds them."""
+
+    format: int = FORMAT
+    key: str
+    """The full key (`CleanStore.key`): a file renamed to another key's name is not that key's answer."""
 
 
 @cache

@@ -42,12 +42,11 @@ from dataclasses import dataclass, field, replace
 
 from swe_rl.fleet.client import Lease
 from swe_rl.fleet.errors import FileNotFound
-from swe_rl.grading.clean_store import CleanStore, StoredClean, store_for
+from swe_rl.grading.clean_store import CleanAnswers, CleanStore, StoredClean, store_for
 from swe_rl.grading.config import GraderConfig
 from swe_rl.grading.patch.canonical import (
     WORK_DIR,
     CanonicalPatch,
-    InterpreterFacts,
     canonicalise,
     parse_output,
 )
@@ -95,17 +94,9 @@ class CleanTree:
     void on them is checked against a live answer (`forget_stored`)."""
 
 
-@dataclass
-class _Kept:
-    """One task's clean-tree answers and the names its probe ran under."""
+class _Kept(CleanAnswers):
+    """One task's clean-tree answers as this process keeps them."""
 
-    names: tuple[str, str] | None
-    sources: dict[str, str | None]
-    clean: ProbeReport | None
-    language_plan: LanguageProbePlan | None
-    language_clean: LanguageProbeReport | None
-    interpreter: InterpreterFacts | None = None
-    """What the image's interpreter answered (None: no interpreter answered; asked again)."""
     stored: str = ""
     """Read from the store under this key ('' : asked in this process)."""
     image_id: str = ""
@@ -139,12 +130,12 @@ def _keep(key: str, names: tuple[str, str] | None, got: CleanTree, image_id: str
         facts = got.canonical.interpreter
         interpreter = facts if facts.python else None
         kept = _Kept(
-            names,
-            dict(got.sources),
-            got.clean,
-            got.language_plan,
-            got.language_clean,
-            interpreter,
+            names=names,
+            sources=dict(got.sources),
+            clean=got.clean,
+            language_plan=got.language_plan,
+            language_clean=got.language_clean,
+            interpreter=interpreter,
             image_id=image_id,
         )
         _remember(key, kept)
@@ -179,15 +170,7 @@ def _from_store(lease: Lease, instance: TaskInstance, key: str, config: GraderCo
     stored = where[0].get(where[1]) if where is not None else None
     if stored is None or where is None:
         return None
-    kept = _Kept(
-        stored.names,
-        stored.sources,
-        stored.clean,
-        stored.language_plan,
-        stored.language_clean,
-        stored.interpreter,
-        stored=where[1],
-    )
+    kept = _Kept(**stored.answers(), stored=where[1])
     _remember(key, kept)
     return kept
 
@@ -202,17 +185,7 @@ def _to_store(
         return
     where = _store_key(lease, instance, key, config)
     if where is not None and (fresh or not where[0].has(where[1])):
-        where[0].put(
-            StoredClean(
-                key=where[1],
-                names=kept.names,
-                sources=kept.sources,
-                clean=kept.clean,
-                language_plan=kept.language_plan,
-                language_clean=kept.language_clean,
-                interpreter=kept.interpreter,
-            )
-        )
+        where[0].put(StoredClean(key=where[1], **kept.answers()))
 
 
 def forget_stored(config: GraderConfig, stored: str) -> None:
