@@ -6,7 +6,10 @@ processes), a real PostgreSQL (Debian's server in a temporary
 directory: swe_rl/testing/local_postgres.py) and two real pool processes sharing it
 (`SWE_POOL_DATABASE_URL`). The load comes from `--client-processes` processes, each with its share of
 the EnvClients (every client holds both URLs, half of them A first, half B first). Then:
-- allocate: `--leases` leases held at once (`--burst` allocates in flight over all processes);
+- allocate: `--leases` leases held at once (`--burst` allocates in flight over all processes), then
+  each lease's first exec, untimed (an episode's first command follows its allocate; the node checks a
+  credential's signature on its first call only, so this is the steady state of held leases;
+  `--cold-credentials` leaves those first calls to the timed phase);
 - exec: for `--seconds`, execs on random leases offered at `--rate` a second in all, an open loop: each
   call starts at its due time whether or not earlier ones have answered (a process with more than
   `--max-in-flight` calls unanswered sheds the next ones, counted), so a slow answer never delays the
@@ -17,12 +20,16 @@ the EnvClients (every client holds both URLs, half of them A first, half B first
 - after: every lease is heartbeated through B (a lease it does not know or whose container is gone is
   lost) and closed (`--close`); B ends with no lease.
 
-CPUs: the pool replicas get `--pool-cpu` (default 0) to themselves; everything else (this process, the
-client processes, the simulated nodes, PostgreSQL) is pinned to the other CPUs (every thread:
-`_common.pin`, what `taskset -a -p` does), printed in the header. `--no-pin` leaves the scheduler alone.
+CPUs: the head (the pool replicas and the PostgreSQL they share) gets `--pool-cpu` (default 0); the
+simulation (this process, the client processes, the simulated nodes) is pinned to the other CPUs
+(every thread: `_common.pin`, what `taskset -a -p` does), printed in the header. `--no-pin` leaves the
+scheduler alone. The simulation runs one node process and one client process per CPU it has by default:
+on one CPU more processes only add switches (every call crosses from a client process to a node's and
+back) and thin each loop's turns.
 
 Figures (the last line): execs/s answered over the exec phase; head CPU per exec (CPU seconds of both
-pool processes over the exec phase, A's until its kill, divided by the execs made); the overhead per
+pool processes over the exec phase, A's until its kill, divided by the execs made; the line before it
+adds their PostgreSQL's); the overhead per
 call, p50 and p99 over every exec answered, paired per call: the client's time for that call on its own
 connection (from writing the request to reading the whole answer for a direct call; to the answer's
 head for a routed one) minus the node's own time for the same call (its `x-swe-node-seconds`, from its
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import math
 import multiprocessing as mp
 import os
@@ -115,7 +123,14 @@ async def _worker(share: dict[str, Any], conn: Connection) -> None:
             IMAGES[(first + i) % len(IMAGES)], instance_id=f"rb-{first + i}"
         ),
     )
-    conn.send(("allocated", time.monotonic() - t0))
+    allocated = time.monotonic() - t0
+    t1 = time.monotonic()
+    if share["first_calls"]:  # each lease's first command, as an episode's follows its allocate (untimed)
+        await gated(len(leases), share["burst"], lambda i: leases[i].exec("echo first", idempotent=True))
+    conn.send(("allocated", (allocated, time.monotonic() - t1)))
+    # This process holds thousands of leases (a rollout worker holds a few): a full collection over
+    # them would pause its loop for 100s of ms, a lag of the load generator, not of the fleet.
+    gc.freeze()
     start, seconds = await asyncio.get_running_loop().run_in_executor(None, conn.recv)
     overheads.clear()
     own.clear()
@@ -138,7 +153,7 @@ async def _worker(share: dict[str, Any], conn: Connection) -> None:
     rate, end, started = share["rate"], start + seconds, 0
     await asyncio.sleep(max(0.0, start - time.time()))
     while (now := time.time()) < end:
-        due = int((now - start) * rate)  # calls due by now: every one starts, late or not (open loop)
+        due = int((now - start) * rate) + 1  # call k is due at start + k/rate: every one starts, late or not
         while started < due:
             lags.append(now - (start + started / rate))
             started += 1
@@ -148,7 +163,7 @@ async def _worker(share: dict[str, Any], conn: Connection) -> None:
             task = asyncio.create_task(one(random.choice(leases)))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
-        await asyncio.sleep(min(0.002, max(0.0, start + (started + 1) / rate - time.time())))
+        await asyncio.sleep(min(0.002, max(0.0, start + started / rate - time.time())))  # to the next one
     await asyncio.gather(*tasks)
     conn.send(("execs", {"done": done, "failed": failed, "shed": shed, "errors": errors, "lags": lags,
                          "overheads": overheads, "own": own}))  # fmt: skip
@@ -192,15 +207,21 @@ def run(
         c_lo, c_hi = n_clients * k // n_proc, n_clients * (k + 1) // n_proc
         share = {"urls": (a, b), "token": fleet.token, "first_lease": lo, "leases": hi - lo, "first_client": c_lo,
                  "clients": max(1, c_hi - c_lo), "burst": max(1, args.burst // n_proc), "rate": args.rate / n_proc,
-                 "max_in_flight": args.max_in_flight, "direct": not args.routed, "close": args.close}  # fmt: skip
+                 "max_in_flight": args.max_in_flight, "direct": not args.routed, "close": args.close,
+                 "first_calls": not args.cold_credentials}  # fmt: skip
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=worker, args=(share, child), daemon=True)
         proc.start()
         conns.append(parent)
         procs.append(proc)
     try:
-        allocate_s = max(receive_all(conns, "allocated"))
-        print(f"allocated {args.leases} leases in {allocate_s:.1f} s ({load_average()})", flush=True)
+        allocated = receive_all(conns, "allocated")
+        print(
+            f"allocated {args.leases} leases in {max(a for a, _ in allocated):.1f} s ({load_average()})",
+            flush=True,
+        )
+        if not args.cold_credentials:
+            print(f"each lease's first exec (untimed) in {max(f for _, f in allocated):.1f} s", flush=True)
         groups = {
             "pools": lambda: [pools["A"], pools["B"]],
             "clients": lambda: [p.pid for p in procs if p.pid],
@@ -265,9 +286,11 @@ def report(
             f"the pool's own part of a routed call: p50 {pct(r['own'], 0.5):.2f} ms p99 {pct(r['own'], 0.99):.2f} ms"
         )
     print("CPU seconds over the exec phase: " + ", ".join(f"{k} {v:.1f}" for k, v in used.items()))
-    print(load_average(), flush=True)
     rate = r["done"] / elapsed if elapsed else 0.0
     cpu_ms = 1000 * used["pools"] / calls if calls else float("nan")
+    with_db = 1000 * (used["pools"] + used["postgres"]) / calls if calls else float("nan")
+    print(f"head CPU per exec: the pool replicas {cpu_ms:.2f} ms, with their PostgreSQL {with_db:.2f} ms")
+    print(load_average(), flush=True)
     print(
         f"scale: {args.leases} leases, {args.nodes} nodes, {rate:.0f} execs/s, head CPU per exec {cpu_ms:.2f} ms, "
         f"overhead p50 {pct(r['overheads'], 0.5):.1f} ms p99 {pct(r['overheads'], 0.99):.1f} ms, "
@@ -280,14 +303,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--leases", type=int, default=50_000)
     p.add_argument("--nodes", type=int, default=100)
-    p.add_argument("--node-processes", type=int, default=4, help="processes serving the simulated nodes")
+    p.add_argument("--node-processes", type=int, default=None,
+                   help="processes serving the simulated nodes (default: one per CPU they run on)")  # fmt: skip
     p.add_argument("--node-threads", type=int, default=2, help="WSGI threads per simulated node")
-    p.add_argument("--client-processes", type=int, default=4, help="processes of the load generator")
+    p.add_argument("--client-processes", type=int, default=None,
+                   help="processes of the load generator (default: one per CPU it runs on)")  # fmt: skip
     p.add_argument("--rate", type=float, default=1000.0, help="execs a second offered (open loop)")
     p.add_argument("--seconds", type=float, default=60.0, help="length of the exec phase")
     p.add_argument("--burst", type=int, default=400, help="allocates in flight at most (over all processes)")
     p.add_argument("--max-in-flight", type=int, default=250, help="unanswered execs per client process")
     p.add_argument("--close", action="store_true", help="close every lease at the end (minutes at 50,000)")
+    p.add_argument("--cold-credentials", action="store_true",
+                   help="no first exec per lease before the timed phase: most timed calls are a lease's first")  # fmt: skip
     p.add_argument("--routed", action="store_true", help="execs through the pool replicas, not to the nodes")
     p.add_argument("--pool-cpu", type=int, default=0, help="the CPU the pool replicas get to themselves")
     p.add_argument("--no-pin", action="store_true", help="leave every process to the scheduler")
@@ -299,14 +326,20 @@ def main() -> None:
     pinned = not args.no_pin and args.pool_cpu in cpus and bool(others)
     if pinned:
         pin(os.getpid(), others)  # everything started from here on inherits the other CPUs
+    simulation_cpus = len(others) if pinned else len(cpus)
+    # More processes than CPUs add only switches: each call crosses from a client process to a node's and
+    # back, and a busier loop serves more calls per turn (measured: docs/fleet.md, "Session 31").
+    args.node_processes = args.node_processes or simulation_cpus
+    args.client_processes = args.client_processes or simulation_cpus
     mode = "routed through the replicas" if args.routed else "direct to the nodes"
     where = (
-        f"pools on CPU {args.pool_cpu}; clients, simulated nodes and PostgreSQL on CPU {sorted(others)}"
+        f"pool replicas and PostgreSQL on CPU {args.pool_cpu}; clients and simulated nodes on CPU {sorted(others)}"
         if pinned
         else "no CPU pinning"
     )
     print(f"replica bench: {args.leases} leases, {args.nodes} nodes, {args.rate:g} execs/s offered for "
-          f"{args.seconds:g} s, {mode}, {args.client_processes} client processes; {where}; {load_average()}",
+          f"{args.seconds:g} s, {mode}, {args.client_processes} client and {args.node_processes} node processes; "
+          f"{where}; {load_average()}",
           flush=True)  # fmt: skip
     cap = math.ceil(args.leases / args.nodes * 1.2)
     with (
@@ -330,8 +363,8 @@ def main() -> None:
         a = fleet.start_replica()
         assert fleet.pool is not None
         pools = {"A": next(proc.pid for url, proc in fleet.replicas if url == a), "B": fleet.pool.pid}
-        if pinned:
-            for pid in pools.values():
+        if pinned:  # the head: the replicas and the database they share (its new backends inherit)
+            for pid in [*pools.values(), *([pg.proc.pid, *descendants(pg.proc.pid)] if pg.proc else [])]:
                 pin(pid, {args.pool_cpu})
         run(args, fleet, pg, a, pools)
 
