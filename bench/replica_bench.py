@@ -316,7 +316,9 @@ def main() -> None:
     p.add_argument("--cold-credentials", action="store_true",
                    help="no first exec per lease before the timed phase: most timed calls are a lease's first")  # fmt: skip
     p.add_argument("--routed", action="store_true", help="execs through the pool replicas, not to the nodes")
-    p.add_argument("--pool-cpu", type=int, default=0, help="the CPU the pool replicas get to themselves")
+    p.add_argument(
+        "--pool-cpu", type=int, default=0, help="the head's CPU: the pool replicas and their PostgreSQL"
+    )
     p.add_argument("--no-pin", action="store_true", help="leave every process to the scheduler")
     p.add_argument("--threaded-nodes", action="store_true",
                    help="the simulated nodes on waitress's loop and worker threads, not inline_loop.py")  # fmt: skip
