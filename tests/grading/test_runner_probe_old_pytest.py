@@ -8,6 +8,7 @@ registry; skipped, saying which, without them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -33,9 +34,17 @@ def old_python(tmp_path_factory):
     if python is None:
         pytest.skip("no Python 3.7 on this machine")
     venv = tmp_path_factory.mktemp("py37") / "venv"
-    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
+    # Python 3.7's pip copies its CA bundle to a temp file and never removes it: its temp dir is ours.
+    scratch = venv.parent / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300, env=env)
     pip = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "-q", OLD_PYTEST], capture_output=True, text=True, timeout=600
+        [str(venv / "bin" / "pip"), "install", "-q", OLD_PYTEST],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     if pip.returncode != 0:
         pytest.skip(f"{OLD_PYTEST} could not be installed: {pip.stderr[-300:]}")

@@ -144,6 +144,7 @@ def test_the_head_launches_for_real_from_a_filled_env_file(rehearsal, tmp_path):
             "RAY_HEAD_ARGS": f"--temp-dir {rehearsal['ray_tmp']} --ray-client-server-port {free_port()} "
             f"--dashboard-agent-listen-port {free_port()} --include-dashboard true",
             "RAY_TMPDIR": str(rehearsal["ray_tmp"]),
+            "TMPDIR": str(rehearsal["ray_tmp"]),  # Ray's processes leave temp dirs (pymp-*) when stopped
             "POOL_PORT": str(free_port()),
             "EXPORT_ROOT": str(tmp_path / "output"),
             "RUN_TS": "20260101_000000",
