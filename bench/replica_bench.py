@@ -226,7 +226,7 @@ def run(
             "pools": lambda: [pools["A"], pools["B"]],
             "clients": lambda: [p.pid for p in procs if p.pid],
             "nodes": lambda: [h.pid for h in fleet.helpers],
-            "postgres": lambda: [pg.proc.pid, *descendants(pg.proc.pid)] if pg.proc else [],
+            "postgres": lambda: postgres_pids(pg),
         }
         cpu0 = {name: group_cpu(name, pids()) for name, pids in groups.items()}
         start = time.time() + 1.0
@@ -264,6 +264,11 @@ def run(
         for error, count in part["errors"].items():
             merged["errors"][error] = merged["errors"].get(error, 0) + count
     report(args, merged, elapsed, used, args.leases - known, status.json()["totals"]["leases"])
+
+
+def postgres_pids(pg: LocalPostgres) -> list[int]:
+    """The PostgreSQL server and the processes it started (its backends come and go)."""
+    return [pg.proc.pid, *descendants(pg.proc.pid)] if pg.proc else []
 
 
 def group_cpu(name: str, pids: list[int]) -> float:
@@ -366,7 +371,7 @@ def main() -> None:
         assert fleet.pool is not None
         pools = {"A": next(proc.pid for url, proc in fleet.replicas if url == a), "B": fleet.pool.pid}
         if pinned:  # the head: the replicas and the database they share (its new backends inherit)
-            for pid in [*pools.values(), *([pg.proc.pid, *descendants(pg.proc.pid)] if pg.proc else [])]:
+            for pid in [*pools.values(), *postgres_pids(pg)]:
                 pin(pid, {args.pool_cpu})
         run(args, fleet, pg, a, pools)
 
